@@ -1,0 +1,19 @@
+/* cli.h — the `zerohop` subcommands (prefix cli_). Each component implements
+ * its entry point in its own folder; src/cli/main.c only dispatches.
+ * Every entry point takes the arguments after the subcommand name
+ * (argv[0] is the subcommand) and returns the process exit status. */
+#ifndef ZH_CLI_H
+#define ZH_CLI_H
+
+int cli_lab(int argc, char **argv);	/* src/lab:   lab up|down|status|exec */
+int cli_echo(int argc, char **argv);	/* src/bench: echo server */
+int cli_bench(int argc, char **argv);	/* src/bench: load generator, bench report */
+int cli_demo(int argc, char **argv);	/* src/bench: the seed experiments */
+int cli_agent(int argc, char **argv);	/* src/agent: node agent */
+int cli_apply(int argc, char **argv);	/* src/agent: apply -f (state source) */
+int cli_delete(int argc, char **argv);	/* src/agent: delete -f */
+int cli_get(int argc, char **argv);	/* src/agent: get KIND */
+int cli_proxy(int argc, char **argv);	/* src/proxy: node L7 proxy */
+int cli_validate(int argc, char **argv);	/* src/model: parse + validate manifests */
+
+#endif

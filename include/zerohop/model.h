@@ -1,0 +1,445 @@
+/* model.h — typed cluster state parsed from Kubernetes manifests (prefix md_).
+ *
+ * The model knows nothing about BPF, the lab or I/O beyond reading YAML files.
+ * A struct md_state is built by feeding it files (multi-document YAML, parsed
+ * with libyaml) and is then read-only; the compiler (agent) and the lab read
+ * its arrays directly.
+ *
+ * Contract:
+ * - md_state_add_file()/md_state_add_buf() parse into a *staging* area and
+ *   only merge it into the state when the whole input is valid, so a failed
+ *   call leaves the state exactly as it was (all or nothing).
+ *   md_state_finish() then validates cross-object references (TrafficSplit
+ *   services exist, duplicate names, ...), allocates ClusterIPs and computes
+ *   endpoints; it is also all-or-nothing: on error the state must be freed.
+ * - Every error fills struct md_err with file, line and field and returns
+ *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
+ *   "FILE:LINE: FIELD: MESSAGE".
+ * - Unknown fields are ignored; unknown kinds, wrong types and invalid values
+ *   are errors.
+ * - All strings and arrays are owned by the state and freed by md_state_free().
+ *
+ * Pods: a Pod object may come from a manifest (desired state) or from the
+ * lab's kubelet (runtime state: status.podIP, status.phase, spec.nodeName
+ * set). A Pod with status replaces a same-named Pod without status; two Pods
+ * of the same name that both carry status, or both lack it, are a duplicate
+ * error. Endpoints are computed only from pods with an IP and phase Running.
+ */
+#ifndef ZH_MODEL_H
+#define ZH_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define MD_DEFAULT_NS "default"
+
+/* ---- errors ---------------------------------------------------------- */
+
+struct md_err {
+	char file[256];		/* file name as given, or "<buffer>" */
+	int line;		/* 1-based line of the offending node, 0 if none */
+	char field[160];	/* path such as "spec.ports[1].port" */
+	char msg[256];		/* what is wrong */
+};
+
+/* Format err as "FILE:LINE: FIELD: MESSAGE" into buf; returns buf. */
+const char *md_err_str(const struct md_err *err, char *buf, size_t len);
+
+/* ---- common pieces ---------------------------------------------------- */
+
+struct md_kv {
+	char *key;
+	char *value;
+};
+
+struct md_labels {		/* ordered as in the manifest; keys unique */
+	struct md_kv *v;
+	int n;
+};
+
+/* Returns the value for key, or NULL. */
+const char *md_labels_get(const struct md_labels *l, const char *key);
+
+enum md_sel_op { MD_SEL_IN, MD_SEL_NOT_IN, MD_SEL_EXISTS, MD_SEL_DOES_NOT_EXIST };
+
+struct md_sel_expr {
+	char *key;
+	enum md_sel_op op;
+	char **values;		/* In/NotIn: non-empty; Exists/DoesNotExist: empty */
+	int n_values;
+};
+
+/* A Kubernetes LabelSelector. present=false means the field was absent
+ * (callers decide what absent means); an empty present selector matches
+ * everything. */
+struct md_selector {
+	bool present;
+	struct md_labels match_labels;
+	struct md_sel_expr *exprs;
+	int n_exprs;
+};
+
+bool md_selector_matches(const struct md_selector *sel, const struct md_labels *labels);
+
+enum md_proto { MD_PROTO_TCP = 0, MD_PROTO_UDP = 1, MD_PROTO_SCTP = 2 };
+const char *md_proto_name(enum md_proto p);
+
+struct md_meta {
+	char *name;
+	char *ns;		/* MD_DEFAULT_NS when absent (cluster-scoped: NULL) */
+	struct md_labels labels;
+	struct md_labels annotations;
+	char *file;		/* where the object was defined */
+	int line;
+};
+
+/* IntOrString, as Kubernetes uses for targetPort and NetworkPolicy ports. */
+struct md_port_ref {
+	bool present;
+	uint16_t num;		/* when name == NULL */
+	char *name;		/* named port, or NULL */
+};
+
+/* ---- cluster (lab topology) ------------------------------------------- */
+
+struct md_node {
+	char *name;
+};
+
+/* apiVersion zerohop.io/v1alpha1, kind Cluster. At most one per state;
+ * when absent, defaults apply (two nodes "node-a", "node-b"). */
+struct md_cluster {
+	bool present;
+	char *name;		/* metadata.name, default "zerohop" */
+	struct md_node *nodes;
+	int n_nodes;
+	uint32_t pod_cidr;	/* network byte order; default 10.244.0.0/16 */
+	int pod_cidr_len;
+	uint32_t svc_cidr;	/* default 10.96.0.0/12 */
+	int svc_cidr_len;
+	char *file;
+	int line;
+};
+
+/* ---- namespaces, configmaps ------------------------------------------- */
+
+struct md_namespace {
+	struct md_meta meta;	/* labels include kubernetes.io/metadata.name */
+};
+
+struct md_configmap {
+	struct md_meta meta;
+	struct md_labels data;	/* key -> file content */
+};
+
+/* ---- pods and deployments --------------------------------------------- */
+
+struct md_container_port {
+	char *name;		/* may be NULL */
+	uint16_t port;
+	enum md_proto proto;
+};
+
+struct md_volume_mount {
+	char *name;
+	char *mount_path;
+	char *sub_path;		/* may be NULL */
+};
+
+struct md_container {
+	char *name;
+	char *image;		/* may be NULL */
+	char **command;		/* NULL-terminated argv pieces; may be empty */
+	int n_command;
+	char **args;
+	int n_args;
+	struct md_container_port *ports;
+	int n_ports;
+	struct md_volume_mount *mounts;
+	int n_mounts;
+};
+
+struct md_volume {		/* only configMap volumes are modelled */
+	char *name;
+	char *configmap;	/* configMap.name, or NULL for other volume kinds */
+};
+
+struct md_pod_spec {
+	char *node_name;	/* spec.nodeName, or NULL */
+	struct md_container *containers;
+	int n_containers;
+	struct md_volume *volumes;
+	int n_volumes;
+};
+
+enum md_phase { MD_PHASE_NONE = 0, MD_PHASE_PENDING, MD_PHASE_RUNNING,
+		MD_PHASE_SUCCEEDED, MD_PHASE_FAILED };
+
+struct md_pod {
+	struct md_meta meta;
+	struct md_pod_spec spec;
+	bool has_status;	/* status block present (runtime pod) */
+	uint32_t ip;		/* status.podIP, network order, 0 if none */
+	enum md_phase phase;	/* status.phase */
+	char *owner;		/* metadata.ownerReferences[0].name (Deployment), or NULL */
+};
+
+struct md_deployment {
+	struct md_meta meta;
+	int replicas;		/* default 1 */
+	struct md_selector selector;	/* required, must match template labels */
+	struct md_labels template_labels;
+	struct md_labels template_annotations;
+	struct md_pod_spec template;
+};
+
+/* Resolve a named or numeric port against a pod's containers.
+ * Returns the port number, or 0 when the pod has no such named port for proto. */
+uint16_t md_pod_resolve_port(const struct md_pod *pod, const struct md_port_ref *ref,
+			     enum md_proto proto);
+
+/* ---- services and endpoints -------------------------------------------- */
+
+struct md_service_port {
+	char *name;		/* may be NULL when the service has one port */
+	uint16_t port;
+	struct md_port_ref target;	/* defaults to port */
+	enum md_proto proto;	/* TCP or UDP */
+};
+
+struct md_endpoint {
+	const struct md_pod *pod;	/* points into state->pods */
+	uint32_t ip;		/* network order */
+	uint16_t port;		/* resolved targetPort, host order */
+};
+
+struct md_endpoint_set {	/* one per service port, same index as ports */
+	struct md_endpoint *v;
+	int n;
+};
+
+struct md_service {
+	struct md_meta meta;
+	uint32_t cluster_ip;	/* network order; given or allocated (0 = "None": headless) */
+	bool ip_given;
+	bool headless;		/* clusterIP: None */
+	struct md_service_port *ports;
+	int n_ports;
+	struct md_selector selector;	/* absent = no endpoints computed */
+	struct md_endpoint_set *endpoints;	/* n_ports sets, filled by md_state_finish */
+};
+
+/* ---- SMI TrafficSplit ------------------------------------------------- */
+
+struct md_split_backend {
+	char *service;		/* service name in the split's namespace */
+	uint64_t weight_milli;	/* weight in thousandths: "1" -> 1000, "500m" -> 500 */
+	const struct md_service *svc;	/* resolved by md_state_finish */
+};
+
+struct md_trafficsplit {
+	struct md_meta meta;
+	char *api_version;	/* split.smi-spec.io/v1alpha1 .. v1alpha4 */
+	char *root;		/* spec.service */
+	const struct md_service *root_svc;	/* resolved */
+	struct md_split_backend *backends;
+	int n_backends;
+};
+
+/* Parse a Kubernetes quantity ("1", "500m", "2k", "1.5", "1Ki") into
+ * thousandths. Returns 0 or -EINVAL (negative, malformed, overflow). */
+int md_quantity_milli(const char *s, uint64_t *out);
+
+/* ---- Gateway API HTTPRoute --------------------------------------------- */
+
+enum md_path_type { MD_PATH_NONE = 0, MD_PATH_EXACT, MD_PATH_PREFIX, MD_PATH_REGEX };
+enum md_str_match { MD_MATCH_EXACT = 0, MD_MATCH_REGEX };
+
+struct md_header_match {	/* also used for queryParams */
+	enum md_str_match type;
+	char *name;
+	char *value;
+};
+
+struct md_route_match {
+	enum md_path_type path_type;	/* default PathPrefix "/" when path omitted */
+	char *path;
+	struct md_header_match *headers;
+	int n_headers;
+	struct md_header_match *query;
+	int n_query;
+	char *method;		/* or NULL */
+};
+
+enum md_filter_type {
+	MD_FILTER_REQUEST_HEADER_MODIFIER,
+	MD_FILTER_RESPONSE_HEADER_MODIFIER,
+	MD_FILTER_REQUEST_REDIRECT,
+	MD_FILTER_URL_REWRITE,
+	MD_FILTER_REQUEST_MIRROR,
+	MD_FILTER_EXTENSION_REF,
+};
+
+struct md_header_mod {
+	struct md_labels set;	/* name -> value */
+	struct md_labels add;
+	char **remove;
+	int n_remove;
+};
+
+enum md_path_mod_type { MD_PATHMOD_NONE = 0, MD_PATHMOD_FULL, MD_PATHMOD_PREFIX };
+
+struct md_filter {
+	enum md_filter_type type;
+	struct md_header_mod headers;	/* header modifiers */
+	/* RequestRedirect / URLRewrite */
+	char *scheme;		/* redirect only */
+	char *hostname;
+	enum md_path_mod_type path_type;
+	char *path;		/* replaceFullPath or replacePrefixMatch */
+	uint16_t port;		/* redirect only, 0 = unset */
+	int status_code;	/* redirect only, default 302 */
+};
+
+struct md_backend_ref {
+	char *name;		/* Service name */
+	char *ns;		/* defaults to the route's namespace */
+	uint16_t port;		/* 0 = unset */
+	uint32_t weight;	/* default 1; 0 = receives nothing */
+	const struct md_service *svc;	/* resolved, NULL when missing */
+	struct md_filter *filters;
+	int n_filters;
+};
+
+struct md_route_rule {
+	struct md_route_match *matches;	/* none = one match PathPrefix "/" */
+	int n_matches;
+	struct md_filter *filters;
+	int n_filters;
+	struct md_backend_ref *backends;
+	int n_backends;
+	uint64_t timeout_request_ms;	/* timeouts.request, 0 = unset */
+	uint64_t timeout_backend_ms;	/* timeouts.backendRequest, 0 = unset */
+};
+
+struct md_parent_ref {
+	char *group;		/* "" (core) for a Service parent */
+	char *kind;		/* "Service" for the mesh pattern, "Gateway" otherwise */
+	char *name;
+	char *ns;
+	uint16_t port;		/* 0 = unset */
+};
+
+struct md_httproute {
+	struct md_meta meta;
+	struct md_parent_ref *parents;
+	int n_parents;
+	char **hostnames;
+	int n_hostnames;
+	struct md_route_rule *rules;
+	int n_rules;
+};
+
+/* True when the route needs the L7 proxy: any rule has a non-default match
+ * or any filter. Pure backendRefs weights are enforceable at L4. */
+bool md_route_needs_l7(const struct md_httproute *r);
+
+/* Parse a Gateway API duration ("500ms", "10s", "1h2m") into milliseconds. */
+int md_duration_ms(const char *s, uint64_t *out);
+
+/* ---- NetworkPolicy (networking.k8s.io/v1) ------------------------------ */
+
+struct md_ipblock {
+	uint32_t cidr;		/* network order */
+	int len;
+	uint32_t *except;	/* network order, each inside cidr */
+	int *except_len;
+	int n_except;
+};
+
+struct md_np_peer {
+	struct md_selector pod_sel;	/* present = podSelector given */
+	struct md_selector ns_sel;	/* present = namespaceSelector given */
+	bool has_ipblock;
+	struct md_ipblock ipblock;
+};
+
+struct md_np_port {
+	bool has_proto;
+	enum md_proto proto;	/* default TCP */
+	struct md_port_ref port;	/* absent = all ports */
+	uint16_t end_port;	/* 0 = no range */
+};
+
+struct md_np_rule {
+	struct md_np_peer *peers;	/* from (ingress) / to (egress); none = all */
+	int n_peers;
+	bool peers_present;	/* field given (even empty list) */
+	struct md_np_port *ports;	/* none = all ports */
+	int n_ports;
+};
+
+struct md_netpol {
+	struct md_meta meta;
+	struct md_selector pod_sel;
+	bool type_ingress;	/* effective policyTypes after defaults */
+	bool type_egress;
+	bool types_given;	/* spec.policyTypes was present */
+	struct md_np_rule *ingress;
+	int n_ingress;
+	struct md_np_rule *egress;
+	int n_egress;
+};
+
+/* ---- the state ---------------------------------------------------------- */
+
+struct md_state {
+	struct md_cluster cluster;
+	struct md_namespace *namespaces;	/* explicit + implied by objects */
+	int n_namespaces;
+	struct md_configmap *configmaps;
+	int n_configmaps;
+	struct md_pod *pods;
+	int n_pods;
+	struct md_deployment *deployments;
+	int n_deployments;
+	struct md_service *services;
+	int n_services;
+	struct md_trafficsplit *splits;
+	int n_splits;
+	struct md_httproute *routes;
+	int n_routes;
+	struct md_netpol *netpols;
+	int n_netpols;
+	bool finished;		/* md_state_finish succeeded */
+	void *priv;		/* parser staging / arena, owned */
+};
+
+struct md_state *md_state_new(void);
+void md_state_free(struct md_state *st);
+
+/* Parse one file / buffer (multi-document YAML). All or nothing. */
+int md_state_add_file(struct md_state *st, const char *path, struct md_err *err);
+int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
+		     struct md_err *err);
+/* Every *.yaml / *.yml / *.json file of dir, in name order, non-recursive. */
+int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err);
+
+/* Cross-object validation, ClusterIP allocation, endpoints. All or nothing. */
+int md_state_finish(struct md_state *st, struct md_err *err);
+
+/* Lookups (NULL when missing). ns NULL means MD_DEFAULT_NS. */
+const struct md_service *md_find_service(const struct md_state *st, const char *ns,
+					 const char *name);
+const struct md_pod *md_find_pod(const struct md_state *st, const char *ns, const char *name);
+const struct md_namespace *md_find_namespace(const struct md_state *st, const char *name);
+
+/* Labels of a namespace (implied ones included); never NULL. */
+const struct md_labels *md_namespace_labels(const struct md_state *st, const char *ns);
+
+/* IPv4 helpers: parse "a.b.c.d" / "a.b.c.d/len" (network order). 0 / -EINVAL. */
+int md_parse_ipv4(const char *s, uint32_t *ip);
+int md_parse_cidr(const char *s, uint32_t *net, int *len);
+
+#endif

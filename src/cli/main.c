@@ -1,0 +1,45 @@
+/* main.c — the `zerohop` binary: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "zerohop/cli.h"
+
+struct cli_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct cli_cmd cmds[] = {
+	{ "lab",      cli_lab,      "lab up|down|status|exec: a cluster on one machine" },
+	{ "apply",    cli_apply,    "apply -f FILE|DIR: validate and store manifests" },
+	{ "delete",   cli_delete,   "delete -f FILE|DIR: remove the manifests' objects" },
+	{ "get",      cli_get,      "get services|endpoints|splits|pods|routes|stats [-o json]" },
+	{ "agent",    cli_agent,    "agent --node NODE: the node agent (BPF datapath)" },
+	{ "proxy",    cli_proxy,    "proxy --node NODE: the node L7 proxy" },
+	{ "echo",     cli_echo,     "echo: HTTP + TCP echo server (fortio parameters)" },
+	{ "bench",    cli_bench,    "bench URL: load generator; bench report A.json ..." },
+	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
+	{ "validate", cli_validate, "validate -f FILE|DIR: parse manifests, print errors" },
+};
+
+static int usage(FILE *f)
+{
+	fprintf(f, "usage: zerohop COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+	return f == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage(stderr);
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
+		return usage(stdout);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "zerohop: unknown command '%s'\n", argv[1]);
+	return usage(stderr);
+}

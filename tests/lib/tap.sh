@@ -1,0 +1,23 @@
+# tap.sh — TAP helpers for shell tests (source it). Mirrors tests/lib/tap.h.
+#   ok COND_EXIT_STATUS "name"   e.g.  cmd; ok $? "cmd works"
+#   is GOT WANT "name"
+#   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
+#   done_testing                 prints the plan; exit status = failures
+TAP_N=0
+TAP_FAILED=0
+ZH=${ZH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/zerohop}
+
+ok() {
+	TAP_N=$((TAP_N + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $TAP_N - $2"; else
+		echo "not ok $TAP_N - $2"; TAP_FAILED=$((TAP_FAILED + 1)); fi
+}
+is() {
+	TAP_N=$((TAP_N + 1))
+	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; else
+		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'"
+		TAP_FAILED=$((TAP_FAILED + 1)); fi
+}
+diag() { echo "# $*"; }
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+done_testing() { echo "1..$TAP_N"; [ "$TAP_FAILED" -eq 0 ]; exit $?; }
