@@ -21,6 +21,7 @@ static const struct cli_cmd cmds[] = {
 	{ "bench",    cli_bench,    "bench URL: load generator; bench report A.json ..." },
 	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
 	{ "validate", cli_validate, "validate -f FILE|DIR: parse manifests, print errors" },
+	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 };
 
 static int usage(FILE *f)

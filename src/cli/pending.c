@@ -24,3 +24,4 @@ PENDING int cli_delete(int argc, char **argv) { return pending("delete", "node a
 PENDING int cli_get(int argc, char **argv) { return pending("get", "node agent issue"); }
 PENDING int cli_proxy(int argc, char **argv) { return pending("proxy", "L7 proxy issue"); }
 PENDING int cli_validate(int argc, char **argv) { return pending("validate", "model"); }
+PENDING int cli_dns(int argc, char **argv) { return pending("dns", "node agent issue"); }
