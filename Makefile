@@ -53,6 +53,7 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(B)/tests/tools/%)
 
 # Fuzz targets (clang libFuzzer), built only by `make fuzz`.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+LIB_SRCS_FUZZ := src/lib/h1.c src/lib/log.c
 
 DEPS_STAMP := $(B)/.deps-ok
 
@@ -86,6 +87,16 @@ $(B)/tests/unit/%.t: tests/unit/%.c $(SAN_OBJS) $(TEST_LIB_OBJS)
 $(B)/tests/tools/%: tests/tools/%.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# Tools may include a BPF skeleton (accel_ctl compiles src/agent/accel.c in).
+$(TOOL_BINS): | $(BPF_SKELS)
+
+# netpol_load drives src/policy directly (stand-in for the agent's policy sync
+# until the agent calls pol_sync): link it with the library objects it uses.
+NETPOL_LOAD_OBJS := $(filter $(B)/obj/src/policy/% $(B)/obj/src/model/% $(B)/obj/src/lib/% \
+	$(B)/obj/src/state/% $(B)/obj/src/lab/%,$(OBJS))
+$(B)/tests/tools/netpol_load: tests/tools/netpol_load.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)
 
 $(B)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/lib/*.h) $(wildcard include/zerohop/abi/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)

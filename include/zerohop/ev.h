@@ -7,12 +7,22 @@
  * - A loop is used from one thread only. Callbacks run on that thread.
  * - ev_add() registers interest in fd for mask (EV_READ|EV_WRITE); calling it
  *   again replaces the mask and callback. ev_del() removes fd; it is safe to
- *   call from inside any callback, including the fd's own.
+ *   call from inside any callback, including the fd's own: an event already
+ *   fetched from epoll for a deleted fd is never dispatched, even when the fd
+ *   number is re-added within the same iteration (a generation per slot).
+ *   ev_del() does not close fd; the caller closes it after ev_del().
+ * - The fd table grows on demand; max_fds is only the initial size.
  * - Level-triggered by default; EV_EDGE asks for edge-triggered delivery.
+ * - A file callback gets the ready subset of EV_READ|EV_WRITE, plus EV_ERROR
+ *   when epoll reported EPOLLERR/EPOLLHUP (EV_READ is then set too when read
+ *   interest was registered, so a read() sees the EOF or error).
  * - Timers are one-shot: the callback may re-arm with ev_timer_add(). Ids are
  *   never reused within a loop's life; ev_timer_del() of a fired or unknown id
- *   is a no-op.
+ *   is a no-op. Timers with equal deadlines fire in the order they were added.
+ *   A timer added from a timer callback with a past deadline fires in the next
+ *   iteration, never in the same pass (no livelock).
  * - ev_run() returns 0 after ev_stop(), or -errno on a fatal epoll error.
+ *   ev_stop() takes effect after the current iteration's callbacks.
  */
 #ifndef ZH_EV_H
 #define ZH_EV_H
@@ -32,9 +42,11 @@ typedef void ev_timer_cb(struct ev_loop *loop, uint64_t id, void *arg);
 /* Monotonic clock in nanoseconds. */
 uint64_t ev_now_ns(void);
 
-struct ev_loop *ev_loop_new(int max_fds);	/* aborts on out-of-memory */
-void ev_loop_free(struct ev_loop *loop);
+struct ev_loop *ev_loop_new(int max_fds);	/* aborts on out-of-memory; NULL + errno if
+						 * epoll/timerfd creation fails */
+void ev_loop_free(struct ev_loop *loop);	/* does not close registered fds */
 
+/* 0, or -EINVAL (bad fd/mask), or -errno from epoll_ctl. */
 int ev_add(struct ev_loop *loop, int fd, int mask, ev_file_cb *cb, void *arg);
 void ev_del(struct ev_loop *loop, int fd);
 
@@ -44,5 +56,10 @@ void ev_timer_del(struct ev_loop *loop, uint64_t id);
 
 int ev_run(struct ev_loop *loop);
 void ev_stop(struct ev_loop *loop);
+
+/* Run one iteration: wait at most timeout_ms (-1 = until an event or timer),
+ * dispatch what is ready. Returns the number of callbacks run or -errno.
+ * ev_run() is a loop of this. Handy for tests and for embedding. */
+int ev_run_once(struct ev_loop *loop, int timeout_ms);
 
 #endif
