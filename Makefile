@@ -61,6 +61,8 @@ PROVE    := prove --exec '' --timer
 E2E      := $(sort $(wildcard tests/bpf/*.t tests/e2e/*.t))
 
 .PHONY: all deps check unit e2e demo clean fuzz tools
+# Keep intermediate objects (the sanitizer build) between runs.
+.SECONDARY:
 all: $(B)/zerohop $(TOOL_BINS)
 
 deps: $(DEPS_STAMP)
@@ -93,7 +95,7 @@ $(TOOL_BINS): | $(BPF_SKELS)
 # netpol_load drives src/policy directly (stand-in for the agent's policy sync
 # until the agent calls pol_sync): link it with the library objects it uses.
 NETPOL_LOAD_OBJS := $(filter $(B)/obj/src/policy/% $(B)/obj/src/model/% $(B)/obj/src/lib/% \
-	$(B)/obj/src/state/% $(B)/obj/src/lab/%,$(OBJS))
+	$(B)/obj/src/state/% $(B)/obj/src/lab/% $(B)/obj/src/agent/accel.o,$(OBJS))
 $(B)/tests/tools/netpol_load: tests/tools/netpol_load.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)

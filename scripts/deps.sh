@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(
 	build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libyaml-dev
 	iproute2 nftables pkg-config util-linux procps psmisc
-	perl curl jq python3
+	perl curl jq python3 python3-yaml
 	wrk nginx-light haproxy iperf3
 	libclang-rt-14-dev
 )

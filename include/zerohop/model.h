@@ -16,7 +16,8 @@
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
  * - Unknown fields are ignored; unknown kinds, wrong types and invalid values
- *   are errors.
+ *   are errors. "apiVersion: v1, kind: List" with items is accepted.
+ * - docs/model.md lists the kinds, fields, defaults and checks.
  * - All strings and arrays are owned by the state and freed by md_state_free().
  *
  * Pods: a Pod object may come from a manifest (desired state) or from the
@@ -236,6 +237,7 @@ struct md_split_backend {
 	char *service;		/* service name in the split's namespace */
 	uint64_t weight_milli;	/* weight in thousandths: "1" -> 1000, "500m" -> 500 */
 	const struct md_service *svc;	/* resolved by md_state_finish */
+	int line;		/* line of this backend entry in meta.file */
 };
 
 struct md_trafficsplit {
@@ -243,6 +245,7 @@ struct md_trafficsplit {
 	char *api_version;	/* split.smi-spec.io/v1alpha1 .. v1alpha4 */
 	char *root;		/* spec.service */
 	const struct md_service *root_svc;	/* resolved */
+	int root_line;		/* line of spec.service */
 	struct md_split_backend *backends;
 	int n_backends;
 };
@@ -310,6 +313,8 @@ struct md_backend_ref {
 	const struct md_service *svc;	/* resolved, NULL when missing */
 	struct md_filter *filters;
 	int n_filters;
+	char *kind;		/* "Service" (default) */
+	int line;
 };
 
 struct md_route_rule {
@@ -329,6 +334,8 @@ struct md_parent_ref {
 	char *name;
 	char *ns;
 	uint16_t port;		/* 0 = unset */
+	const struct md_service *svc;	/* kind Service: resolved by md_state_finish */
+	int line;
 };
 
 struct md_httproute {
@@ -341,8 +348,9 @@ struct md_httproute {
 	int n_rules;
 };
 
-/* True when the route needs the L7 proxy: any rule has a non-default match
- * or any filter. Pure backendRefs weights are enforceable at L4. */
+/* True when the route needs the L7 proxy: any rule has a non-default match,
+ * any filter (rule or backendRef) or a timeout (timeouts are per request).
+ * Pure backendRefs weights are enforceable at L4. */
 bool md_route_needs_l7(const struct md_httproute *r);
 
 /* Parse a Gateway API duration ("500ms", "10s", "1h2m") into milliseconds. */
@@ -423,7 +431,9 @@ void md_state_free(struct md_state *st);
 int md_state_add_file(struct md_state *st, const char *path, struct md_err *err);
 int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
 		     struct md_err *err);
-/* Every *.yaml / *.yml / *.json file of dir, in name order, non-recursive. */
+/* Every *.yaml / *.yml / *.json file of dir, in name order, non-recursive,
+ * skipping names that start with '.'; the whole directory is one
+ * all-or-nothing unit. */
 int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err);
 
 /* Cross-object validation, ClusterIP allocation, endpoints. All or nothing. */
@@ -434,6 +444,13 @@ const struct md_service *md_find_service(const struct md_state *st, const char *
 					 const char *name);
 const struct md_pod *md_find_pod(const struct md_state *st, const char *ns, const char *name);
 const struct md_namespace *md_find_namespace(const struct md_state *st, const char *name);
+const struct md_deployment *md_find_deployment(const struct md_state *st, const char *ns,
+					       const char *name);
+const struct md_configmap *md_find_configmap(const struct md_state *st, const char *ns,
+					     const char *name);
+
+/* Number of objects parsed into st (implied namespaces not counted). */
+int md_state_n_objects(const struct md_state *st);
 
 /* Labels of a namespace (implied ones included); never NULL. */
 const struct md_labels *md_namespace_labels(const struct md_state *st, const char *ns);

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: GPL-2.0
+/* accel.bpf.c — same-node sockets without the TCP/IP stack (sock_ops + sk_msg).
+ *
+ * Design note
+ * -----------
+ * zh_accel_sockops runs on the node's cgroup (so for every pod of the node, in
+ * the pods' own network namespaces). When an IPv4 TCP socket becomes
+ * established and both of its ends are on this node — both addresses in
+ * accel_local (this node's pods), or loopback inside one netns — it gets a
+ * per-socket record (accel_sk) and goes into accel_sockhash under its own key
+ * (bpf/lib/accel_key.h). zh_accel_msg, attached to the sockhash, then runs on
+ * every sendmsg of such a socket: it looks up the peer's key (the same
+ * connection seen from the other end) and moves the message straight into the
+ * peer socket's receive queue (bpf_msg_redirect_hash, BPF_F_INGRESS). With no
+ * peer in the map, the message takes the normal TCP path.
+ *
+ * Invariants
+ *  1. Only established IPv4 TCP sockets with both ends on this node are in
+ *     accel_sockhash; each has an accel_sk record created before the insert.
+ *  2. Per direction, bytes are delivered in order: a socket that once sent a
+ *     message on the normal path (no peer yet, peer gone, demoted) carries
+ *     ZH_ACCEL_SK_PASS and never redirects again — TCP-path bytes may still be
+ *     in flight and redirected bytes would overtake them. The reverse change
+ *     (redirect, then normal path) is safe: a redirect is synchronous, the
+ *     bytes sit in the peer's queue before sendmsg returns, so later TCP bytes
+ *     and the FIN arrive after them.
+ *  3. Keys never collide across pods: pod addresses are unique on a node; a
+ *     loopback key carries the netns cookie (every pod has its own 127.0.0.1).
+ *  4. A socket leaves accel_sockhash when it reaches TCP_CLOSE (STATE_CB here,
+ *     and the kernel's own sockmap unhash); accel_sk goes with the socket.
+ *  5. Policy: a socket records the policy generation at insert. When user
+ *     space moves accel_cfg[POLICY_GEN], the socket is demoted (PASS, sticky):
+ *     its later messages take the normal path, where the policy datapath judges
+ *     every packet as for any connection. Short-circuit never bypasses a
+ *     policy change. accel_cfg[DISABLED] (--accel off) demotes every socket
+ *     the same way and stops inserts, so turning acceleration off never drops
+ *     bytes already queued in a peer's short-circuit queue.
+ *  6. Bytes are redirected only while both sockets are ESTABLISHED. The
+ *     kernel drops a socket's short-circuit queue when the socket reaches
+ *     TCP_CLOSE (sockmap unhash), even if its owner has not read it yet; a
+ *     socket that shut down its write side (FIN_WAIT*) or whose peer did
+ *     (CLOSE_WAIT, LAST_ACK) can reach TCP_CLOSE while still open, so bytes
+ *     for it take the normal path, whose receive queue survives TCP_CLOSE.
+ *     Residual window (docs/accel.md): bytes redirected while both were
+ *     ESTABLISHED, still unread when the reader's socket reaches TCP_CLOSE
+ *     without being closed by its owner (it shut down writing and then the
+ *     peer's FIN came, or an RST came).
+ *  7. Release: a socket that leaves ESTABLISHED, or sets SO_RCVLOWAT > 1,
+ *     is published in accel_closing (peers stop redirecting to it). On
+ *     leaving ESTABLISHED, if it was never sent a redirected byte (no
+ *     accel_rx mark: its short-circuit queue is empty), it is also deleted
+ *     from accel_sockhash at once and is a plain TCP socket again: no spurious
+ *     EAGAIN from tcp_bpf's wait on a state change, no queue to drop at
+ *     TCP_CLOSE. The mark is set by the sender before its first redirect, so
+ *     "no mark" means "nothing queued". (cgroup/setsockopt programs may not
+ *     delete from a sockhash; an SO_RCVLOWAT socket keeps its empty queue, and
+ *     reads and readiness then follow the normal receive queue.)
+ *
+ * Socket states (per socket; "peer" = the other end of its connection)
+ *
+ *   connect/accept ──ESTABLISHED_CB, both ends local──► IN MAP (redirect)
+ *        │ (else, or port opted out)                      │  │
+ *        ▼                                                │  │ no peer / peer closing /
+ *   NOT IN MAP (normal path, sk_msg never runs) ◄──┐      │  │ own state not ESTABLISHED /
+ *                                                  │      │  │ policy gen moved / disabled
+ *        leaves ESTABLISHED, never sent to (inv. 7)└──────┤  ▼
+ *                                                         │ IN MAP, PASS (normal path, sticky)
+ *                                                         │  │
+ *                   STATE_CB TCP_CLOSE / kernel unhash ───┴──┴──► GONE (deleted from map)
+ *
+ * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
+ * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
+ * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
+ * moves a socket to PASS.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "zerohop/abi/accel.h"
+#include "lib/accel_key.h"
+#include "lib/accel_maps.h"
+
+#define AF_INET 2
+#define SOL_SOCKET 1
+#define SO_RCVLOWAT 18
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Both ends on this node? Loopback is always one netns, hence local. */
+static __always_inline int accel_both_local(__u32 lip, __u32 rip)
+{
+	if (accel_is_loopback(lip) || accel_is_loopback(rip))
+		return 1;
+	return bpf_map_lookup_elem(&accel_local, &lip) &&
+	       bpf_map_lookup_elem(&accel_local, &rip);
+}
+
+static __always_inline int accel_skipped_port(__u32 lport, __u32 rport)
+{
+	return bpf_map_lookup_elem(&accel_skip, &lport) ||
+	       bpf_map_lookup_elem(&accel_skip, &rport);
+}
+
+static __always_inline void accel_insert(struct bpf_sock_ops *skops)
+{
+	struct zh_accel_key key = {};
+	struct zh_accel_sk *st;
+	struct bpf_sock *sk;
+
+	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED) ||
+	    !accel_both_local(skops->local_ip4, skops->remote_ip4))
+		return;
+	accel_key_from_sockops(&key, skops);
+	if (accel_skipped_port(key.local_port, key.remote_port))
+		return;
+	sk = skops->sk;
+	if (!sk)
+		return;
+	/* Record first (invariant 1): sk_msg relies on it for the sticky flag. */
+	st = bpf_sk_storage_get(&accel_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st) {
+		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
+		return;
+	}
+	st->policy_gen = accel_cfg_get(ZH_ACCEL_CFG_POLICY_GEN);
+	st->flags = 0;
+	/* A reused 4-tuple must not inherit an old connection's marks. */
+	bpf_map_delete_elem(&accel_closing, &key);
+	bpf_map_delete_elem(&accel_rx, &key);
+	if (bpf_sock_hash_update(skops, &accel_sockhash, &key, BPF_ANY)) {
+		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
+		return;
+	}
+	/* Ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
+	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	accel_count(ZH_ACCEL_ST_SOCKETS, 1);
+}
+
+/* sock_ops only: the verifier allows sockhash deletes in sock_ops, not in
+ * cgroup/setsockopt. */
+static __always_inline void accel_release_empty(const struct zh_accel_key *key)
+{
+	if (bpf_map_delete_elem(&accel_sockhash, key) == 0)
+		accel_count(ZH_ACCEL_ST_RELEASED, 1);
+}
+
+/* The socket `key` must not receive redirected bytes any more (invariants 6
+ * and 7): peers demote on their next message. With an empty short-circuit
+ * queue (never sent anything) it also leaves the sockhash at once, so from
+ * now on it is a plain TCP socket, with every kernel semantic intact. */
+static __always_inline void accel_release(const struct zh_accel_key *key, __u32 state)
+{
+	bpf_map_update_elem(&accel_closing, key, &state, BPF_ANY);
+	if (!bpf_map_lookup_elem(&accel_rx, key))
+		accel_release_empty(key);
+}
+
+/* STATE_CB: leaving ESTABLISHED -> release; TCP_CLOSE -> forget (inv. 4). */
+static __always_inline void accel_state(struct bpf_sock_ops *skops)
+{
+	struct zh_accel_key key = {};
+	__u32 state = skops->args[1];
+
+	accel_key_from_sockops(&key, skops);
+	if (state == BPF_TCP_CLOSE) {
+		bpf_map_delete_elem(&accel_closing, &key);
+		bpf_map_delete_elem(&accel_rx, &key);
+		if (bpf_map_delete_elem(&accel_sockhash, &key) == 0)
+			accel_count(ZH_ACCEL_ST_REMOVED, 1);
+		return;
+	}
+	if (skops->args[0] == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED)
+		accel_release(&key, state);
+}
+
+SEC("sockops")
+int zh_accel_sockops(struct bpf_sock_ops *skops)
+{
+	if (skops->family != AF_INET)
+		return 1;
+	switch (skops->op) {
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		accel_insert(skops);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		accel_state(skops);
+		break;
+	}
+	return 1;
+}
+
+/* SO_RCVLOWAT > 1 on a short-circuited socket: the short-circuit queue cannot
+ * honour it (tcp_bpf wakes and returns on any byte), so the socket is released
+ * to the normal path, whose receive queue does (invariant 7). Never changes
+ * the option itself: always returns 1 with ctx untouched. */
+SEC("cgroup/setsockopt")
+int zh_accel_setsockopt(struct bpf_sockopt *ctx)
+{
+	struct zh_accel_key key = {};
+	struct bpf_sock *sk = ctx->sk;
+	__u32 state = BPF_TCP_ESTABLISHED;
+	int *val;
+
+	if (!sk || ctx->level != SOL_SOCKET || ctx->optname != SO_RCVLOWAT)
+		return 1;
+	if (sk->family != AF_INET || sk->protocol != 6 /* IPPROTO_TCP */ ||
+	    sk->state != BPF_TCP_ESTABLISHED)
+		return 1;
+	val = ctx->optval;
+	if ((void *)(val + 1) > ctx->optval_end || *val <= 1)
+		return 1;
+	if (!bpf_sk_storage_get(&accel_sk, sk, 0, 0))
+		return 1;	/* not ours */
+	accel_key_from_sockopt(&key, ctx, sk);
+	/* Peers stop redirecting; the socket keeps its psock (a sockhash
+	 * delete is not allowed here), whose queue stays empty, so reads and
+	 * readiness follow the normal receive queue and SO_RCVLOWAT. */
+	bpf_map_update_elem(&accel_closing, &key, &state, BPF_ANY);
+	return 1;
+}
+
+/* Normal path for this message and every later one of this socket (inv. 2). */
+static __always_inline int accel_fallback(struct zh_accel_sk *st)
+{
+	if (st)
+		st->flags |= ZH_ACCEL_SK_PASS;
+	accel_count(ZH_ACCEL_ST_FALLBACKS, 1);
+	return SK_PASS;
+}
+
+SEC("sk_msg")
+int zh_accel_msg(struct sk_msg_md *msg)
+{
+	struct zh_accel_key key = {}, peer = {};
+	struct zh_accel_sk *st = NULL;
+	struct bpf_sock *sk = msg->sk;
+	__u32 size = msg->size;
+	__u8 one = 1;
+
+	if (msg->family != AF_INET || !sk)
+		return accel_fallback(NULL);
+	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (!st || (st->flags & ZH_ACCEL_SK_PASS))
+		return accel_fallback(st);
+	if (st->policy_gen != accel_cfg_get(ZH_ACCEL_CFG_POLICY_GEN) ||
+	    accel_cfg_get(ZH_ACCEL_CFG_DISABLED)) {
+		accel_count(ZH_ACCEL_ST_DEMOTED, 1);
+		return accel_fallback(st);
+	}
+	/* Invariant 6: both ends must still be ESTABLISHED. */
+	if (sk->state != BPF_TCP_ESTABLISHED)
+		return accel_fallback(st);
+	accel_key_from_msg(&key, msg);
+	accel_key_peer(&peer, &key);
+	if (bpf_map_lookup_elem(&accel_closing, &peer))
+		return accel_fallback(st);
+	/* Mark the peer before its queue can hold anything (invariant 7). */
+	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
+		if (bpf_map_update_elem(&accel_rx, &peer, &one, BPF_ANY))
+			return accel_fallback(st);
+		st->flags |= ZH_ACCEL_SK_MARKED;
+	}
+	if (bpf_msg_redirect_hash(msg, &accel_sockhash, &peer, BPF_F_INGRESS) != SK_PASS)
+		return accel_fallback(st);
+	accel_count(ZH_ACCEL_ST_MSGS, 1);
+	accel_count(ZH_ACCEL_ST_BYTES, size);
+	return SK_PASS;
+}

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+/* lb_destroy.bpf.c — destroy established TCP sockets whose peer is a backend
+ * that was removed from every Service (agent --destroy-stale=on).
+ *
+ * Design note
+ * -----------
+ * An iter/tcp program walks the TCP sockets of the network namespace the
+ * iterator was *created* in, so the agent (src/agent/destroy.c) fills
+ * zh_lb_stale with the removed backends, then, for each local pod's network
+ * namespace, enters it in a child process and reads one iterator there.
+ * Invariants:
+ *  1. Only sockets whose remote address:port is in zh_lb_stale are touched;
+ *     listening sockets (remote 0) never match.
+ *  2. The map and program are not pinned: they live for one destroy round.
+ * The socket's owner sees ECONNABORTED; the peer gets a RST.
+ * Kernel types are declared locally with preserve_access_index (CO-RE):
+ * libbpf relocates the field offsets against the running kernel's BTF.
+ */
+#include <linux/bpf.h>
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+
+#include "zerohop/abi/lb.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define AF_INET 2
+
+struct bpf_iter_meta {
+	__u64 seq_num;
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	__be32 skc_daddr;
+	__be16 skc_dport;
+	unsigned short skc_family;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__tcp {
+	union {
+		struct bpf_iter_meta *meta;
+	};
+	union {
+		struct sock_common *sk_common;
+	};
+	__u32 uid;
+} __attribute__((preserve_access_index));
+
+extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
+
+/* Removed backends (v4-mapped address, port network order) -> 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct zh_lb_backend);
+	__type(value, __u8);
+} zh_lb_stale SEC(".maps");
+
+/* [0] sockets destroyed, [1] destroy calls that failed, [2] IPv4 TCP
+ * sockets walked. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 3);
+	__type(key, __u32);
+	__type(value, __u64);
+} zh_lb_destroyed SEC(".maps");
+
+SEC("iter/tcp")
+int zh_lb_destroy_iter(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct zh_lb_backend k = {};
+	__u32 idx;
+	__u64 *c;
+
+	if (!skc || skc->skc_family != AF_INET)
+		return 0;
+	idx = 2;
+	c = bpf_map_lookup_elem(&zh_lb_destroyed, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	k.addr[10] = 0xff;
+	k.addr[11] = 0xff;
+	*(__u32 *)&k.addr[12] = skc->skc_daddr;
+	k.port = skc->skc_dport;
+	if (!bpf_map_lookup_elem(&zh_lb_stale, &k))
+		return 0;
+	idx = bpf_sock_destroy(skc) ? 1 : 0;
+	c = bpf_map_lookup_elem(&zh_lb_destroyed, &idx);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	return 0;
+}

@@ -1,0 +1,68 @@
+/* accel_key.h — the one builder of sockhash keys (struct zh_accel_key), for
+ * sock_ops and sk_msg contexts, and the "both ends on this node" test.
+ *
+ * Byte orders as the two contexts give them on this kernel (DESIGN.md s5):
+ * local_port is host order, remote_port is the be16 port shifted into the
+ * upper half of a u32 in network order, so bpf_ntohl() yields the host-order
+ * port. local_ip4/remote_ip4 are kept in network order.
+ */
+#ifndef ZH_BPF_ACCEL_KEY_H
+#define ZH_BPF_ACCEL_KEY_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "zerohop/abi/accel.h"
+
+/* 127.0.0.0/8: exists in every pod, so its keys carry the netns cookie. */
+static __always_inline int accel_is_loopback(__u32 ip4_net)
+{
+	return (bpf_ntohl(ip4_net) >> 24) == 127;
+}
+
+/* The one builder: fill k for a socket from its own side; ports in host
+ * order. The loopback rule is symmetric (either end in 127/8), so both sides
+ * of one connection agree on whether the cookie is part of the key. */
+static __always_inline void accel_key_make(struct zh_accel_key *k, __u64 netns_cookie,
+					   __u32 lip, __u32 rip, __u32 lport, __u32 rport)
+{
+	k->netns = (accel_is_loopback(lip) || accel_is_loopback(rip)) ? netns_cookie : 0;
+	k->local_ip4 = lip;
+	k->remote_ip4 = rip;
+	k->local_port = lport;
+	k->remote_port = rport;
+}
+
+/* The key of the peer socket: same connection seen from the other end. */
+static __always_inline void accel_key_peer(struct zh_accel_key *peer, const struct zh_accel_key *k)
+{
+	peer->netns = k->netns;
+	peer->local_ip4 = k->remote_ip4;
+	peer->remote_ip4 = k->local_ip4;
+	peer->local_port = k->remote_port;
+	peer->remote_port = k->local_port;
+}
+
+/* The contexts, through the one builder above. bpf_sock_ops and sk_msg_md
+ * give remote_port as a be16 in the upper half of a u32 (bpf_ntohl), struct
+ * bpf_sock gives dst_port as a plain be16 (bpf_ntohs). */
+static __always_inline void accel_key_from_sockops(struct zh_accel_key *k, struct bpf_sock_ops *ctx)
+{
+	accel_key_make(k, bpf_get_netns_cookie(ctx), ctx->local_ip4, ctx->remote_ip4,
+		       ctx->local_port, bpf_ntohl(ctx->remote_port));
+}
+
+static __always_inline void accel_key_from_msg(struct zh_accel_key *k, struct sk_msg_md *ctx)
+{
+	accel_key_make(k, bpf_get_netns_cookie(ctx), ctx->local_ip4, ctx->remote_ip4,
+		       ctx->local_port, bpf_ntohl(ctx->remote_port));
+}
+
+static __always_inline void accel_key_from_sockopt(struct zh_accel_key *k, struct bpf_sockopt *ctx,
+						   struct bpf_sock *sk)
+{
+	accel_key_make(k, bpf_get_netns_cookie(ctx), sk->src_ip4, sk->dst_ip4,
+		       sk->src_port, bpf_ntohs(sk->dst_port));
+}
+
+#endif

@@ -1,0 +1,61 @@
+/* abi/accel.h — types shared by bpf/accel.bpf.c and src/agent/accel.c.
+ * Types only; fixed-width fields, explicit padding; compiled by clang -target
+ * bpf and by gcc. */
+#ifndef ZH_ABI_ACCEL_H
+#define ZH_ABI_ACCEL_H
+
+#include <linux/types.h>	/* __u32 etc., for both compilers */
+
+/* Map sizes. */
+#define ZH_ACCEL_MAX_SOCKS	65536	/* sockhash entries: established short-circuited sockets */
+#define ZH_ACCEL_MAX_LOCAL	4096	/* local endpoints (this node's pod IPv4s) */
+#define ZH_ACCEL_MAX_SKIP_PORTS	256	/* ports excluded from the short-circuit */
+
+/* Sockhash key: one socket, as seen from its own side. Built by ONE helper
+ * (bpf/lib/accel_key.h) from a sock_ops or an sk_msg context.
+ * netns is the socket's netns cookie for loopback (127.0.0.0/8: every pod
+ * has its own), 0 for pod addresses, which are unique on the node: a pod's
+ * peer lives in another netns whose cookie the sender cannot know. */
+struct zh_accel_key {
+	__u64 netns;		/* netns cookie (loopback only), else 0 */
+	__u32 local_ip4;	/* network byte order */
+	__u32 remote_ip4;	/* network byte order */
+	__u32 local_port;	/* host byte order */
+	__u32 remote_port;	/* host byte order */
+};
+_Static_assert(sizeof(struct zh_accel_key) == 24, "zh_accel_key layout");
+
+/* Per-CPU counters, index = enum zh_accel_stat. */
+enum zh_accel_stat {
+	ZH_ACCEL_ST_SOCKETS = 0,	/* sockets inserted in the sockhash */
+	ZH_ACCEL_ST_MSGS,		/* messages redirected */
+	ZH_ACCEL_ST_BYTES,		/* bytes redirected */
+	ZH_ACCEL_ST_FALLBACKS,		/* messages passed to the normal path */
+	ZH_ACCEL_ST_REMOVED,		/* sockets deleted from the sockhash on close */
+	ZH_ACCEL_ST_SKIPPED,		/* local<->local sockets not inserted (update failed) */
+	ZH_ACCEL_ST_DEMOTED,		/* sockets demoted by a policy generation change */
+	ZH_ACCEL_ST_RELEASED,		/* sockets taken out early with an empty queue
+					 * (half-close, SO_RCVLOWAT) */
+	ZH_ACCEL_ST__MAX,
+};
+
+/* Runtime settings, index = enum zh_accel_cfg (array of __u32). */
+enum zh_accel_cfg {
+	ZH_ACCEL_CFG_POLICY_GEN = 0,	/* current policy generation (ag_accel_set_policy_gen) */
+	ZH_ACCEL_CFG_DISABLED,		/* 1 after --accel off: no insert, every socket demoted */
+	ZH_ACCEL_CFG__MAX,
+};
+
+/* Per-socket state (BPF_MAP_TYPE_SK_STORAGE), created by sock_ops at insert. */
+enum zh_accel_sk_flags {
+	ZH_ACCEL_SK_PASS = 1,		/* sticky: this socket sent on the normal path once;
+					 * it must never redirect again (ordering) */
+	ZH_ACCEL_SK_MARKED = 2,		/* this socket has marked its peer in accel_rx */
+};
+struct zh_accel_sk {
+	__u32 policy_gen;	/* generation when inserted */
+	__u32 flags;		/* enum zh_accel_sk_flags */
+};
+_Static_assert(sizeof(struct zh_accel_sk) == 8, "zh_accel_sk layout");
+
+#endif

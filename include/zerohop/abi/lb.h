@@ -1,0 +1,134 @@
+/* abi/lb.h — types shared by the service load-balancing BPF programs
+ * (bpf/lb.bpf.c) and the agent (src/agent). Types only: no functions, no
+ * maps. Compiled by clang -target bpf and by gcc, so every field is
+ * fixed-width, padding is explicit and sizes are asserted.
+ *
+ * Addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d), so the
+ * IPv6 hooks of a later issue reuse the same maps. Ports are in network
+ * order in every key and value (as the hooks see them in user_port).
+ *
+ * Map overview (details and limits in docs/maps.md):
+ *   zh_lb_svc     hash  zh_lb_svc_key   -> zh_lb_svc_val    one per VIP:port/proto
+ *   zh_lb_alias   hash  zh_lb_alias_key -> zh_lb_alias_val  n entries per service
+ *                                                            and revision slot
+ *   zh_lb_sock    sk_storage           -> zh_lb_sock_val    per connected socket
+ *   zh_lb_udprev  lru   zh_lb_udprev_key -> zh_lb_udprev_val unconnected UDP replies
+ *   zh_lb_meta    array u32 (ZH_LB_META_*) -> u64           settings + apply marker
+ *   zh_lb_stats   percpu array u32 (ZH_LB_STAT_*) -> u64     counters
+ */
+#ifndef ZH_ABI_LB_H
+#define ZH_ABI_LB_H
+
+#include <linux/types.h>
+
+#define ZH_LB_MAX_SVC		65536	/* service entries (VIP:port/proto) */
+#define ZH_LB_MAX_ALIAS		(1 << 20)	/* alias entries, both slots together */
+#define ZH_LB_MAX_BACKENDS	4096	/* backends of one service (alias n) */
+#define ZH_LB_MAX_UDPREV	65536	/* unconnected-UDP reverse entries (LRU) */
+
+enum zh_lb_proto {		/* IPPROTO_* values, as in the socket's sk->protocol */
+	ZH_LB_TCP = 6,
+	ZH_LB_UDP = 17,
+};
+
+enum zh_lb_svc_flags {
+	ZH_LB_F_L7 = 1 << 0,	/* needs the L7 proxy: routes with matches/filters.
+				 * Not enforced yet: the hooks balance at L4 and
+				 * count ZH_LB_STAT_L7_PENDING. */
+	ZH_LB_F_SPLIT = 1 << 1,	/* weights come from a TrafficSplit/HTTPRoute */
+};
+
+struct zh_lb_svc_key {
+	__u8 vip[16];		/* v4-mapped */
+	__be16 port;		/* network order */
+	__u8 proto;		/* enum zh_lb_proto */
+	__u8 pad;
+};
+_Static_assert(sizeof(struct zh_lb_svc_key) == 20, "zh_lb_svc_key size");
+
+/* Invariant: when count > 0, zh_lb_alias holds entries {svc_id, slot, 0..count-1}
+ * before this value is written (make-before-break). count == 0: the service
+ * exists but has no ready endpoint -> connect fails with ECONNREFUSED. */
+struct zh_lb_svc_val {
+	__u32 svc_id;		/* stable for the key's lifetime, never 0 */
+	__u32 count;		/* alias entries (= backends with weight > 0) */
+	__u32 revision;		/* bumped on every content change (debug, get) */
+	__u8 slot;		/* 0 or 1: which alias entries are live */
+	__u8 flags;		/* enum zh_lb_svc_flags */
+	__u16 pad;
+};
+_Static_assert(sizeof(struct zh_lb_svc_val) == 16, "zh_lb_svc_val size");
+
+struct zh_lb_alias_key {
+	__u32 svc_id;
+	__u16 slot;		/* 0 or 1 */
+	__u16 idx;		/* 0 .. count-1 */
+};
+_Static_assert(sizeof(struct zh_lb_alias_key) == 8, "zh_lb_alias_key size");
+
+struct zh_lb_backend {
+	__u8 addr[16];		/* v4-mapped */
+	__be16 port;		/* network order */
+	__u16 pad;
+};
+_Static_assert(sizeof(struct zh_lb_backend) == 20, "zh_lb_backend size");
+
+/* Walker's alias method: pick idx = rand % count, then a when a second random
+ * u32 < threshold, else b. Proportions exact to 2^-32. */
+struct zh_lb_alias_val {
+	struct zh_lb_backend a;
+	struct zh_lb_backend b;
+	__u32 threshold;	/* P(a | idx) * 2^32, saturated at 0xffffffff = always a */
+};
+_Static_assert(sizeof(struct zh_lb_alias_val) == 44, "zh_lb_alias_val size");
+
+/* Per connected socket (TCP, connected UDP): the ClusterIP it asked for and
+ * the backend it got, for getpeername and recvmsg. */
+struct zh_lb_sock_val {
+	__u8 vip[16];
+	__be16 vport;
+	__u16 pad;
+	struct zh_lb_backend be;
+	__u32 svc_id;
+	__u32 pad2;		/* room for policy state (issue 6) */
+};
+_Static_assert(sizeof(struct zh_lb_sock_val) == 48, "zh_lb_sock_val size");
+
+struct zh_lb_udprev_key {
+	__u64 cookie;		/* socket cookie */
+	__u8 addr[16];		/* backend address (reply source) */
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+};
+_Static_assert(sizeof(struct zh_lb_udprev_key) == 32, "zh_lb_udprev_key size");
+
+struct zh_lb_udprev_val {
+	__u8 vip[16];
+	__be16 vport;
+	__u16 pad;
+};
+_Static_assert(sizeof(struct zh_lb_udprev_val) == 20, "zh_lb_udprev_val size");
+
+/* zh_lb_meta indices: runtime settings and markers, never bare numbers. */
+enum zh_lb_meta_idx {
+	ZH_LB_META_GENERATION = 0,	/* state generation the maps reflect (written last) */
+	ZH_LB_META_SYNCS,		/* number of completed syncs */
+	ZH_LB_META_AGENT_PID,		/* pid of the agent that wrote last (get, debug) */
+	ZH_LB_META_MAX,
+};
+
+/* zh_lb_stats indices; also the metric labels (docs/maps.md). */
+enum zh_lb_stat {
+	ZH_LB_STAT_CONNECT_XLATE = 0,	/* connect4 rewrote a VIP to a backend */
+	ZH_LB_STAT_CONNECT_NOBACKEND,	/* connect4 refused: service without endpoints */
+	ZH_LB_STAT_SENDMSG_XLATE,	/* sendmsg4 rewrote a datagram */
+	ZH_LB_STAT_SENDMSG_NOBACKEND,	/* sendmsg4 refused */
+	ZH_LB_STAT_RECVMSG_REVNAT,	/* recvmsg4 restored the VIP as source */
+	ZH_LB_STAT_GETPEERNAME_REVNAT,	/* getpeername4 restored the VIP */
+	ZH_LB_STAT_ALIAS_MISS,		/* alias entry missing (must stay 0) */
+	ZH_LB_STAT_L7_PENDING,		/* connects to services whose L7 rules are not enforced yet */
+	ZH_LB_STAT_MAX,
+};
+
+#endif

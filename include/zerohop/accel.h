@@ -1,0 +1,90 @@
+/* accel.h — same-node socket short-circuit: sock_ops + sk_msg (prefix ag_accel_).
+ *
+ * Two sockets whose both ends are on this node (pod <-> pod, or loopback inside
+ * one pod) skip the TCP/IP stack: a sock_ops program on the node's cgroup puts
+ * every such established IPv4 TCP socket in a sockhash, and an sk_msg program
+ * moves each sendmsg() straight into the peer socket's receive queue. Anything
+ * else takes the normal path untouched. Design and invariants: bpf/accel.bpf.c;
+ * user-facing behaviour: docs/accel.md.
+ *
+ * Programs attach to the node's cgroup only (never a cgroup root).
+ * Pinned objects (all under pin_dir, e.g. /sys/fs/bpf/zerohop/LAB/NODE/):
+ *	accel_sockops_link	bpf_link of the sock_ops program on the node cgroup
+ *	accel_setsockopt_link	bpf_link of the cgroup/setsockopt program (SO_RCVLOWAT)
+ *	accel_sockops		sock_ops program
+ *	accel_setsockopt	cgroup/setsockopt program
+ *	accel_msg		sk_msg program (attached to accel_sockhash)
+ *	accel_sockhash		the sockhash of short-circuited sockets
+ *	accel_local		local endpoints (this node's pod IPv4s)
+ *	accel_skip		ports never short-circuited (ag_accel_set_skip_ports)
+ *	accel_stats		per-CPU counters (struct zh_accel_stats_v in abi/accel.h)
+ *	accel_cfg		runtime settings (enum zh_accel_cfg), e.g. policy generation
+ * Ownership: the pins own the datapath; struct ag_accel only holds fds.
+ */
+#ifndef ZH_ACCEL_H
+#define ZH_ACCEL_H
+
+#include <stdint.h>
+
+struct ag_accel;	/* opaque: fds of the loaded or adopted objects */
+
+/* Node-wide counters, summed over CPUs. */
+struct ag_accel_stats {
+	uint64_t sockets;	/* sockets ever inserted in the sockhash */
+	uint64_t active;	/* sockets in the sockhash now */
+	uint64_t msgs;		/* messages redirected to the peer socket */
+	uint64_t bytes;		/* bytes redirected */
+	uint64_t fallbacks;	/* messages that took the normal path (no peer, or socket pinned to it) */
+	uint64_t removed;	/* sockets removed from the sockhash on close */
+	uint64_t skipped;	/* established sockets not inserted although both ends local (e.g. map full) */
+	uint64_t demoted;	/* sockets moved to the normal path by a policy generation change */
+	uint64_t released;	/* sockets taken out early, queue empty (half-close, SO_RCVLOWAT) */
+};
+
+/* Load, or adopt when already pinned, the programs and maps under pin_dir
+ * (created when missing). enable=1: attach sock_ops to cgroup_path through a
+ * pinned bpf_link and the sk_msg program to the sockhash (both idempotent;
+ * an adopted attachment is kept, never doubled; a link found on another
+ * cgroup is replaced). enable=0: remove the sock_ops link so no new socket is
+ * short-circuited, and demote the sockets already short-circuited to the
+ * normal path (accel_cfg DISABLED) — maps stay pinned so no queued byte is
+ * dropped and stats stay readable; ag_accel_close(a, 1) removes them. With
+ * nothing pinned, enable=0 loads nothing: the handle's setters are no-ops
+ * returning 0 and its stats are all zero.
+ * cgroup_path may be NULL when enable=0.
+ * Returns 0 and *out (caller frees with ag_accel_close), or -errno with a
+ * message logged that names the failing object. */
+int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
+		  struct ag_accel **out);
+
+/* Replace the local endpoint set with ips[0..n) (IPv4, network byte order):
+ * this node's pod addresses. Entries not in ips are removed after the new ones
+ * are added (make-before-break). Sockets already established keep their state.
+ * Returns 0 or -errno (-E2BIG if n exceeds the map size). */
+int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n);
+
+/* Replace the set of ports (host order) never short-circuited, on either end
+ * of a connection: the opt-out for applications that read with splice(2),
+ * which the kernel does not serve from the short-circuit queue. Applies to
+ * connections established afterwards. 0 / -errno (-E2BIG above 256). */
+int ag_accel_set_skip_ports(struct ag_accel *a, const uint16_t *ports, int n);
+
+/* Counters summed over CPUs; active is the current sockhash size. 0 / -errno. */
+int ag_accel_stats(struct ag_accel *a, struct ag_accel_stats *out);
+
+/* Same, from a fresh process that only knows the pin dir (`zerohop get stats`).
+ * -ENOENT when acceleration is not pinned there. */
+int ag_accel_read_pinned_stats(const char *pin_dir, struct ag_accel_stats *out);
+
+/* Policy hook: set the node's policy generation. Each short-circuited socket
+ * records the generation current when it was inserted; when the generation
+ * moves past it, sk_msg sends its messages through the normal path (where the
+ * policy datapath judges them) instead of redirecting. 0 / -errno. */
+int ag_accel_set_policy_gen(struct ag_accel *a, uint32_t gen);
+
+/* unpin=0: close fds only, everything stays pinned and running (an agent
+ * restart keeps short-circuited connections working). unpin=1: detach and
+ * remove all pins (agent --cleanup). a may be NULL. */
+void ag_accel_close(struct ag_accel *a, int unpin);
+
+#endif

@@ -1,0 +1,125 @@
+/* lab.h — the lab cluster: nodes and pods as namespaces on one machine
+ * (prefix lab_). The lab plays kubelet, Deployment controller and CNI; the
+ * agent, bench/demo code and tests use this header to find a node's or pod's
+ * network namespace and cgroup and to step into them.
+ *
+ * Naming (see also paths.h), for lab LAB, node NODE, pod NS/POD:
+ *   network namespaces   LAB-fabric, LAB-NODE, LAB-p-NS-POD   (/run/netns/...)
+ *   UTS / mount ns       RUNDIR/ns/NS_POD.uts, RUNDIR/ns/NS_POD.mnt (bind mounts)
+ *   cgroups              CGROOT/zerohop-LAB/NODE            node (agent attaches here)
+ *                        CGROOT/zerohop-LAB/NODE/NS_POD     one per pod
+ *                        CGROOT/zerohop-LAB/system/...      supervisor and agents
+ *   run dir              RUNDIR = /run/zerohop/LAB: lab.conf (topology),
+ *                        supervisor.pid, ready, pods/NS_POD/{info,log,...},
+ *                        nodes/NODE/agent.log
+ * CGROOT is an existing cgroup2 mount, else /run/zerohop/cgroup2 (mounted on
+ * first use).
+ *
+ * Addresses: node i (0-based, in Cluster order) has fabric IP 10.250.0.(i+1)/24
+ * on its eth0 and pod CIDR = i-th /24 of the cluster pod CIDR; a pod has a /32
+ * on eth0 and a default route via 169.254.1.1 (LAB_GW), a permanent neighbour
+ * for it with MAC ee:ee:ee:ee:ee:ee (every node-side pod veth has that MAC).
+ *
+ * Results are 0 or -errno; messages go to stderr (or the daemon log) and name
+ * the object at fault.
+ */
+#ifndef ZH_LAB_H
+#define ZH_LAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LAB_MAX_NODES 64
+#define LAB_FABRIC_NET "10.250.0.0"	/* /24; node i = .(i+1) */
+#define LAB_GW "169.254.1.1"		/* pods' default gateway (link-local) */
+#define LAB_GW_MAC "ee:ee:ee:ee:ee:ee"	/* MAC of every node-side pod veth */
+#define LAB_VXLAN_ID 42
+#define LAB_VXLAN_PORT 4789
+
+/* ---- paths and names (write into buf, return buf) ---------------------- */
+
+/* The cgroup2 mount to use: an existing cgroup2 mount, else ZH_RUN_ROOT
+ * "/cgroup2", mounted here when mount=true (else NULL when none is mounted). */
+const char *lab_cgroup_root(bool mount);
+
+char *lab_lab_cgroup_path(char *buf, size_t len, const char *lab);
+char *lab_node_cgroup_path(char *buf, size_t len, const char *lab, const char *node);
+char *lab_pod_cgroup_path(char *buf, size_t len, const char *lab, const char *node,
+			  const char *ns, const char *pod);
+char *lab_node_netns_name(char *buf, size_t len, const char *lab, const char *node);
+char *lab_fabric_netns_name(char *buf, size_t len, const char *lab);
+char *lab_pod_netns_name(char *buf, size_t len, const char *lab, const char *ns,
+			 const char *pod);
+/* /run/netns/NAME of the above. */
+char *lab_node_netns_path(char *buf, size_t len, const char *lab, const char *node);
+char *lab_pod_netns_path(char *buf, size_t len, const char *lab, const char *ns,
+			 const char *pod);
+/* RUNDIR/pods/NS_POD */
+char *lab_pod_dir(char *buf, size_t len, const char *lab, const char *ns, const char *pod);
+
+/* ---- topology (RUNDIR/lab.conf, written by `lab up`) ------------------- */
+
+struct lab_node {
+	char name[64];
+	uint32_t ip;		/* fabric IP, network order */
+	uint32_t pod_net;	/* pod CIDR (/24), network order */
+	int pod_len;
+};
+
+struct lab_topo {
+	char lab[64];
+	int n_nodes;
+	struct lab_node nodes[LAB_MAX_NODES];
+	uint32_t pod_cidr;	/* cluster pod CIDR, network order */
+	int pod_cidr_len;
+	uint32_t svc_cidr;	/* service CIDR, network order */
+	int svc_cidr_len;
+	bool overlay;		/* VXLAN between nodes */
+	bool mesh;		/* agents + cluster DNS */
+	int accel;		/* -1 agent default, 0 off, 1 on */
+	bool nft;		/* --service-proxy nft: agents run --mode nft */
+	char zerohop[512];	/* absolute path of the zerohop binary */
+};
+
+int lab_topo_write(const struct lab_topo *t);	/* RUNDIR/lab.conf, atomic */
+int lab_topo_read(const char *lab, struct lab_topo *t);	/* -ENOENT when the lab is not up */
+const struct lab_node *lab_topo_node(const struct lab_topo *t, const char *name);
+/* DNS server address of the cluster: service CIDR base + 10, network order. */
+uint32_t lab_dns_ip(const struct lab_topo *t);
+
+/* ---- pods as the supervisor records them (RUNDIR/pods/NS_POD/info) ----- */
+
+struct lab_pod_info {
+	char ns[64];
+	char name[128];
+	char node[64];
+	char owner[128];	/* Deployment name, or "" */
+	uint32_t ip;		/* network order */
+	char phase[16];		/* Pending, Running */
+	int pid;		/* pid of the first container's process, 0 when down */
+	int restarts;
+};
+
+/* Find a pod of a running lab: "[NS/]NAME" or "deploy/NAME" (any Running pod
+ * of that Deployment in NS default, or "deploy/NS/NAME"). 0, -ENOENT. */
+int lab_pod_find(const char *lab, const char *ref, struct lab_pod_info *out);
+/* Every pod of the lab, sorted by namespace/name; *out freed by the caller. */
+int lab_pod_list(const char *lab, struct lab_pod_info **out, int *n);
+
+/* ---- stepping into namespaces ----------------------------------------- */
+
+/* Move the calling process into the pod's cgroup and its network, UTS and
+ * mount namespaces (in that order). The caller must be single-threaded. */
+int lab_join_pod(const char *lab, const struct lab_pod_info *pod);
+/* Move the calling process into a node's network namespace. */
+int lab_join_node(const char *lab, const char *node);
+/* setns() into the network namespace file at path. */
+int lab_join_netns_path(const char *path);
+
+/* ---- the CLI ----------------------------------------------------------- */
+
+/* `zerohop lab up|down|status|exec`; see docs/lab.md. */
+int lab_down(const char *lab, bool verbose);
+
+#endif

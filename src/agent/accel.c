@@ -1,0 +1,565 @@
+/* accel.c — load, adopt, attach and read the same-node short-circuit
+ * (bpf/accel.bpf.c). Contract: include/zerohop/accel.h.
+ *
+ * Design note
+ * -----------
+ * The pins under pin_dir own the datapath; a struct ag_accel only holds fds to
+ * them, so any process (agent, restarted agent, `zerohop get stats`) works on
+ * the same objects and closing fds never changes traffic.
+ *
+ * Invariants
+ *  1. Either all of PIN_MAPS + PIN_PROGS are pinned, or none: a partial set
+ *     (a crash between pins) is removed and loaded afresh by ag_accel_open.
+ *  2. At most one link per program (sock_ops, setsockopt) per pin_dir, on the
+ *     cgroup given last;
+ *     re-opening with the same cgroup keeps it (no double attach, no gap).
+ *  3. Never attach to a cgroup root (DESIGN.md s4): the path must be a
+ *     non-root cgroup2 directory (it has cgroup.events).
+ *  4. Turning acceleration off never frees the sockhash under live sockets
+ *     (that would drop bytes queued in their short-circuit queues): it removes
+ *     the link and sets accel_cfg[DISABLED]; only ag_accel_close(a, 1) unpins.
+ *
+ * States of a pin_dir
+ *
+ *   EMPTY ──open(enable=1)──► ON (objects pinned, links pinned, msg attached)
+ *     ▲                        │  ▲
+ *     │                open(0) │  │ open(1)
+ *     │                        ▼  │
+ *     └──close(unpin=1)─── OFF (objects pinned, no link, DISABLED=1)
+ *   (close(unpin=1) from ON also goes to EMPTY; close(unpin=0) changes nothing)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "zerohop/accel.h"
+#include "zerohop/abi/accel.h"
+#include "zerohop/log.h"
+#include "accel.skel.h"
+
+/* Pinned names, index = enum accel_obj. */
+enum accel_obj {
+	AO_SOCKHASH,
+	AO_LOCAL,
+	AO_STATS,
+	AO_CFG,
+	AO_SKIP,
+	AO_SOCKOPS,
+	AO_MSG,
+	AO_SOCKOPT,
+	AO__MAX,
+};
+static const char *const accel_pin_names[AO__MAX] = {
+	[AO_SOCKHASH] = "accel_sockhash",
+	[AO_LOCAL] = "accel_local",
+	[AO_STATS] = "accel_stats",
+	[AO_CFG] = "accel_cfg",
+	[AO_SKIP] = "accel_skip",
+	[AO_SOCKOPS] = "accel_sockops",
+	[AO_MSG] = "accel_msg",
+	[AO_SOCKOPT] = "accel_setsockopt",
+};
+
+/* The cgroup links: program, attach type, pin name. */
+static const struct {
+	enum accel_obj prog;
+	enum bpf_attach_type type;
+	const char *pin;
+} accel_links[] = {
+	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, "accel_sockops_link" },
+	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, "accel_setsockopt_link" },
+};
+#define ACCEL_NLINKS (int)(sizeof(accel_links) / sizeof(accel_links[0]))
+
+struct ag_accel {
+	char pin_dir[256];
+	int fd[AO__MAX];	/* -1 when absent (disabled and never loaded) */
+};
+
+static int accel_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[256];
+	size_t i, n = strlen(path);
+
+	if (n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (tmp[i] != '/' && tmp[i] != '\0')
+			continue;
+		tmp[i] = '\0';
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return -errno;
+		tmp[i] = path[i];
+	}
+	return 0;
+}
+
+static void accel_close_fds(struct ag_accel *a)
+{
+	int i;
+
+	for (i = 0; i < AO__MAX; i++) {
+		if (a->fd[i] >= 0)
+			close(a->fd[i]);
+		a->fd[i] = -1;
+	}
+}
+
+/* Unlink every pin of ours (not the dir: the agent shares it). */
+static void accel_unpin_all(const char *dir)
+{
+	char p[300];
+	int i;
+
+	for (i = 0; i < AO__MAX; i++)
+		if (!accel_path(p, sizeof(p), dir, accel_pin_names[i]))
+			unlink(p);
+	for (i = 0; i < ACCEL_NLINKS; i++)
+		if (!accel_path(p, sizeof(p), dir, accel_links[i].pin))
+			unlink(p);
+}
+
+/* Open every pinned object. 0: all there; -ENOENT: none; -EUCLEAN: some. */
+static int accel_adopt(struct ag_accel *a)
+{
+	char p[300];
+	int i, found = 0, err;
+
+	for (i = 0; i < AO__MAX; i++) {
+		err = accel_path(p, sizeof(p), a->pin_dir, accel_pin_names[i]);
+		if (err)
+			return err;
+		a->fd[i] = bpf_obj_get(p);
+		if (a->fd[i] >= 0)
+			found++;
+	}
+	if (found == AO__MAX)
+		return 0;
+	accel_close_fds(a);
+	return found ? -EUCLEAN : -ENOENT;
+}
+
+static int accel_load_and_pin(struct ag_accel *a)
+{
+	struct zh_accel *skel;
+	int fds[AO__MAX], i, err;
+	char p[300];
+
+	skel = zh_accel__open_and_load();
+	if (!skel) {
+		err = -errno;
+		zh_err("accel: loading bpf/accel.bpf.c failed: %s", strerror(-err));
+		return err;
+	}
+	fds[AO_SOCKHASH] = bpf_map__fd(skel->maps.accel_sockhash);
+	fds[AO_LOCAL] = bpf_map__fd(skel->maps.accel_local);
+	fds[AO_STATS] = bpf_map__fd(skel->maps.accel_stats);
+	fds[AO_CFG] = bpf_map__fd(skel->maps.accel_cfg);
+	fds[AO_SKIP] = bpf_map__fd(skel->maps.accel_skip);
+	fds[AO_SOCKOPS] = bpf_program__fd(skel->progs.zh_accel_sockops);
+	fds[AO_MSG] = bpf_program__fd(skel->progs.zh_accel_msg);
+	fds[AO_SOCKOPT] = bpf_program__fd(skel->progs.zh_accel_setsockopt);
+	for (i = 0; i < AO__MAX; i++) {
+		err = accel_path(p, sizeof(p), a->pin_dir, accel_pin_names[i]);
+		if (!err && bpf_obj_pin(fds[i], p))
+			err = -errno;
+		if (err) {
+			zh_err("accel: pinning %s: %s", p, strerror(-err));
+			goto err_unpin;
+		}
+		a->fd[i] = dup(fds[i]);
+		if (a->fd[i] < 0) {
+			err = -errno;
+			goto err_unpin;
+		}
+	}
+	zh_accel__destroy(skel);
+	return 0;
+
+err_unpin:
+	accel_close_fds(a);
+	accel_unpin_all(a->pin_dir);
+	zh_accel__destroy(skel);
+	return err;
+}
+
+static int accel_cfg_set(struct ag_accel *a, __u32 idx, __u32 val)
+{
+	if (a->fd[AO_CFG] < 0)
+		return -ENOENT;
+	return bpf_map_update_elem(a->fd[AO_CFG], &idx, &val, BPF_ANY) ? -errno : 0;
+}
+
+static int accel_check_cgroup(const char *cg, struct stat *st)
+{
+	char p[300];
+
+	if (!cg || !*cg) {
+		zh_err("accel: no cgroup path given to attach to");
+		return -EINVAL;
+	}
+	if (stat(cg, st)) {
+		zh_err("accel: cgroup %s: %s", cg, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st->st_mode)) {
+		zh_err("accel: cgroup %s: not a directory", cg);
+		return -ENOTDIR;
+	}
+	/* Invariant 3: a cgroup root has no cgroup.events. */
+	if (accel_path(p, sizeof(p), cg, "cgroup.events") || access(p, F_OK)) {
+		zh_err("accel: %s is not a non-root cgroup2 directory; refusing to attach", cg);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Keep pinned link `l` if it is on this cgroup running our program, else
+ * make one (invariant 2). */
+static int accel_link_one(struct ag_accel *a, const char *cg, int l)
+{
+	struct bpf_link_info li = {};
+	struct bpf_prog_info pi = {};
+	__u32 li_len = sizeof(li), pi_len = sizeof(pi);
+	int lfd = -1, cgfd = -1, err;
+	struct stat st;
+	char p[300];
+
+	int prog_fd = a->fd[accel_links[l].prog];
+
+	err = accel_check_cgroup(cg, &st);
+	if (err)
+		return err;
+	err = accel_path(p, sizeof(p), a->pin_dir, accel_links[l].pin);
+	if (err)
+		return err;
+	if (bpf_obj_get_info_by_fd(prog_fd, &pi, &pi_len))
+		return -errno;
+	lfd = bpf_obj_get(p);
+	if (lfd >= 0) {
+		if (!bpf_obj_get_info_by_fd(lfd, &li, &li_len) && li.prog_id == pi.id &&
+		    li.type == BPF_LINK_TYPE_CGROUP && li.cgroup.cgroup_id == (__u64)st.st_ino) {
+			err = 0;	/* invariant 2: adopted as is */
+			goto out;
+		}
+		bpf_link_detach(lfd);
+		unlink(p);
+		close(lfd);
+		lfd = -1;
+	}
+	cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cgfd < 0) {
+		err = -errno;
+		zh_err("accel: opening cgroup %s: %s", cg, strerror(-err));
+		goto out;
+	}
+	lfd = bpf_link_create(prog_fd, cgfd, accel_links[l].type, NULL);
+	if (lfd < 0) {
+		err = -errno;
+		zh_err("accel: attaching %s to %s: %s", accel_pin_names[accel_links[l].prog], cg,
+		       strerror(-err));
+		goto out;
+	}
+	if (bpf_obj_pin(lfd, p)) {
+		err = -errno;
+		zh_err("accel: pinning %s: %s", p, strerror(-err));
+		bpf_link_detach(lfd);
+		goto out;
+	}
+	err = 0;
+out:
+	if (cgfd >= 0)
+		close(cgfd);
+	if (lfd >= 0)
+		close(lfd);
+	return err;
+}
+
+static int accel_link(struct ag_accel *a, const char *cg)
+{
+	int l, err = 0;
+
+	for (l = 0; l < ACCEL_NLINKS && !err; l++)
+		err = accel_link_one(a, cg, l);
+	return err;
+}
+
+static void accel_unlink(const char *dir)
+{
+	char p[300];
+	int l, lfd;
+
+	for (l = 0; l < ACCEL_NLINKS; l++) {
+		if (accel_path(p, sizeof(p), dir, accel_links[l].pin))
+			continue;
+		lfd = bpf_obj_get(p);
+		if (lfd >= 0) {
+			bpf_link_detach(lfd);
+			close(lfd);
+		}
+		unlink(p);
+	}
+}
+
+int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
+		  struct ag_accel **out)
+{
+	struct ag_accel *a;
+	int i, err;
+
+	*out = NULL;
+	a = zh_calloc(1, sizeof(*a));
+	for (i = 0; i < AO__MAX; i++)
+		a->fd[i] = -1;
+	if (!pin_dir || snprintf(a->pin_dir, sizeof(a->pin_dir), "%s", pin_dir) >=
+				(int)sizeof(a->pin_dir)) {
+		err = -ENAMETOOLONG;
+		zh_err("accel: bad pin dir");
+		goto err_free;
+	}
+	err = accel_adopt(a);
+	if (err == -EUCLEAN) {
+		zh_warn("accel: %s holds a partial set of pins; reloading", pin_dir);
+		accel_unlink(pin_dir);
+		accel_unpin_all(pin_dir);
+		err = -ENOENT;
+	}
+	if (err == -ENOENT && !enable) {
+		*out = a;	/* nothing pinned, nothing to turn off */
+		return 0;
+	}
+	if (err == -ENOENT) {
+		err = mkdir_p(pin_dir);
+		if (err) {
+			zh_err("accel: creating %s: %s (is bpffs mounted at %s?)", pin_dir,
+			       strerror(-err), "/sys/fs/bpf");
+			goto err_free;
+		}
+		err = accel_load_and_pin(a);
+	}
+	if (err)
+		goto err_free;
+
+	if (!enable) {
+		accel_unlink(pin_dir);
+		err = accel_cfg_set(a, ZH_ACCEL_CFG_DISABLED, 1);
+		if (err)
+			goto err_close;
+		*out = a;
+		return 0;
+	}
+	err = accel_cfg_set(a, ZH_ACCEL_CFG_DISABLED, 0);
+	if (err)
+		goto err_close;
+	/* Re-attaching the same program is harmless; bpftool's attach is not
+	 * used (DESIGN.md s5: it reported success and never ran). */
+	if (bpf_prog_attach(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT, 0)) {
+		err = -errno;
+		zh_err("accel: attaching sk_msg to the sockhash: %s", strerror(-err));
+		goto err_close;
+	}
+	err = accel_link(a, cgroup_path);
+	if (err)
+		goto err_close;
+	*out = a;
+	return 0;
+
+err_close:
+	accel_close_fds(a);
+err_free:
+	free(a);
+	return err;
+}
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n)
+{
+	uint32_t *sorted = NULL, key, next, *stale = NULL;
+	int fd = a->fd[AO_LOCAL], i, nstale = 0, err = 0;
+	__u8 one = 1;
+
+	if (fd < 0)
+		return 0;	/* never loaded here (off from the start): nothing to update */
+	if (n < 0 || n > ZH_ACCEL_MAX_LOCAL)
+		return -E2BIG;
+	sorted = zh_malloc(sizeof(*sorted) * (n ? n : 1));
+	memcpy(sorted, ips, sizeof(*sorted) * n);
+	qsort(sorted, n, sizeof(*sorted), cmp_u32);
+	/* Make before break: add every new address first. */
+	for (i = 0; i < n; i++) {
+		if (bpf_map_update_elem(fd, &sorted[i], &one, BPF_ANY)) {
+			err = -errno;
+			zh_err("accel: adding local endpoint: %s", strerror(-err));
+			goto out;
+		}
+	}
+	stale = zh_malloc(sizeof(*stale) * ZH_ACCEL_MAX_LOCAL);
+	for (err = bpf_map_get_next_key(fd, NULL, &next); !err;
+	     err = bpf_map_get_next_key(fd, &key, &next)) {
+		key = next;
+		if (!bsearch(&key, sorted, n, sizeof(*sorted), cmp_u32) &&
+		    nstale < ZH_ACCEL_MAX_LOCAL)
+			stale[nstale++] = key;
+	}
+	err = 0;
+	for (i = 0; i < nstale; i++)
+		bpf_map_delete_elem(fd, &stale[i]);
+out:
+	free(stale);
+	free(sorted);
+	return err;
+}
+
+int ag_accel_set_skip_ports(struct ag_accel *a, const uint16_t *ports, int n)
+{
+	int fd = a->fd[AO_SKIP], i, err;
+	__u32 key, next, *old;
+	int nold = 0;
+	__u8 one = 1;
+
+	if (fd < 0)
+		return 0;	/* never loaded here */
+	if (n < 0 || n > ZH_ACCEL_MAX_SKIP_PORTS)
+		return -E2BIG;
+	old = zh_malloc(sizeof(*old) * ZH_ACCEL_MAX_SKIP_PORTS);
+	for (err = bpf_map_get_next_key(fd, NULL, &next); !err && nold < ZH_ACCEL_MAX_SKIP_PORTS;
+	     err = bpf_map_get_next_key(fd, &key, &next)) {
+		key = next;
+		old[nold++] = key;
+	}
+	err = 0;
+	for (i = 0; i < n; i++) {
+		key = ports[i];
+		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY)) {
+			err = -errno;
+			goto out;
+		}
+	}
+	for (i = 0; i < nold; i++) {
+		int j, keep = 0;
+
+		for (j = 0; j < n && !keep; j++)
+			keep = ports[j] == old[i];
+		if (!keep)
+			bpf_map_delete_elem(fd, &old[i]);
+	}
+out:
+	free(old);
+	return err;
+}
+
+int ag_accel_set_policy_gen(struct ag_accel *a, uint32_t gen)
+{
+	if (a->fd[AO_CFG] < 0)
+		return 0;	/* never loaded here: no short-circuited socket to demote */
+	return accel_cfg_set(a, ZH_ACCEL_CFG_POLICY_GEN, gen);
+}
+
+static int accel_read_stats(int stats_fd, int hash_fd, struct ag_accel_stats *out)
+{
+	__u64 sum[ZH_ACCEL_ST__MAX] = {}, *vals;
+	struct zh_accel_key key, next;
+	int ncpu, i, c, err = 0;
+	__u32 idx;
+
+	memset(out, 0, sizeof(*out));
+	ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	vals = zh_calloc(ncpu, sizeof(*vals));
+	for (i = 0; i < ZH_ACCEL_ST__MAX; i++) {
+		idx = i;
+		if (bpf_map_lookup_elem(stats_fd, &idx, vals)) {
+			err = -errno;
+			goto out;
+		}
+		for (c = 0; c < ncpu; c++)
+			sum[i] += vals[c];
+	}
+	out->sockets = sum[ZH_ACCEL_ST_SOCKETS];
+	out->msgs = sum[ZH_ACCEL_ST_MSGS];
+	out->bytes = sum[ZH_ACCEL_ST_BYTES];
+	out->fallbacks = sum[ZH_ACCEL_ST_FALLBACKS];
+	out->removed = sum[ZH_ACCEL_ST_REMOVED];
+	out->skipped = sum[ZH_ACCEL_ST_SKIPPED];
+	out->demoted = sum[ZH_ACCEL_ST_DEMOTED];
+	out->released = sum[ZH_ACCEL_ST_RELEASED];
+	/* The ground truth for "active": walk the sockhash itself. */
+	for (err = bpf_map_get_next_key(hash_fd, NULL, &next); !err;
+	     err = bpf_map_get_next_key(hash_fd, &key, &next)) {
+		key = next;
+		out->active++;
+	}
+	err = 0;
+out:
+	free(vals);
+	return err;
+}
+
+int ag_accel_stats(struct ag_accel *a, struct ag_accel_stats *out)
+{
+	if (a->fd[AO_STATS] < 0) {
+		memset(out, 0, sizeof(*out));
+		return 0;	/* never loaded: all zero */
+	}
+	return accel_read_stats(a->fd[AO_STATS], a->fd[AO_SOCKHASH], out);
+}
+
+int ag_accel_read_pinned_stats(const char *pin_dir, struct ag_accel_stats *out)
+{
+	char p[300];
+	int sfd = -1, hfd = -1, err;
+
+	err = accel_path(p, sizeof(p), pin_dir, accel_pin_names[AO_STATS]);
+	if (err)
+		return err;
+	sfd = bpf_obj_get(p);
+	if (sfd < 0)
+		return -errno;
+	err = accel_path(p, sizeof(p), pin_dir, accel_pin_names[AO_SOCKHASH]);
+	if (!err) {
+		hfd = bpf_obj_get(p);
+		err = hfd < 0 ? -errno : 0;
+	}
+	if (!err)
+		err = accel_read_stats(sfd, hfd, out);
+	if (hfd >= 0)
+		close(hfd);
+	close(sfd);
+	return err;
+}
+
+void ag_accel_close(struct ag_accel *a, int unpin)
+{
+	if (!a)
+		return;
+	if (unpin) {
+		accel_unlink(a->pin_dir);
+		if (a->fd[AO_MSG] >= 0 && a->fd[AO_SOCKHASH] >= 0)
+			bpf_prog_detach2(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT);
+		accel_unpin_all(a->pin_dir);
+	}
+	accel_close_fds(a);
+	free(a);
+}

@@ -1,0 +1,385 @@
+/* agent.c — `zerohop agent`: the node agent's main loop.
+ *
+ * Design note: the sync loop
+ * --------------------------
+ *        ┌──────────────────────────────────────────────┐
+ *        ▼                                              │
+ *     IDLE ── inotify readable ──► DEBOUNCE ── quiet for debounce_ms ──► SYNC
+ *      │                            (or max 20 ms)                         │
+ *      └─ SIGTERM/SIGINT ─► EXIT (pins stay: the datapath keeps running)   │
+ *                                                                          │
+ *   SYNC: ss_watch_drain(); gen = ss_generation(); ss_load(); ag_compile();
+ *         ag_lb_sync() (or ag_nft_apply() in --mode nft);
+ *         ag_accel_set_local(this node's pod IPs); back to IDLE.
+ *
+ * Invariants:
+ *  A1. The watch is drained *before* the state is read, so a change that
+ *      lands during SYNC makes the fd readable again and is never lost.
+ *  A2. The generation written to zh_lb_meta is read before ss_load(), so it
+ *      never claims a state newer than the one in the maps.
+ *  A3. A failed load or compile leaves the maps exactly as they were (the
+ *      last good state stays in force); the agent logs and waits for the
+ *      next change.
+ *  A4. Startup = adopt pinned objects (lb.c) + one SYNC, so a restarted or
+ *      upgraded agent reconciles whatever changed while it was down.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/signalfd.h>
+
+#include "zerohop/agent.h"
+#include "zerohop/accel.h"
+#include "zerohop/cli.h"
+#include "zerohop/lab.h"
+#include "zerohop/log.h"
+#include "zerohop/paths.h"
+#include "zerohop/state.h"
+
+enum ag_mode { AG_MODE_BPF, AG_MODE_NFT };
+
+struct agent {
+	const char *node;
+	const char *lab;
+	char cgroup[256];
+	char state_dir[256];
+	char pin_dir[256];
+	enum ag_mode mode;
+	int accel;		/* 1 on, 0 off */
+	int debounce_ms;
+	int destroy_stale;	/* 1: destroy sockets to removed backends */
+	bool once;
+	struct ss *ss;
+	struct ag_lb *lb;
+	struct ag_accel *acc;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* This node's pods with an IP: the local endpoints for acceleration. */
+static void set_local_pods(struct agent *a, const struct md_state *st)
+{
+	uint32_t *ips;
+	int i, n = 0, ret;
+
+	if (!a->acc)
+		return;
+	ips = zh_calloc(st->n_pods ? st->n_pods : 1, sizeof(*ips));
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (p->ip && p->spec.node_name && !strcmp(p->spec.node_name, a->node))
+			ips[n++] = p->ip;
+	}
+	ret = ag_accel_set_local(a->acc, ips, n);
+	if (ret)
+		zh_warn("agent: accel local endpoints: %s", strerror(-ret));
+	free(ips);
+}
+
+static int sync_once(struct agent *a)
+{
+	struct ag_sync_stats s = {};
+	struct ag_compiled *c = NULL;
+	struct md_state *st = NULL;
+	struct md_err err = {};
+	char ebuf[600];
+	double t0 = now_ms(), tl, t1, t2;
+	uint64_t gen;
+	int ret;
+
+	ss_watch_drain(a->ss);	/* A1 */
+	gen = ss_generation(a->ss);	/* A2 */
+	ret = ss_load(a->ss, &st, &err);
+	if (!ret && ss_generation(a->ss) != gen) {
+		/* A writer finished while we waited for the state lock: the
+		 * state we hold is at least that new, but A2 only lets us claim
+		 * what we read before loading. Load once more (cheap) so the
+		 * marker can name the generation that is really in the maps. */
+		md_state_free(st);
+		st = NULL;
+		gen = ss_generation(a->ss);
+		ret = ss_load(a->ss, &st, &err);
+	}
+	if (ret) {
+		zh_err("agent: state %s: %s (previous state stays in force)", a->state_dir,
+		       md_err_str(&err, ebuf, sizeof(ebuf)));
+		goto out;
+	}
+	tl = now_ms();
+	ret = ag_compile(st, &c, ebuf, sizeof(ebuf));
+	if (ret) {
+		zh_err("agent: compile: %s (previous state stays in force)", ebuf);
+		goto out;
+	}
+	t1 = now_ms();
+	if (a->mode == AG_MODE_NFT)
+		ret = ag_nft_apply(c);
+	else
+		ret = ag_lb_sync(a->lb, c, gen, &s);
+	t2 = now_ms();
+	if (ret) {
+		zh_err("agent: sync generation %llu: %s", (unsigned long long)gen, strerror(-ret));
+		goto out;
+	}
+	set_local_pods(a, st);
+	if (a->destroy_stale && a->lb) {
+		const struct zh_lb_backend *gone;
+		int n_gone = ag_lb_gone(a->lb, &gone), killed = 0;
+
+		if (n_gone > 0 && ag_destroy_stale(a->cgroup, gone, n_gone, &killed) == 0)
+			zh_info("agent: destroy-stale: %d backends removed, %d sockets destroyed",
+				n_gone, killed);
+	}
+	zh_info("agent: generation %llu: %d services (+%d ~%d -%d =%d), alias +%d -%d; load %.2f ms, compile %.2f ms, sync %.2f ms",
+		(unsigned long long)gen, c->n_svcs, s.svc_added, s.svc_changed, s.svc_removed,
+		s.svc_same, s.alias_written, s.alias_deleted, tl - t0, t1 - tl, t2 - t1);
+out:
+	ag_compiled_free(c);
+	md_state_free(st);
+	return ret;
+}
+
+static int run(struct agent *a)
+{
+	struct pollfd pfd[2];
+	sigset_t mask;
+	int sfd, ret;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (sfd < 0)
+		return -errno;
+	ret = sync_once(a);	/* A4 */
+	if (a->once)
+		goto out;
+	pfd[0].fd = ss_watch_fd(a->ss);
+	pfd[0].events = POLLIN;
+	pfd[1].fd = sfd;
+	pfd[1].events = POLLIN;
+	for (;;) {
+		double start;
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = -errno;
+			break;
+		}
+		if (pfd[1].revents)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		/* DEBOUNCE: wait until the writer is quiet, bounded. */
+		start = now_ms();
+		while (now_ms() - start < 20) {
+			ss_watch_drain(a->ss);
+			if (poll(pfd, 1, a->debounce_ms) == 0)
+				break;
+		}
+		sync_once(a);	/* A3: errors are logged, the loop goes on */
+	}
+	ret = 0;
+out:
+	close(sfd);
+	return ret;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: zerohop agent --node NODE [--lab LAB] [--cgroup PATH] [--state DIR]\n"
+		"                     [--pin-dir DIR] [--accel on|off] [--mode bpf|nft]\n"
+		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
+		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
+		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
+}
+
+static int on_off(const char *opt, const char *v, int *out)
+{
+	if (!strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "true"))
+		*out = 1;
+	else if (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "false"))
+		*out = 0;
+	else {
+		fprintf(stderr, "zerohop agent: %s: expected on or off, got '%s'\n", opt, v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cli_agent(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "node", required_argument, NULL, 'n' },
+		{ "lab", required_argument, NULL, 'l' },
+		{ "cgroup", required_argument, NULL, 'c' },
+		{ "state", required_argument, NULL, 's' },
+		{ "pin-dir", required_argument, NULL, 'p' },
+		{ "accel", required_argument, NULL, 'a' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "debounce-ms", required_argument, NULL, 'd' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "cleanup", no_argument, NULL, 'C' },
+		{ "bench-latency", required_argument, NULL, 'B' },
+		{ "destroy-stale", required_argument, NULL, 'D' },
+		{ "filename", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct agent a = { .accel = 1, .debounce_ms = 1 };
+	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
+	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
+	bool cleanup = false;
+	char *files[16];
+	int c, ret, bench_rounds = 0, n_files = 0;
+
+	zh_log_init("agent", ZH_INFO);
+	/* The environment sets the default (the lab passes its environment to
+	 * the agents it starts); the flag wins. */
+	if (ds_env && on_off("ZH_AGENT_DESTROY_STALE", ds_env, &a.destroy_stale))
+		return 2;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "hf:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': a.node = optarg; break;
+		case 'l': lab_opt = optarg; break;
+		case 'c': cg = optarg; break;
+		case 's': sd = optarg; break;
+		case 'p': pd = optarg; break;
+		case 'a':
+			if (on_off("--accel", optarg, &a.accel))
+				return 2;
+			break;
+		case 'm':
+			if (!strcmp(optarg, "bpf"))
+				a.mode = AG_MODE_BPF;
+			else if (!strcmp(optarg, "nft"))
+				a.mode = AG_MODE_NFT;
+			else {
+				fprintf(stderr, "zerohop agent: --mode: expected bpf or nft, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			a.debounce_ms = atoi(optarg);
+			if (a.debounce_ms < 0 || a.debounce_ms > 1000) {
+				fprintf(stderr, "zerohop agent: --debounce-ms: 0..1000, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o': a.once = true; break;
+		case 'C': cleanup = true; break;
+		case 'D':
+			if (on_off("--destroy-stale", optarg, &a.destroy_stale))
+				return 2;
+			break;
+		case 'B': bench_rounds = atoi(optarg); break;
+		case 'f':
+			if (n_files == 16) {
+				fprintf(stderr, "zerohop agent: at most 16 -f files\n");
+				return 2;
+			}
+			files[n_files++] = optarg;
+			break;
+		default:
+			usage();
+			return c == 'h' ? 0 : 2;
+		}
+	}
+	if (!a.node) {
+		fprintf(stderr, "zerohop agent: --node is required\n");
+		usage();
+		return 2;
+	}
+	a.lab = zh_lab_name(lab_opt);
+	if (pd)
+		snprintf(a.pin_dir, sizeof(a.pin_dir), "%s", pd);
+	else
+		zh_pin_dir(a.pin_dir, sizeof(a.pin_dir), a.lab, a.node);
+
+	if (bench_rounds > 0) {
+		if (sd)
+			snprintf(a.state_dir, sizeof(a.state_dir), "%s", sd);
+		else
+			zh_state_dir(a.state_dir, sizeof(a.state_dir), a.lab);
+		ret = ag_bench_latency(a.state_dir, a.pin_dir, files, n_files, bench_rounds);
+		return ret ? 1 : 0;
+	}
+	if (cleanup) {
+		if (a.mode == AG_MODE_NFT) {
+			ret = ag_nft_cleanup();
+		} else {
+			struct ag_accel *acc = NULL;
+			char probe[300];
+
+			ret = ag_lb_cleanup(a.pin_dir);
+			/* accel: adopt what is pinned (enable=0 attaches nothing), then remove. */
+			snprintf(probe, sizeof(probe), "%s/accel_sockhash", a.pin_dir);
+			if (access(probe, F_OK) == 0 && ag_accel_open(NULL, a.pin_dir, 0, &acc) == 0)
+				ag_accel_close(acc, 1);
+			rmdir(a.pin_dir);
+		}
+		if (ret)
+			fprintf(stderr, "zerohop agent --cleanup: %s: %s\n", a.pin_dir, strerror(-ret));
+		return ret ? 1 : 0;
+	}
+
+	if (cg)
+		snprintf(a.cgroup, sizeof(a.cgroup), "%s", cg);
+	else
+		lab_node_cgroup_path(a.cgroup, sizeof(a.cgroup), a.lab, a.node);
+	if (sd)
+		snprintf(a.state_dir, sizeof(a.state_dir), "%s", sd);
+	else
+		zh_state_dir(a.state_dir, sizeof(a.state_dir), a.lab);
+
+	ret = ss_open(a.state_dir, &a.ss);
+	if (ret) {
+		fprintf(stderr, "zerohop agent: state %s: %s\n", a.state_dir, strerror(-ret));
+		return 1;
+	}
+	if (a.mode == AG_MODE_BPF) {
+		struct ag_lb_opts o = { .cgroup = a.cgroup, .pin_dir = a.pin_dir };
+
+		ret = ag_lb_open(&o, &a.lb);
+		if (ret) {
+			fprintf(stderr, "zerohop agent: load/adopt in %s on %s: %s\n", a.pin_dir,
+				a.cgroup, strerror(-ret));
+			goto out;
+		}
+		ag_lb_track_gone(a.lb, a.destroy_stale);
+	}
+	/* Acceleration shares the node cgroup; a failure there must not take
+	 * service load balancing down with it. */
+	ret = ag_accel_open(a.accel ? a.cgroup : NULL, a.pin_dir, a.accel, &a.acc);
+	if (ret) {
+		zh_warn("agent: acceleration %s unavailable: %s", a.accel ? "on" : "off",
+			strerror(-ret));
+		a.acc = NULL;
+	}
+	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
+		a.node, a.lab, a.mode == AG_MODE_NFT ? "nft" : "bpf", a.accel ? "on" : "off",
+		a.destroy_stale ? "on" : "off", a.cgroup, a.pin_dir, a.state_dir);
+	ret = run(&a);
+out:
+	ag_accel_close(a.acc, 0);
+	ag_lb_close(a.lb, false);
+	ss_close(a.ss);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,570 @@
+/* cli.c — `zerohop apply|delete|get`: the user's side of the state source.
+ *
+ * apply/delete validate everything first (ss_apply/ss_delete are all or
+ * nothing) and print errors as the model formats them, "FILE:LINE: FIELD:
+ * MESSAGE", exit 1, state untouched. get reads the state source (and, for
+ * stats, the pinned maps of the lab's nodes); it never needs an agent.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <arpa/inet.h>
+
+#include "zerohop/agent.h"
+#include "zerohop/accel.h"
+#include "zerohop/cli.h"
+#include "zerohop/log.h"
+#include "zerohop/paths.h"
+#include "zerohop/state.h"
+
+struct cli_opts {
+	const char *lab;
+	const char *state;	/* explicit --state DIR */
+	char **files;
+	int n_files;
+	bool json;
+	const char *kind;
+};
+
+static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_files)
+{
+	static const struct option opts[] = {
+		{ "lab", required_argument, NULL, 'l' },
+		{ "state", required_argument, NULL, 's' },
+		{ "filename", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ 0 },
+	};
+	int c;
+
+	optind = 1;
+	o->files = zh_calloc(argc + 1, sizeof(*o->files));
+	while ((c = getopt_long(argc, argv, "f:o:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': o->lab = optarg; break;
+		case 's': o->state = optarg; break;
+		case 'f':
+			if (!want_files)
+				goto bad;
+			o->files[o->n_files++] = optarg;
+			break;
+		case 'o':
+			if (strcmp(optarg, "json") && strcmp(optarg, "table")) {
+				fprintf(stderr, "zerohop %s: -o: expected json or table, got '%s'\n",
+					argv[0], optarg);
+				return -EINVAL;
+			}
+			o->json = !strcmp(optarg, "json");
+			break;
+		default:
+			goto bad;
+		}
+	}
+	if (want_files && !o->n_files) {
+		fprintf(stderr, "usage: zerohop %s -f FILE|DIR [-f ...] [--lab LAB]\n", argv[0]);
+		return -EINVAL;
+	}
+	if (!want_files) {
+		if (optind >= argc) {
+			fprintf(stderr, "usage: zerohop get services|endpoints|backends|splits|pods|routes|stats [-o json] [--lab LAB]\n");
+			return -EINVAL;
+		}
+		o->kind = argv[optind];
+	}
+	return 0;
+bad:
+	fprintf(stderr, "zerohop %s: unknown option (see zerohop %s --help)\n", argv[0], argv[0]);
+	return -EINVAL;
+}
+
+static int open_state(const struct cli_opts *o, struct ss **s)
+{
+	char dir[256];
+	int ret;
+
+	if (o->state)
+		snprintf(dir, sizeof(dir), "%s", o->state);
+	else
+		zh_state_dir(dir, sizeof(dir), zh_lab_name(o->lab));
+	ret = ss_open(dir, s);
+	if (ret)
+		fprintf(stderr, "zerohop: state %s: %s\n", dir, strerror(-ret));
+	return ret;
+}
+
+static int apply_or_delete(int argc, char **argv, bool del)
+{
+	struct cli_opts o = {};
+	struct md_err err = {};
+	struct ss *s = NULL;
+	char buf[800];
+	int ret;
+
+	zh_log_init(argv[0], ZH_WARN);
+	ret = parse_common(argc, argv, &o, true);
+	if (ret)
+		goto out;
+	ret = open_state(&o, &s);
+	if (ret)
+		goto out;
+	ret = del ? ss_delete(s, o.files, o.n_files, &err) : ss_apply(s, o.files, o.n_files, &err);
+	if (ret) {
+		if (err.file[0] || err.msg[0])
+			fprintf(stderr, "%s\n", md_err_str(&err, buf, sizeof(buf)));
+		else
+			fprintf(stderr, "zerohop %s: %s\n", argv[0], strerror(-ret));
+		goto out;
+	}
+	printf("%s: generation %llu\n", del ? "deleted" : "applied",
+	       (unsigned long long)ss_generation(s));
+out:
+	ss_close(s);
+	free(o.files);
+	return ret ? 1 : 0;
+}
+
+int cli_apply(int argc, char **argv)
+{
+	return apply_or_delete(argc, argv, false);
+}
+
+int cli_delete(int argc, char **argv)
+{
+	return apply_or_delete(argc, argv, true);
+}
+
+/* ---- get ------------------------------------------------------------------ */
+
+static void jstr(const char *s)
+{
+	putchar('"');
+	for (; s && *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static const char *ip_str(uint32_t ip, char *buf)
+{
+	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
+}
+
+static const char *phase_str(enum md_phase p)
+{
+	static const char *const n[] = { "-", "Pending", "Running", "Succeeded", "Failed" };
+
+	return p <= MD_PHASE_FAILED ? n[p] : "?";
+}
+
+static void get_services(const struct md_state *st, bool json)
+{
+	char ip[INET_ADDRSTRLEN];
+	int i, p;
+
+	if (!json)
+		printf("%-16s %-24s %-16s %-24s %s\n", "NAMESPACE", "NAME", "CLUSTER-IP", "PORTS",
+		       "ENDPOINTS");
+	else
+		printf("[");
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+		char ports[256] = "", eps[64] = "";
+		int off = 0, eoff = 0;
+
+		for (p = 0; p < s->n_ports; p++) {
+			off += snprintf(ports + off, off < (int)sizeof(ports) ? sizeof(ports) - off : 0,
+					"%s%u/%s", p ? "," : "", s->ports[p].port,
+					md_proto_name(s->ports[p].proto));
+			eoff += snprintf(eps + eoff, eoff < (int)sizeof(eps) ? sizeof(eps) - eoff : 0,
+					 "%s%d", p ? "," : "", s->endpoints ? s->endpoints[p].n : 0);
+		}
+		if (s->headless)
+			snprintf(ip, sizeof(ip), "None");
+		else
+			ip_str(s->cluster_ip, ip);
+		if (!json) {
+			printf("%-16s %-24s %-16s %-24s %s\n", s->meta.ns, s->meta.name, ip, ports, eps);
+			continue;
+		}
+		printf("%s{\"namespace\":", i ? "," : "");
+		jstr(s->meta.ns);
+		printf(",\"name\":");
+		jstr(s->meta.name);
+		printf(",\"clusterIP\":");
+		jstr(ip);
+		printf(",\"ports\":[");
+		for (p = 0; p < s->n_ports; p++) {
+			printf("%s{\"name\":", p ? "," : "");
+			jstr(s->ports[p].name ? s->ports[p].name : "");
+			printf(",\"port\":%u,\"protocol\":\"%s\",\"endpoints\":%d}", s->ports[p].port,
+			       md_proto_name(s->ports[p].proto), s->endpoints ? s->endpoints[p].n : 0);
+		}
+		printf("]}");
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void get_endpoints(const struct md_state *st, bool json)
+{
+	char ip[INET_ADDRSTRLEN];
+	int i, p, e, first = 1;
+
+	if (!json)
+		printf("%-16s %-24s %-10s %s\n", "NAMESPACE", "NAME", "PORT", "ENDPOINTS");
+	else
+		printf("[");
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+
+		for (p = 0; p < s->n_ports; p++) {
+			const struct md_endpoint_set *set = s->endpoints ? &s->endpoints[p] : NULL;
+			int n = set ? set->n : 0;
+
+			if (json) {
+				printf("%s{\"namespace\":", first ? "" : ",");
+				first = 0;
+				jstr(s->meta.ns);
+				printf(",\"name\":");
+				jstr(s->meta.name);
+				printf(",\"port\":%u,\"protocol\":\"%s\",\"endpoints\":[", s->ports[p].port,
+				       md_proto_name(s->ports[p].proto));
+				for (e = 0; e < n; e++) {
+					printf("%s{\"ip\":\"%s\",\"port\":%u,\"pod\":", e ? "," : "",
+					       ip_str(set->v[e].ip, ip), set->v[e].port);
+					jstr(set->v[e].pod ? set->v[e].pod->meta.name : "");
+					printf("}");
+				}
+				printf("]}");
+				continue;
+			}
+			printf("%-16s %-24s %-10u ", s->meta.ns, s->meta.name, s->ports[p].port);
+			if (!n)
+				printf("<none>");
+			for (e = 0; e < n; e++)
+				printf("%s%s:%u", e ? "," : "", ip_str(set->v[e].ip, ip), set->v[e].port);
+			printf("\n");
+		}
+	}
+	if (json)
+		printf("]\n");
+}
+
+static int get_backends(const struct md_state *st, bool json)
+{
+	struct ag_compiled *c = NULL;
+	char err[400], ip[INET_ADDRSTRLEN], bip[INET_ADDRSTRLEN];
+	int i, j, ret;
+
+	ret = ag_compile(st, &c, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "zerohop get backends: %s\n", err);
+		return ret;
+	}
+	if (!json)
+		printf("%-28s %-24s %-26s %-22s %s\n", "SERVICE", "VIP", "SOURCE", "BACKEND", "SHARE");
+	else
+		printf("{\"services\":[");
+	for (i = 0; i < c->n_svcs; i++) {
+		const struct ag_svc *s = &c->svcs[i];
+		double sum = 0;
+		char vip[64], svc[160];
+
+		for (j = 0; j < s->n_be; j++)
+			sum += s->be[j].weight;
+		snprintf(vip, sizeof(vip), "%s:%u/%s", ip_str(ag_v4_of(s->key.vip), ip),
+			 ntohs(s->key.port), s->key.proto == ZH_LB_UDP ? "UDP" : "TCP");
+		snprintf(svc, sizeof(svc), "%s/%s", s->ns, s->name);
+		if (json) {
+			printf("%s{\"service\":", i ? "," : "");
+			jstr(svc);
+			printf(",\"vip\":");
+			jstr(vip);
+			printf(",\"source\":");
+			jstr(s->source);
+			printf(",\"l7_not_enforced\":%s,\"backends\":[",
+			       s->flags & ZH_LB_F_L7 ? "true" : "false");
+			for (j = 0; j < s->n_be; j++) {
+				printf("%s{\"addr\":\"%s:%u\",\"pod\":", j ? "," : "",
+				       ip_str(ag_v4_of(s->be[j].be.addr), bip), ntohs(s->be[j].be.port));
+				jstr(s->be[j].pod);
+				printf(",\"via\":");
+				jstr(s->be[j].via);
+				printf(",\"share\":%.6f}", s->be[j].weight / sum);
+			}
+			printf("]}");
+			continue;
+		}
+		if (!s->n_be)
+			printf("%-28s %-24s %-26s %-22s %s\n", svc, vip, s->source, "<none>",
+			       "connect refused");
+		for (j = 0; j < s->n_be; j++) {
+			char b[64];
+
+			snprintf(b, sizeof(b), "%s:%u", ip_str(ag_v4_of(s->be[j].be.addr), bip),
+				 ntohs(s->be[j].be.port));
+			printf("%-28s %-24s %-26s %-22s %.4f%s\n", j ? "" : svc, j ? "" : vip,
+			       j ? "" : s->source, b, s->be[j].weight / sum,
+			       !j && (s->flags & ZH_LB_F_L7) ? "  (L7 rules not enforced yet)" : "");
+		}
+	}
+	if (json) {
+		printf("],\"notes\":[");
+		for (i = 0; i < c->n_notes; i++) {
+			printf("%s", i ? "," : "");
+			jstr(c->notes[i]);
+		}
+		printf("]}\n");
+	} else {
+		for (i = 0; i < c->n_notes; i++)
+			printf("note: %s\n", c->notes[i]);
+	}
+	ag_compiled_free(c);
+	return 0;
+}
+
+static void get_splits(const struct md_state *st, bool json)
+{
+	int i, b;
+
+	if (!json)
+		printf("%-16s %-24s %-24s %s\n", "NAMESPACE", "NAME", "ROOT", "BACKENDS (weight)");
+	else
+		printf("[");
+	for (i = 0; i < st->n_splits; i++) {
+		const struct md_trafficsplit *t = &st->splits[i];
+
+		if (json) {
+			printf("%s{\"namespace\":", i ? "," : "");
+			jstr(t->meta.ns);
+			printf(",\"name\":");
+			jstr(t->meta.name);
+			printf(",\"service\":");
+			jstr(t->root);
+			printf(",\"backends\":[");
+			for (b = 0; b < t->n_backends; b++) {
+				printf("%s{\"service\":", b ? "," : "");
+				jstr(t->backends[b].service);
+				printf(",\"weight_milli\":%llu}",
+				       (unsigned long long)t->backends[b].weight_milli);
+			}
+			printf("]}");
+			continue;
+		}
+		printf("%-16s %-24s %-24s ", t->meta.ns, t->meta.name, t->root);
+		for (b = 0; b < t->n_backends; b++)
+			printf("%s%s=%llum", b ? " " : "", t->backends[b].service,
+			       (unsigned long long)t->backends[b].weight_milli);
+		printf("\n");
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void get_pods(const struct md_state *st, bool json)
+{
+	char ip[INET_ADDRSTRLEN];
+	int i;
+
+	if (!json)
+		printf("%-16s %-32s %-12s %-16s %s\n", "NAMESPACE", "NAME", "NODE", "IP", "PHASE");
+	else
+		printf("[");
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+		const char *node = p->spec.node_name ? p->spec.node_name : "-";
+
+		if (p->ip)
+			ip_str(p->ip, ip);
+		else
+			snprintf(ip, sizeof(ip), "-");
+		if (!json) {
+			printf("%-16s %-32s %-12s %-16s %s\n", p->meta.ns, p->meta.name, node, ip,
+			       phase_str(p->phase));
+			continue;
+		}
+		printf("%s{\"namespace\":", i ? "," : "");
+		jstr(p->meta.ns);
+		printf(",\"name\":");
+		jstr(p->meta.name);
+		printf(",\"node\":");
+		jstr(node);
+		printf(",\"ip\":");
+		jstr(ip);
+		printf(",\"phase\":");
+		jstr(phase_str(p->phase));
+		printf("}");
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void get_routes(const struct md_state *st, bool json)
+{
+	int i, p;
+
+	if (!json)
+		printf("%-16s %-24s %-28s %s\n", "NAMESPACE", "NAME", "PARENTS", "STATUS");
+	else
+		printf("[");
+	for (i = 0; i < st->n_routes; i++) {
+		const struct md_httproute *r = &st->routes[i];
+		bool l7 = md_route_needs_l7(r), svc_parent = false;
+		char parents[256] = "";
+		const char *status;
+		int off = 0;
+
+		for (p = 0; p < r->n_parents; p++) {
+			const char *kind = r->parents[p].kind ? r->parents[p].kind : "Gateway";
+
+			svc_parent |= !strcmp(kind, "Service");
+			off += snprintf(parents + off, off < (int)sizeof(parents) ? sizeof(parents) - off : 0,
+					"%s%s/%s", p ? "," : "", kind, r->parents[p].name);
+		}
+		if (l7)
+			status = "not enforced yet (needs the L7 proxy)";
+		else if (svc_parent)
+			status = "enforced at L4 (backendRefs weights per connection)";
+		else
+			status = "not enforced yet (Gateway parent needs the L7 proxy)";
+		if (!json) {
+			printf("%-16s %-24s %-28s %s\n", r->meta.ns, r->meta.name, parents, status);
+			continue;
+		}
+		printf("%s{\"namespace\":", i ? "," : "");
+		jstr(r->meta.ns);
+		printf(",\"name\":");
+		jstr(r->meta.name);
+		printf(",\"parents\":");
+		jstr(parents);
+		printf(",\"needs_l7\":%s,\"status\":", l7 ? "true" : "false");
+		jstr(status);
+		printf("}");
+	}
+	if (json)
+		printf("]\n");
+}
+
+static int get_stats(const struct cli_opts *o)
+{
+	char root[256], pin[512];
+	const char *lab = zh_lab_name(o->lab);
+	struct dirent *de;
+	int n = 0, k;
+	DIR *d;
+
+	snprintf(root, sizeof(root), "%s/%s", ZH_BPF_ROOT, lab);
+	d = opendir(root);
+	if (!d) {
+		fprintf(stderr, "zerohop get stats: no pinned agents for lab %s (%s: %s)\n", lab, root,
+			strerror(errno));
+		return -ENOENT;
+	}
+	if (o->json)
+		printf("{");
+	while ((de = readdir(d))) {
+		uint64_t st[ZH_LB_STAT_MAX], meta[ZH_LB_META_MAX];
+		struct ag_accel_stats as;
+		int have_accel;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(pin, sizeof(pin), "%s/%s", root, de->d_name);
+		if (ag_lb_read_stats(pin, st, meta))
+			continue;
+		have_accel = ag_accel_read_pinned_stats(pin, &as) == 0;
+		if (o->json) {
+			printf("%s", n ? "," : "");
+			jstr(de->d_name);
+			printf(":{\"generation\":%llu,\"syncs\":%llu",
+			       (unsigned long long)meta[ZH_LB_META_GENERATION],
+			       (unsigned long long)meta[ZH_LB_META_SYNCS]);
+			for (k = 0; k < ZH_LB_STAT_MAX; k++)
+				printf(",\"%s\":%llu", ag_lb_stat_name(k), (unsigned long long)st[k]);
+			if (have_accel)
+				printf(",\"accel_sockets\":%llu,\"accel_active\":%llu,\"accel_msgs\":%llu,"
+				       "\"accel_bytes\":%llu,\"accel_fallbacks\":%llu",
+				       (unsigned long long)as.sockets, (unsigned long long)as.active,
+				       (unsigned long long)as.msgs, (unsigned long long)as.bytes,
+				       (unsigned long long)as.fallbacks);
+			printf("}");
+		} else {
+			printf("node %s: generation %llu, syncs %llu\n", de->d_name,
+			       (unsigned long long)meta[ZH_LB_META_GENERATION],
+			       (unsigned long long)meta[ZH_LB_META_SYNCS]);
+			for (k = 0; k < ZH_LB_STAT_MAX; k++)
+				printf("  %-32s %llu\n", ag_lb_stat_name(k), (unsigned long long)st[k]);
+			if (have_accel)
+				printf("  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n",
+				       "accel_sockets", (unsigned long long)as.sockets,
+				       "accel_active", (unsigned long long)as.active,
+				       "accel_msgs", (unsigned long long)as.msgs,
+				       "accel_bytes", (unsigned long long)as.bytes,
+				       "accel_fallbacks", (unsigned long long)as.fallbacks);
+		}
+		n++;
+	}
+	closedir(d);
+	if (o->json)
+		printf("}\n");
+	if (!n && !o->json)
+		printf("no agent maps pinned under %s\n", root);
+	return 0;
+}
+
+int cli_get(int argc, char **argv)
+{
+	struct cli_opts o = {};
+	struct md_state *st = NULL;
+	struct md_err err = {};
+	struct ss *s = NULL;
+	char buf[800];
+	int ret;
+
+	zh_log_init("get", ZH_WARN);
+	ret = parse_common(argc, argv, &o, false);
+	if (ret)
+		goto out;
+	if (!strcmp(o.kind, "stats")) {
+		ret = get_stats(&o);
+		goto out;
+	}
+	ret = open_state(&o, &s);
+	if (ret)
+		goto out;
+	ret = ss_load(s, &st, &err);
+	if (ret) {
+		fprintf(stderr, "%s\n", md_err_str(&err, buf, sizeof(buf)));
+		goto out;
+	}
+	if (!strcmp(o.kind, "services") || !strcmp(o.kind, "svc"))
+		get_services(st, o.json);
+	else if (!strcmp(o.kind, "endpoints") || !strcmp(o.kind, "ep"))
+		get_endpoints(st, o.json);
+	else if (!strcmp(o.kind, "backends"))
+		ret = get_backends(st, o.json);
+	else if (!strcmp(o.kind, "splits") || !strcmp(o.kind, "trafficsplits"))
+		get_splits(st, o.json);
+	else if (!strcmp(o.kind, "pods") || !strcmp(o.kind, "po"))
+		get_pods(st, o.json);
+	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
+		get_routes(st, o.json);
+	else {
+		fprintf(stderr, "zerohop get: unknown kind '%s' (services, endpoints, backends, splits, pods, routes, stats)\n",
+			o.kind);
+		ret = -EINVAL;
+	}
+out:
+	md_state_free(st);
+	ss_close(s);
+	free(o.files);
+	return ret ? 1 : 0;
+}

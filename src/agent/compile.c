@@ -1,0 +1,500 @@
+/* compile.c — cluster state -> service load-balancing map contents.
+ *
+ * A pure function: reads a finished struct md_state, returns a struct
+ * ag_compiled; no I/O, no BPF. The agent diffs the result against the maps.
+ *
+ * What becomes a service entry (one per ClusterIP:port/proto):
+ *  1. Every Service with a ClusterIP (not headless), per port: its endpoints,
+ *     weight 1 each.
+ *  2. A TrafficSplit on a root Service replaces the root's backends, per root
+ *     port: the endpoints of each backend Service (same port number, else
+ *     same port name, else its only port of that protocol), the backend
+ *     Service's weight_milli shared evenly among its endpoints. A backend
+ *     Service without endpoints gets no share (the others keep their ratio);
+ *     all empty -> no backend -> ECONNREFUSED.
+ *  3. An HTTPRoute whose parent is a Service and that needs no L7 (no
+ *     matches, no filters: md_route_needs_l7() false) does the same with its
+ *     backendRefs weights, for the parent's port (parentRef port, else every
+ *     port). It takes precedence over a TrafficSplit on the same Service
+ *     (a note says so). A route that needs L7 leaves the backends as they
+ *     are, sets ZH_LB_F_L7 and adds a note "not enforced yet".
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "zerohop/agent.h"
+#include "zerohop/log.h"
+
+void ag_v4_mapped(uint8_t addr[16], uint32_t ip4_net)
+{
+	memset(addr, 0, 10);
+	addr[10] = 0xff;
+	addr[11] = 0xff;
+	memcpy(&addr[12], &ip4_net, 4);
+}
+
+uint32_t ag_v4_of(const uint8_t addr[16])
+{
+	uint32_t ip;
+
+	memcpy(&ip, &addr[12], 4);
+	return ip;
+}
+
+/* ---- Walker / Vose alias tables ---------------------------------------- */
+
+int ag_alias_build(const double *w, int n, uint32_t *thr, uint32_t *alias)
+{
+	double *p = NULL, sum = 0;
+	int *small = NULL, *large = NULL, ns = 0, nl = 0, i, ret = 0;
+
+	if (n <= 0 || n > ZH_LB_MAX_BACKENDS)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (!(w[i] > 0) || !isfinite(w[i]))
+			return -EINVAL;
+		sum += w[i];
+	}
+	p = zh_calloc(n, sizeof(*p));
+	small = zh_calloc(n, sizeof(*small));
+	large = zh_calloc(n, sizeof(*large));
+	for (i = 0; i < n; i++) {
+		p[i] = w[i] * n / sum;
+		alias[i] = i;
+		if (p[i] < 1.0)
+			small[ns++] = i;
+		else
+			large[nl++] = i;
+	}
+	while (ns && nl) {
+		int s = small[--ns], l = large[nl - 1];
+		double t = p[s] * 4294967296.0;
+
+		thr[s] = t >= 4294967295.0 ? 0xffffffffu : (uint32_t)llround(t);
+		alias[s] = l;
+		p[l] = (p[l] + p[s]) - 1.0;
+		if (p[l] < 1.0) {
+			nl--;
+			small[ns++] = l;
+		}
+	}
+	/* What is left has probability 1 up to rounding: always itself. */
+	while (nl)
+		thr[large[--nl]] = 0xffffffffu;
+	while (ns)
+		thr[small[--ns]] = 0xffffffffu;
+	free(large);
+	free(small);
+	free(p);
+	return ret;
+}
+
+double ag_alias_prob(const uint32_t *thr, const uint32_t *alias, int n, int j)
+{
+	double pr = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		/* The kernel picks a when r2 < thr: P(a) = thr / 2^32. */
+		double pa = thr[i] / 4294967296.0;
+
+		if (alias[i] == (uint32_t)i)
+			pa = 1.0;
+		if (i == j)
+			pr += pa / n;
+		if ((int)alias[i] == j && alias[i] != (uint32_t)i)
+			pr += (1.0 - pa) / n;
+	}
+	return pr;
+}
+
+/* ---- building the list ------------------------------------------------- */
+
+struct cbuild {
+	struct ag_compiled *c;
+	int cap_svcs, cap_notes;
+};
+
+static void add_note(struct cbuild *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_note(struct cbuild *b, const char *fmt, ...)
+{
+	struct ag_compiled *c = b->c;
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = zh_strdup("(note lost: out of memory)");
+	va_end(ap);
+	if (c->n_notes == b->cap_notes) {
+		b->cap_notes = b->cap_notes ? 2 * b->cap_notes : 8;
+		c->notes = zh_realloc(c->notes, b->cap_notes * sizeof(*c->notes));
+	}
+	c->notes[c->n_notes++] = s;
+}
+
+/* "ns/name", owned by the caller. Plain memcpy: called for every backend
+ * (100,000 times for 10,000 Services), where asprintf would dominate. */
+static char *nsname(const struct md_meta *m)
+{
+	const char *ns = m->ns ? m->ns : MD_DEFAULT_NS;
+	size_t a = strlen(ns), b = strlen(m->name);
+	char *s = zh_malloc(a + b + 2);
+
+	memcpy(s, ns, a);
+	s[a] = '/';
+	memcpy(s + a + 1, m->name, b + 1);
+	return s;
+}
+
+static uint8_t proto_num(enum md_proto p)
+{
+	return p == MD_PROTO_UDP ? ZH_LB_UDP : ZH_LB_TCP;
+}
+
+static void be_clear(struct ag_svc *s)
+{
+	int i;
+
+	for (i = 0; i < s->n_be; i++) {
+		free((char *)s->be[i].pod);
+		free((char *)s->be[i].via);
+	}
+	free(s->be);
+	s->be = NULL;
+	s->n_be = 0;
+}
+
+/* Append the endpoints of one service port, sharing total weight evenly. */
+static void be_add_set(struct ag_svc *s, const struct md_service *via,
+		       const struct md_endpoint_set *set, double total)
+{
+	char *via_name;
+	int i;
+
+	if (!set || set->n == 0 || !(total > 0))
+		return;
+	via_name = nsname(&via->meta);
+	s->be = zh_realloc(s->be, (s->n_be + set->n) * sizeof(*s->be));
+	for (i = 0; i < set->n; i++) {
+		struct ag_wbackend *w = &s->be[s->n_be++];
+		const struct md_endpoint *ep = &set->v[i];
+
+		memset(w, 0, sizeof(*w));
+		ag_v4_mapped(w->be.addr, ep->ip);
+		w->be.port = htons(ep->port);
+		w->weight = total / set->n;
+		w->pod = ep->pod ? nsname(&ep->pod->meta) : zh_strdup("-");
+		w->via = zh_strdup(via_name);
+	}
+	free(via_name);
+}
+
+/* The port of backend service bs that stands for root port rp. */
+static int match_port(const struct md_service *bs, const struct md_service_port *rp,
+		      uint16_t want_num)
+{
+	int i, only = -1, n_proto = 0;
+
+	for (i = 0; i < bs->n_ports; i++)
+		if (bs->ports[i].proto == rp->proto && bs->ports[i].port == want_num)
+			return i;
+	for (i = 0; i < bs->n_ports; i++) {
+		if (bs->ports[i].proto != rp->proto)
+			continue;
+		if (rp->name && bs->ports[i].name && !strcmp(rp->name, bs->ports[i].name))
+			return i;
+		only = i;
+		n_proto++;
+	}
+	return n_proto == 1 ? only : -1;
+}
+
+static int cmp_svc(const void *a, const void *b)
+{
+	const struct ag_svc *x = a, *y = b;
+
+	return memcmp(&x->key, &y->key, sizeof(x->key));
+}
+
+/* Entries are sorted by key before splits and routes are applied. */
+static struct ag_svc *find_svc_entry(struct ag_compiled *c, const struct md_service *svc,
+				     const struct md_service_port *p)
+{
+	struct ag_svc k = {};
+
+	ag_v4_mapped(k.key.vip, svc->cluster_ip);
+	k.key.port = htons(p->port);
+	k.key.proto = proto_num(p->proto);
+	return bsearch(&k, c->svcs, c->n_svcs, sizeof(k), cmp_svc);
+}
+
+static void set_source(struct ag_svc *e, const char *kind, const struct md_meta *m)
+{
+	free(e->source);
+	if (asprintf(&e->source, "%s %s/%s", kind, m->ns ? m->ns : MD_DEFAULT_NS, m->name) < 0)
+		abort();
+}
+
+static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
+{
+	const struct md_service *root = ts->root_svc;
+	int p, i;
+
+	if (!root || root->headless || !root->cluster_ip) {
+		add_note(b, "TrafficSplit %s/%s: root service %s has no ClusterIP: ignored",
+			 ts->meta.ns, ts->meta.name, ts->root);
+		return;
+	}
+	for (p = 0; p < root->n_ports; p++) {
+		struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p]);
+
+		if (!e)
+			continue;
+		be_clear(e);
+		for (i = 0; i < ts->n_backends; i++) {
+			const struct md_split_backend *sb = &ts->backends[i];
+			int bp;
+
+			if (!sb->svc || !sb->weight_milli)
+				continue;
+			bp = match_port(sb->svc, &root->ports[p], root->ports[p].port);
+			if (bp < 0) {
+				add_note(b, "TrafficSplit %s/%s: backend %s has no port matching %u/%s: no share",
+					 ts->meta.ns, ts->meta.name, sb->service,
+					 root->ports[p].port, md_proto_name(root->ports[p].proto));
+				continue;
+			}
+			be_add_set(e, sb->svc, sb->svc->endpoints ? &sb->svc->endpoints[bp] : NULL,
+				   (double)sb->weight_milli);
+		}
+		e->flags |= ZH_LB_F_SPLIT;
+		set_source(e, "TrafficSplit", &ts->meta);
+	}
+}
+
+static bool parent_is_service(const struct md_parent_ref *pr)
+{
+	return pr->kind && !strcmp(pr->kind, "Service") &&
+	       (!pr->group || !pr->group[0] || !strcmp(pr->group, "core"));
+}
+
+/* Linear lookup on purpose: works on any struct md_state (also hand-built
+ * ones in tests, without the model's private index); routes are few. */
+static const struct md_service *svc_by_name(const struct md_state *st, const char *ns,
+					    const char *name)
+{
+	int i;
+
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+
+		if (!strcmp(s->meta.name, name) &&
+		    !strcmp(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS, ns ? ns : MD_DEFAULT_NS))
+			return s;
+	}
+	return NULL;
+}
+
+static void apply_route(struct cbuild *b, const struct md_state *st, const struct md_httproute *r)
+{
+	bool l7 = md_route_needs_l7(r);
+	int pi, p, ri, bi;
+
+	for (pi = 0; pi < r->n_parents; pi++) {
+		const struct md_parent_ref *pr = &r->parents[pi];
+		const struct md_service *parent;
+
+		if (!parent_is_service(pr))
+			continue;	/* Gateway parents: the L7 proxy's business */
+		parent = svc_by_name(st, pr->ns ? pr->ns : r->meta.ns, pr->name);
+		if (!parent || parent->headless || !parent->cluster_ip) {
+			add_note(b, "HTTPRoute %s/%s: parent Service %s has no ClusterIP: ignored",
+				 r->meta.ns, r->meta.name, pr->name);
+			continue;
+		}
+		for (p = 0; p < parent->n_ports; p++) {
+			const struct md_service_port *sp = &parent->ports[p];
+			struct ag_svc *e;
+
+			if (pr->port && pr->port != sp->port)
+				continue;
+			e = find_svc_entry(b->c, parent, sp);
+			if (!e)
+				continue;
+			if (l7) {
+				e->flags |= ZH_LB_F_L7;
+				add_note(b, "HTTPRoute %s/%s on %s/%s:%u: matches/filters not enforced yet (needs the L7 proxy); balanced at L4",
+					 r->meta.ns, r->meta.name, parent->meta.ns, parent->meta.name,
+					 sp->port);
+				continue;
+			}
+			if (e->flags & ZH_LB_F_SPLIT)
+				add_note(b, "HTTPRoute %s/%s overrides %s on %s/%s:%u",
+					 r->meta.ns, r->meta.name, e->source, parent->meta.ns,
+					 parent->meta.name, sp->port);
+			be_clear(e);
+			for (ri = 0; ri < r->n_rules; ri++) {
+				const struct md_route_rule *rule = &r->rules[ri];
+
+				for (bi = 0; bi < rule->n_backends; bi++) {
+					const struct md_backend_ref *br = &rule->backends[bi];
+					int bp;
+
+					if (!br->svc) {
+						add_note(b, "HTTPRoute %s/%s: backendRef %s not found: no share",
+							 r->meta.ns, r->meta.name, br->name);
+						continue;
+					}
+					if (!br->weight)
+						continue;
+					bp = match_port(br->svc, sp, br->port ? br->port : sp->port);
+					if (bp < 0)
+						continue;
+					be_add_set(e, br->svc,
+						   br->svc->endpoints ? &br->svc->endpoints[bp] : NULL,
+						   (double)br->weight);
+				}
+			}
+			e->flags |= ZH_LB_F_SPLIT;
+			set_source(e, "HTTPRoute", &r->meta);
+		}
+	}
+}
+
+static int build_alias(struct ag_svc *e, char *err, size_t errlen)
+{
+	uint32_t *thr, *al;
+	double *w;
+	int i, ret;
+
+	if (e->n_be == 0)
+		return 0;
+	if (e->n_be > ZH_LB_MAX_BACKENDS) {
+		snprintf(err, errlen, "%s: service %s/%s port %u: %d backends, more than the limit %d",
+			 e->source, e->ns, e->name, ntohs(e->key.port), e->n_be, ZH_LB_MAX_BACKENDS);
+		return -E2BIG;
+	}
+	w = zh_calloc(e->n_be, sizeof(*w));
+	thr = zh_calloc(e->n_be, sizeof(*thr));
+	al = zh_calloc(e->n_be, sizeof(*al));
+	for (i = 0; i < e->n_be; i++)
+		w[i] = e->be[i].weight;
+	ret = ag_alias_build(w, e->n_be, thr, al);
+	if (ret) {
+		snprintf(err, errlen, "service %s/%s: invalid weights", e->ns, e->name);
+		goto out;
+	}
+	e->alias = zh_calloc(e->n_be, sizeof(*e->alias));
+	for (i = 0; i < e->n_be; i++) {
+		e->alias[i].a = e->be[i].be;
+		e->alias[i].b = e->be[al[i]].be;
+		e->alias[i].threshold = thr[i];
+	}
+out:
+	free(al);
+	free(thr);
+	free(w);
+	return ret;
+}
+
+int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, size_t errlen)
+{
+	struct cbuild b = {};
+	int i, p, n = 0, ret = 0;
+
+	b.c = zh_calloc(1, sizeof(*b.c));
+	for (i = 0; i < st->n_services; i++)
+		n += st->services[i].n_ports;
+	if (n > ZH_LB_MAX_SVC) {
+		snprintf(err, errlen, "%d service ports, more than the map limit %d", n, ZH_LB_MAX_SVC);
+		ret = -E2BIG;
+		goto fail;
+	}
+	b.c->svcs = zh_calloc(n ? n : 1, sizeof(*b.c->svcs));
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+
+		if (s->headless || !s->cluster_ip)
+			continue;
+		for (p = 0; p < s->n_ports; p++) {
+			const struct md_service_port *sp = &s->ports[p];
+			struct ag_svc *e;
+
+			if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
+				continue;	/* SCTP: no socket LB (yet) */
+			e = &b.c->svcs[b.c->n_svcs++];
+			ag_v4_mapped(e->key.vip, s->cluster_ip);
+			e->key.port = htons(sp->port);
+			e->key.proto = proto_num(sp->proto);
+			e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
+			e->name = zh_strdup(s->meta.name);
+			e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
+			e->source = zh_strdup("Service");
+			be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
+				   s->endpoints ? (double)s->endpoints[p].n : 0);
+		}
+	}
+	qsort(b.c->svcs, b.c->n_svcs, sizeof(*b.c->svcs), cmp_svc);
+	/* Two Services claiming one ClusterIP:port (the model should refuse):
+	 * keep the first, say so. */
+	for (i = 1; i < b.c->n_svcs; i++) {
+		struct ag_svc *x = &b.c->svcs[i - 1], *y = &b.c->svcs[i];
+
+		if (cmp_svc(x, y))
+			continue;
+		add_note(&b, "Service %s/%s: ClusterIP:port already used by %s/%s: ignored",
+			 y->ns, y->name, x->ns, x->name);
+		be_clear(y);
+		free(y->ns);
+		free(y->name);
+		free(y->port_name);
+		free(y->source);
+		memmove(y, y + 1, (b.c->n_svcs - i - 1) * sizeof(*y));
+		b.c->n_svcs--;
+		i--;
+	}
+	for (i = 0; i < st->n_splits; i++)
+		apply_split(&b, &st->splits[i]);
+	for (i = 0; i < st->n_routes; i++)
+		apply_route(&b, st, &st->routes[i]);
+	for (i = 0; i < b.c->n_svcs; i++) {
+		ret = build_alias(&b.c->svcs[i], err, errlen);
+		if (ret)
+			goto fail;
+	}
+	*out = b.c;
+	return 0;
+fail:
+	ag_compiled_free(b.c);
+	return ret;
+}
+
+void ag_compiled_free(struct ag_compiled *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->n_svcs; i++) {
+		struct ag_svc *e = &c->svcs[i];
+
+		be_clear(e);
+		free(e->alias);
+		free(e->ns);
+		free(e->name);
+		free(e->port_name);
+		free(e->source);
+	}
+	free(c->svcs);
+	for (i = 0; i < c->n_notes; i++)
+		free(c->notes[i]);
+	free(c->notes);
+	free(c);
+}

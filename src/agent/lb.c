@@ -1,0 +1,689 @@
+/* lb.c — the kernel side of the service load balancer: load lb.bpf.o,
+ * adopt or create the pinned maps and links, keep them in sync with the
+ * compiled state (make-before-break), read counters.
+ *
+ * Design note: pins and adoption
+ * ------------------------------
+ * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE):
+ *   zh_lb_svc zh_lb_alias zh_lb_sock zh_lb_udprev zh_lb_meta zh_lb_stats  maps
+ *   zh_lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
+ * (The acceleration engineer pins its own objects in the same dir with an
+ * accel prefix; nothing here touches them.)
+ *
+ *   start ──► maps pinned? ── yes ─► libbpf reuses them (reuse_fd on load)
+ *                │ no                       │
+ *                ▼                          ▼
+ *          created + pinned        links pinned? ─ yes ─► bpf_link_update to the
+ *                                      │ no               new program (no gap)
+ *                                      ▼
+ *                              attach to cgroup, pin link
+ *   then read the maps back into the mirror (struct mirror) and delete
+ *   alias entries no live service points at (left by a crash mid-sync).
+ *
+ *   exit     : close fds, pins keep maps and links (datapath keeps running)
+ *   --cleanup: detach links, unlink every pin, rmdir the pin dir if empty
+ *
+ * Design note: make-before-break sync (ag_lb_sync)
+ * ----------------------------------------------
+ * Invariants:
+ *  S1. The mirror equals the maps' live content after every successful call
+ *      (reloaded from the maps after a failed one).
+ *  S2. A live service value (svc_id, slot s, count n) always has alias
+ *      entries {svc_id, s, 0..n-1} present: phase 1 writes every new/changed
+ *      service's entries into slot 1-s (never touched by the kernel), phase 2
+ *      flips each service value in one update, phase 3 deletes removed
+ *      services' values, phase 4 deletes the old slots' entries and those of
+ *      removed services. A failure in phase 1 removes what it wrote and
+ *      leaves every service as it was.
+ *  S3. zh_lb_meta[GENERATION] is written after phase 4: a reader that sees
+ *      generation G sees every map entry of G.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "zerohop/agent.h"
+#include "zerohop/log.h"
+#include "lb.skel.h"
+
+struct mirror_ent {
+	struct zh_lb_svc_key key;
+	struct zh_lb_svc_val val;
+	struct zh_lb_alias_val *alias;	/* val.count entries, owned */
+};
+
+struct ag_lb {
+	struct zh_lb *skel;
+	struct bpf_link *links[4];
+	char pin_dir[256];
+	int fd_svc, fd_alias, fd_meta;
+	struct mirror_ent *m;		/* sorted by key */
+	int n_m;
+	uint32_t next_id;
+	bool track_gone;		/* compute gone backends on sync */
+	struct zh_lb_backend *gone;	/* backends the last sync removed everywhere */
+	int n_gone;
+};
+
+static const char *const link_names[4] = {
+	"zh_lb_link_connect4", "zh_lb_link_sendmsg4", "zh_lb_link_recvmsg4",
+	"zh_lb_link_getpeername4",
+};
+static const char *const map_names[] = {
+	"zh_lb_svc", "zh_lb_alias", "zh_lb_sock", "zh_lb_udprev", "zh_lb_meta", "zh_lb_stats",
+};
+
+static const char *const stat_names[ZH_LB_STAT_MAX] = {
+	[ZH_LB_STAT_CONNECT_XLATE] = "connect_translated",
+	[ZH_LB_STAT_CONNECT_NOBACKEND] = "connect_refused_no_backend",
+	[ZH_LB_STAT_SENDMSG_XLATE] = "sendmsg_translated",
+	[ZH_LB_STAT_SENDMSG_NOBACKEND] = "sendmsg_refused_no_backend",
+	[ZH_LB_STAT_RECVMSG_REVNAT] = "recvmsg_reverse_translated",
+	[ZH_LB_STAT_GETPEERNAME_REVNAT] = "getpeername_reverse_translated",
+	[ZH_LB_STAT_ALIAS_MISS] = "alias_miss",
+	[ZH_LB_STAT_L7_PENDING] = "connect_l7_not_enforced",
+};
+
+const char *ag_lb_stat_name(int stat)
+{
+	return stat >= 0 && stat < ZH_LB_STAT_MAX ? stat_names[stat] : "?";
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[256], *p;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct zh_lb_svc_key));
+}
+
+static void mirror_free(struct ag_lb *lb)
+{
+	int i;
+
+	for (i = 0; i < lb->n_m; i++)
+		free(lb->m[i].alias);
+	free(lb->m);
+	lb->m = NULL;
+	lb->n_m = 0;
+}
+
+/* Rebuild the mirror from the maps, drop stray alias entries (S1). */
+static int mirror_load(struct ag_lb *lb)
+{
+	struct zh_lb_svc_key k, *prev = NULL;
+	struct zh_lb_alias_key ak, *aprev = NULL;
+	int cap = 0, ret = 0;
+	uint32_t i;
+
+	mirror_free(lb);
+	lb->next_id = 1;
+	while (bpf_map_get_next_key(lb->fd_svc, prev, &k) == 0) {
+		struct mirror_ent *e;
+
+		prev = &k;
+		if (lb->n_m == cap) {
+			cap = cap ? 2 * cap : 64;
+			lb->m = zh_realloc(lb->m, cap * sizeof(*lb->m));
+		}
+		e = &lb->m[lb->n_m];
+		memset(e, 0, sizeof(*e));
+		e->key = k;
+		if (bpf_map_lookup_elem(lb->fd_svc, &k, &e->val))
+			continue;	/* deleted under us: cannot happen with one agent */
+		e->alias = zh_calloc(e->val.count ? e->val.count : 1, sizeof(*e->alias));
+		for (i = 0; i < e->val.count; i++) {
+			struct zh_lb_alias_key a = { .svc_id = e->val.svc_id,
+						     .slot = e->val.slot, .idx = i };
+
+			if (bpf_map_lookup_elem(lb->fd_alias, &a, &e->alias[i]))
+				memset(&e->alias[i], 0, sizeof(e->alias[i]));	/* differs: rewritten */
+		}
+		if (e->val.svc_id >= lb->next_id)
+			lb->next_id = e->val.svc_id + 1;
+		lb->n_m++;
+	}
+	if (lb->n_m)
+		qsort(lb->m, lb->n_m, sizeof(*lb->m), cmp_key);
+
+	/* Stray entries (crash between phases): not live -> delete. Collect
+	 * first, delete after, so the iteration is not disturbed. */
+	{
+		struct zh_lb_alias_key *del = NULL;
+		int n_del = 0, cap_del = 0, j;
+		uint32_t live_max = 0;
+		uint32_t *live;	/* live[id] = (slot + 1) << 24 | count */
+
+		for (j = 0; j < lb->n_m; j++)
+			if (lb->m[j].val.svc_id > live_max)
+				live_max = lb->m[j].val.svc_id;
+		live = zh_calloc(live_max + 1, sizeof(*live));
+		for (j = 0; j < lb->n_m; j++)
+			live[lb->m[j].val.svc_id] = (uint32_t)(lb->m[j].val.slot + 1) << 24 |
+						     (lb->m[j].val.count & 0xffffff);
+		while (bpf_map_get_next_key(lb->fd_alias, aprev, &ak) == 0) {
+			uint32_t l = ak.svc_id <= live_max ? live[ak.svc_id] : 0;
+			bool keep = (l >> 24) == (uint32_t)ak.slot + 1 && ak.idx < (l & 0xffffff);
+
+			aprev = &ak;
+			if (keep)
+				continue;
+			if (n_del == cap_del) {
+				cap_del = cap_del ? 2 * cap_del : 64;
+				del = zh_realloc(del, cap_del * sizeof(*del));
+			}
+			del[n_del++] = ak;
+		}
+		for (j = 0; j < n_del; j++)
+			bpf_map_delete_elem(lb->fd_alias, &del[j]);
+		if (n_del)
+			zh_info("lb: removed %d stray alias entries", n_del);
+		free(del);
+		free(live);
+	}
+	return ret;
+}
+
+static int pin_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	if (snprintf(buf, len, "%s/%s", dir, name) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
+{
+	struct bpf_program *progs[4];
+	struct bpf_map *maps[6];
+	struct ag_lb *lb;
+	char path[320];
+	int cgfd = -1, ret, i;
+
+	lb = zh_calloc(1, sizeof(*lb));
+	snprintf(lb->pin_dir, sizeof(lb->pin_dir), "%s", o->pin_dir);
+	ret = mkdir_p(o->pin_dir);
+	if (ret) {
+		zh_err("lb: cannot create pin dir %s: %s", o->pin_dir, strerror(-ret));
+		goto fail;
+	}
+	lb->skel = zh_lb__open();
+	if (!lb->skel) {
+		ret = -errno;
+		zh_err("lb: open BPF object: %s", strerror(-ret));
+		goto fail;
+	}
+	maps[0] = lb->skel->maps.zh_lb_svc;
+	maps[1] = lb->skel->maps.zh_lb_alias;
+	maps[2] = lb->skel->maps.zh_lb_sock;
+	maps[3] = lb->skel->maps.zh_lb_udprev;
+	maps[4] = lb->skel->maps.zh_lb_meta;
+	maps[5] = lb->skel->maps.zh_lb_stats;
+	for (i = 0; i < 6; i++) {
+		ret = pin_path(path, sizeof(path), o->pin_dir, map_names[i]);
+		if (!ret)
+			ret = bpf_map__set_pin_path(maps[i], path);
+		if (ret)
+			goto fail;
+	}
+	ret = zh_lb__load(lb->skel);
+	if (ret) {
+		zh_err("lb: load BPF programs (pinned maps of an incompatible version? run agent --cleanup): %s",
+		       strerror(-ret));
+		goto fail;
+	}
+	lb->fd_svc = bpf_map__fd(lb->skel->maps.zh_lb_svc);
+	lb->fd_alias = bpf_map__fd(lb->skel->maps.zh_lb_alias);
+	lb->fd_meta = bpf_map__fd(lb->skel->maps.zh_lb_meta);
+
+	progs[0] = lb->skel->progs.zh_lb_connect4;
+	progs[1] = lb->skel->progs.zh_lb_sendmsg4;
+	progs[2] = lb->skel->progs.zh_lb_recvmsg4;
+	progs[3] = lb->skel->progs.zh_lb_getpeername4;
+	for (i = 0; i < 4; i++) {
+		ret = pin_path(path, sizeof(path), o->pin_dir, link_names[i]);
+		if (ret)
+			goto fail;
+		if (access(path, F_OK) == 0) {
+			/* Adopt: switch the running link to the new program. */
+			lb->links[i] = bpf_link__open(path);
+			if (!lb->links[i]) {
+				ret = -errno;
+				zh_err("lb: open pinned link %s: %s", path, strerror(-ret));
+				goto fail;
+			}
+			ret = bpf_link__update_program(lb->links[i], progs[i]);
+			if (ret) {
+				zh_err("lb: update pinned link %s: %s", path, strerror(-ret));
+				goto fail;
+			}
+			continue;
+		}
+		if (cgfd < 0) {
+			if (!o->cgroup) {
+				ret = -EINVAL;
+				zh_err("lb: no pinned links in %s and no --cgroup to attach to", o->pin_dir);
+				goto fail;
+			}
+			cgfd = open(o->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (cgfd < 0) {
+				ret = -errno;
+				zh_err("lb: open cgroup %s: %s", o->cgroup, strerror(-ret));
+				goto fail;
+			}
+		}
+		lb->links[i] = bpf_program__attach_cgroup(progs[i], cgfd);
+		if (!lb->links[i]) {
+			ret = -errno;
+			zh_err("lb: attach %s to %s: %s", bpf_program__name(progs[i]), o->cgroup,
+			       strerror(-ret));
+			goto fail;
+		}
+		ret = bpf_link__pin(lb->links[i], path);
+		if (ret) {
+			zh_err("lb: pin link %s: %s", path, strerror(-ret));
+			goto fail;
+		}
+	}
+	if (cgfd >= 0)
+		close(cgfd);
+	cgfd = -1;
+	ret = mirror_load(lb);
+	if (ret)
+		goto fail;
+	*out = lb;
+	return 0;
+fail:
+	if (cgfd >= 0)
+		close(cgfd);
+	ag_lb_close(lb, false);
+	return ret;
+}
+
+void ag_lb_close(struct ag_lb *lb, bool unpin)
+{
+	int i;
+
+	if (!lb)
+		return;
+	for (i = 0; i < 4; i++) {
+		if (!lb->links[i])
+			continue;
+		if (unpin) {
+			bpf_link__unpin(lb->links[i]);
+			bpf_link__detach(lb->links[i]);
+		}
+		bpf_link__destroy(lb->links[i]);	/* pinned: stays attached */
+	}
+	if (lb->skel && unpin) {
+		bpf_map__unpin(lb->skel->maps.zh_lb_svc, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_lb_alias, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_lb_sock, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_lb_udprev, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_lb_meta, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_lb_stats, NULL);
+		rmdir(lb->pin_dir);	/* fails while accel pins remain: fine */
+	}
+	zh_lb__destroy(lb->skel);
+	mirror_free(lb);
+	free(lb->gone);
+	free(lb);
+}
+
+int ag_lb_cleanup(const char *pin_dir)
+{
+	char path[320];
+	int i, ret = 0;
+
+	for (i = 0; i < 4; i++) {
+		struct bpf_link *l;
+
+		pin_path(path, sizeof(path), pin_dir, link_names[i]);
+		if (access(path, F_OK))
+			continue;
+		l = bpf_link__open(path);
+		if (l) {
+			bpf_link__detach(l);
+			bpf_link__destroy(l);
+		}
+		if (unlink(path) && errno != ENOENT)
+			ret = -errno;
+	}
+	for (i = 0; i < (int)(sizeof(map_names) / sizeof(map_names[0])); i++) {
+		pin_path(path, sizeof(path), pin_dir, map_names[i]);
+		if (unlink(path) && errno != ENOENT)
+			ret = -errno;
+	}
+	rmdir(pin_dir);
+	return ret;
+}
+
+/* ---- sync ----------------------------------------------------------------- */
+
+struct vec {
+	void *v;
+	size_t n, cap, size;
+};
+
+static void *vec_push(struct vec *x)
+{
+	if (x->n == x->cap) {
+		x->cap = x->cap ? 2 * x->cap : 256;
+		x->v = zh_realloc(x->v, x->cap * x->size);
+	}
+	return (char *)x->v + x->size * x->n++;
+}
+
+static int batch_update(int fd, struct vec *k, struct vec *v)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+	uint32_t n = k->n, done = 0;
+	int ret;
+
+	while (done < k->n) {
+		n = k->n - done;
+		ret = bpf_map_update_batch(fd, (char *)k->v + done * k->size,
+					   (char *)v->v + done * v->size, &n, &opts);
+		if (ret)
+			return ret;
+		done += n;
+	}
+	return 0;
+}
+
+static int batch_delete(int fd, struct vec *k)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	uint32_t n, done = 0;
+	size_t i;
+	int ret;
+
+	while (done < k->n) {
+		n = k->n - done;
+		ret = bpf_map_delete_batch(fd, (char *)k->v + done * k->size, &n, &opts);
+		if (ret == -ENOENT || (ret && n < k->n - done)) {
+			/* Batch stops at the first missing key: finish one by one. */
+			for (i = done + n; i < k->n; i++)
+				bpf_map_delete_elem(fd, (char *)k->v + i * k->size);
+			return 0;
+		}
+		if (ret)
+			return ret;
+		done += n;
+	}
+	return 0;
+}
+
+static void push_alias(struct vec *ak, struct vec *av, uint32_t id, int slot,
+		       const struct zh_lb_alias_val *vals, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		struct zh_lb_alias_key *k = vec_push(ak);
+
+		k->svc_id = id;
+		k->slot = slot;
+		k->idx = i;
+		if (av)
+			*(struct zh_lb_alias_val *)vec_push(av) = vals[i];
+	}
+}
+
+static void push_backends(struct vec *v, const struct mirror_ent *m)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->val.count; i++) {
+		*(struct zh_lb_backend *)vec_push(v) = m->alias[i].a;
+		*(struct zh_lb_backend *)vec_push(v) = m->alias[i].b;
+	}
+}
+
+static int cmp_be(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct zh_lb_backend));
+}
+
+/* gone = candidates (old backends of changed/removed services) that are a
+ * backend of no service in c. */
+static void compute_gone(struct ag_lb *lb, const struct ag_compiled *c, struct vec *cand)
+{
+	struct vec all = { .size = sizeof(struct zh_lb_backend) };
+	struct zh_lb_backend *cv = cand->v;
+	size_t i;
+	int j, k;
+
+	free(lb->gone);
+	lb->gone = NULL;
+	lb->n_gone = 0;
+	if (!cand->n)
+		return;
+	for (j = 0; j < c->n_svcs; j++)
+		for (k = 0; k < c->svcs[j].n_be; k++)
+			*(struct zh_lb_backend *)vec_push(&all) = c->svcs[j].be[k].be;
+	qsort(cv, cand->n, sizeof(*cv), cmp_be);
+	if (all.n)
+		qsort(all.v, all.n, all.size, cmp_be);
+	lb->gone = zh_calloc(cand->n, sizeof(*lb->gone));
+	for (i = 0; i < cand->n; i++) {
+		if (i && !cmp_be(&cv[i], &cv[i - 1]))
+			continue;
+		if (all.n && bsearch(&cv[i], all.v, all.n, all.size, cmp_be))
+			continue;
+		lb->gone[lb->n_gone++] = cv[i];
+	}
+	free(all.v);
+}
+
+void ag_lb_track_gone(struct ag_lb *lb, bool on)
+{
+	lb->track_gone = on;
+}
+
+int ag_lb_gone(const struct ag_lb *lb, const struct zh_lb_backend **out)
+{
+	*out = lb->gone;
+	return lb->n_gone;
+}
+
+int ag_lb_sync(struct ag_lb *lb, const struct ag_compiled *c, uint64_t generation,
+	       struct ag_sync_stats *st)
+{
+	struct vec ak = { .size = sizeof(struct zh_lb_alias_key) };
+	struct vec av = { .size = sizeof(struct zh_lb_alias_val) };
+	struct vec sk = { .size = sizeof(struct zh_lb_svc_key) };
+	struct vec sv = { .size = sizeof(struct zh_lb_svc_val) };
+	struct vec sdel = { .size = sizeof(struct zh_lb_svc_key) };
+	struct vec adel = { .size = sizeof(struct zh_lb_alias_key) };
+	struct vec cand = { .size = sizeof(struct zh_lb_backend) };
+	struct mirror_ent *nm;
+	struct ag_sync_stats s = {};
+	uint32_t next_id = lb->next_id;
+	int i = 0, j = 0, n_nm = 0, ret;
+	uint64_t v;
+	uint32_t mk;
+
+	nm = zh_calloc(c->n_svcs ? c->n_svcs : 1, sizeof(*nm));
+	while (i < c->n_svcs || j < lb->n_m) {
+		const struct ag_svc *d = i < c->n_svcs ? &c->svcs[i] : NULL;
+		struct mirror_ent *m = j < lb->n_m ? &lb->m[j] : NULL;
+		int cmp = !d ? 1 : !m ? -1 : memcmp(&d->key, &m->key, sizeof(d->key));
+		struct mirror_ent *e;
+
+		if (cmp > 0) {	/* in the maps, not desired: remove */
+			if (lb->track_gone)
+				push_backends(&cand, m);
+			*(struct zh_lb_svc_key *)vec_push(&sdel) = m->key;
+			push_alias(&adel, NULL, m->val.svc_id, m->val.slot, NULL, m->val.count);
+			s.svc_removed++;
+			j++;
+			continue;
+		}
+		e = &nm[n_nm++];
+		e->key = d->key;
+		e->alias = zh_calloc(d->n_be ? d->n_be : 1, sizeof(*e->alias));
+		memcpy(e->alias, d->alias, d->n_be * sizeof(*e->alias));
+		if (cmp == 0 && m->val.flags == d->flags && m->val.count == (uint32_t)d->n_be &&
+		    !memcmp(m->alias, d->alias, d->n_be * sizeof(*d->alias))) {
+			e->val = m->val;
+			s.svc_same++;
+			i++;
+			j++;
+			continue;
+		}
+		if (cmp == 0) {	/* changed: other slot, flip, drop old slot */
+			if (lb->track_gone)
+				push_backends(&cand, m);
+			e->val = m->val;
+			e->val.slot = !m->val.slot;
+			e->val.revision++;
+			push_alias(&adel, NULL, m->val.svc_id, m->val.slot, NULL, m->val.count);
+			s.svc_changed++;
+			j++;
+		} else {	/* new */
+			e->val.svc_id = next_id++;
+			e->val.slot = 0;
+			e->val.revision = 1;
+			s.svc_added++;
+		}
+		e->val.count = d->n_be;
+		e->val.flags = d->flags;
+		push_alias(&ak, &av, e->val.svc_id, e->val.slot, d->alias, d->n_be);
+		*(struct zh_lb_svc_key *)vec_push(&sk) = e->key;
+		*(struct zh_lb_svc_val *)vec_push(&sv) = e->val;
+		i++;
+	}
+	s.alias_written = ak.n;
+	s.alias_deleted = adel.n;
+
+	/* Phase 1: new slots (invisible to the kernel until flipped). */
+	ret = batch_update(lb->fd_alias, &ak, &av);
+	if (ret) {
+		zh_err("lb: write %zu alias entries: %s", ak.n, strerror(-ret));
+		batch_delete(lb->fd_alias, &ak);
+		goto reload;
+	}
+	/* Phase 2: flip / add services, each one atomic map update. */
+	ret = batch_update(lb->fd_svc, &sk, &sv);
+	if (ret) {
+		zh_err("lb: write %zu services: %s", sk.n, strerror(-ret));
+		goto reload;
+	}
+	/* Phase 3 and 4: removed services, then unreferenced alias entries. */
+	ret = batch_delete(lb->fd_svc, &sdel);
+	if (!ret)
+		ret = batch_delete(lb->fd_alias, &adel);
+	if (ret) {
+		zh_err("lb: delete old entries: %s", strerror(-ret));
+		goto reload;
+	}
+	mirror_free(lb);
+	lb->m = nm;
+	lb->n_m = n_nm;
+	nm = NULL;
+	lb->next_id = next_id;
+	if (lb->track_gone)
+		compute_gone(lb, c, &cand);
+
+	mk = ZH_LB_META_SYNCS;
+	if (bpf_map_lookup_elem(lb->fd_meta, &mk, &v) == 0) {
+		v++;
+		bpf_map_update_elem(lb->fd_meta, &mk, &v, BPF_ANY);
+	}
+	mk = ZH_LB_META_AGENT_PID;
+	v = getpid();
+	bpf_map_update_elem(lb->fd_meta, &mk, &v, BPF_ANY);
+	mk = ZH_LB_META_GENERATION;	/* S3: last */
+	v = generation;
+	ret = bpf_map_update_elem(lb->fd_meta, &mk, &v, BPF_ANY);
+	if (ret)
+		ret = -errno;
+	goto out;
+reload:
+	mirror_load(lb);	/* S1 */
+out:
+	if (nm) {
+		for (i = 0; i < n_nm; i++)
+			free(nm[i].alias);
+		free(nm);
+	}
+	free(ak.v);
+	free(av.v);
+	free(sk.v);
+	free(sv.v);
+	free(sdel.v);
+	free(adel.v);
+	free(cand.v);
+	if (st)
+		*st = s;
+	return ret;
+}
+
+/* ---- reading pinned counters ------------------------------------------------ */
+
+int ag_lb_read_stats(const char *pin_dir, uint64_t stats[ZH_LB_STAT_MAX],
+		     uint64_t meta[ZH_LB_META_MAX])
+{
+	char path[320];
+	int fd_s = -1, fd_m = -1, ncpu, ret = 0;
+	uint64_t *pc = NULL;
+	uint32_t k;
+	int c;
+
+	memset(stats, 0, ZH_LB_STAT_MAX * sizeof(*stats));
+	memset(meta, 0, ZH_LB_META_MAX * sizeof(*meta));
+	ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return -EINVAL;
+	pin_path(path, sizeof(path), pin_dir, "zh_lb_stats");
+	fd_s = bpf_obj_get(path);
+	if (fd_s < 0) {
+		ret = -errno;
+		goto out;
+	}
+	pin_path(path, sizeof(path), pin_dir, "zh_lb_meta");
+	fd_m = bpf_obj_get(path);
+	if (fd_m < 0) {
+		ret = -errno;
+		goto out;
+	}
+	pc = zh_calloc(ncpu, sizeof(*pc));
+	for (k = 0; k < ZH_LB_STAT_MAX; k++) {
+		if (bpf_map_lookup_elem(fd_s, &k, pc))
+			continue;
+		for (c = 0; c < ncpu; c++)
+			stats[k] += pc[c];
+	}
+	for (k = 0; k < ZH_LB_META_MAX; k++)
+		bpf_map_lookup_elem(fd_m, &k, &meta[k]);
+out:
+	free(pc);
+	if (fd_m >= 0)
+		close(fd_m);
+	if (fd_s >= 0)
+		close(fd_s);
+	return ret;
+}

@@ -1,0 +1,76 @@
+/* lab_int.h — internals shared by the lab's source files (not a public
+ * contract: other components use include/zerohop/lab.h). */
+#ifndef ZH_LAB_INT_H
+#define ZH_LAB_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zerohop/lab.h"
+#include "zerohop/model.h"
+
+#define LAB_PATH 512
+
+/* Run argv (argv[0] looked up in PATH), stdin /dev/null, output captured.
+ * 0 when it exits 0; otherwise -EIO with the command line and its output
+ * printed with lab_err(). quiet=true suppresses the message. */
+int lab_run(char *const argv[], bool quiet);
+/* The same with input (NULL: /dev/null) on the command's stdin. */
+int lab_run_input(char *const argv[], const char *input, bool quiet);
+/* lab_run() of `ip` with a printf-built command line split on spaces. */
+int lab_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int lab_ip_quiet(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* snprintf without gcc's truncation warnings: names are length-checked
+ * where they enter the lab (lab_name_ok), paths fit LAB_PATH. */
+int lab_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Errors go to stderr, prefixed "zerohop lab: " (the daemon's stderr is
+ * its log). */
+void lab_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Small file helpers: write atomically (tmp + rename) / read whole file. */
+int lab_write_file(const char *path, const char *data, size_t len);
+int lab_write_str(const char *path, const char *s);
+/* The process exists and is not a zombie (init reaps orphans lazily). */
+bool lab_pid_alive(int pid);
+/* Write in place (cgroupfs, procfs): open, write, close. */
+int lab_write_sys(const char *path, const char *s);
+int lab_read_file(const char *path, char *buf, size_t len);	/* NUL-terminated */
+int lab_mkdirs(const char *path, int mode);
+/* Remove a tree without crossing into other mounts; 0 when gone. */
+int lab_rm_tree(const char *path);
+
+char *lab_ip4_str(uint32_t ip, char *buf);	/* network order -> dotted, buf >= 16 */
+
+/* Network set-up (lab_net.c). */
+int lab_net_up(const struct lab_topo *t);
+int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
+		    const char *pod, uint32_t ip);
+void lab_net_pod_del(const struct lab_topo *t, const char *node, const char *ns,
+		     const char *pod);
+/* Record a netns name the lab created (RUNDIR/netns.list) for lab down. */
+int lab_netns_record(const char *lab, const char *name);
+
+/* Pod namespaces (lab_net.c): create net+uts+mnt namespaces, kept alive by
+ * bind mounts; extra mounts are done inside the new mount namespace. */
+struct lab_mount {
+	char src[LAB_PATH];	/* file or dir in the root mount namespace, or "tmpfs" */
+	char dst[LAB_PATH];	/* path inside the pod */
+	bool tmpfs;
+};
+int lab_pod_ns_create(const char *lab, const char *ns, const char *pod,
+		      const struct lab_mount *mounts, int n_mounts);
+void lab_pod_ns_destroy(const char *lab, const char *ns, const char *pod);
+
+/* uts / mnt ns bind-mount files. */
+char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
+		     const char *pod, const char *kind);
+
+/* The supervisor daemon (lab_sup.c). Runs in the calling (forked) process;
+ * writes one line to ready_fd ("ok" or "error: ...") once every initial pod
+ * runs, then keeps going until SIGTERM. Never returns. */
+void lab_supervisor(const struct lab_topo *t, int ready_fd) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,1171 @@
+/* lab_sup.c — the lab's supervisor daemon: kubelet and Deployment
+ * controller for every node of one lab, plus the node agents' babysitter.
+ *
+ * Design note.
+ *
+ * The daemon keeps the desired state (the manifests in STATEDIR/manifests,
+ * reloaded whenever the state source changes) and the actual state (struct
+ * sup_pod list, one struct sup_proc per container or agent) and converges
+ * the second towards the first in reconcile(), called after every event.
+ *
+ * Pod life cycle (per struct sup_pod):
+ *
+ *	   pod_create()                ready_check(): every declared
+ *	 ─────────────▶ STARTING ─────▶ port listens, or READY_MS passed
+ *	  namespaces,      │              or the command already exited
+ *	  veth, cgroup,    │                         │
+ *	  processes        │                         ▼
+ *	                   │                      RUNNING  ── ss_put_pod(Running)
+ *	                   │                         │
+ *	                   └──────── pod_delete() ◀──┘  ss_del_pod first, then
+ *	                                               SIGTERM, cgroup.kill,
+ *	                                               veth, namespaces, dirs
+ *
+ * Process life cycle (struct sup_proc): pid>0 running; pid==0 waiting for
+ * next_ms (restart backoff: BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS, reset
+ * after a run of BACKOFF_RESET_MS), as restartPolicy Always.
+ *
+ * Invariants:
+ * 1. A pod is published (ss_put_pod) only once RUNNING, so the datapath
+ *    never sends a connection to a pod whose ports are not listening yet;
+ *    it is unpublished (ss_del_pod) before its processes are stopped.
+ * 2. Rollouts keep maxSurge 1 / maxUnavailable 0: at most replicas+1 pods of
+ *    a Deployment exist, and an old RUNNING pod is removed only while more
+ *    than `replicas` of its pods are RUNNING.
+ * 3. Every process the daemon starts is in a cgroup under
+ *    CGROOT/zerohop-LAB (pods under their node, agents under system/), so
+ *    `lab down` can find and kill all of them even if this daemon is dead.
+ * 4. Pod IPs are unique per node (bitmap) and handed out next-fit, so a just
+ *    freed address is not reused at once.
+ * 5. The daemon never blocks for long: pod start/stop waits are bounded
+ *    (STOP_GRACE_MS), readiness is polled from the main loop.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zerohop/lab.h"
+#include "zerohop/log.h"
+#include "zerohop/model.h"
+#include "zerohop/paths.h"
+#include "zerohop/state.h"
+#include "lab_int.h"
+#include "lab_plan.h"
+
+#define READY_MS 5000		/* max wait for declared ports to listen */
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 5000
+#define BACKOFF_RESET_MS 10000
+#define STOP_GRACE_MS 1000
+#define DEBOUNCE_MS 20
+#define INITIAL_TIMEOUT_MS 120000
+
+struct sup_proc {
+	char **argv;		/* owned, NULL-terminated */
+	char name[64];		/* container name or "agent" */
+	char log[LAB_PATH];
+	char cgroup[LAB_PATH];
+	char netns[LAB_PATH];
+	char uts[LAB_PATH];	/* "" for agents (node namespaces have none) */
+	char mnt[LAB_PATH];
+	pid_t pid;
+	int restarts;
+	int backoff_ms;
+	uint64_t started_ms;
+	uint64_t next_ms;	/* when pid == 0: start at this time */
+	bool ever_execd;	/* exec succeeded at least once */
+	bool exited_once;
+	int exec_errno;		/* last exec failure, 0 if none */
+};
+
+enum pod_state { POD_STARTING, POD_RUNNING };
+
+struct sup_pod {
+	char ns[64], name[128], owner[128], hash[16];
+	int node;
+	uint32_t ip;
+	enum pod_state state;
+	uint64_t created_ms;
+	uint64_t seq;		/* creation order */
+	char *yaml_meta;	/* labels + owner, for the runtime object */
+	char *yaml_spec;	/* containers (name, image, ports) */
+	struct lab_plan plan;	/* processes, ports, mounts (owned) */
+	struct sup_proc *procs;
+	int n_procs;
+	struct sup_pod *next;
+};
+
+struct sup {
+	struct lab_topo t;
+	struct ss *ss;
+	struct md_state *want;	/* latest valid desired state, or NULL */
+	struct sup_pod *pods;
+	int n_pods;
+	uint64_t seq;
+	uint8_t ipmap[LAB_MAX_NODES][256];
+	int ipcur[LAB_MAX_NODES];
+	int rr;
+	struct sup_proc agents[LAB_MAX_NODES];
+	char failed[64][300];	/* "ns/name/hash" that failed to plan: no retry */
+	int n_failed;
+	char last_err[1024];	/* why the last pod could not be created */
+	bool initial_done;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static void cgroup_join_self(const char *cg)
+{
+	char p[LAB_PATH + 16], pid[16];
+	int fd;
+
+	lab_fmt(p, sizeof(p), "%s/cgroup.procs", cg);
+	lab_fmt(pid, sizeof(pid), "%d", (int)getpid());
+	fd = open(p, O_WRONLY);
+	if (fd < 0 || write(fd, pid, strlen(pid)) < 0) {
+		fprintf(stderr, "join cgroup %s: %s\n", p, strerror(errno));
+		_exit(126);
+	}
+	close(fd);
+}
+
+static int open_ns(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		fprintf(stderr, "open %s: %s\n", path, strerror(errno));
+		_exit(126);
+	}
+	return fd;
+}
+
+/* Child side: stdio to the log, cgroup, namespaces, exec. Reports an exec
+ * failure's errno on errfd (CLOEXEC, so a successful exec closes it). */
+static void proc_child(const struct sup_proc *p, const struct sup_pod *pod, int errfd)
+{
+	sigset_t all;
+	int fd, netfd, utsfd = -1, mntfd = -1, e;
+	char a[16];
+
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+	}
+	fd = open("/dev/null", O_RDONLY);
+	dup2(fd, 0);
+	if (fd > 2)
+		close(fd);
+	/* Nothing but stdio crosses into the pod's program. */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	/* Join the cgroup before exec, so the program's first connect() is
+	 * already under the node's BPF hooks. */
+	cgroup_join_self(p->cgroup);
+	netfd = open_ns(p->netns);
+	if (p->uts[0])
+		utsfd = open_ns(p->uts);
+	if (p->mnt[0])
+		mntfd = open_ns(p->mnt);
+	if (setns(netfd, CLONE_NEWNET) || (utsfd >= 0 && setns(utsfd, CLONE_NEWUTS)) ||
+	    (mntfd >= 0 && setns(mntfd, CLONE_NEWNS))) {
+		fprintf(stderr, "setns: %s\n", strerror(errno));
+		_exit(126);
+	}
+	if (chdir("/"))
+		_exit(126);
+	if (pod) {
+		setenv("POD_NAME", pod->name, 1);
+		setenv("POD_NAMESPACE", pod->ns, 1);
+		setenv("POD_IP", lab_ip4_str(pod->ip, a), 1);
+		setenv("HOSTNAME", pod->name, 1);
+	}
+	execvp(p->argv[0], p->argv);
+	e = errno;
+	fprintf(stderr, "exec %s: %s\n", p->argv[0], strerror(e));
+	if (write(errfd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* Start p; 0 when exec succeeded, -errno of the exec otherwise. */
+static int proc_start(struct sup_proc *p, const struct sup_pod *pod)
+{
+	int efd[2], e = 0, ret = 0;
+	ssize_t n;
+	pid_t pid;
+	FILE *log;
+
+	if (pipe2(efd, O_CLOEXEC))
+		return -errno;
+	log = fopen(p->log, "ae");
+	if (log) {
+		time_t now = time(NULL);
+		char ts[64];
+
+		strftime(ts, sizeof(ts), "%FT%TZ", gmtime(&now));
+		fprintf(log, "--- %s zerohop lab: start %s (restart %d):", ts, p->name, p->restarts);
+		for (int i = 0; p->argv[i]; i++)
+			fprintf(log, " %s", p->argv[i]);
+		fprintf(log, "\n");
+		fclose(log);
+	}
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		close(efd[0]);
+		close(efd[1]);
+		return ret;
+	}
+	if (pid == 0) {
+		close(efd[0]);
+		proc_child(p, pod, efd[1]);
+	}
+	close(efd[1]);
+	while ((n = read(efd[0], &e, sizeof(e))) < 0 && errno == EINTR)
+		;
+	close(efd[0]);
+	p->pid = pid;
+	p->started_ms = now_ms();
+	if (n == sizeof(e)) {
+		p->exec_errno = e;
+		ret = -e;	/* the child exits 127; SIGCHLD reaps it */
+	} else {
+		p->exec_errno = 0;
+		p->ever_execd = true;
+	}
+	return ret;
+}
+
+/* A process exited: plan the restart with backoff. */
+static void proc_exited(struct sup_proc *p, int status, const char *who)
+{
+	uint64_t now = now_ms(), ran = now - p->started_ms;
+
+	if (WIFEXITED(status))
+		zh_info("%s: %s exited with status %d after %llu ms", who, p->name,
+			WEXITSTATUS(status), (unsigned long long)ran);
+	else
+		zh_info("%s: %s killed by signal %d after %llu ms", who, p->name,
+			WTERMSIG(status), (unsigned long long)ran);
+	p->pid = 0;
+	p->exited_once = true;
+	if (ran >= BACKOFF_RESET_MS)
+		p->backoff_ms = 0;
+	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
+	if (p->backoff_ms > BACKOFF_MAX_MS)
+		p->backoff_ms = BACKOFF_MAX_MS;
+	p->next_ms = now + p->backoff_ms;
+	p->restarts++;
+}
+
+static void proc_free(struct sup_proc *p)
+{
+	for (int i = 0; p->argv && p->argv[i]; i++)
+		free(p->argv[i]);
+	free(p->argv);
+	p->argv = NULL;
+}
+
+/* ---- cgroups ----------------------------------------------------------------- */
+
+static bool cgroup_populated(const char *cg)
+{
+	char p[LAB_PATH + 16], buf[256];
+
+	lab_fmt(p, sizeof(p), "%s/cgroup.events", cg);
+	if (lab_read_file(p, buf, sizeof(buf)) < 0)
+		return false;
+	return strstr(buf, "populated 1") != NULL;
+}
+
+/* SIGTERM every process of the cgroup, wait up to STOP_GRACE_MS, then
+ * cgroup.kill; reaps our own children meanwhile. */
+static void cgroup_signal(const char *cg, int sig)
+{
+	char p[LAB_PATH + 16], buf[4096], *save = NULL;
+
+	lab_fmt(p, sizeof(p), "%s/cgroup.procs", cg);
+	if (lab_read_file(p, buf, sizeof(buf)) > 0)
+		for (char *s = strtok_r(buf, "\n", &save); s; s = strtok_r(NULL, "\n", &save))
+			if (atoi(s) > 1)
+				kill(atoi(s), sig);
+}
+
+static void cgroup_stop(const char *cg)
+{
+	char p[LAB_PATH + 16];
+	uint64_t end = now_ms() + STOP_GRACE_MS;
+
+	cgroup_signal(cg, SIGTERM);
+	while (cgroup_populated(cg) && now_ms() < end)
+		usleep(5000);
+	if (cgroup_populated(cg)) {
+		lab_fmt(p, sizeof(p), "%s/cgroup.kill", cg);
+		if (lab_write_sys(p, "1"))	/* before 5.14: pid by pid */
+			cgroup_signal(cg, SIGKILL);
+		end = now_ms() + 2000;
+		while (cgroup_populated(cg) && now_ms() < end)
+			usleep(2000);
+	}
+}
+
+/* ---- pod records -------------------------------------------------------------- */
+
+static void pod_write_info(struct sup *s, struct sup_pod *pod)
+{
+	char dir[LAB_PATH], path[LAB_PATH + 8], buf[2048], a[16];
+	int restarts = 0;
+
+	for (int i = 0; i < pod->n_procs; i++)
+		restarts += pod->procs[i].restarts;
+	lab_pod_dir(dir, sizeof(dir), s->t.lab, pod->ns, pod->name);
+	lab_fmt(path, sizeof(path), "%s/info", dir);
+	lab_fmt(buf, sizeof(buf),
+		"namespace %s\nname %s\nnode %s\nowner %s\nip %s\nphase %s\npid %d\nrestarts %d\nhash %s\n",
+		pod->ns, pod->name, s->t.nodes[pod->node].name, pod->owner,
+		lab_ip4_str(pod->ip, a), pod->state == POD_RUNNING ? "Running" : "Pending",
+		pod->n_procs ? (int)pod->procs[0].pid : 0, restarts, pod->hash);
+	lab_write_str(path, buf);
+}
+
+static void pod_publish(struct sup *s, struct sup_pod *pod)
+{
+	char *y = NULL, a[16];
+	size_t len = 0;
+	FILE *f = open_memstream(&y, &len);
+	int ret;
+
+	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s",
+		pod->name, pod->ns, pod->yaml_meta);
+	fprintf(f, "spec:\n  nodeName: %s\n%s", s->t.nodes[pod->node].name, pod->yaml_spec);
+	fprintf(f, "status:\n  phase: Running\n  podIP: %s\n", lab_ip4_str(pod->ip, a));
+	fclose(f);
+	ret = ss_put_pod(s->ss, pod->ns, pod->name, y);
+	if (ret)
+		zh_err("pod %s/%s: ss_put_pod: %s", pod->ns, pod->name, strerror(-ret));
+	free(y);
+}
+
+/* ---- pod create / delete --------------------------------------------------------- */
+
+static int alloc_ip(struct sup *s, int node, uint32_t *ip)
+{
+	const struct lab_node *n = &s->t.nodes[node];
+
+	/* .0 is the VTEP address in overlay mode, .1 reserved, .255 broadcast. */
+	for (int k = 0; k < 253; k++) {
+		int h = 2 + (s->ipcur[node] + k) % 253;
+
+		if (s->ipmap[node][h])
+			continue;
+		s->ipmap[node][h] = 1;
+		s->ipcur[node] = h - 1;
+		*ip = htonl(ntohl(n->pod_net) + h);
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+static void free_ip(struct sup *s, int node, uint32_t ip)
+{
+	s->ipmap[node][ntohl(ip) & 0xff] = 0;
+}
+
+static int pick_node(struct sup *s, const char *node_name)
+{
+	int count[LAB_MAX_NODES] = { 0 }, best = -1;
+
+	if (node_name) {
+		for (int i = 0; i < s->t.n_nodes; i++)
+			if (!strcmp(s->t.nodes[i].name, node_name))
+				return i;
+		return -ENOENT;
+	}
+	for (struct sup_pod *p = s->pods; p; p = p->next)
+		count[p->node]++;
+	/* Least loaded; ties broken round-robin from s->rr. */
+	for (int k = 0; k < s->t.n_nodes; k++) {
+		int i = (s->rr + k) % s->t.n_nodes;
+
+		if (best < 0 || count[i] < count[best])
+			best = i;
+	}
+	s->rr = (best + 1) % s->t.n_nodes;
+	return best;
+}
+
+static void pod_free(struct sup_pod *pod)
+{
+	for (int i = 0; i < pod->n_procs; i++)
+		proc_free(&pod->procs[i]);
+	free(pod->procs);
+	lab_plan_free(&pod->plan);
+	free(pod->yaml_meta);
+	free(pod->yaml_spec);
+	free(pod);
+}
+
+static bool failed_has(struct sup *s, const char *key)
+{
+	for (int i = 0; i < s->n_failed; i++)
+		if (!strcmp(s->failed[i], key))
+			return true;
+	return false;
+}
+
+static void failed_add(struct sup *s, const char *key, const char *why)
+{
+	lab_fmt(s->last_err, sizeof(s->last_err), "%s", why);
+	if (s->n_failed < 64 && !failed_has(s, key))
+		lab_fmt(s->failed[s->n_failed++], sizeof(s->failed[0]), "%s", key);
+}
+
+static void pod_delete(struct sup *s, struct sup_pod *pod);
+
+/* Create a pod from spec; returns the pod (STARTING) or NULL (logged). */
+static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *name,
+				  const char *owner, const char *hash,
+				  const struct md_labels *labels, const struct md_pod_spec *spec,
+				  const char *file, int line)
+{
+	char dir[LAB_PATH], cg[LAB_PATH], errbuf[512], key[300];
+	struct sup_pod *pod = zh_calloc(1, sizeof(*pod));
+	int node, ret;
+
+	lab_fmt(key, sizeof(key), "%s/%s/%s", ns, owner[0] ? owner : name, hash);
+	node = pick_node(s, spec->node_name);
+	if (node < 0) {
+		lab_fmt(errbuf, sizeof(errbuf), "%s:%d: pod %s/%s: spec.nodeName: no node '%s' in this lab",
+			file, line, ns, name, spec->node_name);
+		zh_err("%s", errbuf);
+		failed_add(s, key, errbuf);
+		free(pod);
+		return NULL;
+	}
+	lab_fmt(pod->ns, sizeof(pod->ns), "%s", ns);
+	lab_fmt(pod->name, sizeof(pod->name), "%s", name);
+	lab_fmt(pod->owner, sizeof(pod->owner), "%s", owner);
+	lab_fmt(pod->hash, sizeof(pod->hash), "%s", hash);
+	pod->node = node;
+	pod->seq = ++s->seq;
+	pod->created_ms = now_ms();
+	if (alloc_ip(s, node, &pod->ip)) {
+		zh_err("pod %s/%s: node %s has no free pod address", ns, name,
+		       s->t.nodes[node].name);
+		free(pod);
+		return NULL;
+	}
+	lab_pod_dir(dir, sizeof(dir), s->t.lab, ns, name);
+	ret = lab_plan_pod(&s->t, s->want, ns, name, pod->ip, spec, file, line, dir, &pod->plan,
+			   errbuf, sizeof(errbuf));
+	if (ret) {
+		zh_err("%s", errbuf);
+		failed_add(s, key, errbuf);
+		lab_rm_tree(dir);
+		free_ip(s, node, pod->ip);
+		free(pod);
+		return NULL;
+	}
+	pod->yaml_meta = lab_plan_yaml_meta(labels, owner, hash);
+	pod->yaml_spec = lab_plan_yaml_spec(spec);
+	/* Link first, so pod_delete() can undo a half-built pod. */
+	pod->next = s->pods;
+	s->pods = pod;
+	s->n_pods++;
+	pod->n_procs = pod->plan.n_cmds;
+	pod->procs = zh_calloc(pod->n_procs, sizeof(*pod->procs));
+	pod_write_info(s, pod);
+
+	ret = lab_pod_ns_create(s->t.lab, ns, name, pod->plan.mounts, pod->plan.n_mounts);
+	if (ret)
+		goto fail;
+	ret = lab_net_pod_add(&s->t, s->t.nodes[node].name, ns, name, pod->ip);
+	if (ret)
+		goto fail;
+	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[node].name, ns, name);
+	if (mkdir(cg, 0755) && errno != EEXIST) {
+		zh_err("pod %s/%s: mkdir %s: %s", ns, name, cg, strerror(errno));
+		goto fail;
+	}
+	for (int i = 0; i < pod->n_procs; i++) {
+		struct sup_proc *p = &pod->procs[i];
+
+		p->argv = pod->plan.cmds[i].argv;
+		pod->plan.cmds[i].argv = NULL;	/* ownership moves to the proc */
+		lab_fmt(p->name, sizeof(p->name), "%s", pod->plan.cmds[i].name);
+		lab_fmt(p->log, sizeof(p->log), "%s/log", dir);
+		lab_fmt(p->cgroup, sizeof(p->cgroup), "%s", cg);
+		lab_pod_netns_path(p->netns, sizeof(p->netns), s->t.lab, ns, name);
+		lab_pod_nsfile(p->uts, sizeof(p->uts), s->t.lab, ns, name, "uts");
+		lab_pod_nsfile(p->mnt, sizeof(p->mnt), s->t.lab, ns, name, "mnt");
+		ret = proc_start(p, pod);
+		if (ret) {
+			zh_err("%s:%d: pod %s/%s: container %s: exec %s: %s", file, line, ns, name,
+			       p->name, p->argv[0], strerror(-ret));
+			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+		}
+	}
+	zh_info("pod %s/%s created on %s", ns, name, s->t.nodes[node].name);
+	pod_write_info(s, pod);
+	return pod;
+fail:
+	lab_fmt(errbuf, sizeof(errbuf), "%s:%d: pod %s/%s: set-up failed (see supervisor.log)",
+		file, line, ns, name);
+	zh_err("%s", errbuf);
+	failed_add(s, key, errbuf);
+	pod_delete(s, pod);
+	return NULL;
+}
+
+static void pod_delete(struct sup *s, struct sup_pod *pod)
+{
+	char dir[LAB_PATH], cg[LAB_PATH];
+	struct sup_pod **pp;
+
+	/* Unpublish first (invariant 1): the mesh stops choosing this pod
+	 * before its processes go away. */
+	if (pod->state == POD_RUNNING)
+		ss_del_pod(s->ss, pod->ns, pod->name);
+	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
+			    pod->name);
+	for (int i = 0; i < pod->n_procs; i++)
+		pod->procs[i].next_ms = UINT64_MAX;	/* no restart */
+	cgroup_stop(cg);
+	/* Reap our direct children now; exit statuses of other pids are picked
+	 * up by the SIGCHLD handler later. */
+	for (int i = 0; i < pod->n_procs; i++)
+		if (pod->procs[i].pid > 0)
+			waitpid(pod->procs[i].pid, NULL, WNOHANG);
+	rmdir(cg);
+	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
+	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);
+	lab_pod_dir(dir, sizeof(dir), s->t.lab, pod->ns, pod->name);
+	lab_rm_tree(dir);
+	free_ip(s, pod->node, pod->ip);
+	for (pp = &s->pods; *pp; pp = &(*pp)->next)
+		if (*pp == pod) {
+			*pp = pod->next;
+			break;
+		}
+	s->n_pods--;
+	zh_info("pod %s/%s deleted", pod->ns, pod->name);
+	pod_free(pod);
+}
+
+/* ---- readiness ----------------------------------------------------------------- */
+
+/* Is there a socket in /proc/PID/net/FILE with local port `port` (and, for
+ * TCP, state LISTEN)? */
+static bool proc_net_has(pid_t pid, const char *file, uint16_t port, bool listen)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	lab_fmt(path, sizeof(path), "/proc/%d/net/%s", (int)pid, file);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char local[64];
+		unsigned int st, p;
+		char *colon;
+
+		if (sscanf(line, " %*d: %63s %*s %x", local, &st) != 2)
+			continue;
+		colon = strrchr(local, ':');
+		if (!colon || sscanf(colon + 1, "%x", &p) != 1)
+			continue;
+		if (p == port && (!listen || st == 0x0A))
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static bool pod_ports_ready(struct sup_pod *pod)
+{
+	pid_t pid = 0;
+
+	for (int i = 0; i < pod->n_procs && !pid; i++)
+		pid = pod->procs[i].pid;
+	if (!pid)
+		return false;
+	for (int i = 0; i < pod->plan.n_ports; i++) {
+		const struct lab_port *pt = &pod->plan.ports[i];
+		bool tcp = pt->proto == MD_PROTO_TCP;
+
+		if (pt->proto == MD_PROTO_SCTP)
+			continue;
+		if (!proc_net_has(pid, tcp ? "tcp" : "udp", pt->port, tcp) &&
+		    !proc_net_has(pid, tcp ? "tcp6" : "udp6", pt->port, tcp))
+			return false;
+	}
+	return true;
+}
+
+static void ready_check(struct sup *s)
+{
+	uint64_t now = now_ms();
+
+	for (struct sup_pod *pod = s->pods; pod; pod = pod->next) {
+		bool all_execd = true, any_exited = false;
+
+		if (pod->state != POD_STARTING)
+			continue;
+		for (int i = 0; i < pod->n_procs; i++) {
+			all_execd &= pod->procs[i].ever_execd;
+			any_exited |= pod->procs[i].exited_once;
+		}
+		if (!all_execd)
+			continue;
+		if (!pod_ports_ready(pod)) {
+			if (!any_exited && now - pod->created_ms < READY_MS)
+				continue;
+			zh_warn("pod %s/%s: declared ports not listening after %llu ms; marking Running",
+				pod->ns, pod->name, (unsigned long long)(now - pod->created_ms));
+		}
+		pod->state = POD_RUNNING;
+		pod_publish(s, pod);
+		pod_write_info(s, pod);
+		zh_info("pod %s/%s running (%llu ms)", pod->ns, pod->name,
+			(unsigned long long)(now - pod->created_ms));
+	}
+}
+
+/* ---- reconcile ------------------------------------------------------------------ */
+
+static struct sup_pod *find_pod(struct sup *s, const char *ns, const char *name)
+{
+	for (struct sup_pod *p = s->pods; p; p = p->next)
+		if (!strcmp(p->ns, ns) && !strcmp(p->name, name))
+			return p;
+	return NULL;
+}
+
+static void deploy_pod_name(const char *deploy, const char *hash, char *buf, size_t len)
+{
+	static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
+	char sfx[6];
+
+	for (int i = 0; i < 5; i++)
+		sfx[i] = alnum[random() % (sizeof(alnum) - 1)];
+	sfx[5] = 0;
+	lab_fmt(buf, len, "%s-%s-%s", deploy, hash, sfx);
+}
+
+/* Pick a pod of deployment d to delete: not-RUNNING first, then (old=true:
+ * oldest, old=false: newest) among those matching want_new. */
+static struct sup_pod *deploy_victim(struct sup *s, const struct md_deployment *d,
+				     const char *hash, bool want_new)
+{
+	struct sup_pod *best = NULL;
+
+	for (struct sup_pod *p = s->pods; p; p = p->next) {
+		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name))
+			continue;
+		if (!strcmp(p->hash, hash) != want_new)
+			continue;
+		if (!best) {
+			best = p;
+			continue;
+		}
+		if ((p->state == POD_RUNNING) != (best->state == POD_RUNNING)) {
+			if (p->state != POD_RUNNING)
+				best = p;
+			continue;
+		}
+		if (want_new ? p->seq > best->seq : p->seq < best->seq)
+			best = p;
+	}
+	return best;
+}
+
+static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
+{
+	char hash[16], name[256], key[300];
+	int n_new = 0, n_old = 0, new_ready = 0, old_ready = 0, r = d->replicas;
+
+	lab_plan_hash(&d->template, &d->template_labels, hash);
+	lab_fmt(key, sizeof(key), "%s/%s/%s", d->meta.ns, d->meta.name, hash);
+	for (struct sup_pod *p = s->pods; p; p = p->next) {
+		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name))
+			continue;
+		if (!strcmp(p->hash, hash)) {
+			n_new++;
+			new_ready += p->state == POD_RUNNING;
+		} else {
+			n_old++;
+			old_ready += p->state == POD_RUNNING;
+		}
+	}
+	/* Too many pods of the current template: remove the surplus. */
+	while (n_new > r) {
+		struct sup_pod *v = deploy_victim(s, d, hash, true);
+
+		new_ready -= v->state == POD_RUNNING;
+		pod_delete(s, v);
+		n_new--;
+	}
+	/* Old pods that are not available can go at any time. */
+	while (n_old > 0) {
+		struct sup_pod *v = deploy_victim(s, d, hash, false);
+
+		if (v->state == POD_RUNNING)
+			break;
+		pod_delete(s, v);
+		n_old--;
+	}
+	/* Surge (invariant 2): with old pods left, one new pod at a time;
+	 * without, create all missing pods at once. */
+	while (n_new < r && (n_old == 0 || n_new + n_old < r + 1) && !failed_has(s, key)) {
+		struct md_labels labels = d->template_labels;
+
+		do
+			deploy_pod_name(d->meta.name, hash, name, sizeof(name));
+		while (find_pod(s, d->meta.ns, name));
+		if (!pod_create(s, d->meta.ns, name, d->meta.name, hash, &labels, &d->template,
+				d->meta.file, d->meta.line))
+			break;
+		n_new++;
+		if (n_old)
+			break;
+	}
+	/* Remove old RUNNING pods while more than r pods stay available. */
+	while (n_old > 0 && new_ready + old_ready > r) {
+		struct sup_pod *v = deploy_victim(s, d, hash, false);
+
+		old_ready -= v->state == POD_RUNNING;
+		pod_delete(s, v);
+		n_old--;
+	}
+}
+
+static void reconcile(struct sup *s)
+{
+	const struct md_state *w = s->want;
+	struct sup_pod *p, *next;
+
+	if (!w)
+		return;
+	/* Pods that lost their manifest, their Deployment, or changed spec. */
+	for (p = s->pods; p; p = next) {
+		next = p->next;
+		if (p->owner[0]) {
+			bool keep = false;
+
+			for (int i = 0; i < w->n_deployments && !keep; i++)
+				keep = !strcmp(w->deployments[i].meta.ns, p->ns) &&
+				       !strcmp(w->deployments[i].meta.name, p->owner);
+			if (!keep)
+				pod_delete(s, p);
+		} else {
+			const struct md_pod *mp = md_find_pod(w, p->ns, p->name);
+			char hash[16];
+
+			if (mp && !mp->has_status)
+				lab_plan_hash(&mp->spec, &mp->meta.labels, hash);
+			if (!mp || mp->has_status || strcmp(hash, p->hash))
+				pod_delete(s, p);
+		}
+	}
+	/* System pods (kube-system: cluster DNS) first, and workloads only once
+	 * they run, as a cluster's DNS is up before its applications: nginx
+	 * resolves its upstreams when it starts. ready_check() bounds the wait. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < w->n_pods; i++) {
+			const struct md_pod *mp = &w->pods[i];
+			char hash[16], key[300];
+
+			if (mp->has_status || (pass == 0) != !strcmp(mp->meta.ns, "kube-system") ||
+			    find_pod(s, mp->meta.ns, mp->meta.name))
+				continue;
+			lab_plan_hash(&mp->spec, &mp->meta.labels, hash);
+			lab_fmt(key, sizeof(key), "%s/%s/%s", mp->meta.ns, mp->meta.name, hash);
+			if (failed_has(s, key))
+				continue;
+			pod_create(s, mp->meta.ns, mp->meta.name, "", hash, &mp->meta.labels,
+				   &mp->spec, mp->meta.file, mp->meta.line);
+		}
+		if (pass == 0)
+			for (p = s->pods; p; p = p->next)
+				if (!strcmp(p->ns, "kube-system") && p->state != POD_RUNNING)
+					return;
+	}
+	for (int i = 0; i < w->n_deployments; i++)
+		reconcile_deployment(s, &w->deployments[i]);
+}
+
+/* Load the desired state: the applied manifests only (runtime pods are ours). */
+static void load_want(struct sup *s)
+{
+	char dir[LAB_PATH], ebuf[1024];
+	struct md_state *st = md_state_new();
+	struct md_err err = { 0 };
+	int ret;
+
+	lab_fmt(dir, sizeof(dir), "%s/manifests", ss_dir(s->ss));
+	ret = md_state_add_dir(st, dir, &err);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (!ret)
+		ret = md_state_finish(st, &err);
+	if (ret) {
+		zh_err("desired state not loaded, keeping the previous one: %s",
+		       md_err_str(&err, ebuf, sizeof(ebuf)));
+		md_state_free(st);
+		return;
+	}
+	md_state_free(s->want);
+	s->want = st;
+}
+
+/* ---- agents ---------------------------------------------------------------------- */
+
+static void agents_start(struct sup *s)
+{
+	char cg[LAB_PATH], pin[LAB_PATH], sd[LAB_PATH];
+
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		struct sup_proc *p = &s->agents[i];
+		const char *node = s->t.nodes[i].name;
+		char **v = zh_calloc(20, sizeof(char *));
+		int n = 0;
+
+		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, node);
+		zh_pin_dir(pin, sizeof(pin), s->t.lab, node);
+		zh_state_dir(sd, sizeof(sd), s->t.lab);
+		v[n++] = zh_strdup(s->t.zerohop);
+		v[n++] = zh_strdup("agent");
+		v[n++] = zh_strdup("--node");
+		v[n++] = zh_strdup(node);
+		v[n++] = zh_strdup("--lab");
+		v[n++] = zh_strdup(s->t.lab);
+		v[n++] = zh_strdup("--cgroup");
+		v[n++] = zh_strdup(cg);
+		v[n++] = zh_strdup("--state");
+		v[n++] = zh_strdup(sd);
+		v[n++] = zh_strdup("--pin-dir");
+		v[n++] = zh_strdup(pin);
+		if (s->t.accel >= 0) {
+			v[n++] = zh_strdup("--accel");
+			v[n++] = zh_strdup(s->t.accel ? "on" : "off");
+		}
+		if (s->t.nft) {
+			v[n++] = zh_strdup("--mode");
+			v[n++] = zh_strdup("nft");
+		}
+		p->argv = v;
+		lab_fmt(p->name, sizeof(p->name), "agent");
+		lab_fmt(p->log, sizeof(p->log), "%s/%s/nodes/%s/agent.log", ZH_RUN_ROOT, s->t.lab,
+			node);
+		lab_fmt(p->cgroup, sizeof(p->cgroup), "%s/../system/agent-%s", cg, node);
+		lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, node);
+		if (proc_start(p, NULL))
+			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+	}
+}
+
+static bool dir_nonempty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool found = false;
+
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d)))
+		found = e->d_name[0] != '.';
+	closedir(d);
+	return found;
+}
+
+/* An agent counts as ready when it has pinned something, exited, or after
+ * READY_MS: pods then start under its hooks from their first connect. */
+static bool agents_ready(struct sup *s, uint64_t since)
+{
+	char pin[LAB_PATH];
+
+	if (now_ms() - since > READY_MS)
+		return true;
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		zh_pin_dir(pin, sizeof(pin), s->t.lab, s->t.nodes[i].name);
+		if (s->agents[i].exited_once || s->agents[i].exec_errno)
+			continue;
+		if (!dir_nonempty(pin))
+			return false;
+	}
+	return true;
+}
+
+static void write_node_info(struct sup *s)
+{
+	char path[LAB_PATH], buf[64];
+
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		lab_fmt(path, sizeof(path), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, s->t.lab,
+			s->t.nodes[i].name);
+		lab_fmt(buf, sizeof(buf), "agent_pid %d\nagent_restarts %d\n",
+			(int)s->agents[i].pid, s->agents[i].restarts);
+		lab_write_str(path, buf);
+	}
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+static void reap(struct sup *s)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		char who[256];
+
+		for (struct sup_pod *pod = s->pods; pod; pod = pod->next)
+			for (int i = 0; i < pod->n_procs; i++) {
+				if (pod->procs[i].pid != pid)
+					continue;
+				lab_fmt(who, sizeof(who), "pod %s/%s", pod->ns, pod->name);
+				proc_exited(&pod->procs[i], status, who);
+				pod_write_info(s, pod);
+			}
+		for (int i = 0; i < s->t.n_nodes; i++)
+			if (s->agents[i].pid == pid) {
+				lab_fmt(who, sizeof(who), "node %s", s->t.nodes[i].name);
+				proc_exited(&s->agents[i], status, who);
+				write_node_info(s);
+			}
+	}
+}
+
+/* Start processes whose backoff expired; returns ms until the next one. */
+static int restart_due(struct sup *s)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX;
+
+	for (struct sup_pod *pod = s->pods; pod; pod = pod->next)
+		for (int i = 0; i < pod->n_procs; i++) {
+			struct sup_proc *p = &pod->procs[i];
+
+			if (p->pid || p->next_ms == UINT64_MAX)
+				continue;
+			if (p->next_ms <= now) {
+				proc_start(p, pod);
+				pod_write_info(s, pod);
+			} else if (p->next_ms < next) {
+				next = p->next_ms;
+			}
+		}
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		struct sup_proc *p = &s->agents[i];
+
+		if (!p->argv || p->pid)
+			continue;
+		if (p->next_ms <= now) {
+			proc_start(p, NULL);
+			write_node_info(s);
+		} else if (p->next_ms < next) {
+			next = p->next_ms;
+		}
+	}
+	if (next == UINT64_MAX)
+		return 1000;
+	return next - now > 1000 ? 1000 : (int)(next - now);
+}
+
+/* Initial start: every pod RUNNING, or a pod whose command cannot exec. */
+static int initial_status(struct sup *s, char *msg, size_t len)
+{
+	const struct md_state *w = s->want;
+	int want = 0;
+
+	for (struct sup_pod *p = s->pods; p; p = p->next) {
+		for (int i = 0; i < p->n_procs; i++)
+			if (p->procs[i].exec_errno && !p->procs[i].ever_execd) {
+				lab_fmt(msg, len, "pod %s/%s: container %s: exec %s: %s", p->ns,
+					p->name, p->procs[i].name, p->procs[i].argv[0],
+					strerror(p->procs[i].exec_errno));
+				return -1;
+			}
+		if (p->state != POD_RUNNING)
+			return 0;
+	}
+	if (s->n_failed) {
+		lab_fmt(msg, len, "%s", s->last_err);
+		return -1;
+	}
+	/* Every wanted pod exists (a Deployment may still be creating some). */
+	for (int i = 0; w && i < w->n_pods; i++)
+		want += !w->pods[i].has_status;
+	for (int i = 0; w && i < w->n_deployments; i++)
+		want += w->deployments[i].replicas;
+	return s->n_pods >= want ? 1 : 0;
+}
+
+/* Daemon set-up: signals through a signalfd, our own cgroup under
+ * system/ (invariant 3), the pid file. Returns the signalfd. */
+static int sup_init_self(const struct lab_topo *t)
+{
+	char cg[LAB_PATH], path[LAB_PATH + 32], pid[16];
+	sigset_t mask;
+	int ret;
+
+	zh_log_init("supervisor", ZH_INFO);
+	srandom(getpid() ^ (unsigned)time(NULL));
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+
+	lab_lab_cgroup_path(cg, sizeof(cg), t->lab);
+	lab_fmt(path, sizeof(path), "%s/system/supervisor", cg);
+	mkdir(path, 0755);
+	strcat(path, "/cgroup.procs");
+	lab_fmt(pid, sizeof(pid), "%d", (int)getpid());
+	ret = lab_write_sys(path, pid);
+	if (ret)
+		zh_warn("join %s: %s", path, strerror(-ret));
+	lab_fmt(path, sizeof(path), "%s/%s/supervisor.pid", ZH_RUN_ROOT, t->lab);
+	lab_write_str(path, pid);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Poll timeout: restarts due, pods being readied, debounce pending. */
+static int sup_timeout(struct sup *s, int restart_ms, uint64_t dirty_at)
+{
+	int timeout = restart_ms;
+
+	for (struct sup_pod *p = s->pods; p; p = p->next)
+		if (p->state == POD_STARTING && timeout > 10)
+			timeout = 10;
+	if (dirty_at) {
+		uint64_t now = now_ms();
+		int d = dirty_at > now ? (int)(dirty_at - now) : 0;
+
+		if (d < timeout)
+			timeout = d;
+	}
+	return timeout;
+}
+
+void lab_supervisor(const struct lab_topo *t, int ready_fd)
+{
+	struct sup *s = zh_calloc(1, sizeof(*s));
+	char sd[LAB_PATH], msg[1024];
+	uint64_t start = now_ms(), dirty_at = 0;
+	struct pollfd pfd[2];
+	int ret;
+
+	s->t = *t;
+	pfd[0].fd = sup_init_self(t);
+	pfd[0].events = POLLIN;
+	zh_state_dir(sd, sizeof(sd), t->lab);
+	ret = ss_open(sd, &s->ss);
+	if (ret) {
+		lab_fmt(msg, sizeof(msg), "state source %s: %s\n", sd, strerror(-ret));
+		goto fatal;
+	}
+	/* Agents first: pods are under the datapath from their first connect. */
+	if (t->mesh) {
+		agents_start(s);
+		write_node_info(s);
+		while (!agents_ready(s, start)) {
+			usleep(20000);
+			reap(s);
+		}
+	}
+	write_node_info(s);
+	load_want(s);
+	if (!s->want) {
+		lab_fmt(msg, sizeof(msg), "cannot load the desired state (see supervisor.log)\n");
+		goto fatal;
+	}
+	pfd[1].fd = ss_watch_fd(s->ss);
+	pfd[1].events = POLLIN;
+	for (;;) {
+		struct signalfd_siginfo si;
+		int restart_ms;
+
+		reap(s);
+		if (dirty_at && now_ms() >= dirty_at) {
+			dirty_at = 0;
+			load_want(s);
+		}
+		reconcile(s);
+		ready_check(s);
+		restart_ms = restart_due(s);
+		if (!s->initial_done) {
+			int st = initial_status(s, msg, sizeof(msg) - 1);
+
+			if (st < 0) {
+				strcat(msg, "\n");
+				goto fatal;
+			}
+			if (st == 0 && now_ms() - start > INITIAL_TIMEOUT_MS) {
+				lab_fmt(msg, sizeof(msg), "pods not running after %d s\n",
+					INITIAL_TIMEOUT_MS / 1000);
+				goto fatal;
+			}
+			if (st > 0) {
+				s->initial_done = true;
+				/* A lab is up only if `lab up` said so: when it died
+				 * (killed), leave the pieces to the next up or down. */
+				if (write(ready_fd, "ok\n", 3) != 3) {
+					zh_err("lab up went away before the lab was ready; exiting (lab up or lab down cleans up)");
+					exit(1);
+				}
+				close(ready_fd);	/* lab up writes RUNDIR/ready */
+				zh_info("lab %s ready: %d pods in %llu ms", t->lab, s->n_pods,
+					(unsigned long long)(now_ms() - start));
+			}
+		}
+		if (poll(pfd, 2, sup_timeout(s, restart_ms, dirty_at)) < 0 && errno != EINTR)
+			continue;
+		if (pfd[1].revents & POLLIN) {
+			ss_watch_drain(s->ss);
+			if (!dirty_at)
+				dirty_at = now_ms() + DEBOUNCE_MS;
+		}
+		while (read(pfd[0].fd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+				zh_info("signal %d: exiting (pods keep running until lab down)",
+					si.ssi_signo);
+				exit(0);
+			}
+		}
+	}
+fatal:
+	zh_err("%s", msg);
+	if (!s->initial_done && write(ready_fd, msg, strlen(msg)) < 0)
+		zh_warn("lab up went away");
+	exit(1);
+}

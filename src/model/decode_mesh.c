@@ -1,0 +1,750 @@
+/* decode_mesh.c — decoders for the mesh kinds: SMI TrafficSplit, Gateway API
+ * HTTPRoute, and networking.k8s.io/v1 NetworkPolicy. Same rules as decode.c:
+ * unknown fields ignored, every error names line and field path. The
+ * NetworkPolicy checks follow Kubernetes' ValidateNetworkPolicy (peers,
+ * ipBlock, ports/endPort, policyTypes). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "md_int.h"
+
+/* ---- TrafficSplit ------------------------------------------------------------------ */
+
+static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint64_t *out)
+{
+	const struct yn *w = yn_get(b, "weight");
+	long long v;
+
+	if (!w)
+		return dc_fail(c, b, "weight", "is required");
+	if (w->type != YN_SCALAR)
+		return dc_fail(c, w, "weight", "must be a %s", quantity ? "quantity" : "integer");
+	if (quantity) {
+		if (md_quantity_milli(w->s, out))
+			return dc_fail(c, w, "weight",
+				       "invalid weight \"%s\": must be a non-negative quantity "
+				       "such as 1, 500m or 2k", w->s);
+		return 0;
+	}
+	if (dc_int(c, b, "weight", 0, 1000000000LL, &v, NULL))
+		return -EINVAL;
+	*out = (uint64_t)v * 1000;
+	return 0;
+}
+
+int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta)
+{
+	struct md_priv *pv = md_priv(c->st);
+	struct md_trafficsplit *t = md_grow((void **)&c->st->splits, &c->st->n_splits,
+					    &pv->cap_split, sizeof(*t));
+	const struct yn *spec = yn_get(root, "spec"), *bs;
+	bool quantity = !strcmp(api, "split.smi-spec.io/v1alpha1");
+	uint64_t total = 0;
+	size_t old, base;
+
+	t->meta = *meta;
+	t->api_version = (char *)api;
+	if (!spec)
+		return dc_fail(c, root, "spec", "is required");
+	old = dc_push(c, "spec");
+	if (dc_map(c, spec, NULL) || dc_str(c, spec, "service", true, &t->root))
+		return -EINVAL;
+	t->root_line = yn_get(spec, "service")->line;
+	bs = yn_get(spec, "backends");
+	if (!bs)
+		return dc_fail(c, spec, "backends", "is required");
+	dc_push(c, "backends");
+	base = c->plen;
+	if (dc_seq(c, bs, NULL))
+		return -EINVAL;
+	if (!bs->n)
+		return dc_fail(c, bs, NULL, "must list at least one backend");
+	t->backends = ar_alloc(c->ar, (size_t)bs->n * sizeof(*t->backends));
+	for (int i = 0; i < bs->n; i++) {
+		const struct yn *b = bs->items[i];
+		struct md_split_backend *sb = &t->backends[i];
+
+		dc_push_idx(c, i);
+		if (dc_map(c, b, NULL) || dc_str(c, b, "service", true, &sb->service) ||
+		    split_weight(c, b, quantity, &sb->weight_milli))
+			return -EINVAL;
+		sb->line = b->line;
+		for (int j = 0; j < i; j++)
+			if (!strcmp(t->backends[j].service, sb->service))
+				return dc_fail(c, yn_get(b, "service"), "service",
+					       "duplicate backend \"%s\"", sb->service);
+		if (sb->weight_milli > UINT64_MAX / 2 - total)
+			return dc_fail(c, yn_get(b, "weight"), "weight", "weights too large");
+		total += sb->weight_milli;
+		dc_pop(c, base);
+	}
+	t->n_backends = bs->n;
+	if (!total)
+		return dc_fail(c, bs, NULL, "the backends' weights add up to 0");
+	dc_pop(c, old);
+	return 0;
+}
+
+/* ---- HTTPRoute ---------------------------------------------------------------------- */
+
+static int hdr_matches(struct dctx *c, const struct yn *m, const char *field,
+		       struct md_header_match **out, int *n_out)
+{
+	const struct yn *hs = yn_get(m, field);
+	size_t old, base;
+
+	if (!hs)
+		return 0;
+	old = dc_push(c, field);
+	base = c->plen;
+	if (dc_seq(c, hs, NULL))
+		return -EINVAL;
+	*out = ar_alloc(c->ar, (size_t)hs->n * sizeof(**out));
+	for (int i = 0; i < hs->n; i++) {
+		const struct yn *h = hs->items[i];
+		struct md_header_match *hm = &(*out)[i];
+		char *type;
+
+		dc_push_idx(c, i);
+		if (dc_map(c, h, NULL) || dc_str(c, h, "type", false, &type) ||
+		    dc_str(c, h, "name", true, &hm->name) || dc_str(c, h, "value", true, &hm->value))
+			return -EINVAL;
+		if (!type || !strcmp(type, "Exact"))
+			hm->type = MD_MATCH_EXACT;
+		else if (!strcmp(type, "RegularExpression"))
+			hm->type = MD_MATCH_REGEX;
+		else
+			return dc_fail(c, yn_get(h, "type"), "type",
+				       "unknown match type \"%s\" (Exact, RegularExpression)", type);
+		if (!*hm->name)
+			return dc_fail(c, yn_get(h, "name"), "name", "must not be empty");
+		dc_pop(c, base);
+	}
+	*n_out = hs->n;
+	dc_pop(c, old);
+	return 0;
+}
+
+static int route_match(struct dctx *c, const struct yn *m, struct md_route_match *rm)
+{
+	static const char *const methods[] = { "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
+					       "OPTIONS", "TRACE", "PATCH" };
+	const struct yn *path = yn_get(m, "path");
+
+	if (dc_map(c, m, NULL))
+		return -EINVAL;
+	rm->path_type = MD_PATH_PREFIX;
+	rm->path = "/";
+	if (path) {
+		size_t old = dc_push(c, "path");
+		char *type, *value;
+
+		if (dc_map(c, path, NULL) || dc_str(c, path, "type", false, &type) ||
+		    dc_str(c, path, "value", false, &value))
+			return -EINVAL;
+		if (!type || !strcmp(type, "PathPrefix"))
+			rm->path_type = MD_PATH_PREFIX;
+		else if (!strcmp(type, "Exact"))
+			rm->path_type = MD_PATH_EXACT;
+		else if (!strcmp(type, "RegularExpression"))
+			rm->path_type = MD_PATH_REGEX;
+		else
+			return dc_fail(c, yn_get(path, "type"), "type",
+				       "unknown path match type \"%s\" (Exact, PathPrefix, "
+				       "RegularExpression)", type);
+		if (value)
+			rm->path = value;
+		if (rm->path_type != MD_PATH_REGEX && rm->path[0] != '/')
+			return dc_fail(c, yn_get(path, "value"), "value", "must start with '/'");
+		dc_pop(c, old);
+	}
+	if (hdr_matches(c, m, "headers", &rm->headers, &rm->n_headers) ||
+	    hdr_matches(c, m, "queryParams", &rm->query, &rm->n_query) ||
+	    dc_str(c, m, "method", false, &rm->method))
+		return -EINVAL;
+	if (rm->method) {
+		size_t i;
+
+		for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+			if (!strcmp(methods[i], rm->method))
+				break;
+		if (i == sizeof(methods) / sizeof(methods[0]))
+			return dc_fail(c, yn_get(m, "method"), "method", "unknown method \"%s\"",
+				       rm->method);
+	}
+	return 0;
+}
+
+static int header_list(struct dctx *c, const struct yn *map, const char *field, struct md_labels *l)
+{
+	const struct yn *hs = yn_get(map, field);
+	size_t old, base;
+
+	if (!hs)
+		return 0;
+	old = dc_push(c, field);
+	base = c->plen;
+	if (dc_seq(c, hs, NULL))
+		return -EINVAL;
+	l->v = ar_alloc(c->ar, (size_t)hs->n * sizeof(*l->v));
+	for (int i = 0; i < hs->n; i++) {
+		dc_push_idx(c, i);
+		if (dc_map(c, hs->items[i], NULL) ||
+		    dc_str(c, hs->items[i], "name", true, &l->v[i].key) ||
+		    dc_str(c, hs->items[i], "value", true, &l->v[i].value))
+			return -EINVAL;
+		dc_pop(c, base);
+	}
+	l->n = hs->n;
+	dc_pop(c, old);
+	return 0;
+}
+
+static int header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
+{
+	const struct yn *v = yn_get(f, field);
+	size_t old;
+
+	if (!v)
+		return dc_fail(c, f, field, "is required for this filter type");
+	old = dc_push(c, field);
+	if (dc_map(c, v, NULL) || header_list(c, v, "set", &hm->set) ||
+	    header_list(c, v, "add", &hm->add) ||
+	    dc_str_list(c, v, "remove", &hm->remove, &hm->n_remove))
+		return -EINVAL;
+	dc_pop(c, old);
+	return 0;
+}
+
+static int path_mod(struct dctx *c, const struct yn *v, struct md_filter *f)
+{
+	const struct yn *p = yn_get(v, "path");
+	size_t old;
+	char *type;
+
+	if (!p)
+		return 0;
+	old = dc_push(c, "path");
+	if (dc_map(c, p, NULL) || dc_str(c, p, "type", true, &type))
+		return -EINVAL;
+	if (!strcmp(type, "ReplaceFullPath")) {
+		f->path_type = MD_PATHMOD_FULL;
+		if (dc_str(c, p, "replaceFullPath", true, &f->path))
+			return -EINVAL;
+	} else if (!strcmp(type, "ReplacePrefixMatch")) {
+		f->path_type = MD_PATHMOD_PREFIX;
+		if (dc_str(c, p, "replacePrefixMatch", true, &f->path))
+			return -EINVAL;
+	} else {
+		return dc_fail(c, yn_get(p, "type"), "type",
+			       "unknown path modifier \"%s\" (ReplaceFullPath, ReplacePrefixMatch)", type);
+	}
+	dc_pop(c, old);
+	return 0;
+}
+
+static int route_filter(struct dctx *c, const struct yn *n, struct md_filter *f)
+{
+	char *type;
+
+	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
+		return -EINVAL;
+	if (!strcmp(type, "RequestHeaderModifier")) {
+		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
+		return header_mod(c, n, "requestHeaderModifier", &f->headers);
+	}
+	if (!strcmp(type, "ResponseHeaderModifier")) {
+		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
+		return header_mod(c, n, "responseHeaderModifier", &f->headers);
+	}
+	if (!strcmp(type, "RequestRedirect") || !strcmp(type, "URLRewrite")) {
+		bool redirect = type[1] == 'e';
+		const char *field = redirect ? "requestRedirect" : "urlRewrite";
+		const struct yn *v = yn_get(n, field);
+		long long x;
+		size_t old;
+
+		f->type = redirect ? MD_FILTER_REQUEST_REDIRECT : MD_FILTER_URL_REWRITE;
+		f->status_code = redirect ? 302 : 0;
+		if (!v)
+			return dc_fail(c, n, field, "is required for this filter type");
+		old = dc_push(c, field);
+		if (dc_map(c, v, NULL) || dc_str(c, v, "hostname", false, &f->hostname) ||
+		    path_mod(c, v, f))
+			return -EINVAL;
+		if (redirect) {
+			bool has;
+
+			if (dc_str(c, v, "scheme", false, &f->scheme))
+				return -EINVAL;
+			if (f->scheme && strcmp(f->scheme, "http") && strcmp(f->scheme, "https"))
+				return dc_fail(c, yn_get(v, "scheme"), "scheme",
+					       "must be http or https");
+			if (dc_int(c, v, "port", 1, 65535, &x, &has))
+				return -EINVAL;
+			f->port = has ? (uint16_t)x : 0;
+			if (dc_int(c, v, "statusCode", 301, 302, &x, &has))
+				return -EINVAL;
+			if (has)
+				f->status_code = (int)x;
+		}
+		dc_pop(c, old);
+		return 0;
+	}
+	if (!strcmp(type, "RequestMirror")) {
+		f->type = MD_FILTER_REQUEST_MIRROR;
+		return 0;
+	}
+	if (!strcmp(type, "ExtensionRef")) {
+		f->type = MD_FILTER_EXTENSION_REF;
+		return 0;
+	}
+	return dc_fail(c, yn_get(n, "type"), "type",
+		       "unknown filter type \"%s\" (RequestHeaderModifier, ResponseHeaderModifier, "
+		       "RequestRedirect, URLRewrite, RequestMirror, ExtensionRef)", type);
+}
+
+static int route_filters(struct dctx *c, const struct yn *map, struct md_filter **out, int *n_out)
+{
+	const struct yn *fs = yn_get(map, "filters");
+	size_t old, base;
+
+	if (!fs)
+		return 0;
+	old = dc_push(c, "filters");
+	base = c->plen;
+	if (dc_seq(c, fs, NULL))
+		return -EINVAL;
+	*out = ar_alloc(c->ar, (size_t)fs->n * sizeof(**out));
+	for (int i = 0; i < fs->n; i++) {
+		dc_push_idx(c, i);
+		if (route_filter(c, fs->items[i], &(*out)[i]))
+			return -EINVAL;
+		dc_pop(c, base);
+	}
+	*n_out = fs->n;
+	dc_pop(c, old);
+	return 0;
+}
+
+static int backend_ref(struct dctx *c, const struct yn *n, const struct md_meta *meta,
+		       struct md_backend_ref *b)
+{
+	char *group;
+	long long x;
+	bool has;
+
+	if (dc_map(c, n, NULL) || dc_str(c, n, "name", true, &b->name) ||
+	    dc_str(c, n, "namespace", false, &b->ns) || dc_str(c, n, "kind", false, &b->kind) ||
+	    dc_str(c, n, "group", false, &group))
+		return -EINVAL;
+	b->line = n->line;
+	if (!b->ns)
+		b->ns = meta->ns;
+	if (!b->kind)
+		b->kind = "Service";
+	if (dc_int(c, n, "port", 1, 65535, &x, &has))
+		return -EINVAL;
+	b->port = has ? (uint16_t)x : 0;
+	if (!strcmp(b->kind, "Service") && (!group || !*group || !strcmp(group, "core")) && !has)
+		return dc_fail(c, n, "port", "is required when referring to a Service");
+	if (dc_int(c, n, "weight", 0, 1000000, &x, &has))
+		return -EINVAL;
+	b->weight = has ? (uint32_t)x : 1;
+	return route_filters(c, n, &b->filters, &b->n_filters);
+}
+
+static int route_rule(struct dctx *c, const struct yn *n, const struct md_meta *meta,
+		      struct md_route_rule *r)
+{
+	const struct yn *ms, *bs, *to;
+	size_t old, base;
+
+	if (dc_map(c, n, NULL))
+		return -EINVAL;
+	ms = yn_get(n, "matches");
+	if (ms) {
+		old = dc_push(c, "matches");
+		base = c->plen;
+		if (dc_seq(c, ms, NULL))
+			return -EINVAL;
+		r->matches = ar_alloc(c->ar, (size_t)ms->n * sizeof(*r->matches));
+		for (int i = 0; i < ms->n; i++) {
+			dc_push_idx(c, i);
+			if (route_match(c, ms->items[i], &r->matches[i]))
+				return -EINVAL;
+			dc_pop(c, base);
+		}
+		r->n_matches = ms->n;
+		dc_pop(c, old);
+	}
+	if (route_filters(c, n, &r->filters, &r->n_filters))
+		return -EINVAL;
+	bs = yn_get(n, "backendRefs");
+	if (bs) {
+		old = dc_push(c, "backendRefs");
+		base = c->plen;
+		if (dc_seq(c, bs, NULL))
+			return -EINVAL;
+		r->backends = ar_alloc(c->ar, (size_t)bs->n * sizeof(*r->backends));
+		for (int i = 0; i < bs->n; i++) {
+			dc_push_idx(c, i);
+			if (backend_ref(c, bs->items[i], meta, &r->backends[i]))
+				return -EINVAL;
+			dc_pop(c, base);
+		}
+		r->n_backends = bs->n;
+		dc_pop(c, old);
+	}
+	to = yn_get(n, "timeouts");
+	if (to) {
+		char *req, *be;
+
+		old = dc_push(c, "timeouts");
+		if (dc_map(c, to, NULL) || dc_str(c, to, "request", false, &req) ||
+		    dc_str(c, to, "backendRequest", false, &be))
+			return -EINVAL;
+		if (req && md_duration_ms(req, &r->timeout_request_ms))
+			return dc_fail(c, yn_get(to, "request"), "request",
+				       "invalid duration \"%s\" (such as 500ms, 10s, 1m30s)", req);
+		if (be && md_duration_ms(be, &r->timeout_backend_ms))
+			return dc_fail(c, yn_get(to, "backendRequest"), "backendRequest",
+				       "invalid duration \"%s\" (such as 500ms, 10s, 1m30s)", be);
+		if (r->timeout_request_ms && r->timeout_backend_ms > r->timeout_request_ms)
+			return dc_fail(c, yn_get(to, "backendRequest"), "backendRequest",
+				       "must not be longer than timeouts.request");
+		dc_pop(c, old);
+	}
+	return 0;
+}
+
+int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
+{
+	struct md_priv *pv = md_priv(c->st);
+	struct md_httproute *rt = md_grow((void **)&c->st->routes, &c->st->n_routes,
+					  &pv->cap_route, sizeof(*rt));
+	const struct yn *spec = yn_get(root, "spec"), *ps, *rules;
+	size_t old, o2, base;
+
+	rt->meta = *meta;
+	if (!spec)
+		return dc_fail(c, root, "spec", "is required");
+	old = dc_push(c, "spec");
+	if (dc_map(c, spec, NULL) ||
+	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames))
+		return -EINVAL;
+	ps = yn_get(spec, "parentRefs");
+	if (ps) {
+		o2 = dc_push(c, "parentRefs");
+		base = c->plen;
+		if (dc_seq(c, ps, NULL))
+			return -EINVAL;
+		rt->parents = ar_alloc(c->ar, (size_t)ps->n * sizeof(*rt->parents));
+		for (int i = 0; i < ps->n; i++) {
+			const struct yn *p = ps->items[i];
+			struct md_parent_ref *pr = &rt->parents[i];
+			long long x;
+			bool has;
+
+			dc_push_idx(c, i);
+			if (dc_map(c, p, NULL) || dc_str(c, p, "name", true, &pr->name) ||
+			    dc_str(c, p, "namespace", false, &pr->ns) ||
+			    dc_str(c, p, "kind", false, &pr->kind) ||
+			    dc_str(c, p, "group", false, &pr->group) ||
+			    dc_int(c, p, "port", 1, 65535, &x, &has))
+				return -EINVAL;
+			pr->port = has ? (uint16_t)x : 0;
+			pr->line = p->line;
+			if (!pr->kind)
+				pr->kind = "Gateway";
+			if (!pr->group)
+				pr->group = "gateway.networking.k8s.io";
+			if (!strcmp(pr->group, "core"))
+				pr->group = "";
+			if (!pr->ns)
+				pr->ns = meta->ns;
+			dc_pop(c, base);
+		}
+		rt->n_parents = ps->n;
+		dc_pop(c, o2);
+	}
+	rules = yn_get(spec, "rules");
+	if (rules) {
+		o2 = dc_push(c, "rules");
+		base = c->plen;
+		if (dc_seq(c, rules, NULL))
+			return -EINVAL;
+		rt->rules = ar_alloc(c->ar, (size_t)rules->n * sizeof(*rt->rules));
+		for (int i = 0; i < rules->n; i++) {
+			dc_push_idx(c, i);
+			if (route_rule(c, rules->items[i], meta, &rt->rules[i]))
+				return -EINVAL;
+			dc_pop(c, base);
+		}
+		rt->n_rules = rules->n;
+		dc_pop(c, o2);
+	}
+	dc_pop(c, old);
+	return 0;
+}
+
+static bool match_is_default(const struct md_route_match *m)
+{
+	return m->path_type == MD_PATH_PREFIX && !strcmp(m->path, "/") && !m->n_headers &&
+	       !m->n_query && !m->method;
+}
+
+bool md_route_needs_l7(const struct md_httproute *r)
+{
+	for (int i = 0; i < r->n_rules; i++) {
+		const struct md_route_rule *ru = &r->rules[i];
+
+		if (ru->n_filters || ru->timeout_request_ms || ru->timeout_backend_ms)
+			return true;
+		for (int j = 0; j < ru->n_matches; j++)
+			if (!match_is_default(&ru->matches[j]))
+				return true;
+		for (int j = 0; j < ru->n_backends; j++)
+			if (ru->backends[j].n_filters)
+				return true;
+	}
+	return false;
+}
+
+/* ---- NetworkPolicy --------------------------------------------------------------- */
+
+static int np_cidr(struct dctx *c, const struct yn *map, const char *field, const char *s,
+		   uint32_t *net, int *len)
+{
+	bool canon;
+
+	if (md_parse_cidr_loose(s, net, len, &canon))
+		return dc_fail(c, yn_get(map, field), field, "invalid CIDR \"%s\"", s);
+	if (!canon) {
+		struct in_addr a = { .s_addr = *net & htonl(md_mask(*len)) };
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		return dc_fail(c, yn_get(map, field), field,
+			       "invalid CIDR \"%s\": host bits set (did you mean %s/%d?)", s, ip, *len);
+	}
+	return 0;
+}
+
+static int np_ipblock(struct dctx *c, const struct yn *n, struct md_ipblock *b)
+{
+	const struct yn *ex;
+	char *cidr;
+	char **except;
+	int n_except;
+
+	if (dc_map(c, n, NULL) || dc_str(c, n, "cidr", true, &cidr) ||
+	    np_cidr(c, n, "cidr", cidr, &b->cidr, &b->len) ||
+	    dc_str_list(c, n, "except", &except, &n_except))
+		return -EINVAL;
+	ex = yn_get(n, "except");
+	b->except = ar_alloc(c->ar, (size_t)n_except * sizeof(*b->except));
+	b->except_len = ar_alloc(c->ar, (size_t)n_except * sizeof(*b->except_len));
+	for (int i = 0; i < n_except; i++) {
+		char f[32];
+		uint32_t net;
+		int len;
+
+		snprintf(f, sizeof(f), "except[%d]", i);
+		if (md_parse_cidr(except[i], &net, &len)) {
+			size_t old = dc_push(c, "except");
+			bool canon;
+			int r;
+
+			dc_push_idx(c, i);
+			r = md_parse_cidr_loose(except[i], &net, &len, &canon) ?
+				dc_fail(c, ex->items[i], NULL, "invalid CIDR \"%s\"", except[i]) :
+				dc_fail(c, ex->items[i], NULL, "invalid CIDR \"%s\": host bits set",
+					except[i]);
+			dc_pop(c, old);
+			return r;
+		}
+		/* strictly inside: same network under cidr's mask, longer prefix */
+		if (len <= b->len || ((ntohl(net) ^ ntohl(b->cidr)) & md_mask(b->len))) {
+			size_t old = dc_push(c, "except");
+			int r;
+
+			dc_push_idx(c, i);
+			r = dc_fail(c, ex->items[i], NULL, "\"%s\" is not strictly within cidr %s",
+				    except[i], cidr);
+			dc_pop(c, old);
+			return r;
+		}
+		b->except[i] = net;
+		b->except_len[i] = len;
+	}
+	b->n_except = n_except;
+	return 0;
+}
+
+static int np_peer(struct dctx *c, const struct yn *n, struct md_np_peer *p)
+{
+	const struct yn *ib;
+
+	if (dc_map(c, n, NULL) || dc_selector(c, n, "podSelector", &p->pod_sel) ||
+	    dc_selector(c, n, "namespaceSelector", &p->ns_sel))
+		return -EINVAL;
+	ib = yn_get(n, "ipBlock");
+	if (ib) {
+		size_t old = dc_push(c, "ipBlock");
+
+		if (p->pod_sel.present || p->ns_sel.present)
+			return dc_fail(c, ib, NULL,
+				       "may not be combined with podSelector or namespaceSelector");
+		if (np_ipblock(c, ib, &p->ipblock))
+			return -EINVAL;
+		p->has_ipblock = true;
+		dc_pop(c, old);
+	}
+	if (!p->pod_sel.present && !p->ns_sel.present && !p->has_ipblock)
+		return dc_fail(c, n, NULL,
+			       "must specify podSelector, namespaceSelector or ipBlock");
+	return 0;
+}
+
+static int np_port(struct dctx *c, const struct yn *n, struct md_np_port *p)
+{
+	long long end;
+	bool has_end;
+
+	if (dc_map(c, n, NULL) || dc_proto(c, n, "protocol", true, &p->proto, &p->has_proto) ||
+	    dc_port_ref(c, n, "port", &p->port) ||
+	    dc_int(c, n, "endPort", 1, 65535, &end, &has_end))
+		return -EINVAL;
+	if (!has_end)
+		return 0;
+	if (!p->port.present)
+		return dc_fail(c, yn_get(n, "endPort"), "endPort",
+			       "may not be specified when port is not specified");
+	if (p->port.name)
+		return dc_fail(c, yn_get(n, "endPort"), "endPort",
+			       "may not be specified when port is a named port");
+	if (end < p->port.num)
+		return dc_fail(c, yn_get(n, "endPort"), "endPort",
+			       "must be greater than or equal to port (%u)", p->port.num);
+	p->end_port = (uint16_t)end;
+	return 0;
+}
+
+static int np_rules(struct dctx *c, const struct yn *spec, const char *field, const char *peers,
+		    struct md_np_rule **out, int *n_out)
+{
+	const struct yn *rs = yn_get(spec, field);
+	size_t old, base;
+
+	if (!rs)
+		return 0;
+	old = dc_push(c, field);
+	base = c->plen;
+	if (dc_seq(c, rs, NULL))
+		return -EINVAL;
+	*out = ar_alloc(c->ar, (size_t)rs->n * sizeof(**out));
+	for (int i = 0; i < rs->n; i++) {
+		const struct yn *r = rs->items[i], *ps, *pp;
+		struct md_np_rule *ru = &(*out)[i];
+		size_t b2;
+
+		dc_push_idx(c, i);
+		if (yn_is_null(r)) {	/* "- {}" written as "-": allow all */
+			dc_pop(c, base);
+			continue;
+		}
+		if (dc_map(c, r, NULL))
+			return -EINVAL;
+		ps = yn_get(r, peers);
+		if (ps) {
+			size_t o2 = dc_push(c, peers);
+
+			b2 = c->plen;
+			if (dc_seq(c, ps, NULL))
+				return -EINVAL;
+			ru->peers_present = true;
+			ru->peers = ar_alloc(c->ar, (size_t)ps->n * sizeof(*ru->peers));
+			for (int j = 0; j < ps->n; j++) {
+				dc_push_idx(c, j);
+				if (np_peer(c, ps->items[j], &ru->peers[j]))
+					return -EINVAL;
+				dc_pop(c, b2);
+			}
+			ru->n_peers = ps->n;
+			dc_pop(c, o2);
+		}
+		pp = yn_get(r, "ports");
+		if (pp) {
+			size_t o2 = dc_push(c, "ports");
+
+			b2 = c->plen;
+			if (dc_seq(c, pp, NULL))
+				return -EINVAL;
+			ru->ports = ar_alloc(c->ar, (size_t)pp->n * sizeof(*ru->ports));
+			for (int j = 0; j < pp->n; j++) {
+				dc_push_idx(c, j);
+				if (np_port(c, pp->items[j], &ru->ports[j]))
+					return -EINVAL;
+				dc_pop(c, b2);
+			}
+			ru->n_ports = pp->n;
+			dc_pop(c, o2);
+		}
+		dc_pop(c, base);
+	}
+	*n_out = rs->n;
+	dc_pop(c, old);
+	return 0;
+}
+
+int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta)
+{
+	struct md_priv *pv = md_priv(c->st);
+	struct md_netpol *np = md_grow((void **)&c->st->netpols, &c->st->n_netpols,
+				       &pv->cap_np, sizeof(*np));
+	const struct yn *spec = yn_get(root, "spec"), *types;
+	size_t old;
+
+	np->meta = *meta;
+	if (!spec)
+		return dc_fail(c, root, "spec", "is required");
+	old = dc_push(c, "spec");
+	if (dc_map(c, spec, NULL) || dc_selector(c, spec, "podSelector", &np->pod_sel) ||
+	    np_rules(c, spec, "ingress", "from", &np->ingress, &np->n_ingress) ||
+	    np_rules(c, spec, "egress", "to", &np->egress, &np->n_egress))
+		return -EINVAL;
+	np->pod_sel.present = true;	/* absent podSelector defaults to {} (all pods) */
+	types = yn_get(spec, "policyTypes");
+	if (types) {
+		char **v;
+		int n;
+
+		if (dc_str_list(c, spec, "policyTypes", &v, &n))
+			return -EINVAL;
+		np->types_given = true;
+		for (int i = 0; i < n; i++) {
+			bool *t = !strcmp(v[i], "Ingress") ? &np->type_ingress :
+				  !strcmp(v[i], "Egress") ? &np->type_egress : NULL;
+			size_t o2 = dc_push(c, "policyTypes");
+
+			dc_push_idx(c, i);
+			if (!t)
+				return dc_fail(c, types->items[i], NULL,
+					       "unknown policy type \"%s\" (Ingress, Egress)", v[i]);
+			if (*t)
+				return dc_fail(c, types->items[i], NULL, "duplicate policy type \"%s\"",
+					       v[i]);
+			*t = true;
+			dc_pop(c, o2);
+		}
+	} else {
+		/* SetDefaults_NetworkPolicy: Ingress always, Egress when rules exist */
+		np->type_ingress = true;
+		np->type_egress = np->n_egress > 0;
+	}
+	dc_pop(c, old);
+	return 0;
+}

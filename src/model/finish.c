@@ -1,0 +1,549 @@
+/* finish.c — md_state_finish(): what needs the whole state at once.
+ *
+ * Steps, in order (each may fail; on failure the state must be freed):
+ * 1. cluster defaults (two nodes node-a, node-b; 10.244.0.0/16; 10.96.0.0/12)
+ * 2. namespaces: explicit ones get label kubernetes.io/metadata.name; each
+ *    namespace used by an object and not declared is created (implied)
+ * 3. pods: a runtime pod (with status) replaces the same-named manifest pod
+ *    (without status); any other same-named pair is a duplicate
+ * 4. duplicates of every other kind (same kind, namespace and name)
+ * 5. manifest pods' spec.nodeName must name a cluster node (runtime pods
+ *    are reported facts and are not checked)
+ * 6. ClusterIPs: given ones checked (inside serviceCIDR, not its network or
+ *    broadcast address, unique), then the others allocated
+ * 7. TrafficSplit root/backends and HTTPRoute Service parents must exist;
+ *    HTTPRoute backendRefs are resolved or left NULL
+ * 8. endpoints of every Service with a selector
+ *
+ * ClusterIP allocation (deterministic, so every agent computes the same
+ * addresses from the same state):
+ *   offsets 0..15 of the service CIDR are reserved for given addresses (the
+ *   lab's DNS uses base + 10, like kube-dns 10.96.0.10), the last one is the
+ *   broadcast address. Services with a given clusterIP take theirs first;
+ *   the rest, in (namespace, name) byte order, start at
+ *   16 + FNV-1a-64("NAMESPACE/NAME") mod (size - 17) and probe linearly,
+ *   wrapping within [16, size - 2].
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "zerohop/log.h"
+#include "md_int.h"
+
+#define NS_LABEL "kubernetes.io/metadata.name"
+
+static int fail(struct md_err *err, const char *file, int line, const char *field,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int fail(struct md_err *err, const char *file, int line, const char *field,
+		const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(err->file, sizeof(err->file), "%s", file ? file : "<state>");
+	err->line = line;
+	snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static void cluster_defaults(struct md_state *st)
+{
+	struct md_cluster *cl = &st->cluster;
+	struct md_arena *ar = &md_priv(st)->ar;
+
+	if (!cl->present) {
+		cl->name = "zerohop";
+		inet_pton(AF_INET, "10.244.0.0", &cl->pod_cidr);
+		cl->pod_cidr_len = 16;
+		inet_pton(AF_INET, "10.96.0.0", &cl->svc_cidr);
+		cl->svc_cidr_len = 12;
+	}
+	if (!cl->n_nodes) {
+		cl->nodes = ar_alloc(ar, 2 * sizeof(*cl->nodes));
+		cl->nodes[0].name = "node-a";
+		cl->nodes[1].name = "node-b";
+		cl->n_nodes = 2;
+	}
+}
+
+/* a + sep + b + sep2 + c in the arena (NULL parts skipped); hot in finish,
+ * so no printf */
+static char *join3(struct md_arena *ar, const char *a, char sep, const char *b, char sep2,
+		   const char *c)
+{
+	size_t la = strlen(a), lb = strlen(b), lc = c ? strlen(c) : 0;
+	char *p = ar_alloc(ar, la + lb + lc + 3), *q = p;
+
+	memcpy(q, a, la);
+	q += la;
+	*q++ = sep;
+	memcpy(q, b, lb);
+	q += lb;
+	if (c) {
+		*q++ = sep2;
+		memcpy(q, c, lc);
+		q += lc;
+	}
+	*q = 0;
+	return p;
+}
+
+static char *key_of(struct md_arena *ar, const struct md_meta *m)
+{
+	return join3(ar, m->ns ? m->ns : "", '/', m->name, 0, NULL);
+}
+
+/* Step 2. */
+static int namespaces(struct md_state *st, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+	struct md_idx *ix = &pv->ix[MD_K_NAMESPACE];
+	int n_explicit = st->n_namespaces;
+
+	for (int i = 0; i < n_explicit; i++) {
+		struct md_meta *m = &st->namespaces[i].meta;
+		int prev = md_idx_put(ix, key_of(&pv->ar, m), i);
+		struct md_kv *v;
+		int j;
+
+		if (prev >= 0)
+			return fail(err, m->file, m->line, "metadata.name",
+				    "duplicate Namespace %s (also defined at %s:%d)", m->name,
+				    st->namespaces[prev].meta.file, st->namespaces[prev].meta.line);
+		for (j = 0; j < m->labels.n && strcmp(m->labels.v[j].key, NS_LABEL); j++)
+			;
+		if (j == m->labels.n) {
+			v = ar_alloc(&pv->ar, (size_t)(m->labels.n + 1) * sizeof(*v));
+			if (m->labels.n)
+				memcpy(v, m->labels.v, (size_t)m->labels.n * sizeof(*v));
+			m->labels.v = v;
+			m->labels.n++;
+		}
+		/* the API server forces the value to the name */
+		m->labels.v[j].key = NS_LABEL;
+		m->labels.v[j].value = m->name;
+	}
+	/* implied namespaces, from every namespaced object */
+	for (int k = 0; k < 7; k++) {
+		const void *arr;
+		size_t elem;
+		int n;
+
+		switch (k) {
+		case 0: arr = st->configmaps; n = st->n_configmaps; elem = sizeof(*st->configmaps); break;
+		case 1: arr = st->pods; n = st->n_pods; elem = sizeof(*st->pods); break;
+		case 2: arr = st->deployments; n = st->n_deployments; elem = sizeof(*st->deployments); break;
+		case 3: arr = st->services; n = st->n_services; elem = sizeof(*st->services); break;
+		case 4: arr = st->splits; n = st->n_splits; elem = sizeof(*st->splits); break;
+		case 5: arr = st->routes; n = st->n_routes; elem = sizeof(*st->routes); break;
+		default: arr = st->netpols; n = st->n_netpols; elem = sizeof(*st->netpols); break;
+		}
+		for (int i = 0; i < n; i++) {
+			/* every object struct starts with its md_meta */
+			const struct md_meta *m = (const void *)((const char *)arr + (size_t)i * elem);
+			struct md_namespace *ns;
+			char probe[80], *key;
+
+			/* namespaces are DNS labels (<= 63): the probe key fits */
+			snprintf(probe, sizeof(probe), "/%s", m->ns);
+			if (md_idx_get(ix, probe) >= 0)
+				continue;
+			key = join3(&pv->ar, "", '/', m->ns, 0, NULL);
+			ns = md_grow((void **)&st->namespaces, &st->n_namespaces, &pv->cap_ns,
+				     sizeof(*ns));
+			ns->meta.name = m->ns;
+			ns->meta.labels.v = ar_alloc(&pv->ar, sizeof(struct md_kv));
+			ns->meta.labels.v[0].key = NS_LABEL;
+			ns->meta.labels.v[0].value = m->ns;
+			ns->meta.labels.n = 1;
+			md_idx_put(ix, key, st->n_namespaces - 1);
+		}
+	}
+	return 0;
+}
+
+/* Step 3 and the pod part of step 4. */
+static int pods(struct md_state *st, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+	struct md_idx ix = { 0 };
+	bool *drop = zh_calloc((size_t)st->n_pods + 1, sizeof(*drop));
+	int ret = 0, n = 0;
+
+	for (int i = 0; i < st->n_pods; i++) {
+		struct md_pod *p = &st->pods[i];
+		int prev = md_idx_put(&ix, key_of(&pv->ar, &p->meta), i);
+		struct md_pod *q;
+
+		if (prev < 0)
+			continue;
+		q = &st->pods[prev];
+		if (p->has_status == q->has_status) {
+			ret = fail(err, p->meta.file, p->meta.line, "metadata.name",
+				   "duplicate Pod %s/%s (also defined at %s:%d)", p->meta.ns,
+				   p->meta.name, q->meta.file, q->meta.line);
+			goto out;
+		}
+		/* the runtime pod (with status) wins; the index keeps it */
+		if (p->has_status) {
+			drop[prev] = true;
+			md_idx_set(&ix, key_of(&pv->ar, &p->meta), i);
+		} else {
+			drop[i] = true;
+		}
+	}
+	for (int i = 0; i < st->n_pods; i++)
+		if (!drop[i])
+			st->pods[n++] = st->pods[i];
+	st->n_pods = n;
+out:
+	md_idx_free(&ix);
+	free(drop);
+	return ret;
+}
+
+/* Step 4 for one kind, and the lookup index. */
+static int dups(struct md_state *st, enum md_kind k, void *arr, int n, size_t elem,
+		struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+
+	for (int i = 0; i < n; i++) {
+		const struct md_meta *m = (const void *)((const char *)arr + (size_t)i * elem);
+		int prev = md_idx_put(&pv->ix[k], key_of(&pv->ar, m), i);
+		const struct md_meta *q;
+
+		if (prev < 0)
+			continue;
+		q = (const void *)((const char *)arr + (size_t)prev * elem);
+		return fail(err, m->file, m->line, "metadata.name",
+			    "duplicate %s %s/%s (also defined at %s:%d)", md_kind_name(k), m->ns,
+			    m->name, q->file, q->line);
+	}
+	return 0;
+}
+
+static int node_ok(const struct md_state *st, const char *node)
+{
+	for (int i = 0; i < st->cluster.n_nodes; i++)
+		if (!strcmp(st->cluster.nodes[i].name, node))
+			return 1;
+	return 0;
+}
+
+/* Step 5. */
+static int node_names(struct md_state *st, struct md_err *err)
+{
+	for (int i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		/* a runtime pod reports where it runs: not ours to refuse (and
+		 * refusing it would make the whole state unloadable) */
+		if (p->has_status)
+			continue;
+		if (p->spec.node_name && !node_ok(st, p->spec.node_name))
+			return fail(err, p->meta.file, p->meta.line, "spec.nodeName",
+				    "unknown node \"%s\" (not in the Cluster's spec.nodes)",
+				    p->spec.node_name);
+	}
+	for (int i = 0; i < st->n_deployments; i++) {
+		const struct md_deployment *d = &st->deployments[i];
+
+		if (d->template.node_name && !node_ok(st, d->template.node_name))
+			return fail(err, d->meta.file, d->meta.line, "spec.template.spec.nodeName",
+				    "unknown node \"%s\" (not in the Cluster's spec.nodes)",
+				    d->template.node_name);
+	}
+	return 0;
+}
+
+/* ---- step 6: ClusterIPs ------------------------------------------------------------ */
+
+struct given {
+	uint32_t off;
+	int svc;
+};
+
+static int cmp_given(const void *a, const void *b)
+{
+	const struct given *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->svc - y->svc;
+}
+
+static const struct md_state *sort_st;	/* qsort has no context argument */
+
+static int cmp_svc_name(const void *a, const void *b)
+{
+	const struct md_service *x = &sort_st->services[*(const int *)a];
+	const struct md_service *y = &sort_st->services[*(const int *)b];
+	int r = strcmp(x->meta.ns, y->meta.ns);
+
+	return r ? r : strcmp(x->meta.name, y->meta.name);
+}
+
+static int cluster_ips(struct md_state *st, struct md_err *err)
+{
+	uint32_t base = ntohl(st->cluster.svc_cidr), size = 1u << (32 - st->cluster.svc_cidr_len);
+	uint8_t *used = zh_calloc(size / 8 + 1, 1);
+	struct given *g = zh_calloc((size_t)st->n_services + 1, sizeof(*g));
+	int *alloc = zh_calloc((size_t)st->n_services + 1, sizeof(*alloc));
+	int n_g = 0, n_a = 0, ret = 0;
+	char buf[INET_ADDRSTRLEN], key[320];
+
+	inet_ntop(AF_INET, &st->cluster.svc_cidr, buf, sizeof(buf));
+	for (int i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+		uint32_t ip = ntohl(s->cluster_ip);
+
+		if (s->headless)
+			continue;
+		if (!s->ip_given) {
+			alloc[n_a++] = i;
+			continue;
+		}
+		if ((ip & md_mask(st->cluster.svc_cidr_len)) != base) {
+			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
+				   "%s is outside the service CIDR %s/%d",
+				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)), buf,
+				   st->cluster.svc_cidr_len);
+			goto out;
+		}
+		if (ip == base || ip == base + size - 1) {
+			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
+				   "%s is the %s address of the service CIDR",
+				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)),
+				   ip == base ? "network" : "broadcast");
+			goto out;
+		}
+		g[n_g].off = ip - base;
+		g[n_g++].svc = i;
+	}
+	qsort(g, (size_t)n_g, sizeof(*g), cmp_given);
+	for (int i = 0; i < n_g; i++) {
+		const struct md_service *s = &st->services[g[i].svc], *q;
+
+		if (i && g[i].off == g[i - 1].off) {
+			q = &st->services[g[i - 1].svc];
+			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
+				   "%s is already used by Service %s/%s (%s:%d)",
+				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)), q->meta.ns,
+				   q->meta.name, q->meta.file, q->meta.line);
+			goto out;
+		}
+		used[g[i].off / 8] |= (uint8_t)(1u << (g[i].off % 8));
+	}
+	sort_st = st;
+	qsort(alloc, (size_t)n_a, sizeof(*alloc), cmp_svc_name);
+	sort_st = NULL;
+	for (int i = 0; i < n_a; i++) {
+		struct md_service *s = &st->services[alloc[i]];
+		uint32_t range = size - 17, off, tries = 0;
+		int kl = snprintf(key, sizeof(key), "%s/%s", s->meta.ns, s->meta.name);
+
+		off = 16 + (uint32_t)(md_hash(key, (size_t)kl) % range);
+		while (used[off / 8] & (1u << (off % 8))) {
+			if (++tries == range) {
+				ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
+					   "no free address left in the service CIDR %s/%d", buf,
+					   st->cluster.svc_cidr_len);
+				goto out;
+			}
+			off = off + 1 > size - 2 ? 16 : off + 1;
+		}
+		used[off / 8] |= (uint8_t)(1u << (off % 8));
+		s->cluster_ip = htonl(base + off);
+	}
+out:
+	free(alloc);
+	free(g);
+	free(used);
+	return ret;
+}
+
+/* ---- step 7: references ------------------------------------------------------------ */
+
+static int references(struct md_state *st, struct md_err *err)
+{
+	char field[96];
+
+	for (int i = 0; i < st->n_splits; i++) {
+		struct md_trafficsplit *t = &st->splits[i];
+
+		t->root_svc = md_find_service(st, t->meta.ns, t->root);
+		if (!t->root_svc)
+			return fail(err, t->meta.file, t->root_line, "spec.service",
+				    "root Service %s/%s does not exist", t->meta.ns, t->root);
+		for (int j = 0; j < t->n_backends; j++) {
+			struct md_split_backend *b = &t->backends[j];
+
+			b->svc = md_find_service(st, t->meta.ns, b->service);
+			if (b->svc)
+				continue;
+			snprintf(field, sizeof(field), "spec.backends[%d].service", j);
+			return fail(err, t->meta.file, b->line, field,
+				    "backend Service %s/%s does not exist", t->meta.ns, b->service);
+		}
+	}
+	for (int i = 0; i < st->n_routes; i++) {
+		struct md_httproute *r = &st->routes[i];
+
+		for (int j = 0; j < r->n_parents; j++) {
+			struct md_parent_ref *p = &r->parents[j];
+
+			if (strcmp(p->kind, "Service") || *p->group)
+				continue;
+			p->svc = md_find_service(st, p->ns, p->name);
+			if (p->svc)
+				continue;
+			snprintf(field, sizeof(field), "spec.parentRefs[%d]", j);
+			return fail(err, r->meta.file, p->line, field,
+				    "parent Service %s/%s does not exist (a mesh route attaches "
+				    "to an existing Service)", p->ns, p->name);
+		}
+		/* backendRefs to a missing Service are not an error: Gateway API
+		 * reports them as ResolvedRefs=False and the share gets 500s */
+		for (int j = 0; j < r->n_rules; j++)
+			for (int k = 0; k < r->rules[j].n_backends; k++) {
+				struct md_backend_ref *b = &r->rules[j].backends[k];
+
+				if (!strcmp(b->kind, "Service"))
+					b->svc = md_find_service(st, b->ns, b->name);
+			}
+	}
+	return 0;
+}
+
+/* ---- step 8: endpoints ------------------------------------------------------------ */
+
+struct lent {
+	int pod;
+	int next;
+};
+
+static int cmp_pod_ip(const void *a, const void *b)
+{
+	const struct md_pod *x = *(const struct md_pod *const *)a;
+	const struct md_pod *y = *(const struct md_pod *const *)b;
+	uint32_t ix = ntohl(x->ip), iy = ntohl(y->ip);
+	int r;
+
+	if (ix != iy)
+		return ix < iy ? -1 : 1;
+	r = strcmp(x->meta.ns, y->meta.ns);
+	return r ? r : strcmp(x->meta.name, y->meta.name);
+}
+
+static void endpoints(struct md_state *st)
+{
+	struct md_priv *pv = md_priv(st);
+	struct md_idx ix = { 0 };
+	struct lent *le;
+	const struct md_pod **cand;
+	int n_le = 0, total = 0;
+
+	/* index ready pods by "ns/key=value" of each label */
+	for (int i = 0; i < st->n_pods; i++)
+		total += st->pods[i].meta.labels.n;
+	le = zh_calloc((size_t)total + 1, sizeof(*le));
+	cand = zh_calloc((size_t)st->n_pods + 1, sizeof(*cand));
+	for (int i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (!p->ip || p->phase != MD_PHASE_RUNNING)
+			continue;
+		for (int j = 0; j < p->meta.labels.n; j++) {
+			char *key = join3(&pv->ar, p->meta.ns, '/', p->meta.labels.v[j].key, '=',
+					  p->meta.labels.v[j].value);
+			int head = md_idx_put(&ix, key, n_le);
+
+			le[n_le].pod = i;
+			le[n_le].next = -1;
+			if (head >= 0) {
+				/* keep the head in the index: chain behind it */
+				le[n_le].next = le[head].next;
+				le[head].next = n_le;
+			}
+			n_le++;
+		}
+	}
+	for (int i = 0; i < st->n_services; i++) {
+		struct md_service *s = &st->services[i];
+		const struct md_kv *first;
+		char key[600];
+		int n = 0;
+
+		s->endpoints = ar_alloc(&pv->ar, (size_t)(s->n_ports ? s->n_ports : 1) *
+						 sizeof(*s->endpoints));
+		if (!s->selector.present || !s->selector.match_labels.n)
+			continue;
+		first = &s->selector.match_labels.v[0];
+		snprintf(key, sizeof(key), "%s/%s=%s", s->meta.ns, first->key, first->value);
+		for (int e = md_idx_get(&ix, key); e >= 0; e = le[e].next) {
+			const struct md_pod *p = &st->pods[le[e].pod];
+
+			if (md_selector_matches(&s->selector, &p->meta.labels))
+				cand[n++] = p;
+		}
+		qsort(cand, (size_t)n, sizeof(*cand), cmp_pod_ip);
+		for (int j = 0; j < s->n_ports; j++) {
+			struct md_endpoint_set *es = &s->endpoints[j];
+
+			es->v = ar_alloc(&pv->ar, (size_t)n * sizeof(*es->v));
+			for (int k = 0; k < n; k++) {
+				uint16_t port = md_pod_resolve_port(cand[k], &s->ports[j].target,
+								    s->ports[j].proto);
+
+				if (!port)
+					continue;	/* no such named port on this pod */
+				es->v[es->n].pod = cand[k];
+				es->v[es->n].ip = cand[k]->ip;
+				es->v[es->n].port = port;
+				es->n++;
+			}
+		}
+	}
+	free(cand);
+	free(le);
+	md_idx_free(&ix);
+}
+
+int md_state_finish(struct md_state *st, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+	int ret;
+
+	if (st->finished)
+		return 0;
+	cluster_defaults(st);
+	if ((ret = namespaces(st, err)) || (ret = pods(st, err)))
+		return ret;
+	if ((ret = dups(st, MD_K_POD, st->pods, st->n_pods, sizeof(*st->pods), err)) ||
+	    (ret = dups(st, MD_K_CONFIGMAP, st->configmaps, st->n_configmaps,
+			sizeof(*st->configmaps), err)) ||
+	    (ret = dups(st, MD_K_DEPLOYMENT, st->deployments, st->n_deployments,
+			sizeof(*st->deployments), err)) ||
+	    (ret = dups(st, MD_K_SERVICE, st->services, st->n_services, sizeof(*st->services),
+			err)) ||
+	    (ret = dups(st, MD_K_TRAFFICSPLIT, st->splits, st->n_splits, sizeof(*st->splits),
+			err)) ||
+	    (ret = dups(st, MD_K_HTTPROUTE, st->routes, st->n_routes, sizeof(*st->routes), err)) ||
+	    (ret = dups(st, MD_K_NETPOL, st->netpols, st->n_netpols, sizeof(*st->netpols), err)))
+		return ret;
+	pv->indexed = true;	/* lookups below use the indexes */
+	if ((ret = node_names(st, err)) || (ret = cluster_ips(st, err)) ||
+	    (ret = references(st, err)))
+		return ret;
+	endpoints(st);
+	st->finished = true;
+	return 0;
+}

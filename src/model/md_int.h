@@ -1,0 +1,218 @@
+/* md_int.h — internals shared by the files of src/model and src/state
+ * (not a public contract: other components use model.h and state.h).
+ *
+ * Memory: everything a state points to (YAML tree, strings, per-object
+ * arrays) lives in one arena owned by the state's private part; only the
+ * top-level object arrays of struct md_state are realloc'd. Merging a staging
+ * state into the real one splices arenas, so no string is ever copied twice.
+ */
+#ifndef ZH_MD_INT_H
+#define ZH_MD_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zerohop/model.h"
+
+/* ---- arena ------------------------------------------------------------ */
+
+struct ar_blk;
+
+struct md_arena {
+	struct ar_blk *head;	/* current block first; blocks freed together */
+};
+
+void *ar_alloc(struct md_arena *a, size_t n);	/* zeroed, pointer-aligned, never NULL */
+char *ar_strndup(struct md_arena *a, const char *s, size_t n);
+char *ar_strdup(struct md_arena *a, const char *s);
+char *ar_printf(struct md_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ar_splice(struct md_arena *dst, struct md_arena *src);	/* src becomes empty */
+
+/* Roll back every allocation made after a mark (failed parse). */
+struct md_arena_mark {
+	struct ar_blk *head;
+	size_t used;
+};
+struct md_arena_mark ar_mark(const struct md_arena *a);
+void ar_reset(struct md_arena *a, struct md_arena_mark m);
+void ar_free(struct md_arena *a);
+
+/* ---- string -> int index (open addressing; keys are not copied) -------- */
+
+struct md_idx_ent {
+	uint64_t hash;
+	const char *key;	/* NULL = empty slot */
+	int val;
+};
+
+struct md_idx {
+	struct md_idx_ent *v;
+	size_t cap, n;
+};
+
+uint64_t md_hash(const char *s, size_t n);
+/* Insert key -> val unless present; returns the existing value or -1. */
+int md_idx_put(struct md_idx *ix, const char *key, int val);
+int md_idx_get(const struct md_idx *ix, const char *key);	/* -1 when absent */
+void md_idx_set(struct md_idx *ix, const char *key, int val);	/* insert or overwrite */
+void md_idx_free(struct md_idx *ix);
+
+/* ---- YAML document tree (libyaml events -> nodes with line numbers) ---- */
+
+enum yn_type { YN_SCALAR, YN_MAP, YN_SEQ };
+
+struct yn;
+
+struct yn_pair {
+	const char *key;	/* keys are scalars: kept inline, no node */
+	int key_line;
+	uint8_t key_style;	/* yaml_scalar_style_t, for the emitter */
+	struct yn *val;
+};
+
+struct yn {			/* 24 bytes: a large state has millions */
+	uint8_t type;		/* enum yn_type */
+	uint8_t style;		/* yaml_scalar_style_t of a scalar */
+	int line;		/* 1-based */
+	int n;			/* pairs (map) or items (seq) */
+	union {
+		const char *s;	/* scalar, NUL-terminated (NUL inside is refused) */
+		struct yn_pair *pairs;
+		struct yn **items;
+	};
+};
+
+/* Called once per document as soon as it is complete; root is NULL for an
+ * empty document. A non-zero return stops the parse and is returned (the
+ * callback fills err). After the callback the parser no longer refers to
+ * the document's nodes, so it may release them. */
+typedef int (*yn_doc_fn)(void *ctx, const struct yn *root, int line);
+
+/* Parse buf (multi-document YAML or JSON): scalar strings are allocated in
+ * strs, nodes, pairs and item arrays in nodes (so trees can be dropped
+ * after decoding while the strings stay). Returns 0, the callback's
+ * result, or -EINVAL with err set (file = name). */
+int yn_parse(struct md_arena *strs, struct md_arena *nodes, const char *name, const char *buf,
+	     size_t len, yn_doc_fn fn, void *ctx, struct md_err *err);
+
+/* Re-emit one node as a YAML document (block style, scalars keep their
+ * quoting). *out is malloc'd; caller frees. Returns 0 or -EINVAL. */
+int yn_emit(const struct yn *root, char **out, size_t *len);
+
+bool yn_is_null(const struct yn *n);	/* NULL, ~, null, empty plain scalar */
+const struct yn *yn_get(const struct yn *map, const char *key);	/* NULL if absent/null */
+
+/* ---- objects as parsed (for the state source) ------------------------- */
+
+enum md_kind {
+	MD_K_CLUSTER,
+	MD_K_NAMESPACE,
+	MD_K_CONFIGMAP,
+	MD_K_POD,
+	MD_K_DEPLOYMENT,
+	MD_K_SERVICE,
+	MD_K_TRAFFICSPLIT,
+	MD_K_HTTPROUTE,
+	MD_K_NETPOL,
+	MD_K__COUNT
+};
+
+const char *md_kind_name(enum md_kind k);	/* "Service" */
+const char *md_kind_lower(enum md_kind k);	/* "service" (file names) */
+bool md_kind_namespaced(enum md_kind k);
+
+struct md_obj {
+	enum md_kind kind;
+	const char *ns;		/* NULL for cluster-scoped kinds */
+	const char *name;
+	const char *file;
+	int line;
+	const struct yn *node;	/* the object's YAML tree; NULL unless keep_tree */
+	bool has_status;	/* pods: runtime pod */
+};
+
+/* ---- private part of struct md_state ------------------------------------ */
+
+struct md_priv {
+	struct md_arena ar;
+	struct md_obj *objs;	/* every parsed object, in input order */
+	int n_objs, cap_objs;
+	/* lookup indexes "ns/name" -> array index, built by md_state_finish */
+	struct md_idx ix[MD_K__COUNT];
+	bool indexed;
+	/* decode only apiVersion, kind and metadata (what ss_delete needs);
+	 * objects are recorded in objs but not in the typed arrays */
+	bool ident_only;
+	/* keep each object's YAML tree (md_obj.node) for re-emitting it; off
+	 * by default: the tree is most of the memory of a parsed state */
+	bool keep_tree;
+	/* capacities of the realloc'd top-level arrays */
+	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
+};
+
+static inline struct md_priv *md_priv(const struct md_state *st)
+{
+	return (struct md_priv *)st->priv;
+}
+
+/* Decode one top-level document into st (arrays appended, strings in the
+ * arena). Returns 0 or -EINVAL with err set. */
+int md_decode_doc(struct md_state *st, const char *file, const struct yn *root,
+		  struct md_err *err);
+
+/* ---- decoding context (path of the field being decoded) ---------------- */
+
+struct dctx {
+	struct md_state *st;
+	struct md_arena *ar;
+	const char *file;
+	struct md_err *err;
+	char path[160];
+	size_t plen;
+};
+
+/* Append ".name" or "[i]" to the path; returns the previous length for pop. */
+size_t dc_push(struct dctx *c, const char *name);
+size_t dc_push_idx(struct dctx *c, int i);
+void dc_pop(struct dctx *c, size_t len);
+/* Fill the error for node n (line) at path + "." + field (field may be NULL). */
+int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+int dc_map(struct dctx *c, const struct yn *n, const char *field);	/* 0 if a mapping */
+int dc_seq(struct dctx *c, const struct yn *n, const char *field);
+/* Scalar string; required -> error when absent. *out NULL when absent. */
+int dc_str(struct dctx *c, const struct yn *map, const char *field, bool required, char **out);
+/* Integer in [min, max]; *present tells whether given (may be NULL). */
+int dc_int(struct dctx *c, const struct yn *map, const char *field, long long min,
+	   long long max, long long *out, bool *present);
+int dc_str_list(struct dctx *c, const struct yn *map, const char *field, char ***out, int *n);
+int dc_labels(struct dctx *c, const struct yn *map, const char *field, bool validate,
+	      struct md_labels *out);
+int dc_selector(struct dctx *c, const struct yn *map, const char *field, struct md_selector *out);
+int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct md_port_ref *out);
+int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
+	     enum md_proto *out, bool *present);
+
+/* mesh kinds (decode_mesh.c) */
+int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
+int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
+
+/* ---- value checks (values.c) --------------------------------------------- */
+
+/* NULL when valid, else the reason. */
+const char *md_check_dns_label(const char *s);		/* RFC 1123 label, <= 63 */
+const char *md_check_dns_subdomain(const char *s);	/* RFC 1123 subdomain, <= 253 */
+const char *md_check_label_key(const char *s);
+const char *md_check_label_value(const char *s);
+const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
+/* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
+int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
+uint32_t md_mask(int len);	/* host order */
+
+/* Grow a top-level array of st by one element; returns the new element (zeroed). */
+void *md_grow(void **arr, int *n, int *cap, size_t elem);
+
+#endif

@@ -1,0 +1,417 @@
+/* state.c — building a struct md_state from files: staging, all-or-nothing
+ * merge, directory loading, lookups and freeing.
+ *
+ * Invariants:
+ * 1. md_state_add_*() parse into a fresh staging state; only when every
+ *    document of the input decoded cleanly is the staging state merged into
+ *    st (arrays appended, arena spliced). A failure frees the staging state,
+ *    so st is exactly as before.
+ * 2. After md_state_finish() succeeded, st is read-only and its lookup
+ *    indexes are valid; adding more input to a finished state is refused.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zerohop/log.h"
+#include "md_int.h"
+
+struct md_state *md_state_new(void)
+{
+	struct md_state *st = zh_calloc(1, sizeof(*st));
+
+	st->priv = zh_calloc(1, sizeof(struct md_priv));
+	return st;
+}
+
+void md_state_free(struct md_state *st)
+{
+	struct md_priv *pv;
+
+	if (!st)
+		return;
+	pv = md_priv(st);
+	free(st->namespaces);
+	free(st->configmaps);
+	free(st->pods);
+	free(st->deployments);
+	free(st->services);
+	free(st->splits);
+	free(st->routes);
+	free(st->netpols);
+	free(pv->objs);
+	for (int k = 0; k < MD_K__COUNT; k++)
+		md_idx_free(&pv->ix[k]);
+	ar_free(&pv->ar);
+	free(pv);
+	free(st);
+}
+
+static void append(void **dst, int *n, int *cap, const void *src, int m, size_t elem)
+{
+	if (!m)
+		return;
+	if (*n + m > *cap) {
+		*cap = *n + m > *cap * 2 ? *n + m : *cap * 2;
+		*dst = zh_realloc(*dst, (size_t)*cap * elem);
+	}
+	memcpy((char *)*dst + (size_t)*n * elem, src, (size_t)m * elem);
+	*n += m;
+}
+
+/* Move everything of stg into st; stg is freed. The caller checked that the
+ * merge cannot fail (see cluster_conflict). */
+static void merge(struct md_state *st, struct md_state *stg)
+{
+	struct md_priv *pv = md_priv(st), *ps = md_priv(stg);
+
+	append((void **)&st->namespaces, &st->n_namespaces, &pv->cap_ns, stg->namespaces,
+	       stg->n_namespaces, sizeof(*st->namespaces));
+	append((void **)&st->configmaps, &st->n_configmaps, &pv->cap_cm, stg->configmaps,
+	       stg->n_configmaps, sizeof(*st->configmaps));
+	append((void **)&st->pods, &st->n_pods, &pv->cap_pod, stg->pods, stg->n_pods,
+	       sizeof(*st->pods));
+	append((void **)&st->deployments, &st->n_deployments, &pv->cap_dep, stg->deployments,
+	       stg->n_deployments, sizeof(*st->deployments));
+	append((void **)&st->services, &st->n_services, &pv->cap_svc, stg->services,
+	       stg->n_services, sizeof(*st->services));
+	append((void **)&st->splits, &st->n_splits, &pv->cap_split, stg->splits, stg->n_splits,
+	       sizeof(*st->splits));
+	append((void **)&st->routes, &st->n_routes, &pv->cap_route, stg->routes, stg->n_routes,
+	       sizeof(*st->routes));
+	append((void **)&st->netpols, &st->n_netpols, &pv->cap_np, stg->netpols, stg->n_netpols,
+	       sizeof(*st->netpols));
+	append((void **)&pv->objs, &pv->n_objs, &pv->cap_objs, ps->objs, ps->n_objs,
+	       sizeof(*pv->objs));
+	if (stg->cluster.present)
+		st->cluster = stg->cluster;
+	ar_splice(&pv->ar, &ps->ar);
+	md_state_free(stg);
+}
+
+static int cluster_conflict(const struct md_state *st, const struct md_state *stg,
+			    struct md_err *err)
+{
+	if (!st->cluster.present || !stg->cluster.present)
+		return 0;
+	snprintf(err->file, sizeof(err->file), "%s", stg->cluster.file);
+	err->line = stg->cluster.line;
+	snprintf(err->field, sizeof(err->field), "kind");
+	snprintf(err->msg, sizeof(err->msg), "a second Cluster object (the first is at %s:%d)",
+		 st->cluster.file, st->cluster.line);
+	return -EINVAL;
+}
+
+static int refuse_finished(const struct md_state *st, const char *name, struct md_err *err)
+{
+	if (!st->finished)
+		return 0;
+	snprintf(err->file, sizeof(err->file), "%s", name);
+	err->line = 0;
+	err->field[0] = 0;
+	snprintf(err->msg, sizeof(err->msg), "state already finished; cannot add input");
+	return -EINVAL;
+}
+
+struct add_ctx {
+	struct md_state *stg;
+	const char *fname;
+	struct md_arena *tree;
+	struct md_err *err;
+};
+
+/* One complete document: decode it; drop its tree unless asked to keep it. */
+static int add_doc(void *arg, const struct yn *root, int line)
+{
+	struct add_ctx *a = arg;
+	struct md_priv *ps = md_priv(a->stg);
+	int first = ps->n_objs, ret = 0;
+
+	if (root && !yn_is_null(root))
+		ret = md_decode_doc(a->stg, a->fname, root, a->err);
+	if (ps->keep_tree) {
+		ar_splice(&ps->ar, a->tree);
+	} else {
+		for (int i = first; i < ps->n_objs; i++)
+			ps->objs[i].node = NULL;
+		ar_free(a->tree);	/* blocks go back to the pool for the next one */
+	}
+	return ret;
+}
+
+int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
+		     struct md_err *err)
+{
+	struct md_state *stg;
+	struct md_arena_mark mark;
+	struct md_arena tree = { 0 };
+	struct add_ctx a;
+	int ret;
+
+	if ((ret = refuse_finished(st, name, err)))
+		return ret;
+	/* the staging state borrows st's arena (so a small file does not
+	 * cost a whole block); a failure rolls the arena back to the mark */
+	stg = md_state_new();
+	md_priv(stg)->ident_only = md_priv(st)->ident_only;
+	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
+	mark = ar_mark(&md_priv(st)->ar);
+	md_priv(stg)->ar = md_priv(st)->ar;
+	md_priv(st)->ar.head = NULL;
+	a.stg = stg;
+	a.fname = ar_strdup(&md_priv(stg)->ar, name ? name : "<buffer>");
+	a.tree = &tree;
+	a.err = err;
+	ret = yn_parse(&md_priv(stg)->ar, &tree, a.fname, buf, len, add_doc, &a, err);
+	if (!ret)
+		ret = cluster_conflict(st, stg, err);
+	ar_free(&tree);	/* what a syntax error left behind */
+	md_priv(st)->ar = md_priv(stg)->ar;
+	md_priv(stg)->ar.head = NULL;
+	if (ret) {
+		ar_reset(&md_priv(st)->ar, mark);
+		md_state_free(stg);
+		return ret;
+	}
+	merge(st, stg);
+	return 0;
+}
+
+static int io_err(struct md_err *err, const char *path, int e, const char *what)
+{
+	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
+	err->line = 0;
+	err->field[0] = 0;
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
+	return -e;
+}
+
+/* Read a whole file (name relative to dfd, or absolute) into a malloc'd,
+ * NUL-terminated buffer. No fstat: manifests are small, the first read
+ * usually gets everything. */
+static int read_all(int dfd, const char *name, char **out, size_t *len)
+{
+	size_t cap = 8192, n = 0;
+	char *buf;
+	int fd, ret = 0;
+
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = zh_malloc(cap);
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 == cap) {
+			cap *= 2;
+			buf = zh_realloc(buf, cap);
+		}
+		r = read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;	/* EISDIR for a directory */
+			free(buf);
+			goto out;
+		}
+		if (!r)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+out:
+	close(fd);
+	return ret;
+}
+
+static int add_file_at(struct md_state *st, int dfd, const char *name, const char *path,
+		       struct md_err *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	if ((ret = refuse_finished(st, path, err)))
+		return ret;
+	ret = read_all(dfd, name, &buf, &len);
+	if (ret)
+		return io_err(err, path, -ret, "cannot read");
+	ret = md_state_add_buf(st, path, buf, len, err);
+	free(buf);
+	return ret;
+}
+
+int md_state_add_file(struct md_state *st, const char *path, struct md_err *err)
+{
+	return add_file_at(st, AT_FDCWD, path, path, err);
+}
+
+static bool manifest_name(const char *n)
+{
+	size_t l = strlen(n);
+
+	if (n[0] == '.')
+		return false;
+	return (l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 4 && !strcmp(n + l - 4, ".yml")) ||
+	       (l > 5 && !strcmp(n + l - 5, ".json"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
+{
+	struct md_state *stg = NULL;
+	char **names = NULL, path[4096];
+	int n = 0, cap = 0, ret;
+	struct dirent *de;
+	DIR *d;
+
+	if ((ret = refuse_finished(st, dir, err)))
+		return ret;
+	d = opendir(dir);
+	if (!d)
+		return io_err(err, dir, errno, "cannot open directory");
+	while ((de = readdir(d))) {
+		if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			names = zh_realloc(names, (size_t)cap * sizeof(*names));
+		}
+		names[n++] = zh_strdup(de->d_name);
+	}
+	if (n)
+		qsort(names, (size_t)n, sizeof(*names), cmp_str);
+	/* the whole directory is one all-or-nothing unit */
+	stg = md_state_new();
+	md_priv(stg)->ident_only = md_priv(st)->ident_only;
+	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
+	for (int i = 0; i < n; i++) {
+		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path)) {
+			ret = io_err(err, dir, ENAMETOOLONG, names[i]);
+			goto out;
+		}
+		ret = add_file_at(stg, dirfd(d), names[i], path, err);
+		if (ret)
+			goto out;
+	}
+	ret = cluster_conflict(st, stg, err);
+	if (ret)
+		goto out;
+	merge(st, stg);
+	stg = NULL;
+out:
+	closedir(d);
+	md_state_free(stg);
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return ret;
+}
+
+int md_state_n_objects(const struct md_state *st)
+{
+	return md_priv(st)->n_objs;
+}
+
+/* ---- lookups ------------------------------------------------------------------ */
+
+static int find(const struct md_state *st, enum md_kind k, const void *arr, int n, size_t elem,
+		const char *ns, const char *name)
+{
+	const struct md_priv *pv = md_priv(st);
+	char key[320];
+
+	if (!name)
+		return -1;
+	if (!ns && md_kind_namespaced(k))
+		ns = MD_DEFAULT_NS;
+	if (pv->indexed) {
+		snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
+		return md_idx_get(&pv->ix[k], key);
+	}
+	for (int i = 0; i < n; i++) {
+		const struct md_meta *m = (const void *)((const char *)arr + (size_t)i * elem);
+
+		if (!strcmp(m->name, name) && (!ns || (m->ns && !strcmp(m->ns, ns))))
+			return i;
+	}
+	return -1;
+}
+
+const struct md_service *md_find_service(const struct md_state *st, const char *ns,
+					 const char *name)
+{
+	int i = find(st, MD_K_SERVICE, st->services, st->n_services, sizeof(*st->services), ns,
+		     name);
+
+	return i < 0 ? NULL : &st->services[i];
+}
+
+const struct md_pod *md_find_pod(const struct md_state *st, const char *ns, const char *name)
+{
+	int i = find(st, MD_K_POD, st->pods, st->n_pods, sizeof(*st->pods), ns, name);
+
+	return i < 0 ? NULL : &st->pods[i];
+}
+
+const struct md_deployment *md_find_deployment(const struct md_state *st, const char *ns,
+					       const char *name)
+{
+	int i = find(st, MD_K_DEPLOYMENT, st->deployments, st->n_deployments,
+		     sizeof(*st->deployments), ns, name);
+
+	return i < 0 ? NULL : &st->deployments[i];
+}
+
+const struct md_configmap *md_find_configmap(const struct md_state *st, const char *ns,
+					     const char *name)
+{
+	int i = find(st, MD_K_CONFIGMAP, st->configmaps, st->n_configmaps,
+		     sizeof(*st->configmaps), ns, name);
+
+	return i < 0 ? NULL : &st->configmaps[i];
+}
+
+const struct md_namespace *md_find_namespace(const struct md_state *st, const char *name)
+{
+	int i = find(st, MD_K_NAMESPACE, st->namespaces, st->n_namespaces,
+		     sizeof(*st->namespaces), NULL, name);
+
+	return i < 0 ? NULL : &st->namespaces[i];
+}
+
+const struct md_labels *md_namespace_labels(const struct md_state *st, const char *ns)
+{
+	static const struct md_labels empty;
+	const struct md_namespace *n = md_find_namespace(st, ns ? ns : MD_DEFAULT_NS);
+
+	return n ? &n->meta.labels : &empty;
+}
+
+uint16_t md_pod_resolve_port(const struct md_pod *pod, const struct md_port_ref *ref,
+			     enum md_proto proto)
+{
+	if (!ref->present)
+		return 0;
+	if (!ref->name)
+		return ref->num;
+	for (int i = 0; i < pod->spec.n_containers; i++) {
+		const struct md_container *c = &pod->spec.containers[i];
+
+		for (int j = 0; j < c->n_ports; j++)
+			if (c->ports[j].name && c->ports[j].proto == proto &&
+			    !strcmp(c->ports[j].name, ref->name))
+				return c->ports[j].port;
+	}
+	return 0;
+}

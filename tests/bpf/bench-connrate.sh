@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# bench-connrate.sh — new connections per second to a Service (keep-alive off,
+# 1 KiB responses: the Romana method), zerohop connect-time LB vs nftables
+# DNAT (kube-proxy style) vs the pod IP directly, with 10, 1,000 and 10,000
+# Services in the cluster. Two labs side by side (Ab: zerohop, An: nft), the
+# same topology: client pod on node-a, one echo server pod on node-b (cross
+# node, so the same-node acceleration plays no part). Contenders interleaved
+# direct, zerohop, nft, ... PAIRS times per size; prints the median ratios.
+#   usage: tests/bpf/bench-connrate.sh [PAIRS=5] [SECONDS=3] [SIZES="10 1000 10000"]
+# Not part of make check (it takes minutes); docs/benchmarks/agent.md quotes it.
+set -u
+ZH=${ZH:-$(cd "$(dirname "$0")/../.." && pwd)/build/zerohop}
+PAIRS=${1:-5}
+SECS=${2:-3}
+SIZES=${3:-"10 1000 10000"}
+C=${C:-8}
+TMP=$(mktemp -d /tmp/zh-bench-connrate.XXXXXX)
+cleanup() { "$ZH" lab down --lab Ab >/dev/null 2>&1; "$ZH" lab down --lab An >/dev/null 2>&1; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+cat > "$TMP/app.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: srv}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: srv}}
+  template:
+    metadata: {labels: {app: srv}}
+    spec:
+      nodeName: node-b
+      containers:
+        - name: echo
+          command: ["$ZH", "echo", "--http", "8080", "--tcp", "0", "--udp", "0"]
+          ports: [{name: http, containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: srv}
+spec:
+  selector: {app: srv}
+  ports: [{port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers:
+    - name: c
+      command: ["sleep", "100000"]
+YAML
+"$ZH" lab up --lab Ab -f "$TMP/app.yaml" >/dev/null || exit 1
+"$ZH" lab up --lab An --service-proxy nft -f "$TMP/app.yaml" >/dev/null || exit 1
+
+fillers() {	# N: N-1 extra Services (the srv Service makes N), each with the server as endpoint
+	python3 - "$1" <<'PY'
+import sys
+for i in range(int(sys.argv[1]) - 1):
+    print("apiVersion: v1\nkind: Service\nmetadata: {name: f%d}\nspec:\n  selector: {app: srv}\n  ports: [{port: 80, targetPort: http}]\n---" % i)
+PY
+}
+run() {	# LAB URL OUT
+	"$ZH" lab exec --lab "$1" client -- "$ZH" bench --keepalive=false -c $C -t ${SECS}s --quiet \
+		--json "$3" "$2" >/dev/null 2>&1
+	jq .ActualQPS "$3"
+}
+vip() { "$ZH" get --lab "$1" services -o json | jq -r '.[] | select(.name=="srv") | .clusterIP'; }
+podip() { "$ZH" get --lab "$1" pods -o json | jq -r '.[] | select(.name | startswith("srv-")) | .ip'; }
+
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $PAIRS rounds x ${SECS}s, $C connections, keep-alive off, 1 KiB"
+printf "%-8s %-10s %-10s %-10s %-16s %-16s\n" services direct zerohop nft "zerohop/direct" "nft/direct"
+for n in $SIZES; do
+	fillers "$n" > "$TMP/fill.yaml"
+	if [ "$n" -gt 1 ]; then
+		"$ZH" apply --lab Ab -f "$TMP/fill.yaml" >/dev/null || exit 1
+		"$ZH" apply --lab An -f "$TMP/fill.yaml" >/dev/null || exit 1
+	fi
+	sleep 2
+	want=$(( n + 1 ))	# + kube-dns (2 ports) - the count is of Services
+	got=$("$ZH" get --lab Ab services -o json | jq length)
+	VB=$(vip Ab) VN=$(vip An) PB=$(podip Ab)
+	rm -f "$TMP"/r.*
+	for i in $(seq "$PAIRS"); do
+		d=$(run Ab "http://$PB:8080/?size=1024" "$TMP/d.json")
+		z=$(run Ab "http://$VB/?size=1024" "$TMP/z.json")
+		f=$(run An "http://$VN/?size=1024" "$TMP/f.json")
+		echo "$d $z $f" >> "$TMP/r.$n"
+	done
+	python3 - "$TMP/r.$n" "$got" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+med = lambda xs: statistics.median(xs)
+zr = [z / d for d, z, f in rows]
+fr = [f / d for d, z, f in rows]
+print("%-8s %-10.0f %-10.0f %-10.0f %.3f (%.3f-%.3f) %.3f (%.3f-%.3f)" % (
+    sys.argv[2], med([r[0] for r in rows]), med([r[1] for r in rows]), med([r[2] for r in rows]),
+    med(zr), min(zr), max(zr), med(fr), min(fr), max(fr)))
+PY
+done

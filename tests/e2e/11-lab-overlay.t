@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The lab over VXLAN (--overlay vxlan, Flannel's layout): the same reachability
+# as plain L3 — HTTP and TCP echo by pod IP on one node and across nodes — but
+# node-to-node pod traffic is encapsulated: it leaves through vxlan0 (whose
+# counters move), pods get MTU 1450, and a large transfer survives the smaller
+# MTU. Three nodes here, so routes to two peers are exercised.
+source "$(dirname "$0")/../lib/tap.sh"
+LAB=t11
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
+command -v curl >/dev/null || skip_all "curl not installed"
+TMP=$(mktemp -d /tmp/zh-t11.XXXXXX)
+cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+ECHO='image: fortio/fortio'	# fortio's server mode: `zerohop echo`
+cat >"$TMP/lab.yaml" <<EOF
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata:
+  name: t11
+spec:
+  podCIDR: 10.32.0.0/16
+  nodes:
+  - name: n1
+  - name: n2
+  - name: n3
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+spec:
+  nodeName: n1
+  containers:
+  - name: sleep
+    image: busybox
+    command: ["sleep", "100000"]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: echo
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: echo}
+  template:
+    metadata:
+      labels: {app: echo}
+    spec:
+      containers:
+      - name: echo
+        $ECHO
+        ports:
+        - containerPort: 8080
+        - containerPort: 8078
+EOF
+
+"$ZH" lab up --lab $LAB --no-mesh --overlay vxlan -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
+ok $? "lab up --overlay vxlan: $(head -1 "$TMP/up.out")"
+"$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
+J() { jq -r "$1" "$TMP/st.json"; }
+is "$(J '.overlay')" "vxlan" "status reports the overlay"
+is "$(J '[.pods[] | select(.owner=="echo") | .node] | sort | join(",")')" "n1,n2,n3" \
+	"Deployment replicas spread one per node"
+is "$(J '.nodes[2].podCIDR')" "10.32.2.0/24" "pod CIDR from the Cluster object"
+
+X() { "$ZH" lab exec --lab $LAB "$@"; }
+is "$(X client -- cat /sys/class/net/eth0/mtu)" "1450" "pod MTU leaves room for VXLAN"
+X --node n2 -- ip -d link show vxlan0 | grep -q "vxlan id 42 local 10.250.0.2"
+ok $? "node n2 has vxlan0 (VNI 42) over its fabric IP"
+X --node n1 -- ip route show 10.32.3.0/24 >/dev/null
+X --node n1 -- ip route | grep -q "^10.32.2.0/24 via 10.32.2.0 dev vxlan0 onlink"
+ok $? "n1 routes n3's pod CIDR into vxlan0"
+X --node n1 -- ip route | grep -q "via 10.250.0"
+ok $((! $?)) "no plain L3 route over the fabric in overlay mode"
+
+# /proc/net/dev is per network namespace (a node's has no sysfs of its own).
+tx() { X --node n1 -- awk '$1 == "vxlan0:" {print $11}' /proc/net/dev; }
+TX0=$(tx)
+for n in n1 n2 n3; do
+	ip=$(J ".pods[] | select(.owner==\"echo\" and .node==\"$n\") | .ip")
+	name=$(J ".pods[] | select(.owner==\"echo\" and .node==\"$n\") | .name")
+	R=$(X client -- curl -s -m 5 "http://$ip:8080/")
+	echo "$R" | grep -q "$name"
+	ok $? "HTTP client(n1) -> $name on $n ($ip)"
+	R=$(X client -- bash -c "exec 3<>/dev/tcp/$ip/8078 && echo hi-$n >&3 && read -t 5 l <&3 && echo \$l")
+	is "$R" "hi-$n" "TCP echo client(n1) -> $n"
+done
+TX1=$(tx)
+ok $((TX1 - TX0 < 10)) "cross-node traffic went through vxlan0 ($((TX1 - TX0)) packets)"
+
+IP3=$(J '.pods[] | select(.owner=="echo" and .node=="n3") | .ip')
+head -c 2000000 /dev/urandom >"$TMP/blob"
+X client -- bash -c "exec 3<>/dev/tcp/$IP3/8078; cat $TMP/blob >&3 & head -c 2000000 <&3" >"$TMP/back"
+cmp -s "$TMP/blob" "$TMP/back"
+ok $? "2 MB through TCP echo over VXLAN comes back intact"
+
+"$ZH" lab down --lab $LAB >/dev/null
+ok $? "lab down"
+ip netns list | grep -q "^$LAB-"
+ok $((! $?)) "no network namespace of the lab left"
+done_testing

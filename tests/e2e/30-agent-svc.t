@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# 30-agent-svc.t — Services resolved at connect() in the lab: backends on the
+# client's node and on the other node, getpeername = ClusterIP, connected and
+# unconnected UDP, cluster DNS names, ECONNREFUSED without endpoints, routes
+# that need L7 reported as not enforced, every bad input rejected with the
+# state unchanged.
+source "$(dirname "$0")/../lib/tap.sh"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+command -v python3 >/dev/null || skip_all "no python3"
+command -v jq >/dev/null || skip_all "no jq"
+
+LAB=t30
+PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
+TMP=$(mktemp -d /tmp/zh-t30.XXXXXX)
+cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+who_deploy() {	# NAME NODE
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1, svc: who}}
+    spec:
+      nodeName: $2
+      containers:
+        - name: who
+          command: ["python3", "$PROBE", "who-tcp", "8080"]
+          ports: [{name: http, containerPort: 8080}]
+        - name: udp
+          command: ["python3", "$PROBE", "who-udp", "5353"]
+          ports: [{name: dns, containerPort: 5353, protocol: UDP}]
+---
+YAML
+}
+{
+	who_deploy who-a node-a
+	who_deploy who-b node-b
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {app: client}}
+spec:
+  nodeName: node-a
+  containers:
+    - name: c
+      command: ["sleep", "100000"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who}
+spec:
+  selector: {svc: who}
+  ports:
+    - {name: http, port: 80, targetPort: http}
+    - {name: dns, port: 53, targetPort: dns, protocol: UDP}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: empty}
+spec:
+  selector: {app: nothing-here}
+  ports: [{port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: by-header}
+spec:
+  parentRefs: [{group: "", kind: Service, name: who, port: 80}]
+  rules:
+    - matches: [{headers: [{name: x-canary, value: "1"}]}]
+      backendRefs: [{name: who, port: 80}]
+YAML
+} > "$TMP/app.yaml"
+
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
+ok $? "lab up with 2 backends (node-a, node-b) and a client on node-a" || { cat "$TMP/up.log"; done_testing; }
+
+x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
+VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="who") | .clusterIP')
+diag "who ClusterIP $VIP"
+
+# Wait until the client's node agent has the service (pods start under the hooks).
+for i in $(seq 50); do
+	r=$(x python3 "$PROBE" conns who 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
+	sleep 0.1
+done
+
+r=$(x python3 "$PROBE" conns who 80 200)
+diag "$r"
+is "$(echo "$r" | jq .fails)" 0 "200 TCP connections to who:80 from a pod, none failed"
+is "$(echo "$r" | jq -r '.counts | keys | map(select(startswith("who-a"))) | length')" 1 "a backend on the client's own node answered"
+is "$(echo "$r" | jq -r '.counts | keys | map(select(startswith("who-b"))) | length')" 1 "a backend on the other node answered"
+is "$(echo "$r" | jq -r .peer)" "$VIP:80" "getpeername shows the ClusterIP"
+
+r=$(x python3 "$PROBE" udp who 53 60 unconnected)
+diag "$r"
+is "$(echo "$r" | jq .lost)" 0 "unconnected UDP: 60 datagrams answered"
+is "$(echo "$r" | jq -r '.sources | keys | join(",")')" "$VIP:53" "unconnected UDP: every reply comes from the ClusterIP"
+is "$(echo "$r" | jq '.counts | length')" 2 "unconnected UDP: chosen per datagram (both backends answered)"
+
+r=$(x python3 "$PROBE" udp who 53 20 connected)
+diag "$r"
+is "$(echo "$r" | jq .lost)" 0 "connected UDP: 20 datagrams answered"
+is "$(echo "$r" | jq -r '.sources | keys | join(",")')" "$VIP:53" "connected UDP: replies come from the ClusterIP"
+is "$(echo "$r" | jq -r .peer)" "$VIP:53" "connected UDP: getpeername is the ClusterIP"
+is "$(echo "$r" | jq '.counts | length')" 1 "connected UDP: one backend per connected socket"
+
+for n in who who.default who.default.svc who.default.svc.cluster.local; do
+	got=$(x python3 -c "import socket,sys; print(socket.gethostbyname(sys.argv[1]))" "$n" 2>&1)
+	is "$got" "$VIP" "DNS (through the kube-dns ClusterIP, UDP): $n"
+done
+x python3 -c "import socket; socket.gethostbyname('nosuch.default.svc.cluster.local')" >/dev/null 2>&1
+ok $((! $?)) "DNS: an unknown name does not resolve (NXDOMAIN)"
+got=$(x python3 - <<'PY'
+import socket, struct
+q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(p)]) + p.encode() for p in "who.default.svc.cluster.local".split(".")) + b"\0"
+q += struct.pack(">HH", 1, 1)
+with open("/etc/resolv.conf") as f:
+    ns = [l.split()[1] for l in f if l.startswith("nameserver")][0]
+s = socket.create_connection((ns, 53), timeout=2)
+s.sendall(struct.pack(">H", len(q)) + q)
+n = struct.unpack(">H", s.recv(2))[0]
+a = b""
+while len(a) < n:
+    a += s.recv(n - len(a))
+print(socket.inet_ntoa(a[-4:]) if struct.unpack(">H", a[6:8])[0] == 1 else "no answer")
+PY
+)
+is "$got" "$VIP" "DNS over TCP to the kube-dns ClusterIP"
+
+r=$(x python3 "$PROBE" refused empty 80)
+diag "$r"
+is "$(echo "$r" | jq -r .result)" ECONNREFUSED "service without endpoints: ECONNREFUSED"
+ok $([ "$(echo "$r" | jq '.ms < 200')" = true ]; echo $?) "ECONNREFUSED at once (< 200 ms)"
+
+"$ZH" get --lab $LAB routes | grep by-header | grep -q "not enforced yet (needs the L7 proxy)"
+ok $? "get routes: a route with matches is reported as not enforced yet"
+"$ZH" get --lab $LAB backends | grep -q "L7 rules not enforced yet"
+ok $? "get backends: the parent service says its L7 rules are not enforced yet"
+
+st=$("$ZH" get --lab $LAB stats -o json)
+ok $([ "$(echo "$st" | jq '."node-a".connect_translated > 0 and ."node-a".sendmsg_translated > 0 and ."node-a".connect_refused_no_backend > 0')" = true ]; echo $?) "get stats: node-a counted translations and refusals"
+
+# ---- bad input: error with file:line:field, state untouched ----------------
+bad() {	# NAME YAML
+	printf '%s\n' "$2" > "$TMP/$1.yaml"
+}
+bad unknown-kind 'apiVersion: v1
+kind: Gizmo
+metadata: {name: what}'
+bad bad-weight 'apiVersion: split.smi-spec.io/v1alpha1
+kind: TrafficSplit
+metadata: {name: s}
+spec:
+  service: who
+  backends:
+    - {service: who, weight: -1}'
+bad bad-quantity 'apiVersion: split.smi-spec.io/v1alpha1
+kind: TrafficSplit
+metadata: {name: s}
+spec:
+  service: who
+  backends:
+    - {service: who, weight: 12xyz}'
+bad bad-selector 'apiVersion: v1
+kind: Service
+metadata: {name: bad-sel}
+spec:
+  selector: {"app": ["not", "a", "string"]}
+  ports: [{port: 80}]'
+bad port-range 'apiVersion: v1
+kind: Service
+metadata: {name: bad-port}
+spec:
+  selector: {app: x}
+  ports: [{port: 70000}]'
+bad duplicate 'apiVersion: v1
+kind: Service
+metadata: {name: dup}
+spec:
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: dup}
+spec:
+  ports: [{port: 81}]'
+bad split-missing-root 'apiVersion: split.smi-spec.io/v1alpha1
+kind: TrafficSplit
+metadata: {name: s}
+spec:
+  service: nowhere
+  backends:
+    - {service: who, weight: 1}'
+bad split-missing-backend 'apiVersion: split.smi-spec.io/v1alpha1
+kind: TrafficSplit
+metadata: {name: s}
+spec:
+  service: who
+  backends:
+    - {service: who, weight: 1}
+    - {service: nowhere, weight: 500m}'
+
+before_gen=$(cat /run/zerohop/$LAB/state/generation)
+before_svc=$("$ZH" get --lab $LAB backends -o json)
+for f in unknown-kind bad-weight bad-quantity bad-selector port-range duplicate split-missing-root split-missing-backend; do
+	err=$("$ZH" apply --lab $LAB -f "$TMP/$f.yaml" 2>&1 >/dev/null)
+	rc=$?
+	is $rc 1 "bad input $f: apply exits 1"
+	echo "$err" | grep -Eq "^$TMP/$f.yaml:[0-9]+: [^ ]+: ." 
+	ok $? "bad input $f: error names file:line: field: $err"
+done
+is "$(cat /run/zerohop/$LAB/state/generation)" "$before_gen" "bad inputs: state generation unchanged"
+is "$("$ZH" get --lab $LAB backends -o json)" "$before_svc" "bad inputs: services and backends unchanged"
+r=$(x python3 "$PROBE" conns who 80 20)
+is "$(echo "$r" | jq .fails)" 0 "bad inputs: the datapath still serves the previous state"
+
+done_testing

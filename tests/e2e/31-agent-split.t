@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# 31-agent-split.t — weighted splits per connection, in the lab:
+#  - the SMI experiment: flaskapp -> flaskapp-v1 weight 1, flaskapp-v2 weight
+#    500m; 3000 new connections; the v1 share inside the 99.9 % binomial
+#    interval around 2/3;
+#  - a three-way HTTPRoute backendRefs split (1:2:3) passes a chi-square test
+#    at 99.9 %;
+#  - the namerd experiment: weights changed live 80/20 -> 20/80 while a client
+#    connects every 5 ms: new connections follow within 1 s of apply
+#    returning, no connection fails.
+source "$(dirname "$0")/../lib/tap.sh"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+command -v python3 >/dev/null || skip_all "no python3"
+command -v jq >/dev/null || skip_all "no jq"
+
+LAB=t31
+PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
+TMP=$(mktemp -d /tmp/zh-t31.XXXXXX)
+LOOP_PID=
+cleanup() {
+	[ -n "$LOOP_PID" ] && kill "$LOOP_PID" 2>/dev/null
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+deploy() {	# NAME LABELS NODE
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: 1
+  selector: {matchLabels: {name: $1}}
+  template:
+    metadata: {labels: {name: $1, $2}}
+    spec:
+      nodeName: $3
+      containers:
+        - name: who
+          command: ["python3", "$PROBE", "who-tcp", "8080"]
+          ports: [{name: http, containerPort: 8080}]
+---
+YAML
+}
+service() {	# NAME SELECTOR
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: $1}
+spec:
+  selector: {$2}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+YAML
+}
+split() {	# NAME ROOT B1 W1 B2 W2
+	cat <<YAML
+apiVersion: split.smi-spec.io/v1alpha1
+kind: TrafficSplit
+metadata: {name: $1}
+spec:
+  service: $2
+  backends:
+    - {service: $3, weight: $4}
+    - {service: $5, weight: $6}
+---
+YAML
+}
+{
+	deploy flaskapp-v1 "app: flaskapp, version: v1" node-a
+	deploy flaskapp-v2 "app: flaskapp, version: v2" node-b
+	service flaskapp "app: flaskapp"
+	service flaskapp-v1 "app: flaskapp, version: v1"
+	service flaskapp-v2 "app: flaskapp, version: v2"
+	split flaskapp-split flaskapp flaskapp-v1 1 flaskapp-v2 500m
+	deploy web-a "app: web" node-a
+	deploy web-b "app: web" node-b
+	deploy web-c "app: web" node-b
+	service web "app: web"
+	service web-a "name: web-a"
+	service web-b "name: web-b"
+	service web-c "name: web-c"
+	cat <<YAML
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web-split}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+    - backendRefs:
+        - {name: web-a, port: 80, weight: 1}
+        - {name: web-b, port: 80, weight: 2}
+        - {name: web-c, port: 80, weight: 3}
+---
+YAML
+	deploy blue "app: bg, color: blue" node-a
+	deploy green "app: bg, color: green" node-b
+	service bg "app: bg"
+	service blue "color: blue"
+	service green "color: green"
+	split bg-split bg blue 800m green 200m
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers:
+    - name: c
+      command: ["sleep", "100000"]
+YAML
+} > "$TMP/app.yaml"
+
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
+ok $? "lab up: flaskapp v1/v2, web a/b/c, blue/green, a client" || { cat "$TMP/up.log"; done_testing; }
+x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
+for i in $(seq 50); do	# every backend up and reachable
+	r=$(x python3 "$PROBE" conns web-c 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] &&
+	r=$(x python3 "$PROBE" conns flaskapp-v2 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] &&
+	r=$(x python3 "$PROBE" conns green 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
+	sleep 0.2
+done
+
+# ---- SMI: 1 : 500m over 3000 connections ------------------------------------
+r=$(x python3 "$PROBE" conns flaskapp 80 3000)
+diag "$r"
+is "$(echo "$r" | jq .fails)" 0 "SMI: 3000 connections, none failed"
+v1=$(echo "$r" | jq '[.counts | to_entries[] | select(.key | startswith("flaskapp-v1")) | .value] | add // 0')
+v2=$(echo "$r" | jq '[.counts | to_entries[] | select(.key | startswith("flaskapp-v2")) | .value] | add // 0')
+is $((v1 + v2)) 3000 "SMI: every connection reached v1 or v2"
+# 99.9 % two-sided: 2000 +- 3.2905 * sqrt(3000 * 2/3 * 1/3) = 2000 +- 84.97
+ok $([ "$v1" -ge 1916 ] && [ "$v1" -le 2084 ]; echo $?) "SMI: v1 got $v1 of 3000 (binomial 99.9 %: 1916..2084, expected 2000)"
+
+# ---- three-way HTTPRoute: chi-square, 2 degrees of freedom ----------------------
+r=$(x python3 "$PROBE" conns web 80 3000)
+diag "$r"
+is "$(echo "$r" | jq .fails)" 0 "HTTPRoute: 3000 connections, none failed"
+chi=$(echo "$r" | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["counts"]
+got = [sum(v for k, v in c.items() if k.startswith(p)) for p in ("web-a", "web-b", "web-c")]
+exp = [500, 1000, 1500]
+print("%.3f %s" % (sum((g - e) ** 2 / e for g, e in zip(got, exp)), got))')
+diag "chi-square (counts a,b,c): $chi"
+ok $(python3 -c "import sys; sys.exit(0 if float('${chi%% *}') < 13.816 else 1)"; echo $?) "HTTPRoute 1:2:3: chi-square ${chi%% *} < 13.816 (99.9 %, 2 dof)"
+
+# ---- live 80/20 -> 20/80 while connecting every 5 ms -------------------------------
+rm -f "$TMP/stop"
+x python3 "$PROBE" loop bg 80 5 "$TMP/stop" > "$TMP/loop.json" &
+LOOP_PID=$!
+sleep 3
+split bg-split bg blue 200m green 800m > "$TMP/flip.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/flip.yaml" >/dev/null
+ok $? "apply 20/80"
+T_APPLY=$(date +%s.%N)
+sleep 3
+touch "$TMP/stop"
+wait $LOOP_PID
+LOOP_PID=
+res=$(python3 - "$TMP/loop.json" "$T_APPLY" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t_apply = float(sys.argv[2]) - d["start"]
+conns = d["conns"]
+fails = sum(1 for t, h in conns if h.startswith("ERR") or h == "EMPTY")
+before = [h for t, h in conns if t < t_apply - 0.05]
+after = [h for t, h in conns if t >= t_apply + 1.0]
+g = lambda l: sum(1 for h in l if h.startswith("green"))
+print(len(conns), fails, len(before), g(before), len(after), g(after))
+PY
+)
+read n fails nb gb na ga <<< "$res"
+diag "loop: $n connections, $fails failed; before apply $gb/$nb green; from apply+1s $ga/$na green"
+is "$fails" 0 "no connection failed during the live weight change"
+# 99.9 % binomial bounds for p=0.2 before and p=0.8 after.
+ok $(python3 -c "
+import math, sys
+ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 3.2905 * math.sqrt(n * p * (1 - p)) + 1
+sys.exit(0 if ok($gb, $nb, 0.2) else 1)"; echo $?) "before the change: green share $gb/$nb ~ 20 %"
+ok $(python3 -c "
+import math, sys
+ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 3.2905 * math.sqrt(n * p * (1 - p)) + 1
+sys.exit(0 if ok($ga, $na, 0.8) else 1)"; echo $?) "from 1 s after apply returned: green share $ga/$na ~ 80 %"
+
+done_testing

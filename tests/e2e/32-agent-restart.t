@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# 32-agent-restart.t — the datapath outlives its agent, and endpoint changes
+# are make-before-break, in the lab:
+#  - a Deployment scaled 2 -> 4 -> 1 -> 3 while a client opens a connection
+#    every 5 ms: zero failed connects, and no connection reaches a removed pod
+#    once the node's maps carry the state generation that removed it;
+#  - the client node's agent restarted 10 times (SIGTERM to its PID; the lab
+#    supervisor restarts it) while the client connects every 5 ms and a
+#    long-lived connection streams: success rate 1.0, the stream never stalls
+#    (no gap of 1 s or more; the server writes every 10 ms);
+#  - agent --cleanup detaches everything and removes the pins.
+source "$(dirname "$0")/../lib/tap.sh"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+command -v python3 >/dev/null || skip_all "no python3"
+command -v jq >/dev/null || skip_all "no jq"
+
+LAB=t32
+PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
+TMP=$(mktemp -d /tmp/zh-t32.XXXXXX)
+BG=()
+cleanup() {
+	for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+who() {	# REPLICAS
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: who}
+spec:
+  replicas: $1
+  selector: {matchLabels: {app: who}}
+  template:
+    metadata: {labels: {app: who}}
+    spec:
+      containers:
+        - name: who
+          command: ["python3", "$PROBE", "who-tcp", "8080"]
+          ports: [{name: http, containerPort: 8080}]
+YAML
+}
+{
+	who 2
+	cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: streamer}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: streamer}}
+  template:
+    metadata: {labels: {app: streamer}}
+    spec:
+      nodeName: node-b
+      containers:
+        - name: s
+          command: ["python3", "$PROBE", "stream-tcp", "9000"]
+          ports: [{name: s, containerPort: 9000}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who}
+spec:
+  selector: {app: who}
+  ports: [{port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: streamer}
+spec:
+  selector: {app: streamer}
+  ports: [{port: 9000, targetPort: s}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers:
+    - name: c
+      command: ["sleep", "100000"]
+YAML
+} > "$TMP/app.yaml"
+
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
+ok $? "lab up" || { cat "$TMP/up.log"; done_testing; }
+x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
+for i in $(seq 50); do
+	r=$(x python3 "$PROBE" conns who 80 4 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
+	sleep 0.2
+done
+
+# ---- scale up and down under a connecting client ----------------------------
+# Poll: when does node-a's map generation reach the state generation, and
+# which pods are endpoints then. Written as "EPOCH GEN pod,pod,..." lines.
+watch_endpoints() {
+	while [ ! -e "$TMP/stop1" ]; do
+		g=$(cat /run/zerohop/$LAB/state/generation)
+		eps=$("$ZH" get --lab $LAB endpoints -o json | jq -r '[.[] | select(.name=="who") | .endpoints[].pod] | join(",")')
+		mg=$("$ZH" get --lab $LAB stats -o json | jq '."node-a".generation')
+		[ "$mg" -ge "$g" ] && echo "$(date +%s.%N) $g $eps"
+		sleep 0.02
+	done
+}
+rm -f "$TMP/stop1"
+x python3 "$PROBE" loop who 80 5 "$TMP/stop1" > "$TMP/loop1.json" &
+BG+=($!)
+watch_endpoints > "$TMP/eps.log" &
+BG+=($!)
+sleep 1.5
+for n in 4 1 3; do
+	who $n > "$TMP/who.yaml"
+	"$ZH" apply --lab $LAB -f "$TMP/who.yaml" >/dev/null
+	ok $? "scale who to $n"
+	for i in $(seq 100); do	# until the lab has converged on n running pods
+		[ "$("$ZH" get --lab $LAB endpoints -o json | jq '[.[] | select(.name=="who") | .endpoints[]] | length')" = $n ] && break
+		sleep 0.1
+	done
+	sleep 1.5
+done
+touch "$TMP/stop1"
+wait "${BG[@]}" 2>/dev/null
+BG=()
+res=$(python3 - "$TMP/loop1.json" "$TMP/eps.log" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+# first moment each pod was observed gone from the endpoints, with the maps
+# of node-a already at that generation
+seen, gone = set(), {}
+for line in open(sys.argv[2]):
+    t, g, eps = (line.split() + [""])[:3]
+    cur = set(p for p in eps.split(",") if p)
+    for p in seen - cur:
+        gone.setdefault(p, float(t))
+    seen |= cur
+    for p in cur:
+        gone.pop(p, None)
+conns = d["conns"]
+fails = [h for t, h in conns if h.startswith("ERR") or h == "EMPTY"]
+late = [(t, h) for t, h in conns if h in gone and d["start"] + t > gone[h]]
+print(len(conns), len(fails), len(gone), len(late), ";".join(sorted(set(fails)))[:200])
+PY
+)
+read n nfail ngone nlate why <<< "$res"
+diag "scaling: $n connections, $nfail failed ($why), $ngone pods removed, $nlate reached a removed pod after its update"
+ok $([ "$n" -gt 300 ]; echo $?) "the client kept connecting during scaling ($n connections)"
+is "$nfail" 0 "scaling: zero failed connects"
+ok $([ "$ngone" -ge 3 ]; echo $?) "scaling removed pods ($ngone)"
+is "$nlate" 0 "scaling: no connection reached a removed pod after its update was applied"
+
+# ---- agent restarted 10 times under load --------------------------------------
+agent_pid() { "$ZH" lab status --lab $LAB -o json | jq '.nodes[] | select(.name=="node-a") | .agentPid'; }
+rm -f "$TMP/stop2"
+x python3 "$PROBE" loop who 80 5 "$TMP/stop2" > "$TMP/loop2.json" &
+BG+=($!)
+x python3 "$PROBE" stream streamer 9000 "$TMP/stop2" > "$TMP/stream.json" &
+BG+=($!)
+sleep 1
+restarts=0
+for i in $(seq 10); do
+	p=$(agent_pid)
+	[ -n "$p" ] && [ "$p" -gt 0 ] || break
+	kill -TERM "$p" || break
+	for j in $(seq 150); do	# the supervisor restarts it (with backoff)
+		q=$(agent_pid)
+		[ -n "$q" ] && [ "$q" -gt 0 ] && [ "$q" != "$p" ] && kill -0 "$q" 2>/dev/null && break
+		sleep 0.05
+	done
+	[ "$q" != "$p" ] && restarts=$((restarts + 1))
+	sleep 0.3
+done
+sleep 1
+touch "$TMP/stop2"
+wait "${BG[@]}" 2>/dev/null
+BG=()
+is "$restarts" 10 "node-a's agent restarted 10 times"
+res=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["conns"]
+f = [h for t, h in c if h.startswith("ERR") or h == "EMPTY"]
+print(len(c), len(f))' "$TMP/loop2.json")
+read n nfail <<< "$res"
+diag "restarts: $n connections, $nfail failed; stream $(cat "$TMP/stream.json")"
+ok $([ "$n" -gt 300 ]; echo $?) "the client kept connecting during restarts ($n connections)"
+is "$nfail" 0 "restarts: success rate 1.0"
+is "$(jq -r .error "$TMP/stream.json")" null "restarts: the long-lived connection survived"
+ok $(jq -e '.max_gap_ms < 1000 and .lines > 100' "$TMP/stream.json" >/dev/null; echo $?) "restarts: the stream never stalled (max gap $(jq .max_gap_ms "$TMP/stream.json") ms)"
+"$ZH" get --lab $LAB stats -o json | jq -e '."node-a".alias_miss == 0' >/dev/null
+ok $? "never a missing alias entry"
+
+# ---- agent --cleanup ------------------------------------------------------------------
+PIN=/sys/fs/bpf/zerohop/$LAB/node-b
+CGROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+CG=${CGROOT:-/run/zerohop/cgroup2}/zerohop-$LAB/node-b
+ls "$PIN"/zh_lb_link_connect4 >/dev/null 2>&1
+ok $? "node-b has its links pinned"
+bpftool cgroup show "$CG" 2>/dev/null | grep -q connect4
+ok $? "node-b's cgroup carries connect4"
+"$ZH" agent --cleanup --node node-b --lab $LAB
+ok $? "agent --cleanup --node node-b"
+ok $(ls "$PIN"/zh_lb_* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?) "cleanup removed node-b's zh_lb pins"
+bpftool cgroup show "$CG" 2>/dev/null | grep -Eq "connect4|sendmsg4|recvmsg4|getpeername4"
+ok $((! $?)) "cleanup detached the hooks from node-b's cgroup"
+done_testing

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# 34-agent-destroy.t — --destroy-stale=on (here through the environment the
+# lab passes to its agents): when a backend leaves every Service, the
+# established TCP connections of this node's pods to it are destroyed (the
+# client sees ECONNABORTED) while other connections live on; new connections
+# go to the remaining backends. Default (off) is covered by 32: connections
+# survive.
+source "$(dirname "$0")/../lib/tap.sh"
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+command -v python3 >/dev/null || skip_all "no python3"
+command -v jq >/dev/null || skip_all "no jq"
+
+LAB=t34
+PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
+TMP=$(mktemp -d /tmp/zh-t34.XXXXXX)
+BG=()
+cleanup() {
+	for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+st() {	# NAME VERSION NODE
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: 1
+  selector: {matchLabels: {name: $1}}
+  template:
+    metadata: {labels: {name: $1, app: st, ver: "$2"}}
+    spec:
+      nodeName: $3
+      containers:
+        - name: s
+          command: ["python3", "$PROBE", "stream-tcp", "9000"]
+          ports: [{name: s, containerPort: 9000}]
+---
+YAML
+}
+svc() {	# NAME SELECTOR
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: $1}
+spec:
+  selector: {$2}
+  ports: [{port: 9000, targetPort: s}]
+---
+YAML
+}
+{
+	st s1 1 node-b
+	st s2 2 node-b
+	st s3 3 node-a
+	svc st 'app: st, ver: "1"'
+	svc other 'app: st, ver: "3"'
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers:
+    - name: c
+      command: ["sleep", "100000"]
+YAML
+} > "$TMP/app.yaml"
+
+ZH_AGENT_DESTROY_STALE=on "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
+ok $? "lab up, agents with destroy-stale on" || { cat "$TMP/up.log"; done_testing; }
+grep -q "destroy-stale on" /run/zerohop/$LAB/nodes/node-a/agent.log
+ok $? "node-a's agent runs with destroy-stale on"
+x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
+for i in $(seq 50); do
+	x python3 -c "import socket; socket.create_connection(('st', 9000), 1).recv(10); socket.create_connection(('other', 9000), 1).recv(10)" 2>/dev/null && break
+	sleep 0.2
+done
+
+rm -f "$TMP/stop"
+x python3 "$PROBE" stream st 9000 "$TMP/stop" > "$TMP/s1.json" &
+BG+=($!)
+x python3 "$PROBE" stream other 9000 "$TMP/stop" > "$TMP/s3.json" &
+BG+=($!)
+for i in $(seq 100); do	# both streams established (python starts slowly here)
+	[ "$(ip netns exec $LAB-p-default-client ss -Htn state established | wc -l)" -ge 2 ] && break
+	sleep 0.1
+done
+sleep 0.3
+svc st 'app: st, ver: "2"' > "$TMP/flip.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/flip.yaml" >/dev/null
+ok $? "apply: Service st now selects s2 only (s1 leaves every Service)"
+for i in $(seq 40); do [ -s "$TMP/s1.json" ] && break; sleep 0.1; done
+is "$(jq -r .error "$TMP/s1.json" 2>/dev/null)" ECONNABORTED "the client's connection to s1 was destroyed: ECONNABORTED"
+r=$(x python3 -c "import socket; print(socket.create_connection(('st', 9000), 2).recv(100).decode().split()[0])")
+case "$r" in s2-*) ok 0 "new connections to st reach s2 ($r)";; *) ok 1 "new connections to st reach s2 (got '$r')";; esac
+sleep 0.5
+touch "$TMP/stop"
+wait "${BG[@]}" 2>/dev/null
+BG=()
+is "$(jq -r .error "$TMP/s3.json")" null "an unrelated connection (Service other) lives on"
+ok $(jq -e '.lines > 100' "$TMP/s3.json" >/dev/null; echo $?) "and kept streaming ($(jq .lines "$TMP/s3.json") lines)"
+grep -q "destroy-stale: 1 backends removed, [1-9]" /run/zerohop/$LAB/nodes/node-a/agent.log
+ok $? "node-a's agent logged the destroyed socket"
+done_testing

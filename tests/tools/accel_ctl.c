@@ -1,0 +1,94 @@
+/* accel_ctl — drive src/agent/accel.c from tests until the agent calls it.
+ *
+ *   accel_ctl on CGROUP PIN_DIR [POD_IP ...]   load/adopt, attach, set local pods
+ *   accel_ctl off PIN_DIR                      detach (sockets demoted), keep pins
+ *   accel_ctl cleanup PIN_DIR                  detach and unpin everything
+ *   accel_ctl stats PIN_DIR                    counters as key=value lines (fresh process)
+ *   accel_ctl gen CGROUP PIN_DIR N             set the policy generation (adopts)
+ *   accel_ctl skip CGROUP PIN_DIR [PORT ...]   set the ports never short-circuited
+ *
+ * each tests/tools file is built alone, so this compiles the contract's
+ * implementation in directly: exactly the code the agent links. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/lib/log.c"
+#include "../../src/agent/accel.c"
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: accel_ctl on CGROUP PIN_DIR [IP...] | off PIN_DIR | "
+			"cleanup PIN_DIR | stats PIN_DIR | gen CGROUP PIN_DIR N | skip CGROUP PIN_DIR [PORT...]\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct ag_accel_stats s;
+	struct ag_accel *a = NULL;
+	uint32_t ips[ZH_ACCEL_MAX_LOCAL];
+	int i, n = 0, err;
+
+	zh_log_init("accel_ctl", ZH_INFO);
+	if (argc < 3)
+		return usage();
+	if (!strcmp(argv[1], "on") && argc >= 4) {
+		for (i = 4; i < argc && n < ZH_ACCEL_MAX_LOCAL; i++) {
+			if (inet_pton(AF_INET, argv[i], &ips[n]) != 1) {
+				fprintf(stderr, "accel_ctl: argument %d: bad IPv4 address '%s'\n", i, argv[i]);
+				return 2;
+			}
+			n++;
+		}
+		err = ag_accel_open(argv[2], argv[3], 1, &a);
+		if (!err)
+			err = ag_accel_set_local(a, ips, n);
+		ag_accel_close(a, 0);
+	} else if (!strcmp(argv[1], "off")) {
+		err = ag_accel_open(NULL, argv[2], 0, &a);
+		ag_accel_close(a, 0);
+	} else if (!strcmp(argv[1], "cleanup")) {
+		err = ag_accel_open(NULL, argv[2], 0, &a);
+		ag_accel_close(a, 1);
+	} else if (!strcmp(argv[1], "gen") && argc == 5) {
+		/* enable=1 on an attached pin dir only adopts (idempotent). */
+		err = ag_accel_open(argv[2], argv[3], 1, &a);
+		if (!err)
+			err = ag_accel_set_policy_gen(a, (uint32_t)strtoul(argv[4], NULL, 0));
+		ag_accel_close(a, 0);
+	} else if (!strcmp(argv[1], "skip") && argc >= 4) {
+		uint16_t ports[ZH_ACCEL_MAX_SKIP_PORTS];
+
+		for (i = 4; i < argc && n < ZH_ACCEL_MAX_SKIP_PORTS; i++) {
+			char *end;
+			unsigned long v = strtoul(argv[i], &end, 10);
+
+			if (*end || !v || v > 65535) {
+				fprintf(stderr, "accel_ctl: argument %d: bad port '%s'\n", i, argv[i]);
+				return 2;
+			}
+			ports[n++] = v;
+		}
+		err = ag_accel_open(argv[2], argv[3], 1, &a);
+		if (!err)
+			err = ag_accel_set_skip_ports(a, ports, n);
+		ag_accel_close(a, 0);
+	} else if (!strcmp(argv[1], "stats")) {
+		err = ag_accel_read_pinned_stats(argv[2], &s);
+		if (!err)
+			printf("sockets=%llu\nactive=%llu\nmsgs=%llu\nbytes=%llu\nfallbacks=%llu\n"
+			       "removed=%llu\nskipped=%llu\ndemoted=%llu\nreleased=%llu\n",
+			       (unsigned long long)s.sockets, (unsigned long long)s.active,
+			       (unsigned long long)s.msgs, (unsigned long long)s.bytes,
+			       (unsigned long long)s.fallbacks, (unsigned long long)s.removed,
+			       (unsigned long long)s.skipped, (unsigned long long)s.demoted,
+			       (unsigned long long)s.released);
+	} else {
+		return usage();
+	}
+	if (err)
+		fprintf(stderr, "accel_ctl %s: %s\n", argv[1], strerror(-err));
+	return err ? 1 : 0;
+}
