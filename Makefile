@@ -117,6 +117,7 @@ check: all $(UNIT_BINS)
 	$(PROVE) $(UNIT_BINS) $(E2E)
 
 demo: all
+	ZH=$(CURDIR)/$(B)/zerohop bash scripts/tour.sh
 	./$(B)/zerohop demo
 
 fuzz: | $(DEPS_STAMP)
