@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0
+/* policy.bpf.c — Kubernetes NetworkPolicy enforcement on a node's cgroup.
+ *
+ * Design note
+ * -----------
+ * cgroup_skb ingress and egress programs, attached (pinned bpf_links) to the
+ * node's cgroup: every packet a pod's socket sends or receives passes here,
+ * after the socket load balancer has rewritten a ClusterIP at connect(), so
+ * the destination judged is the backend and its targetPort.
+ *
+ * Per packet (IPv4 TCP/UDP/SCTP; anything else passes, see docs/policy.md):
+ *
+ *   local = our pod's address (egress: source, ingress: destination)
+ *   fast path: the socket's pol_sk says ALLOW for this tuple under the
+ *              current generation  ->  pass                (one lookup)
+ *   slow path: ipcache[local] is not a local pod  ->  pass
+ *              isolated in neither direction  ->  allowed (and cached)
+ *              orientation (who opened the connection):
+ *                TCP SYN            the packet's direction
+ *                known socket/flow  as recorded (pol_sk or pol_ct)
+ *                otherwise          TCP: either orientation that allows
+ *                                   (connections older than the program);
+ *                                   UDP/SCTP: the packet's direction
+ *              verdict = the opener's policy (egress of the local pod for a
+ *              connection it opened, ingress for one the peer opened); the
+ *              other side's policy is enforced on the peer's own node/cgroup.
+ *              Replies therefore pass whenever the connection was admitted.
+ *              record {gen, verdict, orientation} in pol_sk (TCP sockets)
+ *              or pol_ct (UDP, SYN on a listener); drop and count if denied.
+ *
+ * State of one connection (per pol_sk / pol_ct entry):
+ *
+ *      (none) --first packet, allowed--> ALLOW@g --gen moves, still allowed--> ALLOW@g'
+ *        |                                  |
+ *        +--first packet, denied--> DENY    +--gen moves, now denied--> DENY(revoked)
+ *
+ * cgroup/connect4 (pol_connect4) only makes a denied TCP connect fail fast
+ * with EPERM; it judges the same tables and passes whatever it is unsure of
+ * (unknown pod, Service VIP), which cgroup_skb then judges per packet.
+ *
+ * Invariants:
+ *  1. A program run reads pol_cfg once; every table lookup uses that slot, so
+ *     a sync in progress is never half-seen (the loader fills the inactive
+ *     slot, then flips state = gen << 1 | slot with one 4-byte write).
+ *  2. A cached verdict is used only when its generation is the current one
+ *     and its tuple is the packet's; otherwise the packet takes the slow path
+ *     (revocation: an established connection a change denies stops passing).
+ *  3. Only ALLOW short-cuts; a denied packet is always re-judged, so a DENY
+ *     can never outlive the policy that caused it.
+ *  4. The slow path costs the same whatever the number of policies: at most
+ *     2 ipcache lookups, 1 cidr LPM lookup and 3 rule LPM lookups.
+ *  5. Before the first sync (state == 0) everything passes; a sync never
+ *     leaves an empty table in force (the loader fails before flipping).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "zerohop/abi/policy.h"
+#include "lib/policy_maps.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define PASS 1
+#define DROP 0
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_ACK 0x10
+#define ORIENT_UNKNOWN 0xff
+
+/* What one program run knows about the packet. */
+struct pkt {
+	__u32 slot, gen;
+	__u32 local, peer;	/* network order */
+	__u16 lport, pport;	/* network order */
+	__u8 proto;
+	__u8 dir;		/* direction of this packet (enum pol_dir) */
+	__u8 syn;		/* TCP SYN without ACK: opens a connection */
+};
+
+static __always_inline void *table(void *outer, __u32 slot)
+{
+	return bpf_map_lookup_elem(outer, &slot);
+}
+
+/* Rule lookup: any entry for {local, peer, d, proto, port}? */
+static __always_inline int rule_hit(void *rules, __u32 local_id, __u32 peer_id, __u8 d,
+				    __u8 proto, __u16 port)
+{
+	struct pol_rule_key k = {
+		.prefixlen = POL_PLEN_FULL,
+		.local = bpf_htonl(local_id),
+		.peer = bpf_htonl(peer_id),
+		.dir = d,
+		.proto = proto,
+		.port = port,
+	};
+
+	return bpf_map_lookup_elem(rules, &k) != NULL;
+}
+
+/* May the local pod ep talk with peer in direction d, port being the
+ * connection's destination port (network order)? */
+static __always_inline int allow_dir(const struct pkt *p, const struct pol_ipc_val *ep,
+				     void *ipc, __u8 d, __u16 port)
+{
+	__u32 iso = d == POL_DIR_INGRESS ? POL_F_ISO_INGRESS : POL_F_ISO_EGRESS;
+	struct pol_cidr_key ck = { .prefixlen = 32, .ip = p->peer };
+	struct pol_ipc_val *pv;
+	void *rules, *cidr;
+	__u32 *cls;
+
+	if (!(ep->flags & iso))
+		return 1;
+	pv = bpf_map_lookup_elem(ipc, &p->peer);
+	if (d == POL_DIR_INGRESS && pv && (pv->flags & POL_F_NODE))
+		return 1;	/* the node may always reach its pods */
+	rules = table(&pol_rules, p->slot);
+	if (!rules)
+		return 0;
+	if (rule_hit(rules, ep->id, pv ? pv->id : POL_ID_WORLD, d, p->proto, port))
+		return 1;
+	if (rule_hit(rules, ep->id, POL_ID_ANY, d, p->proto, port))
+		return 1;
+	cidr = table(&pol_cidr, p->slot);
+	if (!cidr)
+		return 0;
+	cls = bpf_map_lookup_elem(cidr, &ck);
+	return cls && rule_hit(rules, ep->id, *cls, d, p->proto, port);
+}
+
+/* Verdict for a connection opened in direction o (from the local pod's view). */
+static __always_inline int allow_orient(const struct pkt *p, const struct pol_ipc_val *ep,
+					void *ipc, __u8 o)
+{
+	/* the connection's destination port: the peer's if we opened it */
+	return allow_dir(p, ep, ipc, o, o == POL_DIR_EGRESS ? p->pport : p->lport);
+}
+
+static __always_inline void count_drop(__u32 reason, __u32 pol)
+{
+	struct pol_pdrop_key k = { .pol = pol, .reason = reason };
+	__u64 one = 1, *c;
+
+	c = bpf_map_lookup_elem(&pol_drops, &reason);
+	if (c)
+		*c += 1;
+	c = bpf_map_lookup_elem(&pol_pdrops, &k);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	else
+		bpf_map_update_elem(&pol_pdrops, &k, &one, BPF_NOEXIST);
+}
+
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+{
+	struct iphdr iph;
+	__u16 ports[2];
+	__u8 flags;
+
+	if (skb->protocol != bpf_htons(ETH_P_IP))
+		return -1;
+	if (bpf_skb_load_bytes(skb, 0, &iph, sizeof(iph)) || iph.version != 4)
+		return -1;
+	if (iph.protocol != IPPROTO_TCP && iph.protocol != IPPROTO_UDP &&
+	    iph.protocol != IPPROTO_SCTP)
+		return -1;
+	/* the hooks see whole datagrams (before fragmentation, after
+	 * reassembly); a non-first fragment has no ports to judge */
+	if (iph.frag_off & bpf_htons(0x1fff))
+		return -1;
+	if (bpf_skb_load_bytes(skb, iph.ihl * 4, ports, sizeof(ports)))
+		return -1;
+	p->proto = iph.protocol;
+	if (p->dir == POL_DIR_EGRESS) {
+		p->local = iph.saddr;
+		p->peer = iph.daddr;
+		p->lport = ports[0];
+		p->pport = ports[1];
+	} else {
+		p->local = iph.daddr;
+		p->peer = iph.saddr;
+		p->lport = ports[1];
+		p->pport = ports[0];
+	}
+	p->syn = 0;
+	if (iph.protocol == IPPROTO_TCP) {
+		if (bpf_skb_load_bytes(skb, iph.ihl * 4 + 13, &flags, 1))
+			return -1;
+		p->syn = (flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	}
+	return 0;
+}
+
+static __always_inline int is_loopback(__u32 ip)
+{
+	return (ip & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000);
+}
+
+static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
+{
+	struct pkt p = { .dir = dir };
+	struct pol_ct_key ck = {};
+	struct pol_ct_val cv = {}, *ct = NULL;
+	struct pol_ipc_val *ep;
+	struct pol_sk *st = NULL;
+	struct bpf_sock *sk;
+	struct pol_cfg *cfg;
+	__u32 zero = 0, state, reason;
+	__u8 orient = ORIENT_UNKNOWN, prev_reason = POL_DROP_NONE, prev_verdict = POL_V_NONE;
+	int allowed, use_sk = 0, known = 0;
+	void *ipc;
+
+	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
+	if (!cfg)
+		return PASS;
+	state = *(volatile __u32 *)&cfg->state;
+	if (!state)
+		return PASS;		/* invariant 5: never synced */
+	p.gen = state >> 1;
+	p.slot = state & 1;
+	if (parse(skb, &p))
+		return PASS;
+	if (p.local == p.peer || is_loopback(p.local) || is_loopback(p.peer))
+		return PASS;		/* a pod may always reach itself */
+
+	/* fast path (invariant 2) */
+	sk = skb->sk;
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (sk && p.proto == IPPROTO_TCP && sk->state != BPF_TCP_LISTEN) {
+		use_sk = 1;
+		st = bpf_sk_storage_get(&pol_sk, sk, 0, 0);
+		if (st && st->peer_ip == p.peer && st->lport == p.lport && st->pport == p.pport) {
+			if (st->gen == p.gen && st->verdict == POL_V_ALLOW)
+				return PASS;
+			orient = st->orient;
+			prev_verdict = st->verdict;
+			prev_reason = st->reason;
+			known = 1;
+		}
+	}
+	/* no socket of its own, or a socket's first packet: the flow table
+	 * (an accepted socket learns from its listener's SYN who opened it) */
+	if (!known) {
+		ck.local_ip = p.local;
+		ck.peer_ip = p.peer;
+		ck.lport = p.lport;
+		ck.pport = p.pport;
+		ck.proto = p.proto;
+		ct = bpf_map_lookup_elem(&pol_ct, &ck);
+		if (ct) {
+			if (ct->gen == p.gen && ct->verdict == POL_V_ALLOW)
+				return PASS;
+			orient = ct->orient;
+			prev_verdict = ct->verdict;
+			prev_reason = ct->reason;
+		}
+	}
+
+	/* slow path */
+	ipc = table(&pol_ipc, p.slot);
+	if (!ipc)
+		return PASS;
+	ep = bpf_map_lookup_elem(ipc, &p.local);
+	if (!ep || !(ep->flags & POL_F_LOCAL))
+		return PASS;		/* not one of this node's pods */
+	if (p.syn) {
+		orient = dir;
+		prev_verdict = POL_V_NONE;	/* a new connection on this tuple */
+		prev_reason = POL_DROP_NONE;
+	}
+	if (!(ep->flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS))) {
+		/* isolated in no direction: allowed, but cached like any other
+		 * verdict so that its next packets cost one lookup (an unknown
+		 * orientation stays unknown for a later re-judgement) */
+		allowed = 1;
+	} else if (orient == POL_DIR_INGRESS || orient == POL_DIR_EGRESS) {
+		allowed = allow_orient(&p, ep, ipc, orient);
+	} else {
+		orient = dir;
+		allowed = allow_orient(&p, ep, ipc, orient);
+		if (!allowed && p.proto == IPPROTO_TCP && !p.syn) {
+			/* a connection older than our state: either opener */
+			orient = dir ^ 1;
+			allowed = allow_orient(&p, ep, ipc, orient);
+			if (!allowed)
+				orient = dir;
+		}
+	}
+
+	if (allowed)
+		reason = POL_DROP_NONE;
+	else if (prev_verdict == POL_V_ALLOW || prev_reason == POL_DROP_REVOKED)
+		reason = POL_DROP_REVOKED;
+	else
+		reason = orient == POL_DIR_EGRESS ? POL_DROP_EGRESS_DENIED : POL_DROP_INGRESS_DENIED;
+
+	if (use_sk) {
+		st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (st) {
+			st->gen = p.gen;
+			st->verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
+			st->orient = orient;
+			st->reason = (__u8)reason;
+			st->peer_ip = p.peer;
+			st->lport = p.lport;
+			st->pport = p.pport;
+		}
+	} else {
+		cv.gen = p.gen;
+		cv.verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
+		cv.orient = orient;
+		cv.reason = (__u8)reason;
+		bpf_map_update_elem(&pol_ct, &ck, &cv, BPF_ANY);
+	}
+	if (allowed)
+		return PASS;
+	count_drop(reason, ep->pol[orient & 1]);	/* orient is a direction here */
+	return DROP;
+}
+
+/* Fail fast: a TCP connect() the local pod's egress policy denies returns
+ * EPERM at once instead of a SYN that times out. Only judged when the
+ * connecting pod is known (bound source address, or its cgroup in
+ * pol_cgpod) and the destination is not a Service VIP (those are judged on
+ * the chosen backend by cgroup_skb; when the load balancer's connect4 runs
+ * first, the destination here already is the backend). Anything unsure
+ * passes: cgroup_skb still enforces every packet. */
+SEC("cgroup/connect4")
+int pol_connect4(struct bpf_sock_addr *ctx)
+{
+	struct pkt p = { .dir = POL_DIR_EGRESS, .syn = 1 };
+	struct pol_ipc_val *ep, *pv;
+	struct bpf_sock *sk = ctx->sk;
+	struct pol_cfg *cfg;
+	__u32 zero = 0, state, *ip;
+	__u64 cgid;
+	void *ipc;
+
+	if (ctx->protocol != IPPROTO_TCP || !sk)
+		return 1;
+	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
+	if (!cfg)
+		return 1;
+	state = *(volatile __u32 *)&cfg->state;
+	if (!state)
+		return 1;
+	p.gen = state >> 1;
+	p.slot = state & 1;
+	p.proto = IPPROTO_TCP;
+	p.peer = ctx->user_ip4;
+	p.pport = (__u16)ctx->user_port;
+	p.local = sk->src_ip4;
+	if (!p.local) {
+		cgid = bpf_get_current_cgroup_id();
+		ip = bpf_map_lookup_elem(&pol_cgpod, &cgid);
+		if (!ip)
+			return 1;
+		p.local = *ip;
+	}
+	if (p.local == p.peer || is_loopback(p.local) || is_loopback(p.peer))
+		return 1;
+	ipc = table(&pol_ipc, p.slot);
+	if (!ipc)
+		return 1;
+	ep = bpf_map_lookup_elem(ipc, &p.local);
+	if (!ep || !(ep->flags & POL_F_LOCAL) || !(ep->flags & POL_F_ISO_EGRESS))
+		return 1;
+	pv = bpf_map_lookup_elem(ipc, &p.peer);
+	if (pv && (pv->flags & POL_F_VIP))
+		return 1;
+	if (allow_dir(&p, ep, ipc, POL_DIR_EGRESS, p.pport))
+		return 1;
+	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);
+	return 0;	/* connect() fails with EPERM */
+}
+
+SEC("cgroup_skb/ingress")
+int pol_ingress(struct __sk_buff *skb)
+{
+	return pol_skb(skb, POL_DIR_INGRESS);
+}
+
+SEC("cgroup_skb/egress")
+int pol_egress(struct __sk_buff *skb)
+{
+	return pol_skb(skb, POL_DIR_EGRESS);
+}

@@ -1,0 +1,715 @@
+/* pol_load.c — load, adopt and sync the NetworkPolicy datapath.
+ *
+ * Design note: pins, adoption, make-before-break
+ * ----------------------------------------------
+ * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE), next to the service
+ * load balancer's and the accelerator's objects, everything is named pol_*:
+ *
+ *   pol_open:  maps pinned? -- yes --> libbpf reuses them (cached verdicts,
+ *                   |                  counters and the live tables survive)
+ *                   no --> created, pinned
+ *              links pinned? -- yes, same cgroup --> bpf_link_update to the
+ *                   |                                 new programs (no gap)
+ *                   no / other cgroup --> attach, pin
+ *
+ *   pol_sync:  compile (+ this node's addresses) --> identical to the
+ *                 |                   tables in force? --> done (no bump)
+ *                 v
+ *              inactive slot: its content known (p->prev)?
+ *                 yes --> bring its maps from prev to new by a diff
+ *                 no  --> create 3 fresh inner maps, fill them
+ *                 |           --error--> forget prev (rebuild next time);
+ *                 v                      the active slot is untouched
+ *              outer[inactive slot] = the maps (if fresh)
+ *                 |
+ *                 v
+ *              pol_cfg.state = (gen+1) << 1 | slot  (one 4-byte write: the flip)
+ *              prev = last, last = new
+ *
+ * Invariants:
+ *  1. The active slot's inner maps are never written: a reader that loaded
+ *     the state word before a flip keeps a consistent table set. (A program
+ *     run that read the state word two flips ago could see the inactive slot
+ *     being rewritten; runs last microseconds, syncs are milliseconds apart,
+ *     and the worst case is one packet judged by the newer tables.)
+ *  2. The generation only moves when the tables changed, so established
+ *     connections are re-judged only when their verdict may have changed.
+ *  3. Every failure before the flip leaves pol_cfg, the active slot and so
+ *     the enforced policy untouched.
+ *  4. p->last / p->prev describe the active / inactive slot exactly, or are
+ *     NULL (unknown: after adoption or a failed write), which forces a full
+ *     rebuild of that slot. The diff makes a one-policy change cost the
+ *     compile plus a few map writes, whatever the number of policies.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "zerohop/log.h"
+#include "zerohop/policy.h"
+#include "pol_int.h"
+#include "policy.skel.h"
+
+struct pol {
+	struct zh_policy *skel;
+	struct bpf_link *link[3];	/* ingress, egress, connect4 */
+	char cg_path[PATH_MAX];		/* node cgroup ("" when not attached) */
+	char pin_dir[PATH_MAX];
+	uint32_t state;			/* pol_cfg.state in force */
+	struct pol_compiled *last;	/* tables in the active slot (NULL: unknown) */
+	struct pol_compiled *prev;	/* tables in the inactive slot (NULL: unknown) */
+	struct pol_limits lim;		/* what pol_sync compiles against */
+	uint32_t *named;		/* policy ids already in pol_names (open addressing) */
+	uint32_t named_cap, n_named;
+};
+
+/* Remember id in p->named; true when it was new (so pol_names needs it). */
+static bool named_add(struct pol *p, uint32_t id)
+{
+	uint32_t slot;
+
+	if (p->n_named * 2 >= p->named_cap) {
+		uint32_t *old = p->named, cap = p->named_cap;
+
+		p->named_cap = cap ? cap * 2 : 1024;
+		p->named = zh_calloc(p->named_cap, sizeof(*p->named));
+		p->n_named = 0;
+		for (uint32_t i = 0; i < cap; i++)
+			if (old[i])
+				named_add(p, old[i]);
+		free(old);
+	}
+	for (slot = id & (p->named_cap - 1); p->named[slot]; slot = (slot + 1) & (p->named_cap - 1))
+		if (p->named[slot] == id)
+			return false;
+	p->named[slot] = id;
+	p->n_named++;
+	return true;
+}
+
+static double pol_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static const char *const link_names[3] = { "pol_link_ingress", "pol_link_egress",
+					    "pol_link_connect4" };
+
+static const char *const drop_names[POL_DROP__MAX] = {
+	[POL_DROP_NONE] = "none",
+	[POL_DROP_INGRESS_DENIED] = "ingress_denied",
+	[POL_DROP_EGRESS_DENIED] = "egress_denied",
+	[POL_DROP_REVOKED] = "revoked",
+};
+
+const char *pol_drop_reason_name(uint32_t reason)
+{
+	return reason < POL_DROP__MAX ? drop_names[reason] : "unknown";
+}
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Attach prog to the cgroup through the pinned link, adopting it when it
+ * exists on the same cgroup. */
+static int attach_one(struct pol *p, int i, struct bpf_program *prog, const char *cg_path)
+{
+	char path[PATH_MAX + 64];
+	struct bpf_link_info info = {};
+	uint32_t ilen = sizeof(info);
+	struct bpf_link *link;
+	struct stat cst;
+	int cg_fd, ret;
+
+	snprintf(path, sizeof(path), "%s/%s", p->pin_dir, link_names[i]);
+	if (stat(cg_path, &cst))
+		return -errno;
+	link = access(path, F_OK) == 0 ? bpf_link__open(path) : NULL;
+	if (link) {
+		if (!bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &ilen) &&
+		    info.type == BPF_LINK_TYPE_CGROUP && info.cgroup.cgroup_id == cst.st_ino &&
+		    bpf_link__update_program(link, prog) == 0) {
+			p->link[i] = link;
+			return 0;
+		}
+		zh_warn("policy: replacing stale link %s", path);
+		bpf_link__unpin(link);
+		bpf_link__detach(link);
+		bpf_link__destroy(link);
+	}
+	cg_fd = open(cg_path, O_RDONLY | O_DIRECTORY);
+	if (cg_fd < 0)
+		return -errno;
+	link = bpf_program__attach_cgroup(prog, cg_fd);
+	ret = libbpf_get_error(link);
+	close(cg_fd);
+	if (ret) {
+		zh_err("policy: attach %s to %s: %s", bpf_program__name(prog), cg_path,
+		       strerror(-ret));
+		return ret;
+	}
+	ret = bpf_link__pin(link, path);
+	if (ret) {
+		zh_err("policy: pin %s: %s", path, strerror(-ret));
+		bpf_link__destroy(link);
+		return ret;
+	}
+	p->link[i] = link;
+	return 0;
+}
+
+int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
+{
+	struct pol *p = zh_calloc(1, sizeof(*p));
+	struct bpf_map *map;
+	struct pol_cfg cfg;
+	uint32_t zero = 0;
+	int ret;
+
+	*out = NULL;
+	p->lim = pol_default_limits;
+	snprintf(p->pin_dir, sizeof(p->pin_dir), "%s", pin_dir);
+	ret = mkdir_p(pin_dir);
+	if (ret) {
+		zh_err("policy: mkdir %s: %s", pin_dir, strerror(-ret));
+		goto fail;
+	}
+	p->skel = zh_policy__open();
+	if (!p->skel) {
+		ret = -errno;
+		zh_err("policy: open BPF object: %s", strerror(-ret));
+		goto fail;
+	}
+	bpf_object__for_each_map(map, p->skel->obj) {
+		char path[PATH_MAX + 64];
+
+		if (strncmp(bpf_map__name(map), "pol_", 4) != 0)
+			continue;	/* .inner templates */
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, bpf_map__name(map));
+		ret = bpf_map__set_pin_path(map, path);
+		if (ret)
+			goto fail;
+	}
+	ret = zh_policy__load(p->skel);
+	if (ret) {
+		zh_err("policy: load BPF programs (or adopt pins in %s): %s", pin_dir,
+		       strerror(-ret));
+		goto fail;
+	}
+	if (bpf_map_lookup_elem(bpf_map__fd(p->skel->maps.pol_cfg), &zero, &cfg) == 0)
+		p->state = cfg.state;
+	if (cgroup_path) {
+		ret = attach_one(p, POL_DIR_INGRESS, p->skel->progs.pol_ingress, cgroup_path);
+		if (!ret)
+			ret = attach_one(p, POL_DIR_EGRESS, p->skel->progs.pol_egress, cgroup_path);
+		if (!ret)
+			ret = attach_one(p, 2, p->skel->progs.pol_connect4, cgroup_path);
+		if (ret)
+			goto fail;
+		snprintf(p->cg_path, sizeof(p->cg_path), "%s", cgroup_path);
+	}
+	*out = p;
+	return 0;
+fail:
+	pol_close(p, 0);
+	return ret < 0 ? ret : -EINVAL;
+}
+
+void pol_set_limits(struct pol *p, const struct pol_limits *lim)
+{
+	p->lim = lim ? *lim : pol_default_limits;
+}
+
+int pol_prog_fd(const struct pol *p, int dir)
+{
+	return bpf_program__fd(dir == POL_DIR_INGRESS ? p->skel->progs.pol_ingress :
+							  p->skel->progs.pol_egress);
+}
+
+uint32_t pol_generation(const struct pol *p)
+{
+	return p ? p->state >> 1 : 0;
+}
+
+/* This node's own addresses (ingress exemption), from the agent's netns. */
+static int node_ips(uint32_t **out)
+{
+	struct ifaddrs *ifa, *i;
+	uint32_t *v = NULL;
+	int n = 0;
+
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i; i = i->ifa_next) {
+		uint32_t ip;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+			continue;
+		ip = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+		if ((ntohl(ip) >> 24) == 127)
+			continue;
+		v = zh_realloc(v, (size_t)(n + 1) * sizeof(*v));
+		v[n++] = ip;
+	}
+	freeifaddrs(ifa);
+	*out = v;
+	return n;
+}
+
+/* memcmp that accepts empty (NULL) arrays */
+static bool same_bytes(const void *a, const void *b, size_t n)
+{
+	return n == 0 || memcmp(a, b, n) == 0;
+}
+
+static bool same_tables(const struct pol_compiled *a, const struct pol_compiled *b)
+{
+	return a && b && a->n_ipc == b->n_ipc && a->n_cidrs == b->n_cidrs &&
+	       a->n_rules == b->n_rules &&
+	       same_bytes(a->ipc, b->ipc, (size_t)a->n_ipc * sizeof(*a->ipc)) &&
+	       same_bytes(a->cidrs, b->cidrs, (size_t)a->n_cidrs * sizeof(*a->cidrs)) &&
+	       same_bytes(a->rules, b->rules, (size_t)a->n_rules * sizeof(*a->rules));
+}
+
+/* Fill err with "WHAT: strerror" and return ret (a -errno). */
+static int fail_err(struct md_err *err, int ret, const char *field, const char *what)
+{
+	snprintf(err->file, sizeof(err->file), "<policy>");
+	snprintf(err->field, sizeof(err->field), "%s", field);
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(-ret));
+	return ret;
+}
+
+/* Add this node's own addresses to the compiled ipcache (ingress
+ * exemption), so that the tables in force are exactly c. */
+static int merge_node_ips(struct pol_compiled *c, const uint32_t *nips, int n, struct md_err *err)
+{
+	int added = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (pol_ipc_find(c, nips[i]))
+			continue;	/* a pod address is never the node's */
+		if ((uint32_t)(c->n_ipc + n) > POL_MAX_IPCACHE)
+			return fail_err(err, -E2BIG, "pods", "ipcache full with the node's addresses");
+		c->ipc = zh_realloc(c->ipc, (size_t)(c->n_ipc + 1) * sizeof(*c->ipc));
+		c->ipc[c->n_ipc].ip = nips[i];
+		c->ipc[c->n_ipc].val = (struct pol_ipc_val){ .id = POL_ID_HOST, .flags = POL_F_NODE };
+		c->n_ipc++;
+		added++;
+	}
+	if (added)
+		qsort(c->ipc, (size_t)c->n_ipc, sizeof(*c->ipc), pol_cmp_ipc);
+	return 0;
+}
+
+/* One compiled table as the loader sees it: sorted elements and how an
+ * element maps to a map key and value. */
+struct tab {
+	const void *v;
+	int n;
+	size_t size;
+	int (*cmp)(const void *, const void *);
+	size_t koff, klen, voff;	/* key and value inside the element */
+};
+
+static struct tab tab_of(const struct pol_compiled *c, int i)
+{
+	switch (i) {
+	case 0:
+		return (struct tab){ c ? c->ipc : NULL, c ? c->n_ipc : 0, sizeof(struct pol_ipc),
+				     pol_cmp_ipc, offsetof(struct pol_ipc, ip), sizeof(uint32_t),
+				     offsetof(struct pol_ipc, val) };
+	case 1:
+		return (struct tab){ c ? c->cidrs : NULL, c ? c->n_cidrs : 0, sizeof(struct pol_cidr),
+				     pol_cmp_cidr, 0, 0, offsetof(struct pol_cidr, class_id) };
+	default:
+		return (struct tab){ c ? c->rules : NULL, c ? c->n_rules : 0, sizeof(struct pol_rule),
+				     pol_cmp_rule, offsetof(struct pol_rule, key),
+				     sizeof(struct pol_rule_key), offsetof(struct pol_rule, val) };
+	}
+}
+
+/* The map key of element e (cidr entries are stored as net/len, the map
+ * wants an LPM key). */
+static const void *tab_key(const struct tab *t, const void *e, struct pol_cidr_key *ck)
+{
+	if (!t->klen) {
+		const struct pol_cidr *cl = e;
+
+		ck->prefixlen = cl->len;
+		ck->ip = cl->net;
+		return ck;
+	}
+	return (const char *)e + t->koff;
+}
+
+/* Make map fd hold exactly new, given that it holds exactly old: a merge
+ * walk over the two sorted arrays (delete, insert, update changed). */
+static int apply_diff(int fd, const struct tab *old, const struct tab *new)
+{
+	int i = 0, j = 0;
+
+	while (i < old->n || j < new->n) {
+		const char *o = i < old->n ? (const char *)old->v + (size_t)i * old->size : NULL;
+		const char *n = j < new->n ? (const char *)new->v + (size_t)j * new->size : NULL;
+		struct pol_cidr_key ck;
+		int c = !o ? 1 : !n ? -1 : new->cmp(o, n);
+
+		if (c < 0) {
+			if (bpf_map_delete_elem(fd, tab_key(old, o, &ck)) && errno != ENOENT)
+				return -errno;
+			i++;
+		} else if (c > 0 || memcmp(o, n, new->size) != 0) {
+			if (bpf_map_update_elem(fd, tab_key(new, n, &ck), n + new->voff, BPF_ANY))
+				return -errno;
+			i += c == 0;
+			j++;
+		} else {
+			i++;
+			j++;
+		}
+	}
+	return 0;
+}
+
+/* fds[] get the inner maps of slot to write: the existing ones brought from
+ * prev to c by a diff when prev is known, else fresh maps filled from c.
+ * The caller closes fds. */
+static int build_slot(struct pol *p, uint32_t slot, const struct pol_compiled *c, int fds[3],
+		      struct md_err *err)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC);
+	static const char *const names[3] = { "pol_ipc_t", "pol_cidr_t", "pol_rules_t" };
+	static const char *const what[3] = { "write ipcache", "write cidr table", "write rule table" };
+	static const char *const field[3] = { "pods", "ipBlock", "NetworkPolicy" };
+	const enum bpf_map_type types[3] = { BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LPM_TRIE,
+					     BPF_MAP_TYPE_LPM_TRIE };
+	const uint32_t ksz[3] = { sizeof(uint32_t), sizeof(struct pol_cidr_key),
+				  sizeof(struct pol_rule_key) };
+	const uint32_t vsz[3] = { sizeof(struct pol_ipc_val), sizeof(uint32_t),
+				  sizeof(struct pol_rule_val) };
+	const uint32_t max[3] = { POL_MAX_IPCACHE, POL_MAX_CIDRS, POL_MAX_RULES };
+	const int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
+			       bpf_map__fd(p->skel->maps.pol_rules) };
+	int ret;
+
+	for (int i = 0; i < 3; i++) {
+		struct tab old = tab_of(p->prev, i), new = tab_of(c, i);
+		uint32_t id;
+
+		fds[i] = -1;
+		if (p->prev && bpf_map_lookup_elem(outer[i], &slot, &id) == 0)
+			fds[i] = bpf_map_get_fd_by_id(id);
+		if (fds[i] < 0) {
+			old = tab_of(NULL, i);	/* a fresh, empty map */
+			fds[i] = bpf_map_create(types[i], names[i], ksz[i], vsz[i], max[i], &o);
+			if (fds[i] < 0)
+				return fail_err(err, -errno, "maps", "create policy table");
+		}
+		ret = apply_diff(fds[i], &old, &new);
+		if (ret)
+			return fail_err(err, ret, field[i], what[i]);
+	}
+	return 0;
+}
+
+/* pol_cgpod: the cgroup id of each local pod -> its IP, for connect4. Pod
+ * cgroups are the node cgroup's children named NS_POD (the kubelet layout of
+ * lab.h); a pod whose cgroup is not there is simply not judged at connect
+ * (its SYN still is). Stale entries are removed after the new ones are in. */
+static void sync_cgpods(struct pol *p, const struct md_state *st, const char *node)
+{
+	int fd = bpf_map__fd(p->skel->maps.pol_cgpod);
+	uint64_t *keep = NULL, k, next, *pk = NULL;
+	int n_keep = 0;
+
+	if (!p->cg_path[0])
+		return;
+	for (int i = 0; i < st->n_pods; i++) {
+		const struct md_pod *pod = &st->pods[i];
+		char path[PATH_MAX + 600];
+		struct stat sb;
+
+		if (!pod->ip || (node && (!pod->spec.node_name || strcmp(pod->spec.node_name, node))))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s_%s", p->cg_path, pod->meta.ns, pod->meta.name);
+		if (stat(path, &sb))
+			continue;
+		k = (uint64_t)sb.st_ino;	/* cgroup2: the inode number is the cgroup id */
+		if (bpf_map_update_elem(fd, &k, &pod->ip, BPF_ANY))
+			continue;
+		keep = zh_realloc(keep, (size_t)(n_keep + 1) * sizeof(*keep));
+		keep[n_keep++] = k;
+	}
+	while (bpf_map_get_next_key(fd, pk, &next) == 0) {
+		bool found = false;
+
+		for (int i = 0; i < n_keep && !found; i++)
+			found = keep[i] == next;
+		if (!found && bpf_map_delete_elem(fd, &next) == 0) {
+			pk = NULL;	/* restart: the walk order changed */
+			continue;
+		}
+		k = next;
+		pk = &k;
+	}
+	free(keep);
+}
+
+int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct md_err *err)
+{
+	struct pol_compiled *c = NULL;
+	struct pol_cfg cfg = {};
+	uint32_t *nips = NULL, zero = 0, slot, gen;
+	int fds[3] = { -1, -1, -1 }, n_nips, ret;
+	int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
+			 bpf_map__fd(p->skel->maps.pol_rules) };
+	double t0 = pol_now_ms(), t1, t2, t3;
+
+	ret = pol_compile(st, node, &p->lim, &c, err);
+	if (ret)
+		return ret;
+	n_nips = node_ips(&nips);
+	ret = merge_node_ips(c, nips, n_nips, err);
+	free(nips);
+	if (ret)
+		goto out;
+	t1 = pol_now_ms();
+	sync_cgpods(p, st, node);
+	if (p->state && same_tables(c, p->last)) {
+		ret = 0;	/* invariant 2 */
+		goto out;
+	}
+	slot = p->state ? (p->state & 1) ^ 1 : 0;
+	ret = build_slot(p, slot, c, fds, err);
+	if (ret) {
+		/* the inactive slot may be half-written: rebuild it next time */
+		pol_compiled_free(p->prev);
+		p->prev = NULL;
+		goto out;
+	}
+	t2 = pol_now_ms();
+	for (int i = 0; i < 3; i++) {
+		uint32_t id;
+		struct bpf_map_info info = {};
+		uint32_t ilen = sizeof(info);
+
+		/* the diff path wrote the installed maps in place: nothing to swap */
+		if (bpf_map_lookup_elem(outer[i], &slot, &id) == 0 &&
+		    bpf_obj_get_info_by_fd(fds[i], &info, &ilen) == 0 && info.id == id)
+			continue;
+		if (bpf_map_update_elem(outer[i], &slot, &fds[i], BPF_ANY)) {
+			ret = fail_err(err, -errno, "maps", "install table");
+			pol_compiled_free(p->prev);
+			p->prev = NULL;
+			goto out;
+		}
+	}
+	for (int i = 0; i < c->n_policies; i++) {
+		struct pol_name nm = {};
+
+		/* ids are hashes of "ns/name": a known id already has its name */
+		if (!named_add(p, c->policy_ids[i]))
+			continue;
+		snprintf(nm.name, sizeof(nm.name), "%s", c->policy_names[i]);
+		bpf_map_update_elem(bpf_map__fd(p->skel->maps.pol_names), &c->policy_ids[i], &nm,
+				    BPF_ANY);
+	}
+	t3 = pol_now_ms();
+	zh_dbg("policy: sync: compile %.1f ms, %s %.1f ms, names %.1f ms", t1 - t0,
+	       p->prev ? "diff" : "fill", t2 - t1, t3 - t2);
+	gen = (p->state >> 1) + 1;
+	if (gen >= 0x7fffffffu)
+		gen = 1;
+	cfg.state = gen << 1 | slot;
+	ret = bpf_map_update_elem(bpf_map__fd(p->skel->maps.pol_cfg), &zero, &cfg, BPF_ANY);
+	if (ret) {
+		ret = fail_err(err, -errno, "maps", "flip generation");
+		pol_compiled_free(p->prev);
+		p->prev = NULL;
+		goto out;
+	}
+	p->state = cfg.state;
+	pol_compiled_free(p->prev);
+	p->prev = p->last;	/* now the inactive slot's content */
+	p->last = c;
+	c = NULL;
+out:
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	pol_compiled_free(c);
+	return ret;
+}
+
+void pol_close(struct pol *p, int unpin)
+{
+	if (!p)
+		return;
+	for (int i = 0; i < 3; i++) {
+		if (!p->link[i])
+			continue;
+		if (unpin) {
+			bpf_link__unpin(p->link[i]);
+			bpf_link__detach(p->link[i]);
+		}
+		bpf_link__destroy(p->link[i]);
+	}
+	if (unpin) {
+		/* links pinned by an earlier opener that this one did not adopt */
+		for (int i = 0; i < 3; i++) {
+			char path[PATH_MAX + 64];
+
+			snprintf(path, sizeof(path), "%s/%s", p->pin_dir, link_names[i]);
+			unlink(path);
+		}
+	}
+	if (unpin && p->skel) {
+		struct bpf_map *map;
+
+		bpf_object__for_each_map(map, p->skel->obj)
+			if (bpf_map__is_pinned(map))
+				bpf_map__unpin(map, NULL);
+		rmdir(p->pin_dir);	/* fails while others' pins remain: fine */
+	}
+	zh_policy__destroy(p->skel);
+	pol_compiled_free(p->last);
+	pol_compiled_free(p->prev);
+	free(p->named);
+	free(p);
+}
+
+/* ---- drops, from the pins ------------------------------------------------ */
+
+int pol_read_drops(const char *pin_dir, struct pol_drops *out)
+{
+	char path[PATH_MAX + 64];
+	int fd_drops = -1, fd_p = -1, fd_names = -1, fd_cfg = -1, ncpu, ret = 0;
+	struct pol_pdrop_key k, next, *pk = NULL;
+	uint64_t *vals = NULL;
+	struct pol_cfg cfg;
+	uint32_t zero = 0;
+
+	memset(out, 0, sizeof(*out));
+	ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+#define OPEN_PIN(fd, name) do {						\
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, name);	\
+		fd = bpf_obj_get(path);					\
+		if (fd < 0) {						\
+			ret = -errno;					\
+			goto out;					\
+		}							\
+	} while (0)
+	OPEN_PIN(fd_drops, "pol_drops");
+	OPEN_PIN(fd_p, "pol_pdrops");
+	OPEN_PIN(fd_names, "pol_names");
+	OPEN_PIN(fd_cfg, "pol_cfg");
+#undef OPEN_PIN
+	if (bpf_map_lookup_elem(fd_cfg, &zero, &cfg) == 0)
+		out->generation = cfg.state >> 1;
+	vals = zh_calloc((size_t)ncpu, sizeof(*vals));
+	for (uint32_t r = 0; r < POL_DROP__MAX; r++) {
+		if (bpf_map_lookup_elem(fd_drops, &r, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out->by_reason[r] += vals[c];
+	}
+	while (bpf_map_get_next_key(fd_p, pk, &next) == 0) {
+		struct pol_drop_row *row;
+		struct pol_name nm;
+		uint64_t n;
+
+		k = next;
+		pk = &k;
+		if (bpf_map_lookup_elem(fd_p, &k, &n))
+			continue;
+		out->by_policy = zh_realloc(out->by_policy,
+					    (size_t)(out->n_by_policy + 1) * sizeof(*out->by_policy));
+		row = &out->by_policy[out->n_by_policy++];
+		if (bpf_map_lookup_elem(fd_names, &k.pol, &nm) == 0)
+			snprintf(row->name, sizeof(row->name), "%s", nm.name);
+		else
+			snprintf(row->name, sizeof(row->name), "#%u", k.pol);
+		row->reason = k.reason;
+		row->packets = n;
+	}
+out:
+	free(vals);
+	if (fd_drops >= 0)
+		close(fd_drops);
+	if (fd_p >= 0)
+		close(fd_p);
+	if (fd_names >= 0)
+		close(fd_names);
+	if (fd_cfg >= 0)
+		close(fd_cfg);
+	return ret;
+}
+
+void pol_drops_free(struct pol_drops *d)
+{
+	free(d->by_policy);
+	d->by_policy = NULL;
+	d->n_by_policy = 0;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct pol_drop_row *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (int)x->reason - (int)y->reason;
+}
+
+void pol_drops_print(const struct pol_drops *d, FILE *f)
+{
+	fprintf(f, "policy generation %u\n", d->generation);
+	fprintf(f, "%-16s %12s\n", "REASON", "PACKETS");
+	for (uint32_t r = 1; r < POL_DROP__MAX; r++)
+		fprintf(f, "%-16s %12llu\n", pol_drop_reason_name(r),
+			(unsigned long long)d->by_reason[r]);
+	struct pol_drop_row *rows = zh_calloc((size_t)d->n_by_policy + 1, sizeof(*rows));
+
+	if (d->n_by_policy)
+		memcpy(rows, d->by_policy, (size_t)d->n_by_policy * sizeof(*rows));
+	if (d->n_by_policy > 1)
+		qsort(rows, (size_t)d->n_by_policy, sizeof(*rows), cmp_row);
+	fprintf(f, "\n%-40s %-16s %12s\n", "POLICY", "REASON", "PACKETS");
+	for (int i = 0; i < d->n_by_policy; i++)
+		fprintf(f, "%-40s %-16s %12llu\n", rows[i].name,
+			pol_drop_reason_name(rows[i].reason), (unsigned long long)rows[i].packets);
+	free(rows);
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# 52-netpol-failfast.t — how denials look to clients, in the lab, through the
+# Service load balancer: a TCP connect that the client's egress policy denies
+# fails at once with EPERM (cgroup/connect4), by pod IP and by ClusterIP; a
+# SYN that the server's ingress policy denies is dropped (the client times
+# out); drops are counted per reason and per policy. The policy datapath is
+# loaded by netpol_load (the agent's stand-in, docs/policy.md).
+source "$(dirname "$0")/../lib/tap.sh"
+LAB=t52
+TOOLS=$(dirname "$ZH")/tests/tools
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+[ -x "$TOOLS/netpol_load" ] && [ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_* (make first)"
+TMP=$(mktemp -d /tmp/zh-t52.XXXXXX)
+cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+cat >"$TMP/app.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {app: client}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: intruder, labels: {app: intruder}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server, labels: {app: server}}
+spec:
+  nodeName: node-b
+  containers: [{name: echo, command: [$ZH, echo, --tcp, "80", --tcp, "81"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: server}
+spec: {selector: {app: server}, ports: [{name: a, port: 80}, {name: b, port: 81}]}
+YAML
+cat >"$TMP/np.yaml" <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: client-only-81}
+spec:
+  podSelector: {matchLabels: {app: client}}
+  policyTypes: [Egress]
+  egress: [{ports: [{port: 81}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: server-from-client}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
+YAML
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+ok $? "lab up (with the agent: Services translated at connect)"
+"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null
+ok $? "apply the policies"
+for node in node-a node-b; do
+	"$ZH" lab exec --lab $LAB --node $node -- "$TOOLS/netpol_load" --lab $LAB --node $node >"$TMP/load.log" 2>&1
+	ok $? "policy datapath loaded on $node"
+done
+SERVER=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="server") | .ip')
+VIP=$("$ZH" get services --lab $LAB -o json | jq -r '.[] | select(.name=="server") | .clusterIP')
+probe() { # POD TIMEOUT_MS TARGET -> "ok|fail ELAPSED_MS"
+	local t0 t1 r
+	t0=$(date +%s%N)
+	r=$("$ZH" lab exec --lab $LAB "$1" -- "$TOOLS/netpol_probe" --timeout-ms "$2" "$3" | awk '{print $2}')
+	t1=$(date +%s%N)
+	echo "$r $(( (t1 - t0) / 1000000 ))"
+}
+read -r r ms <<<"$(probe client 3000 tcp:$SERVER:81)"
+is "$r" ok "client -> server:81 allowed by both policies"
+read -r r ms <<<"$(probe client 3000 tcp:$SERVER:80)"
+is "$r" fail "client -> server:80 (pod IP) denied by the client's egress policy"
+ok $([ "$ms" -lt 1000 ]; echo $?) "  and fails fast: ${ms} ms, not the 3 s timeout"
+read -r r ms <<<"$(probe client 3000 tcp:$VIP:80)"
+is "$r" fail "client -> Service ClusterIP:80 denied (judged on the backend)"
+ok $([ "$ms" -lt 1000 ]; echo $?) "  and fails fast: ${ms} ms"
+read -r r ms <<<"$(probe client 3000 tcp:$VIP:81)"
+is "$r" ok "client -> Service ClusterIP:81 allowed"
+read -r r ms <<<"$(probe intruder 800 tcp:$SERVER:81)"
+is "$r" fail "intruder -> server:81 denied by the server's ingress policy"
+ok $([ "$ms" -ge 700 ]; echo $?) "  its SYN is dropped: the client times out (${ms} ms)"
+"$TOOLS/netpol_load" --lab $LAB --node node-a --drops >"$TMP/drops-a.txt"
+ok $? "drop counters readable from node-a's pins"
+grep -q "default/client-only-81 *egress_denied" "$TMP/drops-a.txt"
+ok $? "egress drops charged to default/client-only-81"
+"$TOOLS/netpol_load" --lab $LAB --node node-b --drops >"$TMP/drops-b.txt"
+grep -q "default/server-from-client *ingress_denied" "$TMP/drops-b.txt"
+ok $? "ingress drops charged to default/server-from-client on node-b"
+sed 's/^/# /' "$TMP/drops-a.txt" "$TMP/drops-b.txt"
+done_testing

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# 54-netpol-revoke.t — revocation in the lab: an established TCP connection
+# that a policy change denies stops passing traffic (docs/policy.md), both
+# across nodes (cgroup_skb re-judges it on the next packet) and between two
+# pods of one node whose sockets the accelerator short-circuits (sk_msg must
+# fall back to the stack when the policy generation moves: netpol_load, like
+# the agent, passes the generation to ag_accel_set_policy_gen).
+source "$(dirname "$0")/../lib/tap.sh"
+LAB=t54
+TOOLS=$(dirname "$ZH")/tests/tools
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+for t in netpol_load netpol_hold; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
+command -v jq >/dev/null || skip_all "no jq"
+TMP=$(mktemp -d /tmp/zh-t54.XXXXXX)
+HOLDS=""
+cleanup() {
+	for p in $HOLDS; do kill "$p" 2>/dev/null; done
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+cat >"$TMP/app.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {app: client}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: near, labels: {app: server}}
+spec: {nodeName: node-a, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: far, labels: {app: server}}
+spec: {nodeName: node-b, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
+YAML
+policy() { # PORT: the servers admit the client on PORT only
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: servers-from-client}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: $1}]}]
+YAML
+}
+sync_nodes() {
+	for node in node-a node-b; do
+		"$ZH" lab exec --lab $LAB --node $node -- "$TOOLS/netpol_load" --lab $LAB --node $node \
+			>>"$TMP/load.log" 2>&1 || return 1
+	done
+}
+"$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+ok $? "lab up with the same-node accelerator on"
+policy 80 >"$TMP/np80.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np80.yaml" >/dev/null && sync_nodes
+ok $? "policy admitting client -> servers:80 loaded on both nodes"
+ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
+NEAR=$(ip_of near) FAR=$(ip_of far)
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 5 >"$TMP/near.out" 2>&1 &
+HOLDS="$HOLDS $!"
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 5 >"$TMP/far.out" 2>&1 &
+HOLDS="$HOLDS $!"
+sleep 1.5
+grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
+ok $? "both connections echo before the change"
+"$ZH" get stats --lab $LAB -o json >"$TMP/stats.json" 2>/dev/null
+MSGS=$(jq -r '."node-a".accel_msgs // 0' "$TMP/stats.json" 2>/dev/null)
+ok $([ "${MSGS:-0}" -gt 0 ]; echo $?) "the same-node connection is short-circuited (node-a accel_msgs $MSGS)"
+policy 81 >"$TMP/np81.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np81.yaml" >/dev/null && sync_nodes
+ok $? "policy changed: port 80 no longer admitted"
+grep -q "accelerator told generation" "$TMP/load.log"
+ok $? "the accelerator was told the new generation"
+wait
+HOLDS=""
+# after the change (last 2 s of 5): no echo may come back
+late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
+lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }
+is "$(late "$TMP/far.out")" 0 "cross-node connection revoked: no echo after the change"
+ok $([ "$(lost "$TMP/far.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/far.out") pings lost)"
+is "$(late "$TMP/near.out")" 0 "same-node (short-circuited) connection revoked too"
+ok $([ "$(lost "$TMP/near.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/near.out") pings lost)"
+for node in node-a node-b; do
+	"$TOOLS/netpol_load" --lab $LAB --node $node --drops >"$TMP/drops-$node.txt" 2>&1
+done
+grep -qh "default/servers-from-client *revoked" "$TMP"/drops-node-*.txt
+ok $? "drops counted as revoked, charged to default/servers-from-client"
+sed 's/^/# /' "$TMP"/drops-node-*.txt
+done_testing
