@@ -1,0 +1,136 @@
+/* proxy.h — the node L7 proxy (prefix px_): the route table (a pure function
+ * of the model, testable without sockets) and the proxy server.
+ *
+ * Route table contract:
+ * - px_table_build() compiles a finished md_state into an immutable table:
+ *   for every Service port, the HTTPRoute matches attached to it (parentRef
+ *   kind Service) sorted by precedence, or one catch-all rule when none is
+ *   attached. A backendRef (or the Service itself) that is the root of a
+ *   TrafficSplit expands into the split's backends, weights multiplied.
+ *   The table takes ownership of st on success (filters and names point
+ *   into it) and frees it with the last reference; on error st stays the
+ *   caller's.
+ * - Tables are refcounted: the server keeps one "current" reference, every
+ *   stream takes its own reference when its request head is routed, so a
+ *   route update swaps the current table while in-flight requests keep
+ *   theirs (px_table_ref / px_table_unref; the last unref frees).
+ * - px_route() is pure apart from the random number the caller passes in
+ *   (weighted choice), so tests can drive it exactly.
+ *
+ * Precedence among all matches of all rules attached to one Service (Gateway
+ * API order; the RegularExpression rank is ours, Gateway API leaves it to the
+ * implementation): Exact path > RegularExpression (longer pattern first) >
+ * PathPrefix (longer prefix first) > a method given > more header matches >
+ * more query matches > route namespace/name alphabetical > rule order >
+ * match order.
+ */
+#ifndef ZH_PROXY_H
+#define ZH_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zerohop/h1.h"
+#include "zerohop/model.h"
+
+#define PX_OUTBOUND_PORT 15001	/* capture listener port (Istio's outbound port) */
+
+struct px_table;
+struct px_svc;			/* one Service port in a table */
+struct px_rule;			/* one compiled rule */
+
+/* Constant strings (compare by pointer) for connection and request errors,
+ * used in the access log and metrics (h2o style). */
+extern const char px_err_connect[];	/* upstream connect failed → 503 */
+extern const char px_err_no_backend[];	/* no endpoint to send to → 503 */
+extern const char px_err_bad_upstream[];	/* malformed upstream response → 502 */
+extern const char px_err_upstream_closed[];	/* upstream closed early → 502 */
+extern const char px_err_no_route[];	/* no rule matched → 404 */
+extern const char px_err_no_service[];	/* destination is no known service → 502 */
+
+int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen);
+struct px_table *px_table_ref(struct px_table *t);
+void px_table_unref(struct px_table *t);
+uint64_t px_table_generation(const struct px_table *t);
+
+/* Lookups; NULL when absent. ip network order, port host order. port 0 in
+ * find_name = the service's first port. */
+const struct px_svc *px_table_find_ip(const struct px_table *t, uint32_t ip, uint16_t port);
+const struct px_svc *px_table_find_name(const struct px_table *t, const char *ns,
+					const char *name, uint16_t port);
+const char *px_svc_name(const struct px_svc *s);	/* "ns/name:port" */
+
+/* What the router sees of a request: views into the parsed head. */
+struct px_req_view {
+	const char *method;
+	size_t method_len;
+	const char *path;	/* target up to '?' */
+	size_t path_len;
+	const char *query;	/* after '?', NULL when none */
+	size_t query_len;
+	const struct h1_header *headers;
+	size_t n_headers;
+};
+
+enum px_action {
+	PX_FORWARD,		/* send to backend (ip, port) */
+	PX_REDIRECT,		/* answer status with Location */
+	PX_NOT_FOUND,		/* no rule matched: 404 */
+	PX_NO_BACKEND,		/* rule matched, nothing to send to: 503 (or 500 when
+				 * the chosen backendRef is invalid, as Gateway API says) */
+};
+
+#define PX_MAX_HDR_MODS 3	/* rule RequestHeaderModifier, backendRef one, URLRewrite host */
+
+/* The outcome of routing one request. Pointers point into the table (valid
+ * while the caller holds a reference) or into the caller's path buffer. */
+struct px_decision {
+	enum px_action action;
+	const struct px_rule *rule;	/* matched rule, or NULL */
+	const char *route_name;	/* "ns/name#rule" or "ns/svc#default" */
+	const char *backend_name;	/* "ns/svc" chosen, or NULL */
+	uint32_t ip;		/* backend endpoint, network order */
+	uint16_t port;		/* host order */
+	int status;		/* PX_REDIRECT: 301/302/...; PX_NO_BACKEND: 500/503 */
+	/* Request rewrite: new path (with the original query appended) when
+	 * path_set, new Host when host != NULL. Redirect: location. */
+	bool path_set;
+	char path[2048];
+	const char *host;
+	char location[2304];
+	/* Request header modifiers to apply in order, then response ones. */
+	const struct md_header_mod *req_mods[PX_MAX_HDR_MODS];
+	int n_req_mods;
+	const struct md_header_mod *resp_mods[2];
+	int n_resp_mods;
+};
+
+/* Route req for the service svc. rnd is a uniform random 64-bit value used
+ * for the weighted backend and endpoint choice. host is the request's Host
+ * (for redirects), may be NULL. Always fills d; returns 0, or -ENAMETOOLONG
+ * when a rewritten path or location does not fit (answer 500). */
+int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
+	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d);
+
+/* Split a request-target into path and query for px_req_view. */
+void px_req_view_target(struct px_req_view *v, const char *target, size_t len);
+
+/* ---- the server ---------------------------------------------------------- */
+
+struct px_config {
+	const char *listen;	/* ADDR:PORT */
+	const char *service;	/* explicit mode: NS/NAME[:PORT] of every connection */
+	const char *state_dir;	/* state source directory (watched), or NULL */
+	char **files;		/* -f manifests (when no state_dir) */
+	int n_files;
+	const char *stats_addr;	/* Prometheus text endpoint, or NULL */
+	const char *access_log;	/* path, or NULL (off) */
+	int capture_fd;		/* zh_l7cap_orig map fd (capture mode, not owned), or -1 */
+	size_t max_line, max_head, max_headers;	/* h1 limits */
+};
+
+/* Runs until SIGINT/SIGTERM. Returns 0 or -errno; messages go to stderr. */
+int px_serve(const struct px_config *cfg);
+
+#endif

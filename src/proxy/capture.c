@@ -1,0 +1,106 @@
+/* capture.c — load bpf/l7cap.bpf.c for one lab node: maps pinned by name in
+ * the node's pin dir (shared with the agent's connect4 hook), the sock_ops
+ * program attached to the node's cgroup (created by the lab; never any other
+ * cgroup, DESIGN.md 4.1). The attachment lives as long as the proxy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <arpa/inet.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "zerohop/abi/l7cap.h"
+#include "zerohop/lab.h"
+#include "zerohop/log.h"
+#include "zerohop/paths.h"
+#include "l7cap.skel.h"
+#include "px_int.h"
+
+static int px_mkdir_p(const char *path)
+{
+	char buf[512];
+	char *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
+		    struct px_capture *cap)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo);
+	char pin[256], cg[512];
+	struct zh_l7cap *skel = NULL;
+	int cgfd = -1, rc;
+
+	memset(cap, 0, sizeof(*cap));
+	zh_pin_dir(pin, sizeof(pin), lab, node);
+	lab_node_cgroup_path(cg, sizeof(cg), lab, node);
+	rc = px_mkdir_p(pin);
+	if (rc) {
+		zh_err("proxy: capture: pin dir %s: %s", pin, strerror(-rc));
+		goto fail;
+	}
+	cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cgfd < 0) {
+		rc = -errno;
+		zh_err("proxy: capture: node cgroup %s: %s (is the lab up?)", cg, strerror(errno));
+		goto fail;
+	}
+	oo.pin_root_path = pin;
+	skel = zh_l7cap__open_opts(&oo);
+	if (!skel) {
+		rc = -errno;
+		zh_err("proxy: capture: open l7cap: %s", strerror(errno));
+		goto fail;
+	}
+	skel->rodata->l7cap_cfg.proxy_ip = proxy_ip;
+	skel->rodata->l7cap_cfg.proxy_port = htons(ZH_L7CAP_PORT);
+	rc = zh_l7cap__load(skel);
+	if (rc) {
+		zh_err("proxy: capture: load l7cap: %s", strerror(-rc));
+		goto fail;
+	}
+	cap->link = bpf_program__attach_cgroup(skel->progs.zh_l7cap_sockops, cgfd);
+	if (!cap->link) {
+		rc = -errno;
+		zh_err("proxy: capture: attach to %s: %s", cg, strerror(errno));
+		goto fail;
+	}
+	cap->orig_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig));
+	cap->skel = skel;
+	close(cgfd);
+	return 0;
+fail:
+	if (skel)
+		zh_l7cap__destroy(skel);
+	if (cgfd >= 0)
+		close(cgfd);
+	return rc;
+}
+
+void px_capture_close(struct px_capture *cap)
+{
+	if (cap->link)
+		bpf_link__destroy(cap->link);
+	if (cap->skel)
+		zh_l7cap__destroy(cap->skel);
+	if (cap->orig_fd > 0)
+		close(cap->orig_fd);
+	memset(cap, 0, sizeof(*cap));
+}

@@ -1,0 +1,150 @@
+/* cli.c — `zerohop proxy`: option parsing and mode selection (px_serve). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <arpa/inet.h>
+
+#include "zerohop/cli.h"
+#include "zerohop/lab.h"
+#include "zerohop/log.h"
+#include "zerohop/paths.h"
+#include "zerohop/proxy.h"
+#include "px_int.h"
+
+static void px_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: zerohop proxy --node NODE [--lab LAB] [options]      capture mode (lab)\n"
+		"       zerohop proxy --listen ADDR:PORT --service NS/NAME[:PORT]\n"
+		"                     (--state DIR | --lab LAB | -f FILE...) [options]   explicit mode\n"
+		"options:\n"
+		"  --stats-addr ADDR:PORT   serve Prometheus text (GET any path)\n"
+		"  --access-log FILE        append one line per request (docs/proxy.md)\n"
+		"  --max-line N --max-head N --max-headers N   request parser limits\n"
+		"                           (defaults 8192, 65536, 100)\n");
+}
+
+static int px_size_opt(const char *name, const char *v, size_t *out)
+{
+	char *end;
+	unsigned long long n = strtoull(v, &end, 10);
+
+	if (*end || !n || n > (1ULL << 30)) {
+		fprintf(stderr, "zerohop proxy: --%s %s: want a positive number\n", name, v);
+		return -EINVAL;
+	}
+	*out = n;
+	return 0;
+}
+
+int cli_proxy(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "node", required_argument, NULL, 'n' },
+		{ "lab", required_argument, NULL, 'L' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "service", required_argument, NULL, 's' },
+		{ "state", required_argument, NULL, 'S' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "stats-addr", required_argument, NULL, 'm' },
+		{ "access-log", required_argument, NULL, 'a' },
+		{ "max-line", required_argument, NULL, 1 },
+		{ "max-head", required_argument, NULL, 2 },
+		{ "max-headers", required_argument, NULL, 3 },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct px_config cfg = { .capture_fd = -1 };
+	struct px_capture cap = { 0 };
+	const char *node = NULL, *lab = NULL;
+	char state[512], listen[64];
+	struct rlimit rl;
+	int c, rc;
+
+	zh_log_init("zerohop proxy", ZH_INFO);
+	cfg.files = zh_calloc(argc + 1, sizeof(char *));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': node = optarg; break;
+		case 'L': lab = optarg; break;
+		case 'l': cfg.listen = optarg; break;
+		case 's': cfg.service = optarg; break;
+		case 'S': cfg.state_dir = optarg; break;
+		case 'f': cfg.files[cfg.n_files++] = optarg; break;
+		case 'm': cfg.stats_addr = optarg; break;
+		case 'a': cfg.access_log = optarg; break;
+		case 1: if (px_size_opt("max-line", optarg, &cfg.max_line)) goto bad; break;
+		case 2: if (px_size_opt("max-head", optarg, &cfg.max_head)) goto bad; break;
+		case 3: if (px_size_opt("max-headers", optarg, &cfg.max_headers)) goto bad; break;
+		case 'h': px_usage(stdout); free(cfg.files); return 0;
+		default: goto bad;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "zerohop proxy: unexpected argument '%s'\n", argv[optind]);
+		goto bad;
+	}
+	if (!cfg.state_dir && !cfg.n_files && (lab || node || getenv("ZH_LAB"))) {
+		zh_state_dir(state, sizeof(state), zh_lab_name(lab));
+		cfg.state_dir = state;
+	}
+	if (!cfg.state_dir && !cfg.n_files) {
+		fprintf(stderr, "zerohop proxy: routes come from --state DIR, --lab LAB or -f FILE\n");
+		goto bad;
+	}
+	if (!cfg.service && !node) {
+		fprintf(stderr, "zerohop proxy: give --node NODE (capture) or --service NS/NAME "
+			"(explicit)\n");
+		goto bad;
+	}
+	if (cfg.service && !cfg.listen) {
+		fprintf(stderr, "zerohop proxy: --service needs --listen ADDR:PORT\n");
+		goto bad;
+	}
+	/* 10k+ client connections, each with an upstream */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (node && !cfg.service) {
+		struct lab_topo topo;
+		const struct lab_node *ln;
+
+		lab = zh_lab_name(lab);
+		rc = lab_topo_read(lab, &topo);
+		if (rc) {
+			fprintf(stderr, "zerohop proxy: lab %s: %s (is it up?)\n", lab, strerror(-rc));
+			goto fail;
+		}
+		ln = lab_topo_node(&topo, node);
+		if (!ln) {
+			fprintf(stderr, "zerohop proxy: --node %s: no such node in lab %s\n", node, lab);
+			rc = -ENOENT;
+			goto fail;
+		}
+		rc = px_capture_open(lab, node, ln->ip, &cap);
+		if (rc)
+			goto fail;
+		cfg.capture_fd = cap.orig_fd;
+		if (!cfg.listen) {
+			char ip[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &ln->ip, ip, sizeof(ip));
+			snprintf(listen, sizeof(listen), "%s:%d", ip, PX_OUTBOUND_PORT);
+			cfg.listen = listen;
+		}
+	}
+	rc = px_serve(&cfg);
+fail:
+	px_capture_close(&cap);
+	free(cfg.files);
+	return rc ? 1 : 0;
+bad:
+	px_usage(stderr);
+	free(cfg.files);
+	return 2;
+}

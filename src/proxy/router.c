@@ -1,0 +1,824 @@
+/* router.c — compile the model's HTTPRoutes / TrafficSplits into a route
+ * table, and route one request (px_route). No I/O.
+ *
+ * Invariants:
+ * 1. A table is immutable after px_table_build(); only its refcount changes.
+ *    It owns the md_state it was built from, so md_filter / md_header_mod
+ *    pointers handed out in a px_decision stay valid while the caller holds
+ *    a reference.
+ * 2. Every Service port (with a ClusterIP) has exactly one px_svc, whose
+ *    matches are sorted by precedence (proxy.h); px_route() takes the first
+ *    match that accepts the request.
+ * 3. Weights are uint64 products of backendRef weight and TrafficSplit
+ *    weight_milli; a backend with weight 0 or no endpoints is never chosen
+ *    unless every backend has weight 0 (then PX_NO_BACKEND).
+ */
+#include <errno.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+
+#include "zerohop/log.h"
+#include "zerohop/proxy.h"
+
+const char px_err_connect[] = "upstream connect failed";
+const char px_err_no_backend[] = "no backend endpoint";
+const char px_err_bad_upstream[] = "malformed upstream response";
+const char px_err_upstream_closed[] = "upstream closed early";
+const char px_err_no_route[] = "no route matched";
+const char px_err_no_service[] = "unknown destination service";
+
+struct px_ep {
+	uint32_t ip;
+	uint16_t port;
+};
+
+struct px_backend {
+	char *name;		/* "ns/svc" */
+	uint64_t weight;
+	struct px_ep *eps;
+	int n_eps;
+	bool invalid;		/* unresolved ref: Gateway API answers 500 */
+	const struct md_header_mod *req_mod;	/* backendRef filters, or NULL */
+	const struct md_header_mod *resp_mod;
+};
+
+struct px_rule {
+	char *name;		/* "ns/route#i" */
+	const struct md_route_rule *src;	/* NULL for the implicit rule */
+	struct px_backend *backends;
+	int n_backends;
+	uint64_t total_weight;	/* of valid backends with endpoints */
+	const struct md_filter *redirect;	/* RequestRedirect, or NULL */
+	const struct md_filter *rewrite;	/* URLRewrite, or NULL */
+	const struct md_header_mod *req_mod;
+	const struct md_header_mod *resp_mod;
+};
+
+struct px_strm {		/* compiled header / query match */
+	const struct md_header_match *m;
+	bool is_re;
+	regex_t re;
+};
+
+struct px_match {
+	const struct px_rule *rule;
+	enum md_path_type path_type;
+	const char *path;	/* prefix normalised: no trailing '/' (except "/") */
+	size_t path_len;
+	bool has_re;
+	regex_t re;
+	const char *method;
+	struct px_strm *hdr;
+	int n_hdr;
+	struct px_strm *qry;
+	int n_qry;
+	/* sort keys */
+	const char *route_key;	/* "ns/name" */
+	int rule_idx, match_idx;
+};
+
+struct px_svc {
+	char *name;		/* "ns/name:port" */
+	const struct md_service *svc;
+	int port_idx;
+	uint32_t ip;
+	uint16_t port;
+	struct px_match *matches;
+	int n_matches;
+};
+
+struct px_table {
+	int refs;
+	uint64_t gen;
+	struct md_state *st;
+	struct px_svc *svcs;
+	int n_svcs;
+	struct px_rule **rules;	/* all rules, owned, for freeing */
+	int n_rules;
+};
+
+static uint64_t px_gen_counter;
+
+static char *px_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *px_asprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char tmp[512];
+
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	return zh_strdup(tmp);
+}
+
+/* Port index of svc for a port number (0 = fallback index). */
+static int px_port_idx(const struct md_service *svc, uint16_t port, int fallback)
+{
+	int i;
+
+	if (!port)
+		return fallback < svc->n_ports ? fallback : 0;
+	for (i = 0; i < svc->n_ports; i++)
+		if (svc->ports[i].port == port)
+			return i;
+	return -1;
+}
+
+static const struct md_trafficsplit *px_split_of(const struct md_state *st,
+						 const struct md_service *svc)
+{
+	int i;
+
+	for (i = 0; i < st->n_splits; i++)
+		if (st->splits[i].root_svc == svc)
+			return &st->splits[i];
+	return NULL;
+}
+
+static void px_backend_fill(struct px_backend *b, const struct md_service *svc, int pidx,
+			    uint64_t weight)
+{
+	int i;
+
+	b->name = px_asprintf("%s/%s", svc->meta.ns, svc->meta.name);
+	b->weight = weight;
+	if (pidx < 0 || pidx >= svc->n_ports || !svc->endpoints) {
+		b->invalid = pidx < 0;
+		return;
+	}
+	b->n_eps = svc->endpoints[pidx].n;
+	b->eps = zh_calloc(b->n_eps ? b->n_eps : 1, sizeof(*b->eps));
+	for (i = 0; i < b->n_eps; i++) {
+		b->eps[i].ip = svc->endpoints[pidx].v[i].ip;
+		b->eps[i].port = svc->endpoints[pidx].v[i].port;
+	}
+}
+
+/* Append the backends for (svc, port) with weight w, expanding a split
+ * rooted at svc. */
+static void px_rule_add_svc(const struct md_state *st, struct px_rule *r,
+			    const struct md_service *svc, uint16_t port, int fallback_idx,
+			    uint64_t w, const struct md_filter *filters, int n_filters)
+{
+	const struct md_trafficsplit *sp = px_split_of(st, svc);
+	const struct md_header_mod *rq = NULL, *rs = NULL;
+	int pidx = px_port_idx(svc, port, fallback_idx);
+	int i, n = sp ? sp->n_backends : 1;
+
+	for (i = 0; i < n_filters; i++) {
+		if (filters[i].type == MD_FILTER_REQUEST_HEADER_MODIFIER)
+			rq = &filters[i].headers;
+		else if (filters[i].type == MD_FILTER_RESPONSE_HEADER_MODIFIER)
+			rs = &filters[i].headers;
+	}
+	r->backends = zh_realloc(r->backends, (r->n_backends + n) * sizeof(*r->backends));
+	for (i = 0; i < n; i++) {
+		struct px_backend *b = &r->backends[r->n_backends++];
+
+		memset(b, 0, sizeof(*b));
+		b->req_mod = rq;
+		b->resp_mod = rs;
+		if (!sp) {
+			px_backend_fill(b, svc, pidx, w * 1000);
+			continue;
+		}
+		/* a split backend is addressed on the root's port number */
+		const struct md_service *bs = sp->backends[i].svc;
+		uint16_t pn = pidx >= 0 ? svc->ports[pidx].port : port;
+
+		if (!bs) {
+			b->name = zh_strdup(sp->backends[i].service);
+			b->invalid = true;
+			continue;
+		}
+		px_backend_fill(b, bs, px_port_idx(bs, pn, 0), w * sp->backends[i].weight_milli);
+	}
+}
+
+static void px_rule_finish(struct px_rule *r)
+{
+	int i;
+
+	r->total_weight = 0;
+	for (i = 0; i < r->n_backends; i++)
+		if (!r->backends[i].invalid && r->backends[i].n_eps)
+			r->total_weight += r->backends[i].weight;
+}
+
+static struct px_rule *px_rule_new(struct px_table *t)
+{
+	struct px_rule *r = zh_calloc(1, sizeof(*r));
+
+	t->rules = zh_realloc(t->rules, (t->n_rules + 1) * sizeof(*t->rules));
+	t->rules[t->n_rules++] = r;
+	return r;
+}
+
+static int px_compile_strm(struct px_strm *s, const struct md_header_match *m, const char *what,
+			   const char *rname, char *err, size_t errlen)
+{
+	char *pat;
+	int rc;
+
+	s->m = m;
+	if (m->type != MD_MATCH_REGEX)
+		return 0;
+	pat = px_asprintf("^(%s)$", m->value);
+	rc = regcomp(&s->re, pat, REG_EXTENDED | REG_NOSUB);
+	free(pat);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s \"%s\": invalid regular expression \"%s\"", rname,
+			 what, m->name, m->value);
+		return -EINVAL;
+	}
+	s->is_re = true;
+	return 0;
+}
+
+static int px_add_match(struct px_svc *ps, const struct px_rule *rule,
+			const struct md_route_match *m, const char *route_key, int ri, int mi,
+			char *err, size_t errlen)
+{
+	struct px_match *x;
+	int i, rc;
+
+	ps->matches = zh_realloc(ps->matches, (ps->n_matches + 1) * sizeof(*ps->matches));
+	x = &ps->matches[ps->n_matches++];
+	memset(x, 0, sizeof(*x));
+	x->rule = rule;
+	x->route_key = route_key;
+	x->rule_idx = ri;
+	x->match_idx = mi;
+	x->path_type = m && m->path ? m->path_type : MD_PATH_PREFIX;
+	if (x->path_type == MD_PATH_NONE)
+		x->path_type = MD_PATH_PREFIX;
+	x->path = m && m->path ? m->path : "/";
+	x->path_len = strlen(x->path);
+	if (x->path_type == MD_PATH_PREFIX)
+		while (x->path_len > 1 && x->path[x->path_len - 1] == '/')
+			x->path_len--;
+	if (x->path_type == MD_PATH_REGEX) {
+		char *pat = px_asprintf("^(%s)$", x->path);
+
+		rc = regcomp(&x->re, pat, REG_EXTENDED | REG_NOSUB);
+		free(pat);
+		if (rc) {
+			snprintf(err, errlen, "%s: invalid path regular expression \"%s\"",
+				 rule->name, x->path);
+			return -EINVAL;
+		}
+		x->has_re = true;
+	}
+	if (!m)
+		return 0;
+	x->method = m->method;
+	x->hdr = zh_calloc(m->n_headers + 1, sizeof(*x->hdr));
+	for (i = 0; i < m->n_headers; i++, x->n_hdr++)
+		if ((rc = px_compile_strm(&x->hdr[i], &m->headers[i], "header", rule->name, err,
+					  errlen)))
+			return rc;
+	x->qry = zh_calloc(m->n_query + 1, sizeof(*x->qry));
+	for (i = 0; i < m->n_query; i++, x->n_qry++)
+		if ((rc = px_compile_strm(&x->qry[i], &m->query[i], "queryParam", rule->name, err,
+					  errlen)))
+			return rc;
+	return 0;
+}
+
+static int px_path_rank(enum md_path_type t)
+{
+	return t == MD_PATH_EXACT ? 0 : t == MD_PATH_REGEX ? 1 : 2;
+}
+
+/* qsort comparator implementing the precedence of proxy.h. */
+static int px_match_cmp(const void *pa, const void *pb)
+{
+	const struct px_match *a = pa, *b = pb;
+	int c;
+
+	if ((c = px_path_rank(a->path_type) - px_path_rank(b->path_type)))
+		return c;
+	if (a->path_type != MD_PATH_EXACT && a->path_len != b->path_len)
+		return a->path_len > b->path_len ? -1 : 1;
+	if (!!a->method != !!b->method)
+		return a->method ? -1 : 1;
+	if (a->n_hdr != b->n_hdr)
+		return b->n_hdr - a->n_hdr;
+	if (a->n_qry != b->n_qry)
+		return b->n_qry - a->n_qry;
+	if ((c = strcmp(a->route_key, b->route_key)))
+		return c;
+	if (a->rule_idx != b->rule_idx)
+		return a->rule_idx - b->rule_idx;
+	return a->match_idx - b->match_idx;
+}
+
+static bool px_route_attached(const struct md_httproute *r, const struct md_service *svc,
+			      uint16_t port)
+{
+	int i;
+
+	for (i = 0; i < r->n_parents; i++) {
+		const struct md_parent_ref *p = &r->parents[i];
+
+		if (p->svc == svc && (!p->port || p->port == port))
+			return true;
+	}
+	return false;
+}
+
+static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int ri,
+			 const struct px_svc *ps, struct px_rule **out)
+{
+	const struct md_route_rule *rr = &rt->rules[ri];
+	struct px_rule *r = px_rule_new(t);
+	int i;
+
+	r->name = px_asprintf("%s/%s#%d", rt->meta.ns, rt->meta.name, ri);
+	r->src = rr;
+	for (i = 0; i < rr->n_filters; i++) {
+		const struct md_filter *f = &rr->filters[i];
+
+		if (f->type == MD_FILTER_REQUEST_REDIRECT)
+			r->redirect = f;
+		else if (f->type == MD_FILTER_URL_REWRITE)
+			r->rewrite = f;
+		else if (f->type == MD_FILTER_REQUEST_HEADER_MODIFIER)
+			r->req_mod = &f->headers;
+		else if (f->type == MD_FILTER_RESPONSE_HEADER_MODIFIER)
+			r->resp_mod = &f->headers;
+	}
+	for (i = 0; i < rr->n_backends; i++) {
+		const struct md_backend_ref *b = &rr->backends[i];
+
+		if (!b->svc || (b->kind && strcmp(b->kind, "Service"))) {
+			r->backends = zh_realloc(r->backends,
+						 (r->n_backends + 1) * sizeof(*r->backends));
+			memset(&r->backends[r->n_backends], 0, sizeof(*r->backends));
+			r->backends[r->n_backends].name = px_asprintf("%s/%s", b->ns ? b->ns :
+								      rt->meta.ns, b->name);
+			r->backends[r->n_backends].weight = (uint64_t)b->weight * 1000;
+			r->backends[r->n_backends++].invalid = true;
+			continue;
+		}
+		px_rule_add_svc(t->st, r, b->svc, b->port, b->svc == ps->svc ? ps->port_idx : 0,
+				b->weight, b->filters, b->n_filters);
+	}
+	px_rule_finish(r);
+	*out = r;
+	return 0;
+}
+
+static int px_build_svc(struct px_table *t, struct px_svc *ps, char *err, size_t errlen)
+{
+	const struct md_state *st = t->st;
+	int i, j, k, rc;
+
+	for (i = 0; i < st->n_routes; i++) {
+		const struct md_httproute *rt = &st->routes[i];
+		char *key;
+
+		if (!px_route_attached(rt, ps->svc, ps->port))
+			continue;
+		key = px_asprintf("%s/%s", rt->meta.ns, rt->meta.name);
+		/* the key lives as long as the table: keep it in a rule name slot */
+		for (j = 0; j < rt->n_rules; j++) {
+			struct px_rule *r;
+
+			px_build_rule(t, rt, j, ps, &r);
+			if (!rt->rules[j].n_matches) {
+				if ((rc = px_add_match(ps, r, NULL, key, j, 0, err, errlen)))
+					goto fail;
+				continue;
+			}
+			for (k = 0; k < rt->rules[j].n_matches; k++)
+				if ((rc = px_add_match(ps, r, &rt->rules[j].matches[k], key, j, k,
+						       err, errlen)))
+					goto fail;
+		}
+		/* key is owned by an extra rule-less holder: park it in t->rules as
+		 * a rule with only a name, freed with the rules */
+		{
+			struct px_rule *holder = px_rule_new(t);
+
+			holder->name = key;
+		}
+		continue;
+fail:
+		{
+			struct px_rule *holder = px_rule_new(t);
+
+			holder->name = key;
+		}
+		return rc;
+	}
+	if (!ps->n_matches) {
+		/* no HTTPRoute: the Service itself (or its TrafficSplit) */
+		struct px_rule *r = px_rule_new(t);
+
+		r->name = px_asprintf("%s/%s#default", ps->svc->meta.ns, ps->svc->meta.name);
+		px_rule_add_svc(st, r, ps->svc, ps->port, ps->port_idx, 1, NULL, 0);
+		px_rule_finish(r);
+		if ((rc = px_add_match(ps, r, NULL, "", 0, 0, err, errlen)))
+			return rc;
+	}
+	qsort(ps->matches, ps->n_matches, sizeof(*ps->matches), px_match_cmp);
+	return 0;
+}
+
+static void px_table_free(struct px_table *t)
+{
+	int i, j;
+
+	for (i = 0; i < t->n_svcs; i++) {
+		struct px_svc *ps = &t->svcs[i];
+
+		for (j = 0; j < ps->n_matches; j++) {
+			struct px_match *x = &ps->matches[j];
+			int k;
+
+			if (x->has_re)
+				regfree(&x->re);
+			for (k = 0; k < x->n_hdr; k++)
+				if (x->hdr[k].is_re)
+					regfree(&x->hdr[k].re);
+			for (k = 0; k < x->n_qry; k++)
+				if (x->qry[k].is_re)
+					regfree(&x->qry[k].re);
+			free(x->hdr);
+			free(x->qry);
+		}
+		free(ps->matches);
+		free(ps->name);
+	}
+	free(t->svcs);
+	for (i = 0; i < t->n_rules; i++) {
+		struct px_rule *r = t->rules[i];
+
+		for (j = 0; j < r->n_backends; j++) {
+			free(r->backends[j].name);
+			free(r->backends[j].eps);
+		}
+		free(r->backends);
+		free(r->name);
+		free(r);
+	}
+	free(t->rules);
+	if (t->st)
+		md_state_free(t->st);
+	free(t);
+}
+
+int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen)
+{
+	struct px_table *t = zh_calloc(1, sizeof(*t));
+	int i, j, n = 0, rc;
+
+	t->refs = 1;
+	t->gen = ++px_gen_counter;
+	t->st = st;
+	for (i = 0; i < st->n_services; i++)
+		n += st->services[i].n_ports;
+	t->svcs = zh_calloc(n ? n : 1, sizeof(*t->svcs));
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+
+		for (j = 0; j < s->n_ports; j++) {
+			struct px_svc *ps = &t->svcs[t->n_svcs++];
+
+			ps->svc = s;
+			ps->port_idx = j;
+			ps->ip = s->cluster_ip;
+			ps->port = s->ports[j].port;
+			ps->name = px_asprintf("%s/%s:%u", s->meta.ns, s->meta.name, ps->port);
+			if ((rc = px_build_svc(t, ps, err, errlen)))
+				goto fail;
+		}
+	}
+	*out = t;
+	return 0;
+fail:
+	t->st = NULL;	/* stays the caller's */
+	px_table_free(t);
+	return rc;
+}
+
+struct px_table *px_table_ref(struct px_table *t)
+{
+	t->refs++;
+	return t;
+}
+
+void px_table_unref(struct px_table *t)
+{
+	if (t && --t->refs == 0)
+		px_table_free(t);
+}
+
+uint64_t px_table_generation(const struct px_table *t)
+{
+	return t->gen;
+}
+
+const struct px_svc *px_table_find_ip(const struct px_table *t, uint32_t ip, uint16_t port)
+{
+	int i;
+
+	for (i = 0; i < t->n_svcs; i++)
+		if (t->svcs[i].ip == ip && t->svcs[i].port == port && ip)
+			return &t->svcs[i];
+	return NULL;
+}
+
+const struct px_svc *px_table_find_name(const struct px_table *t, const char *ns,
+					const char *name, uint16_t port)
+{
+	int i;
+
+	for (i = 0; i < t->n_svcs; i++) {
+		const struct px_svc *ps = &t->svcs[i];
+
+		if (strcmp(ps->svc->meta.name, name) || strcmp(ps->svc->meta.ns, ns ? ns :
+							       MD_DEFAULT_NS))
+			continue;
+		if (!port || ps->port == port)
+			return ps;
+	}
+	return NULL;
+}
+
+const char *px_svc_name(const struct px_svc *s)
+{
+	return s->name;
+}
+
+void px_req_view_target(struct px_req_view *v, const char *target, size_t len)
+{
+	const char *q = memchr(target, '?', len);
+
+	v->path = target;
+	v->path_len = q ? (size_t)(q - target) : len;
+	v->query = q ? q + 1 : NULL;
+	v->query_len = q ? len - v->path_len - 1 : 0;
+}
+
+/* ---- matching -------------------------------------------------------------- */
+
+static bool px_re_match(const regex_t *re, const char *s, size_t len)
+{
+	char tmp[2048];
+
+	if (len >= sizeof(tmp))
+		return false;	/* longer than any path we accept for regex matching */
+	memcpy(tmp, s, len);
+	tmp[len] = 0;
+	return regexec(re, tmp, 0, NULL, 0) == 0;
+}
+
+static bool px_str_match(const struct px_strm *s, const char *v, size_t len)
+{
+	if (s->is_re)
+		return px_re_match(&s->re, v, len);
+	return strlen(s->m->value) == len && !memcmp(s->m->value, v, len);
+}
+
+static bool px_path_match(const struct px_match *x, const char *p, size_t len)
+{
+	switch (x->path_type) {
+	case MD_PATH_EXACT:
+		return len == x->path_len && !memcmp(p, x->path, len);
+	case MD_PATH_REGEX:
+		return px_re_match(&x->re, p, len);
+	default:
+		/* segment semantics: "/foo" matches "/foo", "/foo/..." not "/foobar" */
+		if (x->path_len == 1)
+			return len >= 1 && p[0] == '/';
+		if (len < x->path_len || memcmp(p, x->path, x->path_len))
+			return false;
+		return len == x->path_len || p[x->path_len] == '/';
+	}
+}
+
+static bool px_hdr_match(const struct px_strm *s, const struct px_req_view *r)
+{
+	size_t nl = strlen(s->m->name), i;
+
+	/* any line of the header may match (repeated lines are distinct values) */
+	for (i = 0; i < r->n_headers; i++)
+		if (r->headers[i].name_len == nl && !strncasecmp(r->headers[i].name, s->m->name, nl)
+		    && px_str_match(s, r->headers[i].value, r->headers[i].value_len))
+			return true;
+	return false;
+}
+
+static bool px_qry_match(const struct px_strm *s, const struct px_req_view *r)
+{
+	const char *p = r->query, *end = r->query + r->query_len;
+	size_t nl = strlen(s->m->name);
+
+	if (!p)
+		return false;
+	/* Gateway API: the first value of a repeated parameter is the one matched */
+	while (p < end) {
+		const char *amp = memchr(p, '&', end - p), *e = amp ? amp : end;
+		const char *eq = memchr(p, '=', e - p);
+		size_t kl = eq ? (size_t)(eq - p) : (size_t)(e - p);
+
+		if (kl == nl && !memcmp(p, s->m->name, nl))
+			return eq ? px_str_match(s, eq + 1, e - eq - 1) : px_str_match(s, "", 0);
+		p = e + 1;
+	}
+	return false;
+}
+
+static bool px_match_req(const struct px_match *x, const struct px_req_view *r)
+{
+	int i;
+
+	if (!px_path_match(x, r->path, r->path_len))
+		return false;
+	if (x->method && (strlen(x->method) != r->method_len ||
+			  memcmp(x->method, r->method, r->method_len)))
+		return false;
+	for (i = 0; i < x->n_hdr; i++)
+		if (!px_hdr_match(&x->hdr[i], r))
+			return false;
+	for (i = 0; i < x->n_qry; i++)
+		if (!px_qry_match(&x->qry[i], r))
+			return false;
+	return true;
+}
+
+static uint64_t px_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* New path for a prefix replacement: matched prefix (normalised) of path
+ * replaced by repl, keeping segment boundaries ("/foo/bar" with "/foo" →
+ * "/baz" gives "/baz/bar"; with "/" gives "/bar"). */
+static int px_replace_prefix(char *out, size_t outlen, const char *path, size_t plen,
+			     size_t matched, const char *repl)
+{
+	const char *rest = path + (matched == 1 ? 0 : matched);
+	size_t rl = plen - (matched == 1 ? 0 : matched), pl = strlen(repl);
+	int n;
+
+	while (pl > 0 && repl[pl - 1] == '/' && (rl > 0 || pl > 1))
+		pl--;	/* rest starts with '/' (or is empty): no double slash */
+	if (rl && rest[0] != '/')
+		return -EINVAL;
+	n = snprintf(out, outlen, "%.*s%.*s", (int)pl, repl, (int)rl, rest);
+	if (n >= (int)outlen)
+		return -ENAMETOOLONG;
+	if (n == 0)
+		snprintf(out, outlen, "/");
+	return 0;
+}
+
+static int px_new_path(const struct md_filter *f, const struct px_match *x,
+		       const struct px_req_view *r, char *out, size_t outlen)
+{
+	char tmp[2048];
+	int n, rc;
+
+	if (f->path_type == MD_PATHMOD_FULL) {
+		n = snprintf(tmp, sizeof(tmp), "%s", f->path);
+	} else if (f->path_type == MD_PATHMOD_PREFIX && x->path_type == MD_PATH_PREFIX) {
+		if ((rc = px_replace_prefix(tmp, sizeof(tmp), r->path, r->path_len, x->path_len,
+					    f->path)))
+			return rc;
+		n = strlen(tmp);
+	} else {
+		n = snprintf(tmp, sizeof(tmp), "%.*s", (int)r->path_len, r->path);
+	}
+	if (n >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if (r->query)
+		n = snprintf(out, outlen, "%s?%.*s", tmp, (int)r->query_len, r->query);
+	else
+		n = snprintf(out, outlen, "%s", tmp);
+	return n >= (int)outlen ? -ENAMETOOLONG : 0;
+}
+
+static int px_redirect(const struct md_filter *f, const struct px_match *x,
+		       const struct px_req_view *r, const char *host, size_t host_len,
+		       struct px_decision *d)
+{
+	const char *scheme = f->scheme ? f->scheme : "http";
+	size_t hl = host_len;
+	char port[16] = "";
+	int n, rc;
+
+	/* host without its port when we decide the port */
+	if (host) {
+		const char *c = memrchr(host, ':', host_len);
+
+		if (c && !memchr(c, ']', host_len - (c - host)) && (f->port || f->scheme))
+			hl = c - host;
+	}
+	if (f->port && !((f->port == 80 && !strcmp(scheme, "http")) ||
+			 (f->port == 443 && !strcmp(scheme, "https"))))
+		snprintf(port, sizeof(port), ":%u", f->port);
+	if ((rc = px_new_path(f, x, r, d->path, sizeof(d->path))))
+		return rc;
+	if (f->hostname)
+		n = snprintf(d->location, sizeof(d->location), "%s://%s%s%s", scheme, f->hostname,
+			     port, d->path);
+	else
+		n = snprintf(d->location, sizeof(d->location), "%s://%.*s%s%s", scheme, (int)hl,
+			     host ? host : "", port, d->path);
+	d->status = f->status_code ? f->status_code : 302;
+	return n >= (int)sizeof(d->location) ? -ENAMETOOLONG : 0;
+}
+
+int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
+	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d)
+{
+	const struct px_match *x = NULL;
+	const struct px_rule *r;
+	uint64_t pick;
+	int i, rc;
+
+	(void)t;
+	d->action = PX_NOT_FOUND;
+	d->rule = NULL;
+	d->route_name = NULL;
+	d->backend_name = NULL;
+	d->ip = 0;
+	d->port = 0;
+	d->status = 404;
+	d->path_set = false;
+	d->path[0] = 0;
+	d->host = NULL;
+	d->location[0] = 0;
+	d->n_req_mods = 0;
+	d->n_resp_mods = 0;
+	for (i = 0; i < svc->n_matches; i++)
+		if (px_match_req(&svc->matches[i], req)) {
+			x = &svc->matches[i];
+			break;
+		}
+	if (!x)
+		return 0;
+	r = x->rule;
+	d->rule = r;
+	d->route_name = r->name;
+	if (r->redirect) {
+		d->action = PX_REDIRECT;
+		return px_redirect(r->redirect, x, req, host, host_len, d);
+	}
+	if (r->req_mod)
+		d->req_mods[d->n_req_mods++] = r->req_mod;
+	if (r->resp_mod)
+		d->resp_mods[d->n_resp_mods++] = r->resp_mod;
+	if (r->rewrite) {
+		if (r->rewrite->path_type != MD_PATHMOD_NONE) {
+			if ((rc = px_new_path(r->rewrite, x, req, d->path, sizeof(d->path))))
+				return rc;
+			d->path_set = true;
+		}
+		d->host = r->rewrite->hostname;
+	}
+	d->action = PX_NO_BACKEND;
+	d->status = 503;
+	if (!r->total_weight) {
+		/* Gateway API: invalid backendRefs get 500 for their share */
+		for (i = 0; i < r->n_backends; i++)
+			if (r->backends[i].invalid)
+				d->status = 500;
+		return 0;
+	}
+	pick = rnd % r->total_weight;
+	for (i = 0; i < r->n_backends; i++) {
+		const struct px_backend *b = &r->backends[i];
+
+		if (b->invalid || !b->n_eps)
+			continue;
+		if (pick >= b->weight) {
+			pick -= b->weight;
+			continue;
+		}
+		const struct px_ep *ep = &b->eps[px_mix(rnd) % b->n_eps];
+
+		d->action = PX_FORWARD;
+		d->status = 0;
+		d->backend_name = b->name;
+		d->ip = ep->ip;
+		d->port = ep->port;
+		if (b->req_mod && d->n_req_mods < PX_MAX_HDR_MODS)
+			d->req_mods[d->n_req_mods++] = b->req_mod;
+		if (b->resp_mod)
+			d->resp_mods[d->n_resp_mods++] = b->resp_mod;
+		return 0;
+	}
+	return 0;
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# 62-proxy-lab.t — capture mode in a lab (t62, no mesh): `zerohop proxy
+# --node node-a` loads bpf/l7cap.bpf.c on the node's cgroup, pins the
+# capture maps and listens on the node's fabric IP:15001. A client pod plays
+# the agent's connect4 hook by hand (writes its socket cookie → ClusterIP:80
+# into zh_l7cap_sock, then connects to the proxy); the proxy must recover
+# the ClusterIP and route the request by the Service's HTTPRoute to an echo
+# pod. Cleans up (proxy by PID, lab down) on every path.
+source "$(dirname "$0")/../lib/tap.sh"
+
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+command -v bpftool >/dev/null || skip_all "bpftool missing (make deps)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
+LAB=t62
+TMP=$(mktemp -d /tmp/zh-px62.XXXXXX)
+PXPID=
+cleanup() {
+	[ -n "$PXPID" ] && kill "$PXPID" 2>/dev/null
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+cat >"$TMP/m.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: echo}}
+  template:
+    metadata: {labels: {app: echo}}
+    spec:
+      containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo}
+spec:
+  clusterIP: 10.96.0.62
+  selector: {app: echo}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo, port: 80}]
+  rules:
+  - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-via, value: zerohop-proxy}]}}]
+    backendRefs: [{name: echo, port: 80}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers: [{name: shell, image: busybox, command: ["sleep", "infinity"]}]
+YAML
+"$ZH" lab up --lab $LAB --no-mesh -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
+rc=$?
+ok $rc "lab $LAB up (no mesh)"
+[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+for i in $(seq 100); do
+	[ "$("$ZH" lab status --lab $LAB 2>/dev/null | grep -c ' Running ')" -ge 3 ] && break
+	sleep 0.1
+done
+
+"$ZH" lab exec --lab $LAB --node node-a -- "$ZH" proxy --node node-a --lab $LAB \
+	--access-log "$TMP/access.log" >"$TMP/proxy.out" 2>&1 &
+for i in $(seq 50); do
+	PXPID=$(ip netns exec $LAB-node-a ss -Htlnp 'sport = :15001' 2>/dev/null |
+		sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+	[ -n "$PXPID" ] && break
+	sleep 0.1
+done
+ok $([ -n "$PXPID" ]; echo $?) "proxy listens on node-a's fabric IP :15001 (pid ${PXPID:-none})"
+[ -n "$PXPID" ] || { cat "$TMP/proxy.out"; done_testing; }
+PIN=/sys/fs/bpf/zerohop/$LAB/node-a
+ok $([ -e $PIN/zh_l7cap_sock ] && [ -e $PIN/zh_l7cap_orig ]; echo $?) "capture maps pinned by name in $PIN"
+CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+bpftool cgroup show "$CG/zerohop-$LAB/node-a" 2>/dev/null | grep -q zh_l7cap_sockops
+ok $? "sock_ops attached to the node cgroup"
+
+# In the pod: open a socket, print its cookie, wait; the host (bpffs is not
+# mounted in pods) records cookie → 10.96.0.62:80 as connect4 would; then
+# the pod connects to the proxy and sends a request.
+cat >"$TMP/client.py" <<'PY'
+import socket, sys, re
+s = socket.socket()
+print(" ".join("%d" % b for b in s.getsockopt(socket.SOL_SOCKET, 57, 8)), flush=True)  # SO_COOKIE
+sys.stdin.readline()
+s.settimeout(5)
+s.connect(("10.250.0.1", 15001))
+s.sendall(b"GET /captured HTTP/1.1\r\nHost: echo\r\nConnection: close\r\n\r\n")
+out = b""
+while True:
+    x = s.recv(65536)
+    if not x: break
+    out += x
+via = re.search(rb'"x-via":"([^"]*)"', out)
+print(out.split(b" ")[1].decode() if out else "none", via.group(1).decode() if via else "-")
+PY
+coproc CL { "$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/client.py" 2>"$TMP/client.err"; }
+read -r -t 10 cookie <&"${CL[0]}"
+bpftool map update pinned $PIN/zh_l7cap_sock key $cookie value 10 96 0 62 0 80 0 0
+ok $? "cookie $cookie recorded as 10.96.0.62:80 (what connect4 will write)"
+echo go >&"${CL[1]}"
+read -r -t 10 out <&"${CL[0]}"
+wait $CL_PID 2>/dev/null
+is "$out" "200 zerohop-proxy" "redirected connection routed by its original ClusterIP through the HTTPRoute"
+grep -q '"GET /captured HTTP/1.1" 200 .* default/echo#0 default/echo 10\.244\.' "$TMP/access.log"
+ok $? "access log: route default/echo#0 → an echo pod endpoint"
+cat >"$TMP/direct.py" <<'PY'
+import socket
+s = socket.create_connection(("10.250.0.1", 15001), timeout=3)
+try:
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    print("closed" if s.recv(100) == b"" else "answered")
+except (ConnectionResetError, BrokenPipeError):
+    print("closed")  # the proxy may close before or while we send: a reset is a close too
+PY
+out=$("$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/direct.py" 2>"$TMP/direct.err" </dev/null)
+[ -s "$TMP/direct.err" ] && sed 's/^/# /' "$TMP/direct.err"
+is "$out" "closed" "a connection without a recorded destination is closed"
+
+kill "$PXPID"; sleep 0.3
+bpftool cgroup show "$CG/zerohop-$LAB/node-a" 2>/dev/null | grep -q zh_l7cap_sockops
+ok $((! $?)) "sock_ops detached when the proxy exits"
+PXPID=
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+ok $([ ! -e /sys/fs/bpf/zerohop/$LAB ]; echo $?) "lab down removes the pinned capture maps"
+done_testing
