@@ -58,54 +58,13 @@ const struct pol_limits pol_default_limits = {
 		}							\
 	} while (0)
 
-/* ---- selectors and ports (own copy: the compiler must not depend on
- * anything but the model's data) ------------------------------------------ */
+/* ---- selectors and ports ------------------------------------------------ */
 
-static const char *labels_get(const struct md_labels *l, const char *key)
-{
-	for (int i = 0; i < l->n; i++)
-		if (strcmp(l->v[i].key, key) == 0)
-			return l->v[i].value;
-	return NULL;
-}
-
-/* A present selector against labels; an absent one is the caller's call. */
+/* A present selector against labels; an absent one is the caller's call.
+ * The model's matcher is the one definition of LabelSelector semantics. */
 bool pol_sel_match(const struct md_selector *sel, const struct md_labels *labels)
 {
-	for (int i = 0; i < sel->match_labels.n; i++) {
-		const char *v = labels_get(labels, sel->match_labels.v[i].key);
-
-		if (!v || strcmp(v, sel->match_labels.v[i].value) != 0)
-			return false;
-	}
-	for (int i = 0; i < sel->n_exprs; i++) {
-		const struct md_sel_expr *e = &sel->exprs[i];
-		const char *v = labels_get(labels, e->key);
-		bool in = false;
-
-		for (int j = 0; v && j < e->n_values; j++)
-			if (strcmp(v, e->values[j]) == 0)
-				in = true;
-		switch (e->op) {
-		case MD_SEL_IN:
-			if (!in)
-				return false;
-			break;
-		case MD_SEL_NOT_IN:
-			if (in)
-				return false;
-			break;
-		case MD_SEL_EXISTS:
-			if (!v)
-				return false;
-			break;
-		case MD_SEL_DOES_NOT_EXIST:
-			if (v)
-				return false;
-			break;
-		}
-	}
-	return true;
+	return md_selector_matches(sel, labels);
 }
 
 uint8_t pol_ipproto(enum md_proto p)
