@@ -60,7 +60,8 @@ static void *ar_raw(struct md_arena *a, size_t n, size_t align)
 	if (b)
 		b->used = (b->used + align - 1) & ~(align - 1);
 	if (!b || b->cap < b->used || b->cap - b->used < n) {
-		size_t cap = n > AR_BLOCK / 4 ? n : AR_BLOCK;
+		size_t blk = a->blk ? a->blk : AR_BLOCK;
+		size_t cap = n > blk / 4 ? n : blk;
 
 		/* always the new head, so ar_reset() can pop back to a mark */
 		b = blk_get(cap);

@@ -21,6 +21,8 @@ struct ar_blk;
 
 struct md_arena {
 	struct ar_blk *head;	/* current block first; blocks freed together */
+	size_t blk;		/* block size; 0 = the default 64 KiB (pooled). Set
+				 * smaller for the many small arenas of cached files */
 };
 
 void *ar_alloc(struct md_arena *a, size_t n);	/* zeroed, pointer-aligned, never NULL */
@@ -149,7 +151,39 @@ struct md_priv {
 	bool keep_tree;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
+	/* parsed files this state shares objects with (md_state_add_parsed):
+	 * one reference each, dropped by md_state_free */
+	struct md_file **files;
+	int n_files, cap_files;
 };
+
+/* ---- parsed files, shareable between states (the state source's cache) --
+ *
+ * A struct md_file holds the decoded, *unfinished* objects of one file in
+ * a staging state of its own. md_state_add_parsed() appends shallow copies
+ * of its top-level objects to a state, so strings and sub-arrays are shared
+ * with the file's arena; the few sub-arrays md_state_finish() writes into
+ * (explicit namespaces' labels, split backends, route parents and rules with
+ * their backendRefs) are copied into the state's own arena first, so no two
+ * states ever write to the same memory. The result is exactly what
+ * md_state_add_file() of the same files in the same order would give.
+ * Reference counted: the cache holds one reference, every state built from
+ * it one more, so evicting a changed file never frees memory a live state
+ * points into. Single-threaded (plain counter), like the rest of the model. */
+struct md_file {
+	int refs;
+	char *path;		/* as given to md_file_load */
+	struct md_state *st;	/* the file's objects, as md_state_add_buf made them */
+};
+
+/* Read and parse dir/name (name relative to dfd, path for messages) into a
+ * new md_file with one reference. 0, or -errno/-EINVAL with err set. */
+int md_file_load(int dfd, const char *name, const char *path, struct md_file **out,
+		 struct md_err *err);
+void md_file_put(struct md_file *f);	/* drop a reference; NULL is fine */
+/* Append f's objects to st (not finished) and take a reference on f. Fails
+ * like md_state_add_file would (second Cluster object); st is then unchanged. */
+int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *err);
 
 static inline struct md_priv *md_priv(const struct md_state *st)
 {

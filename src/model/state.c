@@ -44,6 +44,9 @@ void md_state_free(struct md_state *st)
 	free(st->routes);
 	free(st->netpols);
 	free(pv->objs);
+	for (int i = 0; i < pv->n_files; i++)
+		md_file_put(pv->files[i]);
+	free(pv->files);
 	for (int k = 0; k < MD_K__COUNT; k++)
 		md_idx_free(&pv->ix[k]);
 	ar_free(&pv->ar);
@@ -63,9 +66,8 @@ static void append(void **dst, int *n, int *cap, const void *src, int m, size_t 
 	*n += m;
 }
 
-/* Move everything of stg into st; stg is freed. The caller checked that the
- * merge cannot fail (see cluster_conflict). */
-static void merge(struct md_state *st, struct md_state *stg)
+/* Append shallow copies of stg's objects to st's arrays (stg unchanged). */
+static void append_all(struct md_state *st, const struct md_state *stg)
 {
 	struct md_priv *pv = md_priv(st), *ps = md_priv(stg);
 
@@ -89,7 +91,14 @@ static void merge(struct md_state *st, struct md_state *stg)
 	       sizeof(*pv->objs));
 	if (stg->cluster.present)
 		st->cluster = stg->cluster;
-	ar_splice(&pv->ar, &ps->ar);
+}
+
+/* Move everything of stg into st; stg is freed. The caller checked that the
+ * merge cannot fail (see cluster_conflict). */
+static void merge(struct md_state *st, struct md_state *stg)
+{
+	append_all(st, stg);
+	ar_splice(&md_priv(st)->ar, &md_priv(stg)->ar);
 	md_state_free(stg);
 }
 
@@ -316,6 +325,101 @@ out:
 		free(names[i]);
 	free(names);
 	return ret;
+}
+
+/* ---- parsed files (md_int.h) ---------------------------------------------------- */
+
+int md_file_load(int dfd, const char *name, const char *path, struct md_file **out,
+		 struct md_err *err)
+{
+	struct md_file *f = zh_calloc(1, sizeof(*f));
+	char *buf = NULL;
+	size_t len = 0, blk = 1024;
+	int ret;
+
+	f->refs = 1;
+	f->path = zh_strdup(path);
+	f->st = md_state_new();
+	ret = read_all(dfd, name, &buf, &len);
+	if (ret) {
+		ret = io_err(err, path, -ret, "cannot read");
+		goto fail;
+	}
+	/* a cache holds thousands of these: blocks sized to the file (the
+	 * decoded objects take about as much as the text) instead of 64 KiB */
+	while (blk < len && blk < 64 * 1024)
+		blk *= 2;
+	md_priv(f->st)->ar.blk = blk;
+	ret = md_state_add_buf(f->st, path, buf, len, err);
+	if (ret)
+		goto fail;
+	free(buf);
+	*out = f;
+	return 0;
+fail:
+	free(buf);
+	md_file_put(f);
+	return ret;
+}
+
+void md_file_put(struct md_file *f)
+{
+	if (!f || --f->refs > 0)
+		return;
+	md_state_free(f->st);
+	free(f->path);
+	free(f);
+}
+
+static void *ar_dup(struct md_arena *a, const void *src, size_t n)
+{
+	void *p;
+
+	if (!src || !n)
+		return (void *)src;
+	p = ar_alloc(a, n);
+	memcpy(p, src, n);
+	return p;
+}
+
+int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+	struct md_arena *ar = &pv->ar;
+	int ns0 = st->n_namespaces, sp0 = st->n_splits, rt0 = st->n_routes, ret;
+
+	if ((ret = refuse_finished(st, f->path, err)) ||
+	    (ret = cluster_conflict(st, f->st, err)))
+		return ret;
+	append_all(st, f->st);
+	/* the sub-arrays md_state_finish() writes into become st's own */
+	for (int i = ns0; i < st->n_namespaces; i++) {
+		struct md_labels *l = &st->namespaces[i].meta.labels;
+
+		l->v = ar_dup(ar, l->v, (size_t)l->n * sizeof(*l->v));
+	}
+	for (int i = sp0; i < st->n_splits; i++) {
+		struct md_trafficsplit *t = &st->splits[i];
+
+		t->backends = ar_dup(ar, t->backends, (size_t)t->n_backends * sizeof(*t->backends));
+	}
+	for (int i = rt0; i < st->n_routes; i++) {
+		struct md_httproute *r = &st->routes[i];
+
+		r->parents = ar_dup(ar, r->parents, (size_t)r->n_parents * sizeof(*r->parents));
+		r->rules = ar_dup(ar, r->rules, (size_t)r->n_rules * sizeof(*r->rules));
+		for (int j = 0; j < r->n_rules; j++)
+			r->rules[j].backends = ar_dup(ar, r->rules[j].backends,
+						      (size_t)r->rules[j].n_backends *
+							      sizeof(*r->rules[j].backends));
+	}
+	if (pv->n_files == pv->cap_files) {
+		pv->cap_files = pv->cap_files ? 2 * pv->cap_files : 64;
+		pv->files = zh_realloc(pv->files, (size_t)pv->cap_files * sizeof(*pv->files));
+	}
+	pv->files[pv->n_files++] = f;
+	f->refs++;
+	return 0;
 }
 
 int md_state_n_objects(const struct md_state *st)

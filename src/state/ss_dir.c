@@ -14,6 +14,38 @@
  * 4. DIR/generation is bumped (atomically, invariant 2) after the object
  *    files of a change are in place; it only grows.
  *
+ * 5. ss_load() gives exactly the state a fresh parse of manifests/ then
+ *    pods/ (each in name order) and md_state_finish() would give; the parse
+ *    cache below only decides which files need parsing again.
+ *
+ * Parse cache (ss_load): per directory, a name-sorted array of entries
+ * (file name, dev, inode, size, mtime ns, ctime ns, parsed md_file). A
+ * load builds the md_state from the entries' shared, unfinished objects
+ * (md_state_add_parsed) and runs md_state_finish() on it, so validation
+ * is the same code as for a fresh load.
+ *   C1. Which files to look at: with the inotify watch open (ss_watch_fd)
+ *       and no queue overflow since the last full scan, only the names the
+ *       watch reported (drained into per-directory dirty lists, and drained
+ *       once more under the shared lock, when every writer's renames are
+ *       already queued) are stat'ed; otherwise the whole directory is read
+ *       and every file stat'ed ("full scan").
+ *   C2. A looked-at file is parsed again unless its (dev, inode, size,
+ *       mtime, ctime) equal the entry's. Writers rename a new inode into
+ *       place, so a change shows in the key; for a file changed in place
+ *       within the file system's timestamp granularity, a full scan also
+ *       re-parses every entry whose file changed less than RACY_NS before
+ *       it was read ("racy" entries, as git does for its index). With the
+ *       watch, IN_CLOSE_WRITE reports such writes anyway.
+ *   C3. A file that fails to read or parse is never cached: the entry keeps
+ *       no md_file, and every load parses it again, in name order, so the
+ *       first error reported is the one a fresh load reports.
+ *   C4. A built state holds a reference on every md_file it uses, so
+ *       dropping or replacing an entry never frees memory a live state
+ *       points into (md_int.h).
+ * The "generation" file is not part of the key: every writer changes the
+ * object files themselves, and C1/C2 see those changes directly (a bump
+ * with no file change, e.g. ss_put_pod of identical text, costs nothing).
+ *
  * File names: manifests/KIND_NAMESPACE_NAME.yaml with the lower-case kind
  * and "_" as the namespace of cluster-scoped kinds; the one Cluster object
  * is manifests/cluster.yaml whatever its name, so applying a Cluster
@@ -32,10 +64,38 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "zerohop/log.h"
 #include "zerohop/state.h"
 #include "../model/md_int.h"
+
+/* A file changed less than this before a full scan read it is parsed again
+ * by the next full scan (C2): 50 ms, above the coarse clock tick (<= 10 ms)
+ * that file timestamps are taken from. */
+#define RACY_NS 50000000LL
+/* More reported names than this: forget them and scan the whole directory. */
+#define MAX_DIRTY 65536
+
+struct ss_cent {
+	char *name;		/* file name inside the directory */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	bool racy;		/* changed within RACY_NS of being read (C2) */
+	struct md_file *f;	/* NULL: unreadable or invalid, parsed on every load (C3) */
+};
+
+struct ss_cdir {
+	const char *path;	/* s->mdir or s->pdir */
+	int wd;			/* inotify watch descriptor, -1 without watch */
+	struct ss_cent *v;	/* sorted by name (strcmp), like md_state_add_dir */
+	int n;
+	bool valid;		/* entries reflect the directory + dirty (C1) */
+	char **dirty;		/* names the watch reported since the last load */
+	int n_dirty, cap_dirty;
+};
 
 struct ss {
 	char *dir;
@@ -43,6 +103,7 @@ struct ss {
 	char *pdir;		/* DIR/pods */
 	int lock_fd;
 	int ino_fd;		/* -1 until ss_watch_fd() */
+	struct ss_cdir cache[2];	/* manifests, pods */
 };
 
 static int mkdir_p(const char *path)
@@ -195,6 +256,248 @@ static int bump_generation(struct ss *s)
 	return write_atomic(s->dir, "generation", buf, (size_t)n);
 }
 
+static int io_err(struct md_err *err, const char *path, int e, const char *what)
+{
+	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
+	err->line = 0;
+	err->field[0] = 0;
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
+	return -e;
+}
+
+/* ---- parse cache (design note on top) ------------------------------------- */
+
+static void dirty_clear(struct ss_cdir *cd)
+{
+	for (int i = 0; i < cd->n_dirty; i++)
+		free(cd->dirty[i]);
+	cd->n_dirty = 0;
+}
+
+static void cent_free(struct ss_cent *e)
+{
+	free(e->name);
+	md_file_put(e->f);
+}
+
+static void cdir_clear(struct ss_cdir *cd)
+{
+	for (int i = 0; i < cd->n; i++)
+		cent_free(&cd->v[i]);
+	free(cd->v);
+	cd->v = NULL;
+	cd->n = 0;
+	cd->valid = false;
+	dirty_clear(cd);
+	free(cd->dirty);
+	cd->dirty = NULL;
+	cd->cap_dirty = 0;
+}
+
+/* Same rule as md_state_add_dir() for which names are manifests. */
+static bool manifest_name(const char *n)
+{
+	size_t l = strlen(n);
+
+	if (n[0] == '.')
+		return false;
+	return (l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 4 && !strcmp(n + l - 4, ".yml")) ||
+	       (l > 5 && !strcmp(n + l - 5, ".json"));
+}
+
+static void dirty_add(struct ss_cdir *cd, const char *name)
+{
+	if (!cd->valid || !manifest_name(name))
+		return;	/* a full scan comes anyway / never loaded */
+	if (cd->n_dirty == MAX_DIRTY) {
+		cd->valid = false;
+		dirty_clear(cd);
+		return;
+	}
+	if (cd->n_dirty == cd->cap_dirty) {
+		cd->cap_dirty = cd->cap_dirty ? 2 * cd->cap_dirty : 64;
+		cd->dirty = zh_realloc(cd->dirty, (size_t)cd->cap_dirty * sizeof(*cd->dirty));
+	}
+	cd->dirty[cd->n_dirty++] = zh_strdup(name);
+}
+
+/* Read every queued inotify event into the dirty lists (C1). */
+static void watch_read(struct ss *s)
+{
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	if (s->ino_fd < 0)
+		return;
+	while ((n = read(s->ino_fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				for (int d = 0; d < 2; d++) {
+					s->cache[d].valid = false;
+					dirty_clear(&s->cache[d]);
+				}
+				continue;
+			}
+			for (int d = 0; d < 2; d++)
+				if (ev->wd == s->cache[d].wd && ev->len)
+					dirty_add(&s->cache[d], ev->name);
+		}
+	}
+}
+
+static bool ts_eq(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+static long long ts_ns(struct timespec t)
+{
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The entry for name as the directory holds it now: old (moved into *out)
+ * when its key still matches, else a fresh parse. Returns false when there
+ * is no such manifest file (gone, or a directory). full: a full scan, which
+ * re-parses racy entries (C2). */
+static bool cent_refresh(struct ss_cdir *cd, int dfd, const char *name, struct ss_cent *old,
+			 bool full, long long t0, struct ss_cent *out)
+{
+	char path[4096];
+	struct md_err err;
+	struct stat sb;
+
+	if (fstatat(dfd, name, &sb, 0)) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return false;
+		memset(&sb, 0, sizeof(sb));	/* unreadable: the load reports it (C3) */
+	} else if (S_ISDIR(sb.st_mode)) {
+		return false;
+	}
+	if (old && old->f && old->dev == sb.st_dev && old->ino == sb.st_ino &&
+	    old->size == sb.st_size && ts_eq(old->mtime, sb.st_mtim) &&
+	    ts_eq(old->ctime, sb.st_ctim) && !(full && old->racy)) {
+		*out = *old;
+		old->name = NULL;
+		old->f = NULL;
+		return true;
+	}
+	memset(out, 0, sizeof(*out));
+	out->name = old ? old->name : zh_strdup(name);
+	if (old) {
+		old->name = NULL;
+		md_file_put(old->f);
+		old->f = NULL;
+	}
+	out->dev = sb.st_dev;
+	out->ino = sb.st_ino;
+	out->size = sb.st_size;
+	out->mtime = sb.st_mtim;
+	out->ctime = sb.st_ctim;
+	out->racy = ts_ns(sb.st_mtim) >= t0 - RACY_NS || ts_ns(sb.st_ctim) >= t0 - RACY_NS;
+	snprintf(path, sizeof(path), "%s/%s", cd->path, name);
+	if (md_file_load(dfd, name, path, &out->f, &err))
+		out->f = NULL;	/* C3: the build step parses it again and reports */
+	return true;
+}
+
+static int cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Bring cd up to date with its directory (C1, C2): merge the sorted old
+ * entries with the sorted names to look at. Called under the shared lock. */
+static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md_err *err)
+{
+	bool full = !watched || !cd->valid;
+	char **names = NULL;
+	int n_names = 0, cap = 0, i = 0, j = 0, n_new = 0, ret = 0, dfd;
+	struct ss_cent *nv;
+	DIR *d;
+
+	d = opendir(cd->path);
+	if (!d)
+		return io_err(err, cd->path, errno, "cannot open directory");
+	dfd = dirfd(d);
+	if (full) {
+		struct dirent *de;
+
+		dirty_clear(cd);
+		while ((de = readdir(d))) {
+			if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+				continue;
+			if (n_names == cap) {
+				cap = cap ? 2 * cap : 64;
+				names = zh_realloc(names, (size_t)cap * sizeof(*names));
+			}
+			names[n_names++] = zh_strdup(de->d_name);
+		}
+	} else {
+		names = cd->dirty;
+		n_names = cd->n_dirty;
+		cd->dirty = NULL;
+		cd->n_dirty = cd->cap_dirty = 0;
+	}
+	if (n_names)
+		qsort(names, (size_t)n_names, sizeof(*names), cmp_pstr);
+	nv = zh_calloc((size_t)(cd->n + n_names) + 1, sizeof(*nv));
+	while (i < cd->n || j < n_names) {
+		int c = i == cd->n ? 1 : j == n_names ? -1 : strcmp(cd->v[i].name, names[j]);
+
+		if (c < 0) {	/* not looked at: kept unless the scan missed it */
+			if (full)
+				cent_free(&cd->v[i]);
+			else
+				nv[n_new++] = cd->v[i];
+			i++;
+			continue;
+		}
+		if (cent_refresh(cd, dfd, names[j], c == 0 ? &cd->v[i] : NULL, full, t0,
+				 &nv[n_new]))
+			n_new++;
+		if (c == 0) {
+			cent_free(&cd->v[i]);	/* what refresh did not take over */
+			i++;
+		}
+		/* duplicates in the dirty list: look once */
+		for (j++; j < n_names && !strcmp(names[j], names[j - 1]); j++)
+			;
+	}
+	free(cd->v);
+	cd->v = nv;
+	cd->n = n_new;
+	cd->valid = watched;
+	for (int k = 0; k < n_names; k++)
+		free(names[k]);
+	free(names);
+	closedir(d);
+	return ret;
+}
+
+/* Append every entry of cd to st in name order; parse the uncached ones
+ * again so their error is reported (C3). */
+static int cdir_build(struct ss_cdir *cd, struct md_state *st, struct md_err *err)
+{
+	int ret = 0;
+
+	for (int i = 0; !ret && i < cd->n; i++) {
+		struct ss_cent *e = &cd->v[i];
+		char path[4096];
+
+		if (!e->f) {
+			snprintf(path, sizeof(path), "%s/%s", cd->path, e->name);
+			ret = md_file_load(AT_FDCWD, path, path, &e->f, err);
+			if (ret)
+				break;
+		}
+		ret = md_state_add_parsed(st, e->f, err);
+	}
+	return ret;
+}
+
 int ss_open(const char *dir, struct ss **out)
 {
 	struct ss *s = zh_calloc(1, sizeof(*s));
@@ -207,6 +510,9 @@ int ss_open(const char *dir, struct ss **out)
 	s->dir = zh_strdup(dir);
 	s->mdir = join(dir, "manifests");
 	s->pdir = join(dir, "pods");
+	s->cache[0].path = s->mdir;
+	s->cache[1].path = s->pdir;
+	s->cache[0].wd = s->cache[1].wd = -1;
 	if ((ret = mkdir_p(s->mdir)) || (ret = mkdir_p(s->pdir)))
 		goto fail;
 	lock = join(dir, ".lock");
@@ -240,6 +546,8 @@ void ss_close(struct ss *s)
 		close(s->lock_fd);
 	if (s->ino_fd >= 0)
 		close(s->ino_fd);
+	for (int d = 0; d < 2; d++)
+		cdir_clear(&s->cache[d]);
 	free(s->dir);
 	free(s->mdir);
 	free(s->pdir);
@@ -262,15 +570,6 @@ static int lock(struct ss *s, int how)
 static void unlock(struct ss *s)
 {
 	flock(s->lock_fd, LOCK_UN);
-}
-
-static int io_err(struct md_err *err, const char *path, int e, const char *what)
-{
-	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
-	err->line = 0;
-	err->field[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
-	return -e;
 }
 
 /* The stored file name of an object. */
@@ -524,6 +823,8 @@ out:
 int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 {
 	struct md_state *st = md_state_new();
+	struct timespec now;
+	long long t0;
 	int ret;
 
 	ret = lock(s, LOCK_SH);
@@ -531,9 +832,14 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 		io_err(err, s->dir, -ret, "cannot lock the state");
 		goto fail;
 	}
-	ret = md_state_add_dir(st, s->mdir, err);
-	if (!ret)
-		ret = md_state_add_dir(st, s->pdir, err);
+	/* every finished writer's events are queued now (C1) */
+	watch_read(s);
+	clock_gettime(CLOCK_REALTIME, &now);
+	t0 = ts_ns(now);
+	for (int d = 0; !ret && d < 2; d++)
+		ret = cdir_update(&s->cache[d], s->ino_fd >= 0, t0, err);
+	for (int d = 0; !ret && d < 2; d++)
+		ret = cdir_build(&s->cache[d], st, err);
 	unlock(s);
 	if (!ret)
 		ret = md_state_finish(st, err);
@@ -621,14 +927,17 @@ int ss_watch_fd(struct ss *s)
 	s->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (s->ino_fd < 0)
 		return -errno;
-	if (inotify_add_watch(s->ino_fd, s->mdir, mask) < 0 ||
-	    inotify_add_watch(s->ino_fd, s->pdir, mask) < 0 ||
+	/* entries loaded before the watch existed must be re-checked (C1) */
+	s->cache[0].valid = s->cache[1].valid = false;
+	if ((s->cache[0].wd = inotify_add_watch(s->ino_fd, s->mdir, mask)) < 0 ||
+	    (s->cache[1].wd = inotify_add_watch(s->ino_fd, s->pdir, mask)) < 0 ||
 	    /* DIR: only the rename of generation (opening .lock must not wake anyone) */
 	    inotify_add_watch(s->ino_fd, s->dir, IN_MOVED_TO) < 0) {
 		int e = errno;
 
 		close(s->ino_fd);
 		s->ino_fd = -1;
+		s->cache[0].wd = s->cache[1].wd = -1;
 		return -e;
 	}
 	return s->ino_fd;
@@ -636,10 +945,5 @@ int ss_watch_fd(struct ss *s)
 
 void ss_watch_drain(struct ss *s)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-
-	if (s->ino_fd < 0)
-		return;
-	while (read(s->ino_fd, buf, sizeof(buf)) > 0)
-		;
+	watch_read(s);	/* the names are kept for the next ss_load (C1) */
 }
