@@ -19,9 +19,11 @@ BPFTOOL  ?= bpftool
 ARCH     := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 MULTIARCH := $(shell $(CC) -dumpmachine)
 
+# Evaluated when used (=, not :=): on a fresh machine pkg-config and the
+# libraries only exist once the deps target has run.
 PKGS     := libbpf yaml-0.1 libelf zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wshadow -Wformat=2
 CFLAGS   ?= -O2 -g
