@@ -8,7 +8,8 @@
  *      │                            (or max 20 ms)                         │
  *      └─ SIGTERM/SIGINT ─► EXIT (pins stay: the datapath keeps running)   │
  *                                                                          │
- *   SYNC: ss_watch_drain(); gen = ss_generation(); ss_load(); ag_compile();
+ *   SYNC: ss_watch_drain(); gen = ss_generation(); ss_load();
+ *         ag_pol_sync() (NetworkPolicy, policy_glue.c); ag_compile();
  *         ag_lb_sync() (or ag_nft_apply() in --mode nft);
  *         ag_accel_set_local(this node's pod IPs); back to IDLE.
  *
@@ -41,6 +42,7 @@
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/state.h"
+#include "policy_glue.h"
 
 enum ag_mode { AG_MODE_BPF, AG_MODE_NFT };
 
@@ -58,6 +60,7 @@ struct agent {
 	struct ss *ss;
 	struct ag_lb *lb;
 	struct ag_accel *acc;
+	struct pol *pol;		/* NULL: no policy datapath (nft mode, load failure) */
 };
 
 static double now_ms(void)
@@ -118,6 +121,10 @@ static int sync_once(struct agent *a)
 		       md_err_str(&err, ebuf, sizeof(ebuf)));
 		goto out;
 	}
+	/* Policy before the LB: once zh_lb_meta names gen, the policy of gen is
+	 * in force too (the lab waits on that before starting a pod). A policy
+	 * error is logged and never stops the LB sync (policy_glue.c P2). */
+	ag_pol_sync(a->pol, a->acc, st, a->node);
 	tl = now_ms();
 	ret = ag_compile(st, &c, ebuf, sizeof(ebuf));
 	if (ret) {
@@ -333,6 +340,12 @@ int cli_agent(int argc, char **argv)
 			snprintf(probe, sizeof(probe), "%s/accel_sockhash", a.pin_dir);
 			if (access(probe, F_OK) == 0 && ag_accel_open(NULL, a.pin_dir, 0, &acc) == 0)
 				ag_accel_close(acc, 1);
+			{
+				int rp = ag_pol_cleanup(a.pin_dir);
+
+				if (!ret)
+					ret = rp;
+			}
 			rmdir(a.pin_dir);
 		}
 		if (ret)
@@ -364,6 +377,8 @@ int cli_agent(int argc, char **argv)
 			goto out;
 		}
 		ag_lb_track_gone(a.lb, a.destroy_stale);
+		/* After the LB (policy_glue.c P1); a failure leaves the LB running. */
+		ag_pol_open(a.cgroup, a.pin_dir, &a.pol);
 	}
 	/* Acceleration shares the node cgroup; a failure there must not take
 	 * service load balancing down with it. */
@@ -378,6 +393,7 @@ int cli_agent(int argc, char **argv)
 		a.destroy_stale ? "on" : "off", a.cgroup, a.pin_dir, a.state_dir);
 	ret = run(&a);
 out:
+	pol_close(a.pol, 0);
 	ag_accel_close(a.acc, 0);
 	ag_lb_close(a.lb, false);
 	ss_close(a.ss);

@@ -18,6 +18,7 @@
 #include "zerohop/cli.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
+#include "zerohop/policy.h"
 #include "zerohop/state.h"
 
 struct cli_opts {
@@ -69,7 +70,7 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 	}
 	if (!want_files) {
 		if (optind >= argc) {
-			fprintf(stderr, "usage: zerohop get services|endpoints|backends|splits|pods|routes|stats [-o json] [--lab LAB]\n");
+			fprintf(stderr, "usage: zerohop get services|endpoints|backends|splits|pods|routes|stats|policy-drops [-o json] [--lab LAB]\n");
 			return -EINVAL;
 		}
 		o->kind = argv[optind];
@@ -473,7 +474,8 @@ static int get_stats(const struct cli_opts *o)
 	while ((de = readdir(d))) {
 		uint64_t st[ZH_LB_STAT_MAX], meta[ZH_LB_META_MAX];
 		struct ag_accel_stats as;
-		int have_accel;
+		struct pol_drops pd;
+		int have_accel, have_pol;
 
 		if (de->d_name[0] == '.')
 			continue;
@@ -481,6 +483,9 @@ static int get_stats(const struct cli_opts *o)
 		if (ag_lb_read_stats(pin, st, meta))
 			continue;
 		have_accel = ag_accel_read_pinned_stats(pin, &as) == 0;
+		have_pol = pol_read_drops(pin, &pd) == 0;
+		if (have_pol)
+			pol_drops_free(&pd);
 		if (o->json) {
 			printf("%s", n ? "," : "");
 			jstr(de->d_name);
@@ -495,6 +500,8 @@ static int get_stats(const struct cli_opts *o)
 				       (unsigned long long)as.sockets, (unsigned long long)as.active,
 				       (unsigned long long)as.msgs, (unsigned long long)as.bytes,
 				       (unsigned long long)as.fallbacks);
+			if (have_pol)
+				printf(",\"policy_generation\":%u", pd.generation);
 			printf("}");
 		} else {
 			printf("node %s: generation %llu, syncs %llu\n", de->d_name,
@@ -509,6 +516,8 @@ static int get_stats(const struct cli_opts *o)
 				       "accel_msgs", (unsigned long long)as.msgs,
 				       "accel_bytes", (unsigned long long)as.bytes,
 				       "accel_fallbacks", (unsigned long long)as.fallbacks);
+			if (have_pol)
+				printf("  %-32s %u\n", "policy_generation", pd.generation);
 		}
 		n++;
 	}
@@ -517,6 +526,69 @@ static int get_stats(const struct cli_opts *o)
 		printf("}\n");
 	if (!n && !o->json)
 		printf("no agent maps pinned under %s\n", root);
+	return 0;
+}
+
+/* Drop counters of every node of the lab (pol_read_drops on each pin dir).
+ * A node without a policy datapath pinned is listed as such, not skipped. */
+static int get_policy_drops(const struct cli_opts *o)
+{
+	char root[256], pin[512];
+	const char *lab = zh_lab_name(o->lab);
+	struct dirent *de;
+	int n = 0, r, i;
+	DIR *d;
+
+	snprintf(root, sizeof(root), "%s/%s", ZH_BPF_ROOT, lab);
+	d = opendir(root);
+	if (!d) {
+		fprintf(stderr, "zerohop get policy-drops: no pinned agents for lab %s (%s: %s)\n", lab,
+			root, strerror(errno));
+		return -ENOENT;
+	}
+	if (o->json)
+		printf("{");
+	while ((de = readdir(d))) {
+		struct pol_drops pd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(pin, sizeof(pin), "%s/%s", root, de->d_name);
+		if (pol_read_drops(pin, &pd)) {
+			if (!o->json)
+				printf("node %s: no policy datapath pinned in %s\n", de->d_name, pin);
+			continue;
+		}
+		if (o->json) {
+			printf("%s", n ? "," : "");
+			jstr(de->d_name);
+			printf(":{\"generation\":%u,\"by_reason\":{", pd.generation);
+			for (r = 1, i = 0; r < POL_DROP__MAX; r++, i++) {
+				printf("%s", i ? "," : "");
+				jstr(pol_drop_reason_name(r));
+				printf(":%llu", (unsigned long long)pd.by_reason[r]);
+			}
+			printf("},\"by_policy\":[");
+			for (i = 0; i < pd.n_by_policy; i++) {
+				printf("%s{\"policy\":", i ? "," : "");
+				jstr(pd.by_policy[i].name);
+				printf(",\"reason\":");
+				jstr(pol_drop_reason_name(pd.by_policy[i].reason));
+				printf(",\"packets\":%llu}", (unsigned long long)pd.by_policy[i].packets);
+			}
+			printf("]}");
+		} else {
+			printf("node %s:\n", de->d_name);
+			pol_drops_print(&pd, stdout);
+		}
+		pol_drops_free(&pd);
+		n++;
+	}
+	closedir(d);
+	if (o->json)
+		printf("}\n");
+	else if (!n)
+		printf("no policy datapath pinned under %s\n", root);
 	return 0;
 }
 
@@ -535,6 +607,10 @@ int cli_get(int argc, char **argv)
 		goto out;
 	if (!strcmp(o.kind, "stats")) {
 		ret = get_stats(&o);
+		goto out;
+	}
+	if (!strcmp(o.kind, "policy-drops")) {
+		ret = get_policy_drops(&o);
 		goto out;
 	}
 	ret = open_state(&o, &s);
@@ -558,7 +634,7 @@ int cli_get(int argc, char **argv)
 	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
 		get_routes(st, o.json);
 	else {
-		fprintf(stderr, "zerohop get: unknown kind '%s' (services, endpoints, backends, splits, pods, routes, stats)\n",
+		fprintf(stderr, "zerohop get: unknown kind '%s' (services, endpoints, backends, splits, pods, routes, stats, policy-drops)\n",
 			o.kind);
 		ret = -EINVAL;
 	}

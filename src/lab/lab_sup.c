@@ -39,6 +39,13 @@
  *    freed address is not reused at once.
  * 5. The daemon never blocks for long: pod start/stop waits are bounded
  *    (STOP_GRACE_MS), readiness is polled from the main loop.
+ * 6. With agents (mesh on, BPF mode), a new pod is isolated before its
+ *    command starts: pod_create() publishes it Pending with its IP (Endpoints
+ *    use Running pods only, so no Service sends it traffic) and holds its
+ *    containers; isolate_check() starts them once every agent's zh_lb_meta
+ *    generation (written after its policy sync) has reached the generation
+ *    of that write, or after ISOLATE_MS with a warning (an agent down must
+ *    not stop the lab). Then it goes STARTING -> RUNNING as before.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -56,6 +63,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
+#include "zerohop/abi/lb.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/model.h"
@@ -71,6 +81,7 @@
 #define STOP_GRACE_MS 1000
 #define DEBOUNCE_MS 20
 #define INITIAL_TIMEOUT_MS 120000
+#define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
 
 struct sup_proc {
 	char **argv;		/* owned, NULL-terminated */
@@ -104,6 +115,9 @@ struct sup_pod {
 	struct lab_plan plan;	/* processes, ports, mounts (owned) */
 	struct sup_proc *procs;
 	int n_procs;
+	bool published;		/* a runtime Pod is in the state source */
+	uint64_t isolate_gen;	/* != 0: containers held until every agent synced this */
+	uint64_t isolate_until;	/* ... or until this time (agent down or slow) */
 	struct sup_pod *next;
 };
 
@@ -354,7 +368,7 @@ static void pod_write_info(struct sup *s, struct sup_pod *pod)
 	lab_write_str(path, buf);
 }
 
-static void pod_publish(struct sup *s, struct sup_pod *pod)
+static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase)
 {
 	char *y = NULL, a[16];
 	size_t len = 0;
@@ -364,11 +378,13 @@ static void pod_publish(struct sup *s, struct sup_pod *pod)
 	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s",
 		pod->name, pod->ns, pod->yaml_meta);
 	fprintf(f, "spec:\n  nodeName: %s\n%s", s->t.nodes[pod->node].name, pod->yaml_spec);
-	fprintf(f, "status:\n  phase: Running\n  podIP: %s\n", lab_ip4_str(pod->ip, a));
+	fprintf(f, "status:\n  phase: %s\n  podIP: %s\n", phase, lab_ip4_str(pod->ip, a));
 	fclose(f);
 	ret = ss_put_pod(s->ss, pod->ns, pod->name, y);
 	if (ret)
 		zh_err("pod %s/%s: ss_put_pod: %s", pod->ns, pod->name, strerror(-ret));
+	else
+		pod->published = true;
 	free(y);
 }
 
@@ -513,6 +529,15 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 		zh_err("pod %s/%s: mkdir %s: %s", ns, name, cg, strerror(errno));
 		goto fail;
 	}
+	/* Invariant 6: with agents, publish the pod Pending with its IP first
+	 * and hold its containers until every agent synced that generation. */
+	if (s->t.mesh && !s->t.nft) {
+		pod_publish(s, pod, "Pending");
+		if (pod->published) {
+			pod->isolate_gen = ss_generation(s->ss);
+			pod->isolate_until = now_ms() + ISOLATE_MS;
+		}
+	}
 	for (int i = 0; i < pod->n_procs; i++) {
 		struct sup_proc *p = &pod->procs[i];
 
@@ -524,6 +549,10 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 		lab_pod_netns_path(p->netns, sizeof(p->netns), s->t.lab, ns, name);
 		lab_pod_nsfile(p->uts, sizeof(p->uts), s->t.lab, ns, name, "uts");
 		lab_pod_nsfile(p->mnt, sizeof(p->mnt), s->t.lab, ns, name, "mnt");
+		if (pod->isolate_gen) {
+			p->next_ms = UINT64_MAX - 1;	/* held: isolate_check() starts it */
+			continue;
+		}
 		ret = proc_start(p, pod);
 		if (ret) {
 			zh_err("%s:%d: pod %s/%s: container %s: exec %s: %s", file, line, ns, name,
@@ -531,7 +560,8 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 			p->next_ms = now_ms() + BACKOFF_MIN_MS;
 		}
 	}
-	zh_info("pod %s/%s created on %s", ns, name, s->t.nodes[node].name);
+	zh_info("pod %s/%s created on %s%s", ns, name, s->t.nodes[node].name,
+		pod->isolate_gen ? " (containers held until the agents synced it)" : "");
 	pod_write_info(s, pod);
 	return pod;
 fail:
@@ -550,7 +580,7 @@ static void pod_delete(struct sup *s, struct sup_pod *pod)
 
 	/* Unpublish first (invariant 1): the mesh stops choosing this pod
 	 * before its processes go away. */
-	if (pod->state == POD_RUNNING)
+	if (pod->published)
 		ss_del_pod(s->ss, pod->ns, pod->name);
 	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
 			    pod->name);
@@ -652,7 +682,7 @@ static void ready_check(struct sup *s)
 				pod->ns, pod->name, (unsigned long long)(now - pod->created_ms));
 		}
 		pod->state = POD_RUNNING;
-		pod_publish(s, pod);
+		pod_publish(s, pod, "Running");
 		pod_write_info(s, pod);
 		zh_info("pod %s/%s running (%llu ms)", pod->ns, pod->name,
 			(unsigned long long)(now - pod->created_ms));
@@ -964,6 +994,64 @@ static void reap(struct sup *s)
 	}
 }
 
+/* Has every agent that records its applied generation (zh_lb_meta, pinned;
+ * abi/lb.h) reached gen? Read from the pin directly, as `zerohop get stats`
+ * does, so the lab needs none of the agent's code. A node with nothing
+ * readable pinned (agent in nft mode, or not up) does not hold pods back:
+ * ISOLATE_MS bounds the rest. */
+static bool agents_synced(struct sup *s, uint64_t gen)
+{
+	char pin[LAB_PATH], path[LAB_PATH + 16];
+	uint32_t key = ZH_LB_META_GENERATION;
+	uint64_t have;
+	bool synced = true;
+	int fd, ret;
+
+	for (int i = 0; i < s->t.n_nodes && synced; i++) {
+		zh_pin_dir(pin, sizeof(pin), s->t.lab, s->t.nodes[i].name);
+		lab_fmt(path, sizeof(path), "%s/zh_lb_meta", pin);
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		ret = bpf_map_lookup_elem(fd, &key, &have);
+		close(fd);
+		if (!ret && have < gen)
+			synced = false;
+	}
+	return synced;
+}
+
+/* Release held pods (invariant 6): start their containers once the agents
+ * have the pod (its policy is in force), or after ISOLATE_MS with a warning. */
+static void isolate_check(struct sup *s)
+{
+	uint64_t now = now_ms();
+
+	for (struct sup_pod *pod = s->pods; pod; pod = pod->next) {
+		if (!pod->isolate_gen)
+			continue;
+		if (!agents_synced(s, pod->isolate_gen)) {
+			if (now < pod->isolate_until)
+				continue;
+			zh_warn("pod %s/%s: agents did not sync generation %llu within %d ms; starting it anyway",
+				pod->ns, pod->name, (unsigned long long)pod->isolate_gen, ISOLATE_MS);
+		}
+		pod->isolate_gen = 0;
+		pod->created_ms = now;	/* READY_MS counts from the start */
+		for (int i = 0; i < pod->n_procs; i++) {
+			struct sup_proc *p = &pod->procs[i];
+			int ret = proc_start(p, pod);
+
+			if (ret) {
+				zh_err("pod %s/%s: container %s: exec %s: %s", pod->ns, pod->name,
+				       p->name, p->argv[0], strerror(-ret));
+				p->next_ms = now + BACKOFF_MIN_MS;
+			}
+		}
+		pod_write_info(s, pod);
+	}
+}
+
 /* Start processes whose backoff expired; returns ms until the next one. */
 static int restart_due(struct sup *s)
 {
@@ -1065,8 +1153,8 @@ static int sup_timeout(struct sup *s, int restart_ms, uint64_t dirty_at)
 	int timeout = restart_ms;
 
 	for (struct sup_pod *p = s->pods; p; p = p->next)
-		if (p->state == POD_STARTING && timeout > 10)
-			timeout = 10;
+		if (p->state == POD_STARTING && timeout > (p->isolate_gen ? 2 : 10))
+			timeout = p->isolate_gen ? 2 : 10;
 	if (dirty_at) {
 		uint64_t now = now_ms();
 		int d = dirty_at > now ? (int)(dirty_at - now) : 0;
@@ -1121,6 +1209,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 			load_want(s);
 		}
 		reconcile(s);
+		isolate_check(s);
 		ready_check(s);
 		restart_ms = restart_due(s);
 		if (!s->initial_done) {

@@ -4,13 +4,14 @@
 # fails at once with EPERM (cgroup/connect4), by pod IP and by ClusterIP; a
 # SYN that the server's ingress policy denies is dropped (the client times
 # out); drops are counted per reason and per policy. The policy datapath is
-# loaded by netpol_load (the agent's stand-in, docs/policy.md).
+# loaded by the node agents (docs/policy.md).
 source "$(dirname "$0")/../lib/tap.sh"
 LAB=t52
 TOOLS=$(dirname "$ZH")/tests/tools
 [ "$(id -u)" -eq 0 ] || skip_all "needs root"
 [ -x "$ZH" ] || skip_all "no $ZH (make first)"
-[ -x "$TOOLS/netpol_load" ] && [ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_* (make first)"
+[ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_probe (make first)"
+command -v jq >/dev/null || skip_all "no jq"
 TMP=$(mktemp -d /tmp/zh-t52.XXXXXX)
 cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
 trap cleanup EXIT
@@ -57,12 +58,21 @@ spec:
 YAML
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up (with the agent: Services translated at connect)"
-"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null
-ok $? "apply the policies"
-for node in node-a node-b; do
-	"$ZH" lab exec --lab $LAB --node $node -- "$TOOLS/netpol_load" --lab $LAB --node $node >"$TMP/load.log" 2>&1
-	ok $? "policy datapath loaded on $node"
-done
+# wait until every node's agent has synced state generation $1 (its policy
+# included: the agent syncs policy before it records the generation)
+wait_agents() {
+	local i
+	for i in $(seq 100); do
+		"$ZH" get stats --lab $LAB -o json 2>/dev/null |
+			jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' >/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+GEN=$("$ZH" apply --lab $LAB -f "$TMP/np.yaml" | awk '/^applied/ {print $NF}')
+ok $([ -n "$GEN" ]; echo $?) "apply the policies"
+wait_agents "$GEN"
+ok $? "both agents synced generation $GEN (policy in force)"
 SERVER=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="server") | .ip')
 VIP=$("$ZH" get services --lab $LAB -o json | jq -r '.[] | select(.name=="server") | .clusterIP')
 probe() { # POD TIMEOUT_MS TARGET -> "ok|fail ELAPSED_MS"
@@ -85,11 +95,12 @@ is "$r" ok "client -> Service ClusterIP:81 allowed"
 read -r r ms <<<"$(probe intruder 800 tcp:$SERVER:81)"
 is "$r" fail "intruder -> server:81 denied by the server's ingress policy"
 ok $([ "$ms" -ge 700 ]; echo $?) "  its SYN is dropped: the client times out (${ms} ms)"
-"$TOOLS/netpol_load" --lab $LAB --node node-a --drops >"$TMP/drops-a.txt"
-ok $? "drop counters readable from node-a's pins"
+"$ZH" get policy-drops --lab $LAB -o json >"$TMP/drops.json"
+jq -r '."node-a".by_policy[] | "\(.policy) \(.reason)"' "$TMP/drops.json" >"$TMP/drops-a.txt"
+ok $? "drop counters of node-a readable (zerohop get policy-drops)"
 grep -q "default/client-only-81 *egress_denied" "$TMP/drops-a.txt"
 ok $? "egress drops charged to default/client-only-81"
-"$TOOLS/netpol_load" --lab $LAB --node node-b --drops >"$TMP/drops-b.txt"
+jq -r '."node-b".by_policy[] | "\(.policy) \(.reason)"' "$TMP/drops.json" >"$TMP/drops-b.txt"
 grep -q "default/server-from-client *ingress_denied" "$TMP/drops-b.txt"
 ok $? "ingress drops charged to default/server-from-client on node-b"
 sed 's/^/# /' "$TMP/drops-a.txt" "$TMP/drops-b.txt"

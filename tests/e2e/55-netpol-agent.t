@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# 55-netpol-agent.t — NetworkPolicy enforced by the node agents themselves
+# (no stand-in loader): `zerohop apply` of a policy is in force on both nodes
+# within 1 s, by pod IP and by Service ClusterIP; a bad policy is refused and
+# leaves enforcement unchanged; a pod label change flips the verdict; a policy
+# change revokes an established connection (cross-node and same-node
+# short-circuited); `zerohop get policy-drops` counts the drops; deleting the
+# policies opens traffic again.
+source "$(dirname "$0")/../lib/tap.sh"
+LAB=t55
+TOOLS=$(dirname "$ZH")/tests/tools
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+for t in netpol_probe netpol_hold; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
+command -v jq >/dev/null || skip_all "no jq"
+TMP=$(mktemp -d /tmp/zh-t55.XXXXXX)
+HOLDS=""
+cleanup() {
+	for p in $HOLDS; do kill "$p" 2>/dev/null; done
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+pod() { # NAME NODE LABEL CMD...
+	local n=$1 node=$2 app=$3; shift 3
+	cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $n, labels: {app: $app}}
+spec: {nodeName: $node, containers: [{name: c, command: [$(echo "$@" | sed 's/ /, /g')], ports: [{containerPort: 80}]}]}
+YAML
+}
+{
+	pod client node-a client sleep 100000
+	pod other node-a other sleep 100000
+	pod near node-a server "$ZH" echo --tcp 80
+	pod far node-b server "$ZH" echo --tcp 80
+	cat <<YAML
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far}
+spec: {selector: {app: server}, ports: [{port: 8080, targetPort: 80}]}
+YAML
+} >"$TMP/app.yaml"
+allow() { # PORT: default-deny ingress + servers admit app=client on PORT
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: servers-from-client}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: $1}]}]
+YAML
+}
+
+"$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+ok $? "lab up (agents on, accelerator on)" || { sed 's/^/# /' "$TMP/up.log"; done_testing; exit; }
+ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
+NEAR=$(ip_of near) FAR=$(ip_of far)
+VIP=$("$ZH" get services --lab $LAB -o json | jq -r '.[] | select(.name=="far") | .clusterIP')
+diag "near $NEAR far $FAR vip $VIP"
+# probe FROM: one line per target, "ok" or "fail"
+probe() {
+	local from=$1; shift
+	"$ZH" lab exec --lab $LAB "$from" -- "$TOOLS/netpol_probe" --timeout-ms 500 "$@" | awk '{print $2}' | tr '\n' ' '
+}
+TARGETS="tcp:$FAR:80 tcp:$NEAR:80 tcp:$VIP:8080"
+is "$(probe other $TARGETS)" "ok ok ok " "no policy: other reaches far, near, the ClusterIP"
+
+allow 80 >"$TMP/np80.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np80.yaml" >/dev/null
+ok $? "apply default-deny + allow client:80"
+T0=$(date +%s%N)
+sleep 0.3
+A=$(probe client $TARGETS)
+B=$(probe other $TARGETS)
+T1=$(date +%s%N)
+is "$A" "ok ok ok " "client admitted by pod IP (both nodes) and by ClusterIP"
+is "$B" "fail fail fail " "other denied by pod IP (both nodes) and by ClusterIP"
+ok $([ $(( (T1 - T0) / 1000000 )) -lt 1500 ]; echo $?) "  (both probed within $(( (T1 - T0) / 1000000 )) ms of apply returning, 0.3 s after)"
+
+"$ZH" get policy-drops --lab $LAB >"$TMP/drops1.txt" 2>&1
+ok $? "get policy-drops runs"
+D=$("$ZH" get policy-drops --lab $LAB -o json | jq '[.[] | .by_reason.ingress_denied] | add')
+ok $([ "${D:-0}" -gt 0 ]; echo $?) "get policy-drops counts ingress_denied ($D)"
+jq -e '.["node-b"].by_policy[] | select(.policy=="default/default-deny")' \
+	< <("$ZH" get policy-drops --lab $LAB -o json) >/dev/null
+ok $? "  drops charged to default/default-deny on node-b"
+G=$("$ZH" get stats --lab $LAB -o json | jq -r '."node-b".policy_generation')
+ok $([ "${G:-0}" -gt 0 ]; echo $?) "get stats shows the policy generation ($G)"
+
+cat >"$TMP/bad.yaml" <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bad}
+spec:
+  podSelector: {}
+  ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/33}}]}]
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/bad.yaml" >"$TMP/bad.out" 2>&1
+is "$?" 1 "a bad policy is refused by apply"
+grep -q "bad.yaml:[0-9]*:" "$TMP/bad.out"
+ok $? "  with an error naming file:line ($(head -1 "$TMP/bad.out"))"
+sleep 0.3
+is "$(probe client $TARGETS)$(probe other $TARGETS)" "ok ok ok fail fail fail " "enforcement unchanged after the bad policy"
+
+pod other node-a client sleep 100000 >"$TMP/other-relabel.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/other-relabel.yaml" >/dev/null
+ok $? "relabel pod other app=other -> app=client"
+for i in $(seq 50); do
+	[ "$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="other") | .phase // .state')" = Running ] && break
+	sleep 0.2
+done
+sleep 0.5
+is "$(probe other $TARGETS)" "ok ok ok " "  the label change flips the verdict: other admitted"
+
+# revocation through the agents: hold client -> far and client -> near
+# (same node, short-circuited) and change the policy to port 81
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 5 >"$TMP/near.out" 2>&1 &
+HOLDS="$HOLDS $!"
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 5 >"$TMP/far.out" 2>&1 &
+HOLDS="$HOLDS $!"
+sleep 1.5
+grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
+ok $? "both held connections echo before the change"
+allow 81 >"$TMP/np81.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np81.yaml" >/dev/null
+ok $? "policy changed: port 80 no longer admitted"
+wait
+HOLDS=""
+late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
+lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }
+is "$(late "$TMP/far.out")" 0 "cross-node connection revoked: no echo 1.5 s after the change"
+ok $([ "$(lost "$TMP/far.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/far.out") pings lost)"
+is "$(late "$TMP/near.out")" 0 "same-node (short-circuited) connection revoked too"
+ok $([ "$(lost "$TMP/near.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/near.out") pings lost)"
+R=$("$ZH" get policy-drops --lab $LAB -o json | jq '[.[] | .by_reason.revoked] | add')
+ok $([ "${R:-0}" -gt 0 ]; echo $?) "get policy-drops counts revoked ($R)"
+
+"$ZH" delete --lab $LAB -f "$TMP/np81.yaml" >/dev/null
+ok $? "delete the policies"
+sleep 0.3
+is "$(probe client $TARGETS)" "ok ok ok " "traffic passes again after delete"
+
+# a new pod is isolated before its command starts (docs/policy.md,
+# "Ordering"): its very first connect, made by its command at once, is
+# already judged by its own egress policy
+cat >"$TMP/newbie-np.yaml" <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: newbie-no-egress}
+spec: {podSelector: {matchLabels: {app: newbie}}, policyTypes: [Egress]}
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/newbie-np.yaml" >/dev/null
+ok $? "apply an egress deny-all policy for app=newbie (no such pod yet)"
+cat >"$TMP/newbie.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: newbie, labels: {app: newbie}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sh, -c, "$TOOLS/netpol_probe --timeout-ms 500 tcp:$FAR:80 tcp:$NEAR:80; exec sleep 100000"]}]}
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/newbie.yaml" >/dev/null
+ok $? "create pod newbie whose command connects at once"
+LOG=/run/zerohop/$LAB/pods/default_newbie/log
+for i in $(seq 50); do grep -q "tcp:$NEAR:80" "$LOG" 2>/dev/null && break; sleep 0.1; done
+is "$(grep -o '^tcp:[0-9.]*:80 [a-z]*' "$LOG" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')" "fail fail " \
+	"  the command's first connects were already denied by its egress policy"
+is "$(probe other tcp:$FAR:80 tcp:$NEAR:80)" "ok ok " "  other pods are not affected"
+"$ZH" get policy-drops --lab $LAB | sed 's/^/# /'
+done_testing
