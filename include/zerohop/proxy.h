@@ -48,6 +48,8 @@ extern const char px_err_bad_upstream[];	/* malformed upstream response → 502 
 extern const char px_err_upstream_closed[];	/* upstream closed early → 502 */
 extern const char px_err_no_route[];	/* no rule matched → 404 */
 extern const char px_err_no_service[];	/* destination is no known service → 502 */
+extern const char px_err_connect_timeout[];	/* upstream connect timed out → 503 */
+extern const char px_err_timeout[];	/* request or backend timeout → 504 */
 
 int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen);
 struct px_table *px_table_ref(struct px_table *t);
@@ -81,6 +83,43 @@ enum px_action {
 				 * the chosen backendRef is invalid, as Gateway API says) */
 };
 
+/* Retry policy of a rule (docs/proxy.md "Retries"). Default, as Istio: 2
+ * retries on connect failure, reset before the response, and 503. Set per
+ * HTTPRoute with the annotations zerohop.io/retries ("0".."10"),
+ * zerohop.io/retry-on (comma list of connect-failure, reset, 5xx,
+ * gateway-error, unavailable, or a status 500..599) and
+ * zerohop.io/per-try-timeout (a Gateway API duration). */
+#define PX_RETRY_CONNECT	1u	/* connect refused / failed / timed out */
+#define PX_RETRY_RESET		2u	/* upstream closed before any response byte */
+#define PX_RETRY_MAX		10
+struct px_retry_policy {
+	int retries;		/* extra tries after the first */
+	unsigned on;		/* PX_RETRY_* */
+	uint64_t codes[2];	/* bit i = status 500 + i retriable */
+	uint64_t per_try_ms;	/* 0 = none */
+};
+extern const struct px_retry_policy px_retry_default;
+
+static inline bool px_retry_status(const struct px_retry_policy *p, int status)
+{
+	unsigned i = (unsigned)status - 500;
+
+	return i < 128 && (p->codes[i / 64] >> (i % 64) & 1);
+}
+
+/* Load balancing among a backend's endpoints (docs/proxy.md "Load
+ * balancing"), per HTTPRoute: zerohop.io/lb-policy = p2c-ewma (default,
+ * Linkerd's) | round-robin | ring-hash; zerohop.io/hash-on =
+ * source-ip (default) | header:NAME | cookie:NAME for ring-hash. */
+enum px_lb_kind { PX_LB_P2C_EWMA, PX_LB_ROUND_ROBIN, PX_LB_RING_HASH };
+enum px_hash_on { PX_HASH_SOURCE_IP, PX_HASH_HEADER, PX_HASH_COOKIE };
+struct px_lb_policy {
+	enum px_lb_kind kind;
+	enum px_hash_on hash_on;
+	char hash_name[64];	/* header or cookie name */
+};
+extern const struct px_lb_policy px_lb_default;
+
 #define PX_MAX_HDR_MODS 3	/* rule RequestHeaderModifier, backendRef one, URLRewrite host */
 
 /* The outcome of routing one request. Pointers point into the table (valid
@@ -104,6 +143,12 @@ struct px_decision {
 	int n_req_mods;
 	const struct md_header_mod *resp_mods[2];
 	int n_resp_mods;
+	/* The matched rule's HTTPRoute timeouts (ms, 0 = unset): request is
+	 * the whole request from the head's arrival, backend one upstream try. */
+	uint64_t timeout_request_ms;
+	uint64_t timeout_backend_ms;
+	const struct px_retry_policy *retry;	/* never NULL after px_route */
+	const struct px_lb_policy *lb;		/* never NULL after px_route */
 };
 
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
@@ -112,6 +157,24 @@ struct px_decision {
  * when a rewritten path or location does not fit (answer 500). */
 int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
 	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d);
+
+/* One endpoint of a backend (ip network order, port host order). */
+struct px_ep {
+	uint32_t ip;
+	uint16_t port;
+};
+
+/* The endpoints of the backend d chose (PX_FORWARD), for outlier-aware
+ * re-picking; a view into the table. Returns their number (0 otherwise). */
+int px_route_eps(const struct px_decision *d, const struct px_ep **eps);
+
+/* Round robin: the next index (0..n-1) of d's backend's rotation; the
+ * counter lives in the table's backend (the proxy is single-threaded). */
+uint32_t px_route_rr_next(const struct px_decision *d);
+
+/* Retry helper: move d (PX_FORWARD) to another endpoint of the same
+ * backend, avoiding the current one when there is a choice. */
+void px_route_repick(struct px_decision *d, uint64_t rnd);
 
 /* Split a request-target into path and query for px_req_view. */
 void px_req_view_target(struct px_req_view *v, const char *target, size_t len);
@@ -128,6 +191,15 @@ struct px_config {
 	const char *access_log;	/* path, or NULL (off) */
 	int capture_fd;		/* zh_l7cap_orig map fd (capture mode, not owned), or -1 */
 	size_t max_line, max_head, max_headers;	/* h1 limits */
+	/* Connection timeouts in ms; 0 = the default (docs/proxy.md):
+	 * connect 1000, client idle 300000, upstream idle 60000. */
+	uint64_t connect_timeout_ms;
+	uint64_t client_idle_ms;
+	uint64_t upstream_idle_ms;
+	/* Passive outlier detection: eject after outlier_consecutive (5)
+	 * failed tries in a row for outlier_base_ms (30000) x ejections. */
+	uint64_t outlier_base_ms;
+	uint32_t outlier_consecutive;
 };
 
 /* Runs until SIGINT/SIGTERM. Returns 0 or -errno; messages go to stderr. */

@@ -24,6 +24,11 @@ static void px_usage(FILE *f)
 		"  --stats-addr ADDR:PORT   serve Prometheus text (GET any path)\n"
 		"  --access-log FILE        append one line per request (docs/proxy.md)\n"
 		"  --max-line N --max-head N --max-headers N   request parser limits\n"
+		"  --connect-timeout DUR    upstream connect timeout (1s) → 503\n"
+		"  --client-idle-timeout DUR    close idle client connections (300s)\n"
+		"  --upstream-idle-timeout DUR  close pooled idle upstreams (60s)\n"
+		"  --outlier-base-ejection DUR  outlier ejection time, x ejections (30s)\n"
+		"  --outlier-consecutive N  failed tries in a row that eject (5)\n"
 		"                           (defaults 8192, 65536, 100)\n");
 }
 
@@ -37,6 +42,17 @@ static int px_size_opt(const char *name, const char *v, size_t *out)
 		return -EINVAL;
 	}
 	*out = n;
+	return 0;
+}
+
+/* A Gateway API duration ("500ms", "10s"), positive. */
+static int px_dur_opt(const char *name, const char *v, uint64_t *out)
+{
+	if (md_duration_ms(v, out) || !*out) {
+		fprintf(stderr, "zerohop proxy: --%s %s: want a positive duration like 500ms or 10s\n",
+			name, v);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -54,6 +70,11 @@ int cli_proxy(int argc, char **argv)
 		{ "max-line", required_argument, NULL, 1 },
 		{ "max-head", required_argument, NULL, 2 },
 		{ "max-headers", required_argument, NULL, 3 },
+		{ "connect-timeout", required_argument, NULL, 4 },
+		{ "client-idle-timeout", required_argument, NULL, 5 },
+		{ "upstream-idle-timeout", required_argument, NULL, 6 },
+		{ "outlier-base-ejection", required_argument, NULL, 7 },
+		{ "outlier-consecutive", required_argument, NULL, 8 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -80,6 +101,18 @@ int cli_proxy(int argc, char **argv)
 		case 1: if (px_size_opt("max-line", optarg, &cfg.max_line)) goto bad; break;
 		case 2: if (px_size_opt("max-head", optarg, &cfg.max_head)) goto bad; break;
 		case 3: if (px_size_opt("max-headers", optarg, &cfg.max_headers)) goto bad; break;
+		case 4: if (px_dur_opt("connect-timeout", optarg, &cfg.connect_timeout_ms)) goto bad; break;
+		case 5: if (px_dur_opt("client-idle-timeout", optarg, &cfg.client_idle_ms)) goto bad; break;
+		case 6: if (px_dur_opt("upstream-idle-timeout", optarg, &cfg.upstream_idle_ms)) goto bad; break;
+		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
+		case 8: {
+			size_t v;
+
+			if (px_size_opt("outlier-consecutive", optarg, &v) || v > 1000)
+				goto bad;
+			cfg.outlier_consecutive = v;
+			break;
+		}
 		case 'h': px_usage(stdout); free(cfg.files); return 0;
 		default: goto bad;
 		}

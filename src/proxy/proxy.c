@@ -39,11 +39,72 @@
  *
  * Transitions: px_stream_start (head → route), px_up_cb (connect result),
  * px_pump_req (RQ_*), px_pump_resp (RS_HEAD/RS_BODY), px_stream_end.
- * Part 2 adds timers (request/backend/idle timeouts) and retries at the
- * RS_CONNECT / RS_HEAD edges, which is why routing decisions are kept in
- * the stream (px_decision) rather than applied and forgotten.
+ * Part 2 edges (invariants 6-16): in RS_CONNECT or RS_HEAD, a connect
+ * failure/timeout, a reset before any response byte, a retriable status or
+ * a per-try timeout goes back to RS_CONNECT/RS_HEAD on a new upstream
+ * (px_stream_retry) when the policy, the replay copy and the budget allow,
+ * else to the failure answers above (503 / 502 / the status itself / 504).
+ * A request timeout in RS_CONNECT/RS_HEAD answers 504; in RS_BODY it cuts.
+ *
+ * Timeouts (part 2):
+ * 6. A forwarded stream holds at most one timer, armed for the earliest of
+ *    its deadlines: request (t0 + timeouts.request), backend (start of the
+ *    upstream try + timeouts.backendRequest) and, while RS_CONNECT, connect
+ *    (start of the try + connect timeout). Streams of routes without
+ *    timeouts that reuse a pooled upstream arm no timer at all, so the
+ *    healthy fast path costs nothing. The timer dies with the stream.
+ * 7. When it fires before RS_DONE: still RS_CONNECT and only the connect
+ *    deadline passed → 503 (px_err_connect_timeout); otherwise → 504
+ *    (px_err_timeout) if no response byte was sent, else the client
+ *    connection is cut. Either way the upstream is closed, never pooled, so
+ *    late upstream bytes can reach nobody.
+ * 8. Idle timeouts are enforced by one periodic sweep (not a timer per
+ *    connection): a client connection with no stream and nothing to write,
+ *    silent for client_idle, is closed; a pooled upstream idle for
+ *    upstream_idle is closed.
+ *
+ * Retries (part 2):
+ * 9. A try may be retried only while nothing of its response reached the
+ *    client (rs is RS_CONNECT or RS_HEAD) and every request byte sent so far
+ *    is still in st->rb (the replay copy, at most PX_REPLAY_MAX bytes; a
+ *    larger request turns replay off for the stream for good). Bytes of the
+ *    body not yet read from the client simply follow on the new upstream.
+ * 10. A retry closes the failed upstream (never pooled: it may still send
+ *    bytes of the failed answer), re-picks an endpoint of the same backend,
+ *    and replays st->rb. px_stream_retry is the only place that replaces
+ *    st->up; callers holding the old px_up pointer must return at once
+ *    (they get "restarted" and the connection loop re-reads st->up).
+ * 11. Budget (Linkerd): over the last PX_BUDGET_SECS seconds, retries <=
+ *    20 % of forwarded requests + 10 per second. A denied retry passes the
+ *    failure through to the client and is counted.
+ * 12. Accounting: every try is an "attempt" (actual success: an answer
+ *    below 500), every request one result (effective success); both go to
+ *    the metrics per route and backend.
+ *
+ * Passive outlier detection (part 2):
+ * 13. Every try's end is reported for its endpoint (ip:port, kept in
+ *    s->hosts across route reloads): an answer below 500 resets the
+ *    endpoint's consecutive failures; a 5xx, connect failure, reset or
+ *    timeout adds one. At consec_max (5) the endpoint is ejected for
+ *    base x (number of its ejections) unless that would put more than half
+ *    of its backend's endpoints out at once.
+ * 14. An ejected endpoint is never picked (first pick or retry) while a
+ *    healthy one of the same backend exists. Ejections end lazily on the
+ *    next look or in the sweep. With nothing ejected (s->n_ejected == 0)
+ *    the pick costs nothing extra.
+ *
+ * Load balancing (part 2):
+ * 15. Among the in-service endpoints of the chosen backend (at most
+ *    PX_PICK_MAX considered): p2c-ewma (default) takes two distinct random
+ *    ones and the lower cost = peak-EWMA latency x (in-flight tries + 1);
+ *    round-robin rotates a per-backend counter; ring-hash picks by
+ *    rendezvous hashing of the key (source ip, a header or a cookie), so a
+ *    key keeps its endpoint while that endpoint stays in the set.
+ * 16. A try's endpoint is held in st->host (index into s->hosts, which only
+ *    grows): in-flight is +1 from try start to try end, exactly once.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,106 +129,14 @@
 #include "zerohop/net.h"
 #include "zerohop/proxy.h"
 #include "zerohop/state.h"
+#include "px_int.h"
 
-#define PX_BUFSZ	16384		/* default buffer, pooled */
-#define PX_HIGH		65536		/* backpressure watermark per buffer */
-#define PX_POOL_BUFS	256		/* free buffers kept */
-#define PX_MAX_HDRS	128
-
-enum px_rq { RQ_BODY, RQ_DONE };
-enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
-
-struct px_server;
-struct px_stream;
-
-struct px_up {
-	struct px_server *srv;
-	int fd;
-	int mask;
-	struct buf in, out;
-	uint32_t ip;		/* network order */
-	uint16_t port;
-	bool connecting;
-	bool eof;
-	struct px_stream *st;	/* NULL while idle */
-	struct px_up *next;	/* idle list */
-};
-
-struct px_conn {
-	struct px_server *srv;
-	int fd;
-	int mask;
-	struct buf in, out;
-	size_t last_len;	/* parser resume point */
-	uint32_t peer_ip;
-	uint16_t peer_port;
-	uint32_t dst_ip;	/* captured original destination, 0 = explicit */
-	uint16_t dst_port;
-	bool rd_eof;
-	bool closing;		/* close once out is flushed */
-	struct px_stream *st;
-};
-
-struct px_stream {
-	struct px_conn *c;
-	struct px_table *tbl;
-	struct px_up *up;
-	struct px_decision d;
-	enum px_rq rq;
-	enum px_rs rs;
-	int req_framing;
-	uint64_t req_left;
-	struct h1_chunked req_ck;
-	int resp_framing;
-	uint64_t resp_left;
-	struct h1_chunked resp_ck;
-	bool out_chunked;	/* re-encode the response body as chunked */
-	bool up_keep;		/* upstream reusable after this response */
-	bool head_req;
-	bool client_keep;
-	int client_minor;
-	int status;
-	const char *err;	/* px_err_* or h1 error string, for the log */
-	uint64_t t0;
-	uint64_t bytes_in, bytes_out;
-	size_t up_last_len;
-	char method[16];
-	char target[256];
-	char reqid[40];
-};
-
-struct px_stat {
-	char *route, *backend;
-	uint64_t by_class[6];	/* 1xx..5xx at [1..5], [0] = no response */
-	struct hist *lat;
-};
-
-struct px_server {
-	struct ev_loop *loop;
-	int lfd, sfd, stats_fd, watch_fd, cap_fd;
-	uint64_t reload_timer;
-	struct ss *ss;
-	struct px_table *tbl;
-	char svc_ns[128], svc_name[128];
-	uint16_t svc_port;
-	bool explicit_mode;
-	struct h1_limits lim;
-	FILE *alog;
-	uint64_t rng;
-	struct px_up *idle;	/* idle upstream pool (LIFO) */
-	int n_idle;
-	char *bufs[PX_POOL_BUFS];
-	int n_bufs;
-	struct px_stat *stats;
-	int n_stats;
-	uint64_t active, accepted, reloads, reload_errors;
-};
 
 static void px_conn_update(struct px_conn *c);
 static void px_up_update(struct px_up *u);
 static void px_conn_progress(struct px_conn *c);
 
-static uint64_t px_rand(struct px_server *s)
+uint64_t px_rand(struct px_server *s)
 {
 	/* xorshift64*: fast, good enough for weighted choice */
 	s->rng ^= s->rng >> 12;
@@ -204,104 +173,6 @@ static void px_buf_drop(struct px_server *s, struct buf *b)
 {
 	b->data = b->head = 0;
 	px_buf_put(s, b);
-}
-
-/* ---- stats --------------------------------------------------------------- */
-
-static struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *backend)
-{
-	int i;
-
-	route = route ? route : "-";
-	backend = backend ? backend : "-";
-	for (i = 0; i < s->n_stats; i++)
-		if (!strcmp(s->stats[i].route, route) && !strcmp(s->stats[i].backend, backend))
-			return &s->stats[i];
-	s->stats = zh_realloc(s->stats, (s->n_stats + 1) * sizeof(*s->stats));
-	memset(&s->stats[s->n_stats], 0, sizeof(*s->stats));
-	s->stats[s->n_stats].route = zh_strdup(route);
-	s->stats[s->n_stats].backend = zh_strdup(backend);
-	s->stats[s->n_stats].lat = hist_new();
-	return &s->stats[s->n_stats++];
-}
-
-static void px_stats_render(struct px_server *s, struct buf *b)
-{
-	static const char *cls[] = { "none", "1xx", "2xx", "3xx", "4xx", "5xx" };
-	static const double q[] = { 50, 90, 99, 99.9 };
-	int i, k;
-
-	buf_printf(b, "# TYPE zerohop_proxy_active_connections gauge\n"
-		   "zerohop_proxy_active_connections %llu\n"
-		   "# TYPE zerohop_proxy_connections_total counter\n"
-		   "zerohop_proxy_connections_total %llu\n"
-		   "# TYPE zerohop_proxy_route_reloads_total counter\n"
-		   "zerohop_proxy_route_reloads_total %llu\n"
-		   "zerohop_proxy_route_reload_errors_total %llu\n"
-		   "# TYPE zerohop_proxy_requests_total counter\n",
-		   (unsigned long long)s->active, (unsigned long long)s->accepted,
-		   (unsigned long long)s->reloads, (unsigned long long)s->reload_errors);
-	for (i = 0; i < s->n_stats; i++)
-		for (k = 0; k < 6; k++)
-			if (s->stats[i].by_class[k])
-				buf_printf(b, "zerohop_proxy_requests_total{route=\"%s\",backend=\"%s\","
-					   "class=\"%s\"} %llu\n", s->stats[i].route,
-					   s->stats[i].backend, cls[k],
-					   (unsigned long long)s->stats[i].by_class[k]);
-	buf_printf(b, "# TYPE zerohop_proxy_request_duration_seconds summary\n");
-	for (i = 0; i < s->n_stats; i++) {
-		const struct px_stat *st = &s->stats[i];
-
-		for (k = 0; k < 4; k++)
-			buf_printf(b, "zerohop_proxy_request_duration_seconds{route=\"%s\","
-				   "backend=\"%s\",quantile=\"%g\"} %.6f\n", st->route, st->backend,
-				   q[k] / 100, hist_percentile(st->lat, q[k]) / 1e9);
-		buf_printf(b, "zerohop_proxy_request_duration_seconds_sum{route=\"%s\",backend=\"%s\"}"
-			   " %.6f\nzerohop_proxy_request_duration_seconds_count{route=\"%s\","
-			   "backend=\"%s\"} %llu\n", st->route, st->backend, hist_sum(st->lat) / 1e9,
-			   st->route, st->backend, (unsigned long long)hist_count(st->lat));
-	}
-}
-
-static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
-{
-	struct px_server *s = arg;
-	char req[4096];
-	struct buf b;
-	ssize_t n;
-
-	(void)events;
-	n = read(fd, req, sizeof(req));
-	if (n < 0 && errno == EAGAIN)
-		return;
-	buf_init(&b, 0);
-	buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-		   "Connection: close\r\nContent-Length:           \r\n\r\n");
-	{
-		size_t hl = b.data;
-		char num[24];
-
-		px_stats_render(s, &b);
-		snprintf(num, sizeof(num), "%-10zu", b.data - hl);
-		memcpy(strstr(b.area, "Content-Length: ") + 16, num, 10);
-	}
-	/* small enough for the socket buffer; a slow reader just gets cut */
-	while (b.data && buf_write_fd(&b, fd) > 0)
-		;
-	buf_free(&b);
-	ev_del(loop, fd);
-	shutdown(fd, SHUT_WR);
-	close(fd);
-}
-
-static void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
-{
-	int cfd;
-
-	(void)events;
-	while ((cfd = net_accept(fd, NULL)) >= 0)
-		if (ev_add(loop, cfd, EV_READ, px_stats_conn_cb, arg))
-			close(cfd);
 }
 
 /* ---- upstream connections ------------------------------------------------ */
@@ -380,6 +251,7 @@ static void px_up_release(struct px_up *u, bool reusable)
 	}
 	px_buf_put(s, &u->in);
 	px_buf_put(s, &u->out);
+	u->idle_since = ev_now_ns();
 	u->next = s->idle;
 	s->idle = u;
 	s->n_idle++;
@@ -412,7 +284,7 @@ static void px_up_update(struct px_up *u)
 
 /* ---- header helpers ------------------------------------------------------ */
 
-static bool px_name_is(const struct h1_header *h, const char *name)
+bool px_name_is(const struct h1_header *h, const char *name)
 {
 	size_t n = strlen(name);
 
@@ -517,11 +389,22 @@ static void px_stream_free(struct px_stream *st)
 
 	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
 	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
+	if (st->tries) {
+		px_try_end(st);
+		if (st->status)	/* 0: the client left; not the endpoint's fault */
+			px_outlier_note(st, cls >= 5);
+		ps->attempts += st->tries;
+		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || cls >= 5);
+	}
+	px_buf_drop(s, &st->rb);
 	hist_record(ps->lat, ev_now_ns() - st->t0);
 	px_log_access(s, st);
+	if (st->timer)
+		ev_timer_del(s->loop, st->timer);
 	if (st->up)
 		px_up_release(st->up, false);
 	px_table_unref(st->tbl);
+	st->c->last_active = ev_now_ns();
 	st->c->st = NULL;
 	free(st);
 }
@@ -544,6 +427,12 @@ static void px_conn_close(struct px_conn *c)
 
 	if (c->st)
 		px_stream_free(c->st);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
 	ev_del(s->loop, c->fd);
 	close(c->fd);
 	px_buf_drop(s, &c->in);
@@ -611,6 +500,7 @@ static const char *px_reason(int status)
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
 	case 505: return "HTTP Version Not Supported";
 	default: return "Error";
 	}
@@ -642,6 +532,226 @@ static void px_stream_fail(struct px_stream *st, int status, const char *err)
 	c->out.data = 0;	/* a half response must not look complete */
 	c->out.head = 0;
 	px_stream_end(st);
+}
+
+/* ---- timeouts (invariants 6-8) -------------------------------------------- */
+
+
+static uint64_t px_min_dl(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+static uint64_t px_dl_request(const struct px_stream *st)
+{
+	return st->d.timeout_request_ms ? st->t0 + st->d.timeout_request_ms * PX_MS : 0;
+}
+
+/* Per try: timeouts.backendRequest and the per-try timeout, the shorter. */
+static uint64_t px_dl_backend(const struct px_stream *st)
+{
+	uint64_t ms = px_min_dl(st->d.timeout_backend_ms, st->d.retry->per_try_ms);
+
+	return ms ? st->try_t0 + ms * PX_MS : 0;
+}
+
+static void px_stream_arm(struct px_stream *st);
+
+/* ---- retries (invariants 9-12) ----------------------------------------------- */
+
+static int px_budget_slot(struct px_server *s, uint64_t sec)
+{
+	int i = sec % PX_BUDGET_SECS;
+
+	if (s->bud_sec[i] != sec) {
+		s->bud_sec[i] = sec;
+		s->bud_req[i] = s->bud_retry[i] = 0;
+	}
+	return i;
+}
+
+static void px_budget_request(struct px_server *s)
+{
+	s->bud_req[px_budget_slot(s, ev_now_ns() / 1000000000ULL)]++;
+}
+
+/* Take one retry from the budget: retries <= PCT % of requests + MIN_RPS/s. */
+static bool px_budget_take(struct px_server *s)
+{
+	uint64_t sec = ev_now_ns() / 1000000000ULL, req = 0, ret = 0;
+	int i, cur = px_budget_slot(s, sec);
+
+	for (i = 0; i < PX_BUDGET_SECS; i++)
+		if (sec - s->bud_sec[i] < PX_BUDGET_SECS) {
+			req += s->bud_req[i];
+			ret += s->bud_retry[i];
+		}
+	if (100 * (ret + 1) > PX_BUDGET_PCT * req + 100ULL * PX_BUDGET_MIN_RPS * PX_BUDGET_SECS) {
+		s->n_budget_denied++;
+		return false;
+	}
+	s->bud_retry[cur]++;
+	return true;
+}
+
+/* Keep request bytes for a replay; past PX_REPLAY_MAX replay is off. */
+static void px_replay_add(struct px_stream *st, const void *p, size_t n)
+{
+	struct px_server *s = st->c->srv;
+
+	if (st->rb_off)
+		return;
+	if (st->rb.data + n > PX_REPLAY_MAX) {
+		st->rb_off = true;
+		px_buf_drop(s, &st->rb);
+		return;
+	}
+	px_buf_get(s, &st->rb);
+	buf_append(&st->rb, p, n);
+}
+
+/* Start one try on st->d's endpoint: a pooled or new upstream carrying the
+ * replay copy. 0, or -errno when the connect failed at once. */
+static int px_stream_try(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	struct px_up *u;
+	int rc;
+
+	st->tries++;
+	rc = px_up_get(s, st->d.ip, st->d.port, &u);
+	if (rc)
+		return rc;
+	st->up = u;
+	u->st = st;
+	st->host = px_host_find(s, st->d.ip, st->d.port, true) - s->hosts;
+	s->hosts[st->host].inflight++;
+	st->rs = u->connecting ? RS_CONNECT : RS_HEAD;
+	st->try_t0 = ev_now_ns();
+	st->up_last_len = 0;
+	px_buf_get(s, &u->out);
+	buf_append(&u->out, buf_head(&st->rb), st->rb.data);
+	px_stream_arm(st);
+	return 0;
+}
+
+/* Retry the stream when eligible (the caller's retry-on test), within the
+ * policy's count, replayable, and within the budget. True when a new try
+ * is under way (st->up replaced or connecting: invariant 10); false leaves
+ * the stream to the caller's failure path (st->up may be NULL). */
+static bool px_stream_retry(struct px_stream *st, bool eligible)
+{
+	struct px_server *s = st->c->srv;
+
+	while (eligible && !st->rb_off && st->tries <= st->d.retry->retries &&
+	       (st->rs == RS_CONNECT || st->rs == RS_HEAD) && px_budget_take(s)) {
+		s->n_retries++;
+		st->failed_tries++;
+		px_try_end(st);
+		px_outlier_note(st, true);
+		if (st->up) {
+			px_up_release(st->up, false);
+			st->up = NULL;
+		}
+		px_stream_pick(st, true);
+		if (!px_stream_try(st))
+			return true;
+		eligible = st->d.retry->on & PX_RETRY_CONNECT;
+	}
+	return false;
+}
+
+static void px_stream_timeout_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_stream *st = arg;
+	struct px_conn *c = st->c;
+	struct px_server *s = c->srv;
+	uint64_t now = ev_now_ns(), rq = px_dl_request(st), be = px_dl_backend(st);
+
+	(void)loop;
+	(void)id;
+	st->timer = 0;
+	st->deadline = 0;
+	if (st->rs == RS_DONE)
+		return;	/* response complete; only the request body is pending */
+	if (rq && now >= rq) {
+		/* the whole request's time is up: no retry */
+	} else if (st->rs == RS_CONNECT && !(be && now >= be)) {
+		s->n_connect_timeouts++;
+		if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+			px_stream_fail(st, 503, px_err_connect_timeout);
+		goto out;
+	} else if (px_stream_retry(st, (st->d.retry->on & PX_RETRY_RESET) ||
+				    px_retry_status(st->d.retry, 504))) {
+		/* per-try timeout: retried as Envoy's "reset" (no response) */
+		s->n_timeouts++;
+		goto out;
+	}
+	if ((st->rs == RS_CONNECT || st->rs == RS_HEAD) && st->rq == RQ_DONE) {
+		/* nothing sent to the client yet and its request is read: a
+		 * 504 that keeps the client connection */
+		s->n_timeouts++;
+		st->err = px_err_timeout;
+		st->up_keep = false;
+		if (st->up) {
+			px_up_release(st->up, false);
+			st->up = NULL;
+		}
+		px_reply(c, 504, px_reason(504), NULL, false);
+		px_stream_end(st);
+	} else {
+		s->n_timeouts++;
+		px_stream_fail(st, 504, px_err_timeout);
+	}
+out:
+	px_conn_progress(c);
+}
+
+/* (Re)arm the stream's single timer for its earliest deadline. */
+static void px_stream_arm(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	uint64_t dl = px_min_dl(px_dl_request(st), px_dl_backend(st));
+
+	if (st->rs == RS_CONNECT)
+		dl = px_min_dl(dl, st->try_t0 + s->connect_ns);
+	if (dl == st->deadline)
+		return;
+	if (st->timer)
+		ev_timer_del(s->loop, st->timer);
+	st->timer = dl ? ev_timer_add(s->loop, dl, px_stream_timeout_cb, st) : 0;
+	st->deadline = dl;
+}
+
+/* Periodic idle sweep (invariant 8). */
+static void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_server *s = arg;
+	uint64_t now = ev_now_ns();
+	struct px_conn *c, *cn;
+	struct px_up **pp, *u;
+
+	(void)id;
+	for (c = s->conns; c; c = cn) {
+		cn = c->next;
+		if (!c->st && !c->out.data && now - c->last_active >= s->client_idle_ns) {
+			s->n_client_idle++;
+			px_conn_close(c);
+		}
+	}
+	for (pp = &s->idle; (u = *pp);) {
+		if (now - u->idle_since >= s->up_idle_ns) {
+			*pp = u->next;
+			s->n_idle--;
+			s->n_up_idle++;
+			px_up_close(u);
+		} else {
+			pp = &u->next;
+		}
+	}
+	for (int i = 0; s->n_ejected && i < s->n_hosts; i++)
+		px_host_out(s, &s->hosts[i], now);
+	s->sweep_timer = ev_timer_add(loop, now + s->sweep_ns, px_sweep_cb, s);
 }
 
 /* ---- request head → stream ---------------------------------------------- */
@@ -716,6 +826,7 @@ static int px_stream_start(struct px_conn *c)
 	st = zh_calloc(1, sizeof(*st));
 	st->c = c;
 	c->st = st;
+	st->host = -1;
 	st->t0 = ev_now_ns();
 	st->tbl = px_table_ref(s->tbl);
 	st->rq = RQ_DONE;
@@ -816,17 +927,24 @@ static int px_stream_start(struct px_conn *c)
 			snprintf(st->reqid, sizeof(st->reqid), "%016llx%016llx",
 				 (unsigned long long)a, (unsigned long long)b);
 		}
-		rc = px_up_get(s, st->d.ip, st->d.port, &st->up);
-		if (rc) {
+		/* the head goes to the replay copy first, then to the upstream
+		 * (px_stream_try); h[] still points into c->in: consumed bytes
+		 * stay in place until the next read */
+		if (st->d.lb->kind == PX_LB_RING_HASH)
+			st->hash_key = px_hash_key(st, h, n);
+		px_stream_pick(st, false);
+		px_buf_get(s, &st->rb);
+		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
+		px_budget_request(s);
+		rc = px_stream_try(st);
+		if (!st->d.retry->retries || st->rb.data > PX_REPLAY_MAX) {
+			st->rb_off = true;
+			px_buf_drop(s, &st->rb);
+		}
+		if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT)) {
 			px_stream_fail(st, 503, px_err_connect);
 			return 0;
 		}
-		st->up->st = st;
-		st->rs = st->up->connecting ? RS_CONNECT : RS_HEAD;
-		px_buf_get(s, &st->up->out);
-		/* h[] still points into c->in: consumed bytes stay in place until
-		 * the next read */
-		px_build_up_head(st, &rq, h, n, &st->up->out, gen_id);
 	}
 	if (st->rq == RQ_BODY && h1_header_has_token(h, n, "expect", "100-continue") &&
 	    st->client_minor == 1) {
@@ -847,6 +965,7 @@ static int px_pump_req(struct px_stream *st)
 {
 	struct px_conn *c = st->c;
 	struct px_up *u = st->up;
+	size_t before = u ? u->out.data : 0;
 
 	while (st->rq == RQ_BODY && c->in.data && u && u->out.data < PX_HIGH) {
 		if (st->req_framing == H1_BODY_LENGTH) {
@@ -886,6 +1005,9 @@ static int px_pump_req(struct px_stream *st)
 			buf_consume(&c->in, in - left);
 		}
 	}
+	/* mirror what was appended (only appends happened above) */
+	if (u && !st->rb_off && u->out.data > before)
+		px_replay_add(st, buf_head(&u->out) + before, u->out.data - before);
 	return 0;
 }
 
@@ -930,6 +1052,9 @@ static int px_resp_head(struct px_stream *st)
 		if (rc == -EAGAIN) {
 			st->up_last_len = u->in.data;
 			if (u->eof) {
+				if (!u->in.data &&
+				    px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+					return 1;	/* restarted */
 				px_stream_fail(st, 502, u->in.data ? px_err_bad_upstream :
 					       px_err_upstream_closed);
 				return -EPROTO;
@@ -949,6 +1074,8 @@ static int px_resp_head(struct px_stream *st)
 		}
 		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
 	}
+	if (px_retry_status(st->d.retry, r.status) && px_stream_retry(st, true))
+		return 1;	/* restarted; nothing reached the client */
 	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
 	if (fr < 0) {
 		px_stream_fail(st, 502, px_err_bad_upstream);
@@ -1065,17 +1192,20 @@ static void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		if (!(events & (EV_WRITE | EV_ERROR)))
 			return;
 		if (net_connect_result(u->fd)) {
-			px_stream_fail(st, 503, px_err_connect);
+			if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+				px_stream_fail(st, 503, px_err_connect);
 			goto progress;
 		}
 		u->connecting = false;
 		st->rs = RS_HEAD;
+		px_stream_arm(st);	/* the connect deadline no longer applies */
 	}
 	if (u->out.data) {
 		n = buf_write_fd(&u->out, u->fd);
 		if (n < 0 && n != -EAGAIN) {
 			u->eof = true;
-			px_stream_fail(st, 502, px_err_upstream_closed);
+			if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+				px_stream_fail(st, 502, px_err_upstream_closed);
 			goto progress;
 		}
 	}
@@ -1117,6 +1247,8 @@ static void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		n = buf_read_fd(&c->in, c->fd, 0);
 		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
 			c->rd_eof = true;
+		else if (n > 0)
+			c->last_active = ev_now_ns();
 	}
 	px_conn_progress(c);
 }
@@ -1177,7 +1309,8 @@ static void px_conn_progress(struct px_conn *c)
 
 				if (n < 0 && n != -EAGAIN) {
 					st->up->eof = true;
-					px_stream_fail(st, 502, px_err_upstream_closed);
+					if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+						px_stream_fail(st, 502, px_err_upstream_closed);
 					continue;
 				}
 			}
@@ -1251,6 +1384,11 @@ static void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		}
 		s->active++;
 		s->accepted++;
+		c->last_active = ev_now_ns();
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
 		px_conn_update(c);
 	}
 }
@@ -1369,6 +1507,15 @@ int px_serve(const struct px_config *cfg)
 		s.lim.max_head = cfg->max_head;
 	if (cfg->max_headers)
 		s.lim.max_headers = cfg->max_headers < PX_MAX_HDRS ? cfg->max_headers : PX_MAX_HDRS;
+	s.eject_base_ns = (cfg->outlier_base_ms ? cfg->outlier_base_ms : 30000) * PX_MS;
+	s.consec_max = cfg->outlier_consecutive ? cfg->outlier_consecutive : 5;
+	s.connect_ns = (cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1000) * PX_MS;
+	s.client_idle_ns = (cfg->client_idle_ms ? cfg->client_idle_ms : 300000) * PX_MS;
+	s.up_idle_ns = (cfg->upstream_idle_ms ? cfg->upstream_idle_ms : 60000) * PX_MS;
+	/* sweep at a quarter of the shorter idle timeout, between 10 ms and 1 s */
+	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;
+	s.sweep_ns = s.sweep_ns < 10 * PX_MS ? 10 * PX_MS : s.sweep_ns > 1000 * PX_MS ?
+		     1000 * PX_MS : s.sweep_ns;
 	if (getrandom(&s.rng, sizeof(s.rng), 0) != sizeof(s.rng) || !s.rng)
 		s.rng = ev_now_ns() | 1;
 	if (cfg->service) {
@@ -1423,6 +1570,7 @@ int px_serve(const struct px_config *cfg)
 		goto out;
 	}
 	ev_add(s.loop, s.lfd, EV_READ, px_accept_cb, &s);
+	s.sweep_timer = ev_timer_add(s.loop, ev_now_ns() + s.sweep_ns, px_sweep_cb, &s);
 	if (cfg->stats_addr) {
 		rc = net_parse_addr(cfg->stats_addr, "127.0.0.1", -1, &a);
 		if (rc || (s.stats_fd = net_listen(&a, SOCK_STREAM, 0, 64)) < 0) {
@@ -1477,5 +1625,6 @@ out:
 		hist_free(s.stats[i].lat);
 	}
 	free(s.stats);
+	free(s.hosts);
 	return rc;
 }

@@ -2,7 +2,15 @@
 #ifndef ZH_PX_INT_H
 #define ZH_PX_INT_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "zerohop/buf.h"
+#include "zerohop/ev.h"
+#include "zerohop/h1.h"
+#include "zerohop/hist.h"
+#include "zerohop/proxy.h"
 
 struct bpf_link;
 struct zh_l7cap;
@@ -17,5 +25,166 @@ struct px_capture {
 int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 		    struct px_capture *cap);
 void px_capture_close(struct px_capture *cap);
+
+/* ---- proxy objects (proxy.c design note) ---------------------------------- */
+
+#define PX_BUFSZ	16384		/* default buffer, pooled */
+#define PX_HIGH		65536		/* backpressure watermark per buffer */
+#define PX_POOL_BUFS	256		/* free buffers kept */
+#define PX_MAX_HDRS	128
+#define PX_PICK_MAX	256		/* endpoints considered per pick */
+#define PX_EWMA_TAU_NS	100000000ULL	/* latency EWMA time constant (samples) */
+#define PX_IDLE_TAU_NS	10000000000ULL	/* cost decay of an unused endpoint (Linkerd: 10 s) */
+#define PX_REPLAY_MAX	65536		/* largest request kept for a retry */
+#define PX_BUDGET_SECS	10		/* retry budget window (Linkerd ttl) */
+#define PX_BUDGET_PCT	20		/* retries per 100 requests */
+#define PX_BUDGET_MIN_RPS 10		/* retries per second always allowed */
+
+enum px_rq { RQ_BODY, RQ_DONE };
+enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
+
+struct px_server;
+struct px_stream;
+
+struct px_up {
+	struct px_server *srv;
+	int fd;
+	int mask;
+	struct buf in, out;
+	uint32_t ip;		/* network order */
+	uint16_t port;
+	bool connecting;
+	bool eof;
+	struct px_stream *st;	/* NULL while idle */
+	struct px_up *next;	/* idle list */
+	uint64_t idle_since;	/* when it entered the pool */
+};
+
+struct px_conn {
+	struct px_server *srv;
+	int fd;
+	int mask;
+	struct buf in, out;
+	size_t last_len;	/* parser resume point */
+	uint32_t peer_ip;
+	uint16_t peer_port;
+	uint32_t dst_ip;	/* captured original destination, 0 = explicit */
+	uint16_t dst_port;
+	bool rd_eof;
+	bool closing;		/* close once out is flushed */
+	struct px_stream *st;
+	uint64_t last_active;	/* last client read or stream end */
+	struct px_conn *prev, *next;	/* all client connections (idle sweep) */
+};
+
+struct px_stream {
+	struct px_conn *c;
+	struct px_table *tbl;
+	struct px_up *up;
+	struct px_decision d;
+	enum px_rq rq;
+	enum px_rs rs;
+	int req_framing;
+	uint64_t req_left;
+	struct h1_chunked req_ck;
+	int resp_framing;
+	uint64_t resp_left;
+	struct h1_chunked resp_ck;
+	bool out_chunked;	/* re-encode the response body as chunked */
+	bool up_keep;		/* upstream reusable after this response */
+	bool head_req;
+	bool client_keep;
+	int client_minor;
+	int status;
+	const char *err;	/* px_err_* or h1 error string, for the log */
+	uint64_t t0;
+	uint64_t try_t0;	/* start of the current upstream try */
+	uint64_t timer;		/* ev timer id, 0 = none (invariant 6) */
+	uint64_t deadline;	/* the timer's deadline */
+	uint64_t bytes_in, bytes_out;
+	size_t up_last_len;
+	struct buf rb;		/* replay copy of the request (invariant 9) */
+	bool rb_off;		/* too large to replay */
+	int tries;		/* attempts made (0 = never forwarded) */
+	int failed_tries;	/* attempts that ended in a retry */
+	int host;		/* s->hosts index of the try in flight, -1 none */
+	uint64_t hash_key;	/* ring-hash key */
+	char method[16];
+	char target[256];
+	char reqid[40];
+};
+
+struct px_host {		/* outlier state of one endpoint */
+	uint32_t ip;
+	uint16_t port;
+	uint32_t consec;	/* consecutive failed tries */
+	uint32_t n_ejections;
+	uint64_t until;		/* ejected until (monotonic ns), 0 = in service */
+	uint32_t inflight;	/* tries in flight (invariant 16) */
+	double ewma_ns;		/* peak-EWMA of try latency */
+	uint64_t ewma_t;	/* last update */
+};
+
+struct px_stat {
+	char *route, *backend;
+	uint64_t by_class[6];	/* 1xx..5xx at [1..5], [0] = no response */
+	uint64_t attempts, attempts_ok;	/* actual (per try) */
+	struct hist *lat;
+};
+
+struct px_server {
+	struct ev_loop *loop;
+	int lfd, sfd, stats_fd, watch_fd, cap_fd;
+	uint64_t reload_timer;
+	struct ss *ss;
+	struct px_table *tbl;
+	char svc_ns[128], svc_name[128];
+	uint16_t svc_port;
+	bool explicit_mode;
+	struct h1_limits lim;
+	FILE *alog;
+	uint64_t rng;
+	struct px_up *idle;	/* idle upstream pool (LIFO) */
+	int n_idle;
+	char *bufs[PX_POOL_BUFS];
+	int n_bufs;
+	struct px_stat *stats;
+	int n_stats;
+	/* retry budget: ring of per-second counts (invariant 11) */
+	uint64_t bud_sec[PX_BUDGET_SECS];
+	uint32_t bud_req[PX_BUDGET_SECS], bud_retry[PX_BUDGET_SECS];
+	uint64_t n_retries, n_budget_denied;
+	/* outlier detection (invariants 13-14) */
+	struct px_host *hosts;
+	int n_hosts;
+	int n_ejected;
+	uint64_t eject_base_ns;
+	uint32_t consec_max;
+	uint64_t n_ejections;
+	uint64_t active, accepted, reloads, reload_errors;
+	struct px_conn *conns;	/* all client connections */
+	uint64_t connect_ns, client_idle_ns, up_idle_ns;
+	uint64_t sweep_ns, sweep_timer;
+	uint64_t n_timeouts, n_connect_timeouts, n_client_idle, n_up_idle;
+};
+
+#define PX_MS	1000000ULL
+
+uint64_t px_rand(struct px_server *s);
+bool px_name_is(const struct h1_header *h, const char *name);
+
+/* stats.c: counters keyed by route and backend names (kept across route
+ * reloads), and the --stats-addr listener's accept callback. */
+struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *backend);
+void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
+
+/* balance.c: outlier detection and endpoint choice (invariants 13-16). */
+struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bool add);
+bool px_host_out(struct px_server *s, struct px_host *h, uint64_t now);
+bool px_ep_out(struct px_server *s, uint32_t ip, uint16_t port, uint64_t now);
+void px_outlier_note(struct px_stream *st, bool failed);	/* one try ended */
+void px_try_end(struct px_stream *st);		/* in-flight and latency */
+uint64_t px_hash_key(struct px_stream *st, const struct h1_header *h, size_t n);
+void px_stream_pick(struct px_stream *st, bool retry);
 
 #endif

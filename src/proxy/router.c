@@ -31,11 +31,135 @@ const char px_err_bad_upstream[] = "malformed upstream response";
 const char px_err_upstream_closed[] = "upstream closed early";
 const char px_err_no_route[] = "no route matched";
 const char px_err_no_service[] = "unknown destination service";
+const char px_err_connect_timeout[] = "upstream connect timed out";
+const char px_err_timeout[] = "request timed out";
 
-struct px_ep {
-	uint32_t ip;
-	uint16_t port;
+const struct px_retry_policy px_retry_default = {
+	.retries = 2,
+	.on = PX_RETRY_CONNECT | PX_RETRY_RESET,
+	.codes = { 1ull << 3, 0 },	/* 503 */
 };
+
+const struct px_lb_policy px_lb_default = { .kind = PX_LB_P2C_EWMA };
+
+#define PX_ANN_LB	"zerohop.io/lb-policy"
+#define PX_ANN_HASH_ON	"zerohop.io/hash-on"
+
+static int px_lb_parse(const struct md_httproute *rt, struct px_lb_policy *p, char *err,
+		       size_t errlen)
+{
+	const struct md_labels *a = &rt->meta.annotations;
+	const char *v;
+
+	*p = px_lb_default;
+	if ((v = md_labels_get(a, PX_ANN_LB))) {
+		if (!strcmp(v, "p2c-ewma"))
+			p->kind = PX_LB_P2C_EWMA;
+		else if (!strcmp(v, "round-robin"))
+			p->kind = PX_LB_ROUND_ROBIN;
+		else if (!strcmp(v, "ring-hash"))
+			p->kind = PX_LB_RING_HASH;
+		else {
+			snprintf(err, errlen, "%s/%s: annotation %s \"%s\": want p2c-ewma, "
+				 "round-robin or ring-hash", rt->meta.ns, rt->meta.name, PX_ANN_LB, v);
+			return -EINVAL;
+		}
+	}
+	if ((v = md_labels_get(a, PX_ANN_HASH_ON))) {
+		if (!strcmp(v, "source-ip")) {
+			p->hash_on = PX_HASH_SOURCE_IP;
+		} else if (!strncmp(v, "header:", 7) && v[7] && strlen(v + 7) < sizeof(p->hash_name)) {
+			p->hash_on = PX_HASH_HEADER;
+			snprintf(p->hash_name, sizeof(p->hash_name), "%s", v + 7);
+		} else if (!strncmp(v, "cookie:", 7) && v[7] && strlen(v + 7) < sizeof(p->hash_name)) {
+			p->hash_on = PX_HASH_COOKIE;
+			snprintf(p->hash_name, sizeof(p->hash_name), "%s", v + 7);
+		} else {
+			snprintf(err, errlen, "%s/%s: annotation %s \"%s\": want source-ip, "
+				 "header:NAME or cookie:NAME (NAME < 64 bytes)", rt->meta.ns,
+				 rt->meta.name, PX_ANN_HASH_ON, v);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+#define PX_ANN_RETRIES	"zerohop.io/retries"
+#define PX_ANN_RETRY_ON	"zerohop.io/retry-on"
+#define PX_ANN_PER_TRY	"zerohop.io/per-try-timeout"
+
+/* Parse the retry annotations of an HTTPRoute into p (defaults first).
+ * Errors name the route, annotation and bad value. */
+static int px_retry_parse(const struct md_httproute *rt, struct px_retry_policy *p, char *err,
+			  size_t errlen)
+{
+	const struct md_labels *a = &rt->meta.annotations;
+	const char *v;
+	char *end;
+
+	*p = px_retry_default;
+	if ((v = md_labels_get(a, PX_ANN_RETRIES))) {
+		long n = strtol(v, &end, 10);
+
+		if (!*v || *end || n < 0 || n > PX_RETRY_MAX) {
+			snprintf(err, errlen, "%s/%s: annotation %s \"%s\": want 0..%d", rt->meta.ns,
+				 rt->meta.name, PX_ANN_RETRIES, v, PX_RETRY_MAX);
+			return -EINVAL;
+		}
+		p->retries = n;
+	}
+	if ((v = md_labels_get(a, PX_ANN_RETRY_ON))) {
+		const char *q = v;
+
+		p->on = 0;
+		p->codes[0] = p->codes[1] = 0;
+		while (*q) {
+			const char *e = strchr(q, ',');
+			size_t n = e ? (size_t)(e - q) : strlen(q);
+			char tok[32];
+			long code;
+
+			while (n && (*q == ' ')) {
+				q++;
+				n--;
+			}
+			while (n && q[n - 1] == ' ')
+				n--;
+			snprintf(tok, sizeof(tok), "%.*s", (int)(n < 31 ? n : 31), q);
+			if (!strcmp(tok, "connect-failure")) {
+				p->on |= PX_RETRY_CONNECT;
+			} else if (!strcmp(tok, "reset")) {
+				p->on |= PX_RETRY_RESET;
+			} else if (!strcmp(tok, "5xx")) {
+				p->codes[0] = ~0ull;
+				p->codes[1] = (1ull << 36) - 1;	/* 564..599 */
+			} else if (!strcmp(tok, "gateway-error")) {
+				p->codes[0] |= 7ull << 2;	/* 502, 503, 504 */
+			} else if (!strcmp(tok, "unavailable")) {
+				p->codes[0] |= 1ull << 3;
+			} else if (n == 3 && (code = strtol(tok, &end, 10)) >= 500 && code <= 599 &&
+				   !*end) {
+				p->codes[(code - 500) / 64] |= 1ull << ((code - 500) % 64);
+			} else {
+				snprintf(err, errlen, "%s/%s: annotation %s \"%s\": unknown condition "
+					 "\"%s\" (want connect-failure, reset, 5xx, gateway-error, "
+					 "unavailable or a status 500..599)", rt->meta.ns, rt->meta.name,
+					 PX_ANN_RETRY_ON, v, tok);
+				return -EINVAL;
+			}
+			q = e ? e + 1 : q + n;
+		}
+	}
+	if ((v = md_labels_get(a, PX_ANN_PER_TRY))) {
+		if (md_duration_ms(v, &p->per_try_ms) || !p->per_try_ms) {
+			snprintf(err, errlen, "%s/%s: annotation %s \"%s\": want a positive duration "
+				 "like 200ms", rt->meta.ns, rt->meta.name, PX_ANN_PER_TRY, v);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 
 struct px_backend {
 	char *name;		/* "ns/svc" */
@@ -43,12 +167,15 @@ struct px_backend {
 	struct px_ep *eps;
 	int n_eps;
 	bool invalid;		/* unresolved ref: Gateway API answers 500 */
+	uint32_t rr;		/* round-robin position (mutable: single thread) */
 	const struct md_header_mod *req_mod;	/* backendRef filters, or NULL */
 	const struct md_header_mod *resp_mod;
 };
 
 struct px_rule {
 	char *name;		/* "ns/route#i" */
+	struct px_retry_policy retry;
+	struct px_lb_policy lb;
 	const struct md_route_rule *src;	/* NULL for the implicit rule */
 	struct px_backend *backends;
 	int n_backends;
@@ -214,6 +341,8 @@ static struct px_rule *px_rule_new(struct px_table *t)
 {
 	struct px_rule *r = zh_calloc(1, sizeof(*r));
 
+	r->retry = px_retry_default;
+	r->lb = px_lb_default;
 	t->rules = zh_realloc(t->rules, (t->n_rules + 1) * sizeof(*t->rules));
 	t->rules[t->n_rules++] = r;
 	return r;
@@ -333,14 +462,18 @@ static bool px_route_attached(const struct md_httproute *r, const struct md_serv
 }
 
 static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int ri,
-			 const struct px_svc *ps, struct px_rule **out)
+			 const struct px_svc *ps, struct px_rule **out, char *err, size_t errlen)
 {
 	const struct md_route_rule *rr = &rt->rules[ri];
 	struct px_rule *r = px_rule_new(t);
-	int i;
+	int i, rc;
 
 	r->name = px_asprintf("%s/%s#%d", rt->meta.ns, rt->meta.name, ri);
 	r->src = rr;
+	*out = r;
+	if ((rc = px_retry_parse(rt, &r->retry, err, errlen)) ||
+	    (rc = px_lb_parse(rt, &r->lb, err, errlen)))
+		return rc;
 	for (i = 0; i < rr->n_filters; i++) {
 		const struct md_filter *f = &rr->filters[i];
 
@@ -390,7 +523,8 @@ static int px_build_svc(struct px_table *t, struct px_svc *ps, char *err, size_t
 		for (j = 0; j < rt->n_rules; j++) {
 			struct px_rule *r;
 
-			px_build_rule(t, rt, j, ps, &r);
+			if ((rc = px_build_rule(t, rt, j, ps, &r, err, errlen)))
+				goto fail;
 			if (!rt->rules[j].n_matches) {
 				if ((rc = px_add_match(ps, r, NULL, key, j, 0, err, errlen)))
 					goto fail;
@@ -762,6 +896,10 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	d->location[0] = 0;
 	d->n_req_mods = 0;
 	d->n_resp_mods = 0;
+	d->timeout_request_ms = 0;
+	d->timeout_backend_ms = 0;
+	d->retry = &px_retry_default;
+	d->lb = &px_lb_default;
 	for (i = 0; i < svc->n_matches; i++)
 		if (px_match_req(&svc->matches[i], req)) {
 			x = &svc->matches[i];
@@ -772,6 +910,12 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	r = x->rule;
 	d->rule = r;
 	d->route_name = r->name;
+	d->retry = &r->retry;
+	d->lb = &r->lb;
+	if (r->src) {
+		d->timeout_request_ms = r->src->timeout_request_ms;
+		d->timeout_backend_ms = r->src->timeout_backend_ms;
+	}
 	if (r->redirect) {
 		d->action = PX_REDIRECT;
 		return px_redirect(r->redirect, x, req, host, host_len, d);
@@ -820,5 +964,59 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 			d->resp_mods[d->n_resp_mods++] = b->resp_mod;
 		return 0;
 	}
+	return 0;
+}
+
+void px_route_repick(struct px_decision *d, uint64_t rnd)
+{
+	const struct px_rule *r = d->rule;
+	const struct px_backend *b = NULL;
+	int i, k;
+
+	if (!r || d->action != PX_FORWARD)
+		return;
+	for (i = 0; i < r->n_backends && !b; i++)
+		if (r->backends[i].name == d->backend_name)
+			b = &r->backends[i];
+	if (!b || b->n_eps < 2)
+		return;
+	k = px_mix(rnd) % (b->n_eps - 1);
+	for (i = 0; i < b->n_eps; i++) {
+		if (b->eps[i].ip == d->ip && b->eps[i].port == d->port)
+			continue;
+		if (!k--) {
+			d->ip = b->eps[i].ip;
+			d->port = b->eps[i].port;
+			return;
+		}
+	}
+}
+
+int px_route_eps(const struct px_decision *d, const struct px_ep **eps)
+{
+	const struct px_rule *r = d->rule;
+	int i;
+
+	*eps = NULL;
+	if (!r || d->action != PX_FORWARD)
+		return 0;
+	for (i = 0; i < r->n_backends; i++)
+		if (r->backends[i].name == d->backend_name) {
+			*eps = r->backends[i].eps;
+			return r->backends[i].n_eps;
+		}
+	return 0;
+}
+
+uint32_t px_route_rr_next(const struct px_decision *d)
+{
+	const struct px_rule *r = d->rule;
+	int i;
+
+	if (!r || d->action != PX_FORWARD)
+		return 0;
+	for (i = 0; i < r->n_backends; i++)
+		if (r->backends[i].name == d->backend_name)
+			return ((struct px_backend *)&r->backends[i])->rr++;
 	return 0;
 }

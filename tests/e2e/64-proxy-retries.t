@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# 64-proxy-retries.t — retries: the Istio-like default (2 retries on
+# connect failure, reset, 503) against an echo backend failing 10 % with 503
+# (client success >= 99.5 %, retries inside the budget), the Linkerd-style
+# budget capping retries against a 60 % failing backend (no amplification:
+# upstream attempts <= requests + 20 % + 10/s), the per-route annotations,
+# body replay only within the buffering limit, actual vs effective counters,
+# and a bad annotation rejected with an error naming the route.
+source "$(dirname "$0")/../lib/tap.sh"
+
+command -v curl >/dev/null || skip_all "curl missing (make deps)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+
+for i in $(seq 0 40); do
+	B=$((19000 + ($$ * 11 + i * 37) % 1000 / 10 * 10))
+	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+done
+P=$B; S=$((B + 9)); P2=$((B + 7)); S2=$((B + 8))
+TMP=$(mktemp -d /tmp/zh-px64.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+"$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
+PIDS+=($!)
+
+pod() { # NAME APP
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
+	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
+}
+svc() { # NAME APP TARGETPORT
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
+	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
+}
+{
+	svc web web $((B + 1)); svc v1 v1 $((B + 1)); svc dead dead $((B + 5))
+	pod web-1 web; pod v1-1 v1; pod dead-1 dead
+	cat <<YAML
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: noretry, annotations: {zerohop.io/retries: "0"}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /none}}]
+    backendRefs: [{name: v1, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: any5xx
+  annotations: {zerohop.io/retries: "3", zerohop.io/retry-on: "5xx, reset"}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /any}}]
+    backendRefs: [{name: v1, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: main}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - backendRefs: [{name: v1, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: dead}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /dead}}]
+    backendRefs: [{name: dead, port: 80}]
+YAML
+} >"$TMP/m.yaml"
+mkdir -p "$TMP/state"
+"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
+ok $? "manifests applied" || cat "$TMP/apply.out"
+
+start_proxy() { # PORT STATS
+	"$ZH" proxy --listen "127.0.0.1:$1" --service default/web --state "$TMP/state" \
+		--stats-addr "127.0.0.1:$2" 2>>"$TMP/proxy.err" &
+	PIDS+=($!)
+	for i in $(seq 50); do
+		curl -s -o /dev/null "http://127.0.0.1:$1/" && curl -s -o /dev/null "http://127.0.0.1:$2/" &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+start_proxy $P $S; ok $? "proxy up" || { cat "$TMP/proxy.err"; done_testing; }
+curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" || sleep 0.5
+U="http://127.0.0.1:$P"
+# metric NAME [STATSPORT]: sum of the samples whose name{labels} starts with NAME
+metric() {
+	curl -s "http://127.0.0.1:${2:-$S}/" |
+		awk -v k="$1" 'index($1, k) == 1 { s += $2 } END { printf "%d\n", s }'
+}
+# bench URL N → "ok total" from the fortio JSON RetCodes
+bench() {
+	"$ZH" bench -c 4 -t 0 -n "$2" --quiet --json "$TMP/b.json" "$1" >/dev/null 2>"$TMP/bench.err"
+	"$PY" - "$TMP/b.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["RetCodes"]
+print(r.get("200", 0), sum(r.values()))
+PY
+}
+
+# ---- defaults against 10 % 503 ------------------------------------------------------
+r0=$(metric zerohop_proxy_retries_total)
+set -- $(bench "$U/ten?status=503:10" 1000)
+good=$1; total=$2
+diag "10 % 503: $good/$total succeeded"
+ok $([ "$total" -ge 1000 ] && [ $((good * 1000)) -ge $((total * 995)) ]; echo $?) \
+	"client success >= 99.5 % with the default retries ($good/$total)"
+r1=$(metric zerohop_proxy_retries_total)
+retries=$((r1 - r0))
+diag "retries: $retries"
+ok $([ $retries -ge 50 ] && [ $retries -le 250 ]; echo $?) \
+	"retry rate near the failure rate (~11 %): $retries retries for $total requests"
+ok $([ $((retries * 100)) -le $((total * 20 + 10000)) ]; echo $?) "inside the budget (20 % + 10/s)"
+att=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1"')
+is "$att" $((total + 1 + retries)) "upstream attempts (actual) = requests (+ the start probe) + retries"
+fail=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1",result="failure"')
+ok $([ "$fail" -ge "$retries" ]; echo $?) "failed attempts counted ($fail)"
+eff=$(metric 'zerohop_proxy_requests_total{route="default/main#0",backend="default/v1",class="2xx"')
+ok $([ "$eff" -ge "$good" ]; echo $?) "effective successes in requests_total ($eff)"
+
+# ---- annotations ----------------------------------------------------------------------
+set -- $(bench "$U/none?status=503:30" 300)
+ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) "retries: \"0\" passes 503s through ($1/$2 ok)"
+set -- $(bench "$U/any?status=500:30" 300)
+ok $([ $1 -ge $(($2 * 97 / 100)) ]; echo $?) "retry-on 5xx with 3 retries hides 500s ($1/$2 ok)"
+set -- $(bench "$U/ten?status=500:30" 300)
+ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) \
+	"the default does not retry 500 ($1/$2 ok)"
+
+# ---- connect failure: 1 + 2 tries ------------------------------------------------------
+r0=$(metric zerohop_proxy_retries_total)
+is "$(curl -s -o /dev/null -w '%{http_code}' "$U/dead")" 503 "refused upstream: 503"
+is $(($(metric zerohop_proxy_retries_total) - r0)) 2 "… after 2 retries"
+
+# ---- bodies: replayed within 64 KiB, never beyond ------------------------------------
+head -c 1000 /dev/urandom | base64 -w0 >"$TMP/small"
+head -c 100000 /dev/urandom | base64 -w0 >"$TMP/big"
+r0=$(metric zerohop_proxy_retries_total)
+okn=0
+for i in $(seq 40); do
+	out=$(curl -s -w '\n%{http_code}' --data-binary @"$TMP/small" "$U/ten?status=503:30")
+	[ "$(echo "$out" | tail -1)" = 200 ] && [ "$(echo "$out" | head -1)" = "$(cat "$TMP/small")" ] &&
+		okn=$((okn + 1))
+done
+# 3 tries at 30 % each: 2.7 % of requests fail, ~1 of 40 expected
+ok $([ $okn -ge 36 ]; echo $?) "small bodies replayed on 503: $okn/40 ok with the whole body"
+ok $([ $(($(metric zerohop_proxy_retries_total) - r0)) -ge 5 ]; echo $?) "… with retries"
+r0=$(metric zerohop_proxy_retries_total)
+bad=0
+for i in $(seq 20); do
+	c=$(curl -s -o /dev/null -w '%{http_code}' --data-binary @"$TMP/big" "$U/ten?status=503:50")
+	[ "$c" = 503 ] && bad=$((bad + 1))
+done
+is $(($(metric zerohop_proxy_retries_total) - r0)) 0 "a 133 KB body is never retried ($bad/20 503s passed through)"
+
+# ---- 60 %: the budget caps retries (a fresh proxy: a fresh budget window) --------------
+start_proxy $P2 $S2; ok $? "second proxy up"
+N=3000
+set -- $(bench "http://127.0.0.1:$P2/sixty?status=503:60" $N)
+good=$1; total=$2
+retries=$(metric zerohop_proxy_retries_total $S2)
+denied=$(metric zerohop_proxy_retries_budget_exhausted_total $S2)
+att=$(metric zerohop_proxy_upstream_attempts_total $S2)
+diag "60 % 503: $good/$total ok, $retries retries, $denied denied, $att upstream attempts"
+# the proxy's own probe at startup is one more request
+ok $([ $((retries * 100)) -le $(((total + 1) * 20 + 10000)) ]; echo $?) \
+	"retries capped by the budget: $retries <= 20 % of $total + 100"
+ok $([ "$denied" -gt 0 ]; echo $?) "budget denials counted ($denied)"
+is "$att" $((total + 1 + retries)) "upstream attempts = requests + retries"
+ok $([ "$att" -gt "$total" ] && [ "$att" -le $(((total + 1) * 120 / 100 + 100)) ]; echo $?) \
+	"no amplification: $att attempts for $total requests (unbudgeted ~$((total * 196 / 100)))"
+ok $([ $((good * 100)) -ge $((total * 30)) ] && [ $((good * 100)) -le $((total * 60)) ]; echo $?) "failures pass through ($good/$total ok)"
+
+# ---- a bad annotation names the route ---------------------------------------------------
+sed 's/zerohop.io\/retries: "0"/zerohop.io\/retries: "lots"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
+"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
+ok $([ $? -ne 0 ]; echo $?) "a bad retries annotation fails to load"
+grep -q 'default/noretry: annotation zerohop.io/retries "lots"' "$TMP/bad.err"
+ok $? "… naming the route and annotation" || cat "$TMP/bad.err"
+sed 's/"5xx, reset"/"5xx, sometimes"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
+"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
+grep -q 'default/any5xx: annotation zerohop.io/retry-on .*"sometimes"' "$TMP/bad.err"
+ok $? "an unknown retry-on condition is named" || cat "$TMP/bad.err"
+
+done_testing

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# 65-proxy-outlier.t — passive outlier detection: one of three backends of a
+# Service always answers 500; after 5 consecutive failures it is ejected
+# (base time 2 s here, --outlier-base-ejection), no request reaches it until
+# the ejection ends, it then returns, and a second ejection lasts 2 x base.
+# A backend set of two failing endpoints never has more than one ejected.
+source "$(dirname "$0")/../lib/tap.sh"
+
+command -v curl >/dev/null || skip_all "curl missing (make deps)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+
+for i in $(seq 0 40); do
+	B=$((19000 + ($$ * 13 + i * 41) % 1000 / 10 * 10))
+	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+done
+P=$B; S=$((B + 9))
+TMP=$(mktemp -d /tmp/zh-px65.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+for k in 1 2; do
+	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "ok$k" >/dev/null 2>"$TMP/echo$k.err" &
+	PIDS+=($!)
+done
+# Always 500, keep-alive; one log line per request (the port it came to).
+cat >"$TMP/bad.py" <<'PY'
+import socket, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+def serve(c, port):
+    d = b""
+    while True:
+        while b"\r\n\r\n" not in d:
+            x = c.recv(65536)
+            if not x: return c.close()
+            d += x
+        d = d.split(b"\r\n\r\n", 1)[1]
+        log.write("%d\n" % port)
+        c.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+def listen(port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port)); s.listen(64)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c, port), daemon=True).start()
+for p in sys.argv[2:]:
+    threading.Thread(target=listen, args=(int(p),), daemon=True).start()
+threading.Event().wait()
+PY
+"$PY" "$TMP/bad.py" "$TMP/bad.log" $((B + 3)) $((B + 4)) $((B + 5)) 2>"$TMP/bad.err" &
+PIDS+=($!)
+touch "$TMP/bad.log"
+
+pod() { # NAME APP PORT
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
+	printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$3"
+	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
+}
+{
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n'
+	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: pair}\n'
+	printf 'spec: {selector: {app: pair}, ports: [{port: 80, targetPort: http}]}\n'
+	pod web-1 web $((B + 1)); pod web-2 web $((B + 2)); pod web-3 web $((B + 3))
+	pod pair-1 pair $((B + 4)); pod pair-2 pair $((B + 5))
+	cat <<YAML
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+  # round robin: the failing endpoint (slower python) would otherwise get
+  # few requests under the default p2c-ewma and ejection would take long
+  annotations: {zerohop.io/lb-policy: round-robin}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /pair}}]
+    backendRefs: [{name: pair, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+YAML
+} >"$TMP/m.yaml"
+mkdir -p "$TMP/state"
+"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
+ok $? "manifests applied" || cat "$TMP/apply.out"
+
+"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
+	--stats-addr "127.0.0.1:$S" --outlier-base-ejection 2s 2>"$TMP/proxy.err" &
+PIDS+=($!)
+up=1
+for i in $(seq 50); do
+	curl -s -o /dev/null "http://127.0.0.1:$S/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" &&
+		curl -s -o /dev/null "http://127.0.0.1:$((B + 2))/" && { up=0; break; }
+	sleep 0.1
+done
+ok $up "proxy and backends up"
+[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+U="http://127.0.0.1:$P"
+metric() { curl -s "http://127.0.0.1:$S/" | awk -v k="$1" '$1 == k { print $2 }'; }
+hits() { grep -c "^$1\$" "$TMP/bad.log"; }
+bench() { # URL N → number of 200s
+	"$ZH" bench -c 1 -t 0 -n "$2" --quiet --json "$TMP/b.json" "$1" >/dev/null 2>"$TMP/bench.err"
+	"$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["RetCodes"].get("200", 0))' "$TMP/b.json"
+}
+BAD=$((B + 3))
+
+# ---- ejection --------------------------------------------------------------------
+for i in $(seq 200); do
+	curl -s -o /dev/null "$U/x"
+	[ "$(metric zerohop_proxy_outlier_ejections_total)" = 1 ] && break
+done
+is "$(metric zerohop_proxy_outlier_ejections_total)" 1 "the always-500 backend is ejected"
+t_ej=$(date +%s.%N)
+is "$(hits $BAD)" 5 "… after exactly 5 consecutive failures"
+is "$(metric zerohop_proxy_outlier_ejected)" 1 "ejected gauge 1"
+n=$(bench "$U/x" 300)
+is "$n" 300 "while ejected: 300/300 requests succeed"
+is "$(hits $BAD)" 5 "… and none reached the ejected backend"
+
+# ---- return --------------------------------------------------------------------------
+sleep "$(awk -v t="$t_ej" -v n="$(date +%s.%N)" 'BEGIN { d = t + 2.2 - n; print (d > 0 ? d : 0) }')"
+for i in $(seq 100); do
+	curl -s -o /dev/null "$U/x"
+	[ "$(hits $BAD)" -gt 5 ] && break
+done
+ok $([ "$(hits $BAD)" -gt 5 ]; echo $?) "after its 2 s ejection the backend gets requests again"
+for i in $(seq 200); do
+	curl -s -o /dev/null "$U/x"
+	[ "$(metric zerohop_proxy_outlier_ejections_total)" = 2 ] && break
+done
+t_ej=$(date +%s.%N)
+is "$(metric zerohop_proxy_outlier_ejections_total)" 2 "still failing: ejected a second time"
+h=$(hits $BAD)
+sleep 2.5
+n=$(bench "$U/x" 100)
+is "$(hits $BAD)" "$h" "2.5 s later still out (the second ejection is 2 x 2 s)"
+sleep "$(awk -v t="$t_ej" -v n="$(date +%s.%N)" 'BEGIN { d = t + 4.2 - n; print (d > 0 ? d : 0) }')"
+n=$(bench "$U/x" 100)
+ok $([ "$(hits $BAD)" -gt "$h" ]; echo $?) "after 4 s it is back" ||
+	{ diag "hits $(hits $BAD) h $h n $n"; cat "$TMP/proxy.err" >&2; date >&2; }
+
+# ---- never more than half of a backend set --------------------------------------
+e0=$(metric zerohop_proxy_outlier_ejections_total)
+n=$(bench "$U/pair" 100)
+is "$n" 0 "both endpoints of pair fail"
+is $(($(metric zerohop_proxy_outlier_ejections_total) - e0)) 1 "only one of the two is ejected"
+h4=$(hits $((B + 4))); h5=$(hits $((B + 5)))
+ok $([ $((h4 + h5)) -eq 100 ] && { [ $h4 -eq 5 ] || [ $h5 -eq 5 ]; }; echo $?) \
+	"the other keeps serving (50 % cap): $h4 + $h5 requests"
+grep -q "ejected for 2000 ms" "$TMP/proxy.err"; ok $? "ejections logged"
+
+done_testing

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# 66-proxy-lb.t — load balancing among a backend's endpoints: round robin
+# (exact rotation), P2C-EWMA (the default: a 10x slower endpoint gets little
+# traffic; p99 against round robin at a fixed rate, >= 1.5x lower here), ring
+# hash on a header and on a cookie (a key sticks to its endpoint; keys
+# spread), and a bad lb annotation named in the error.
+source "$(dirname "$0")/../lib/tap.sh"
+
+command -v curl >/dev/null || skip_all "curl missing (make deps)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+
+for i in $(seq 0 40); do
+	B=$((19000 + ($$ * 17 + i * 43) % 1000 / 10 * 10))
+	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+done
+P=$B; S=$((B + 9))
+TMP=$(mktemp -d /tmp/zh-px66.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+for k in 1 2; do
+	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "fast$k" >/dev/null 2>"$TMP/echo$k.err" &
+	PIDS+=($!)
+done
+# The slow endpoint: 10 ms per answer (the fast ones get ?delay=1ms).
+cat >"$TMP/slow.py" <<'PY'
+import socket, sys, threading, time
+def serve(c):
+    d = b""
+    while True:
+        while b"\r\n\r\n" not in d:
+            x = c.recv(65536)
+            if not x: return c.close()
+            d += x
+        d = d.split(b"\r\n\r\n", 1)[1]
+        time.sleep(0.010)
+        body = b'{"name":"slow"}\n'
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+"$PY" "$TMP/slow.py" $((B + 3)) 2>"$TMP/slow.err" &
+PIDS+=($!)
+
+pod() { # NAME PORT
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: web}}\n' "$1"
+	printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$2"
+	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
+}
+rt() { # NAME PREFIX [ANNOTATIONS]
+	cat <<YAML
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: $1, annotations: {${3:-}}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: $2}}]
+    backendRefs: [{name: web, port: 80}]
+YAML
+}
+{
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n'
+	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
+	pod web-1 $((B + 1)); pod web-2 $((B + 2)); pod web-3 $((B + 3))
+	rt p2c /p2c
+	rt rr /rr 'zerohop.io/lb-policy: round-robin'
+	rt hh /hh 'zerohop.io/lb-policy: ring-hash, zerohop.io/hash-on: "header:x-user"'
+	rt hc /hc 'zerohop.io/lb-policy: ring-hash, zerohop.io/hash-on: "cookie:sess"'
+} >"$TMP/m.yaml"
+mkdir -p "$TMP/state"
+"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
+ok $? "manifests applied" || cat "$TMP/apply.out"
+
+"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
+	--stats-addr "127.0.0.1:$S" 2>"$TMP/proxy.err" &
+PIDS+=($!)
+up=1
+for i in $(seq 50); do
+	curl -s -o /dev/null "http://127.0.0.1:$S/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" &&
+		curl -s -o /dev/null "http://127.0.0.1:$((B + 2))/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 3))/" &&
+		{ up=0; break; }
+	sleep 0.1
+done
+ok $up "proxy and backends up"
+[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+
+# names PATH N [HEADER...]: "name count" lines over N keep-alive requests
+names() {
+	"$PY" - "$P" "$@" <<'PY'
+import http.client, json, sys, collections
+port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+hdrs = dict(h.split(": ", 1) for h in sys.argv[4:])
+c = http.client.HTTPConnection("127.0.0.1", port)
+cnt = collections.Counter()
+for i in range(n):
+    c.request("GET", path, headers=hdrs)
+    r = c.getresponse()
+    cnt[json.loads(r.read())["name"] if r.status == 200 else "status%d" % r.status] += 1
+for k, v in sorted(cnt.items()):
+    print(k, v)
+PY
+}
+
+# ---- round robin -----------------------------------------------------------------
+out=$(names "/rr/x?delay=1ms" 300)
+is "$(echo "$out" | tr '\n' ' ')" "fast1 100 fast2 100 slow 100 " "round robin: exactly 100 each over 300"
+
+# ---- P2C-EWMA (default) ------------------------------------------------------------
+out=$(names "/p2c/x?delay=1ms" 300)
+slow=$(echo "$out" | awk '$1 == "slow" { print $2 }')
+diag "p2c: $(echo "$out" | tr '\n' ' ')"
+ok $([ "${slow:-0}" -lt 30 ]; echo $?) "p2c-ewma: the 10x slower endpoint gets < 10 % (${slow:-0}/300)"
+ok $([ "$(echo "$out" | awk '$1 ~ /^fast/ && $2 >= 60' | wc -l)" -eq 2 ]; echo $?) \
+	"p2c-ewma: both fast endpoints share the rest"
+
+# p99 at a fixed rate, round robin vs p2c, interleaved
+p99() {
+	"$ZH" bench -c 8 -qps 150 -t 3s --quiet --json "$TMP/p.json" "http://127.0.0.1:$P$1" \
+		>/dev/null 2>"$TMP/bench.err"
+	"$PY" - "$TMP/p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = [x["Value"] for x in d["DurationHistogram"]["Percentiles"] if x["Percentile"] == 99][0]
+print("%.6f" % p)
+PY
+}
+rr1=$(p99 "/rr/x?delay=1ms"); pc1=$(p99 "/p2c/x?delay=1ms")
+rr2=$(p99 "/rr/x?delay=1ms"); pc2=$(p99 "/p2c/x?delay=1ms")
+ratio=$(awk -v a="$rr1" -v b="$pc1" -v c="$rr2" -v d="$pc2" 'BEGIN {
+	x = a / b; y = c / d; printf "%.2f", (x > y ? x : y) }')
+diag "p99 rr $rr1 $rr2 s, p2c $pc1 $pc2 s: ratio (better of 2 pairs) $ratio"
+# The 3x target is a benchmark figure (docs/benchmarks/proxy.md); on a loaded
+# shared machine the fast endpoints' own p99 swings, so the test asks 1.5x.
+ok $(awk -v r="$ratio" 'BEGIN { exit !(r >= 1.5) }'; echo $?) \
+	"p2c-ewma p99 clearly lower than round robin with one endpoint 10x slower ($ratio x)"
+
+# ---- ring hash ------------------------------------------------------------------------
+stick=0; used=""
+for u in $(seq 20); do
+	out=$(names /hh/x 5 "x-user: user-$u")
+	[ "$(echo "$out" | wc -l)" -eq 1 ] && stick=$((stick + 1))
+	used="$used $(echo "$out" | awk '{ print $1 }')"
+done
+is $stick 20 "ring hash on a header: each of 20 users sticks to one endpoint"
+n=$(echo $used | tr ' ' '\n' | sort -u | wc -l)
+ok $([ "$n" -ge 2 ]; echo $?) "… and the users spread over $n endpoints"
+a=$(names /hc/x 5 "Cookie: a=1; sess=abc; z=2" | tr '\n' ' ')
+b=$(names /hc/x 5 "Cookie: sess=abc" | tr '\n' ' ')
+ok $([ "$(echo "$a" | wc -w)" -eq 2 ] && [ "$a" = "$b" ]; echo $?) \
+	"ring hash on a cookie: same cookie value, same endpoint ($a)"
+
+# ---- bad annotation ----------------------------------------------------------------------
+sed 's/lb-policy: round-robin/lb-policy: random-ish/' "$TMP/m.yaml" >"$TMP/bad.yaml"
+"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
+grep -q 'default/rr: annotation zerohop.io/lb-policy "random-ish"' "$TMP/bad.err"
+ok $? "a bad lb-policy is named" || cat "$TMP/bad.err"
+
+done_testing
