@@ -10,6 +10,35 @@
 
 #include "md_int.h"
 
+/* Decodes one item of a sequence into elem (zeroed arena memory). */
+typedef int (*dc_item_fn)(struct dctx *c, const struct yn *item, void *elem, void *arg);
+
+/* The optional sequence map[field]: an arena array of its items, each
+ * decoded by fn with the error path FIELD[i]. Absent: 0, outputs untouched. */
+static int dc_seq_each(struct dctx *c, const struct yn *map, const char *field, size_t size,
+		       void **out, int *n_out, dc_item_fn fn, void *arg)
+{
+	const struct yn *s = yn_get(map, field);
+	size_t old, base;
+
+	if (!s)
+		return 0;
+	old = dc_push(c, field);
+	base = c->plen;
+	if (dc_seq(c, s, NULL))
+		return -EINVAL;
+	*out = ar_alloc(c->ar, (size_t)s->n * size);
+	for (int i = 0; i < s->n; i++) {
+		dc_push_idx(c, i);
+		if (fn(c, s->items[i], (char *)*out + (size_t)i * size, arg))
+			return -EINVAL;
+		dc_pop(c, base);
+	}
+	*n_out = s->n;
+	dc_pop(c, old);
+	return 0;
+}
+
 /* ---- TrafficSplit ------------------------------------------------------------------ */
 
 static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint64_t *out)
@@ -89,50 +118,41 @@ int md_decode_split(struct dctx *c, const struct yn *root, const char *api, stru
 
 /* ---- HTTPRoute ---------------------------------------------------------------------- */
 
-static int hdr_matches(struct dctx *c, const struct yn *m, const char *field,
-		       struct md_header_match **out, int *n_out)
+static int hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
 {
-	const struct yn *hs = yn_get(m, field);
-	size_t old, base;
+	struct md_header_match *hm = elem;
+	char *type;
 
-	if (!hs)
-		return 0;
-	old = dc_push(c, field);
-	base = c->plen;
-	if (dc_seq(c, hs, NULL))
+	(void)arg;
+	if (dc_map(c, h, NULL) || dc_str(c, h, "type", false, &type) ||
+	    dc_str(c, h, "name", true, &hm->name) || dc_str(c, h, "value", true, &hm->value))
 		return -EINVAL;
-	*out = ar_alloc(c->ar, (size_t)hs->n * sizeof(**out));
-	for (int i = 0; i < hs->n; i++) {
-		const struct yn *h = hs->items[i];
-		struct md_header_match *hm = &(*out)[i];
-		char *type;
-
-		dc_push_idx(c, i);
-		if (dc_map(c, h, NULL) || dc_str(c, h, "type", false, &type) ||
-		    dc_str(c, h, "name", true, &hm->name) || dc_str(c, h, "value", true, &hm->value))
-			return -EINVAL;
-		if (!type || !strcmp(type, "Exact"))
-			hm->type = MD_MATCH_EXACT;
-		else if (!strcmp(type, "RegularExpression"))
-			hm->type = MD_MATCH_REGEX;
-		else
-			return dc_fail(c, yn_get(h, "type"), "type",
-				       "unknown match type \"%s\" (Exact, RegularExpression)", type);
-		if (!*hm->name)
-			return dc_fail(c, yn_get(h, "name"), "name", "must not be empty");
-		dc_pop(c, base);
-	}
-	*n_out = hs->n;
-	dc_pop(c, old);
+	if (!type || !strcmp(type, "Exact"))
+		hm->type = MD_MATCH_EXACT;
+	else if (!strcmp(type, "RegularExpression"))
+		hm->type = MD_MATCH_REGEX;
+	else
+		return dc_fail(c, yn_get(h, "type"), "type",
+			       "unknown match type \"%s\" (Exact, RegularExpression)", type);
+	if (!*hm->name)
+		return dc_fail(c, yn_get(h, "name"), "name", "must not be empty");
 	return 0;
 }
 
-static int route_match(struct dctx *c, const struct yn *m, struct md_route_match *rm)
+static int hdr_matches(struct dctx *c, const struct yn *m, const char *field,
+		       struct md_header_match **out, int *n_out)
+{
+	return dc_seq_each(c, m, field, sizeof(**out), (void **)out, n_out, hdr_match, NULL);
+}
+
+static int route_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
 {
 	static const char *const methods[] = { "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
 					       "OPTIONS", "TRACE", "PATCH" };
 	const struct yn *path = yn_get(m, "path");
+	struct md_route_match *rm = elem;
 
+	(void)arg;
 	if (dc_map(c, m, NULL))
 		return -EINVAL;
 	rm->path_type = MD_PATH_PREFIX;
@@ -177,29 +197,18 @@ static int route_match(struct dctx *c, const struct yn *m, struct md_route_match
 	return 0;
 }
 
+static int header_kv(struct dctx *c, const struct yn *h, void *elem, void *arg)
+{
+	struct md_kv *kv = elem;
+
+	(void)arg;
+	return dc_map(c, h, NULL) || dc_str(c, h, "name", true, &kv->key) ||
+	       dc_str(c, h, "value", true, &kv->value) ? -EINVAL : 0;
+}
+
 static int header_list(struct dctx *c, const struct yn *map, const char *field, struct md_labels *l)
 {
-	const struct yn *hs = yn_get(map, field);
-	size_t old, base;
-
-	if (!hs)
-		return 0;
-	old = dc_push(c, field);
-	base = c->plen;
-	if (dc_seq(c, hs, NULL))
-		return -EINVAL;
-	l->v = ar_alloc(c->ar, (size_t)hs->n * sizeof(*l->v));
-	for (int i = 0; i < hs->n; i++) {
-		dc_push_idx(c, i);
-		if (dc_map(c, hs->items[i], NULL) ||
-		    dc_str(c, hs->items[i], "name", true, &l->v[i].key) ||
-		    dc_str(c, hs->items[i], "value", true, &l->v[i].value))
-			return -EINVAL;
-		dc_pop(c, base);
-	}
-	l->n = hs->n;
-	dc_pop(c, old);
-	return 0;
+	return dc_seq_each(c, map, field, sizeof(*l->v), (void **)&l->v, &l->n, header_kv, NULL);
 }
 
 static int header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
@@ -245,10 +254,12 @@ static int path_mod(struct dctx *c, const struct yn *v, struct md_filter *f)
 	return 0;
 }
 
-static int route_filter(struct dctx *c, const struct yn *n, struct md_filter *f)
+static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
+	struct md_filter *f = elem;
 	char *type;
 
+	(void)arg;
 	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
 		return -EINVAL;
 	if (!strcmp(type, "RequestHeaderModifier")) {
@@ -308,30 +319,13 @@ static int route_filter(struct dctx *c, const struct yn *n, struct md_filter *f)
 
 static int route_filters(struct dctx *c, const struct yn *map, struct md_filter **out, int *n_out)
 {
-	const struct yn *fs = yn_get(map, "filters");
-	size_t old, base;
-
-	if (!fs)
-		return 0;
-	old = dc_push(c, "filters");
-	base = c->plen;
-	if (dc_seq(c, fs, NULL))
-		return -EINVAL;
-	*out = ar_alloc(c->ar, (size_t)fs->n * sizeof(**out));
-	for (int i = 0; i < fs->n; i++) {
-		dc_push_idx(c, i);
-		if (route_filter(c, fs->items[i], &(*out)[i]))
-			return -EINVAL;
-		dc_pop(c, base);
-	}
-	*n_out = fs->n;
-	dc_pop(c, old);
-	return 0;
+	return dc_seq_each(c, map, "filters", sizeof(**out), (void **)out, n_out, route_filter, NULL);
 }
 
-static int backend_ref(struct dctx *c, const struct yn *n, const struct md_meta *meta,
-		       struct md_backend_ref *b)
+static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
+	const struct md_meta *meta = arg;
+	struct md_backend_ref *b = elem;
 	char *group;
 	long long x;
 	bool has;
@@ -356,48 +350,19 @@ static int backend_ref(struct dctx *c, const struct yn *n, const struct md_meta 
 	return route_filters(c, n, &b->filters, &b->n_filters);
 }
 
-static int route_rule(struct dctx *c, const struct yn *n, const struct md_meta *meta,
-		      struct md_route_rule *r)
+static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
-	const struct yn *ms, *bs, *to;
-	size_t old, base;
+	struct md_route_rule *r = elem;
+	const struct yn *to;
+	size_t old;
 
-	if (dc_map(c, n, NULL))
+	if (dc_map(c, n, NULL) ||
+	    dc_seq_each(c, n, "matches", sizeof(*r->matches), (void **)&r->matches,
+			&r->n_matches, route_match, NULL) ||
+	    route_filters(c, n, &r->filters, &r->n_filters) ||
+	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
+			&r->n_backends, backend_ref, arg))
 		return -EINVAL;
-	ms = yn_get(n, "matches");
-	if (ms) {
-		old = dc_push(c, "matches");
-		base = c->plen;
-		if (dc_seq(c, ms, NULL))
-			return -EINVAL;
-		r->matches = ar_alloc(c->ar, (size_t)ms->n * sizeof(*r->matches));
-		for (int i = 0; i < ms->n; i++) {
-			dc_push_idx(c, i);
-			if (route_match(c, ms->items[i], &r->matches[i]))
-				return -EINVAL;
-			dc_pop(c, base);
-		}
-		r->n_matches = ms->n;
-		dc_pop(c, old);
-	}
-	if (route_filters(c, n, &r->filters, &r->n_filters))
-		return -EINVAL;
-	bs = yn_get(n, "backendRefs");
-	if (bs) {
-		old = dc_push(c, "backendRefs");
-		base = c->plen;
-		if (dc_seq(c, bs, NULL))
-			return -EINVAL;
-		r->backends = ar_alloc(c->ar, (size_t)bs->n * sizeof(*r->backends));
-		for (int i = 0; i < bs->n; i++) {
-			dc_push_idx(c, i);
-			if (backend_ref(c, bs->items[i], meta, &r->backends[i]))
-				return -EINVAL;
-			dc_pop(c, base);
-		}
-		r->n_backends = bs->n;
-		dc_pop(c, old);
-	}
 	to = yn_get(n, "timeouts");
 	if (to) {
 		char *req, *be;
@@ -420,72 +385,51 @@ static int route_rule(struct dctx *c, const struct yn *n, const struct md_meta *
 	return 0;
 }
 
+static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
+{
+	const struct md_meta *meta = arg;
+	struct md_parent_ref *pr = elem;
+	long long x;
+	bool has;
+
+	if (dc_map(c, p, NULL) || dc_str(c, p, "name", true, &pr->name) ||
+	    dc_str(c, p, "namespace", false, &pr->ns) ||
+	    dc_str(c, p, "kind", false, &pr->kind) ||
+	    dc_str(c, p, "group", false, &pr->group) ||
+	    dc_int(c, p, "port", 1, 65535, &x, &has))
+		return -EINVAL;
+	pr->port = has ? (uint16_t)x : 0;
+	pr->line = p->line;
+	if (!pr->kind)
+		pr->kind = "Gateway";
+	if (!pr->group)
+		pr->group = "gateway.networking.k8s.io";
+	if (!strcmp(pr->group, "core"))
+		pr->group = "";
+	if (!pr->ns)
+		pr->ns = meta->ns;
+	return 0;
+}
+
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
 	struct md_httproute *rt = md_grow((void **)&c->st->routes, &c->st->n_routes,
 					  &pv->cap_route, sizeof(*rt));
-	const struct yn *spec = yn_get(root, "spec"), *ps, *rules;
-	size_t old, o2, base;
+	const struct yn *spec = yn_get(root, "spec");
+	size_t old;
 
 	rt->meta = *meta;
 	if (!spec)
 		return dc_fail(c, root, "spec", "is required");
 	old = dc_push(c, "spec");
 	if (dc_map(c, spec, NULL) ||
-	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames))
+	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames) ||
+	    dc_seq_each(c, spec, "parentRefs", sizeof(*rt->parents), (void **)&rt->parents,
+			&rt->n_parents, parent_ref, meta) ||
+	    dc_seq_each(c, spec, "rules", sizeof(*rt->rules), (void **)&rt->rules, &rt->n_rules,
+			route_rule, meta))
 		return -EINVAL;
-	ps = yn_get(spec, "parentRefs");
-	if (ps) {
-		o2 = dc_push(c, "parentRefs");
-		base = c->plen;
-		if (dc_seq(c, ps, NULL))
-			return -EINVAL;
-		rt->parents = ar_alloc(c->ar, (size_t)ps->n * sizeof(*rt->parents));
-		for (int i = 0; i < ps->n; i++) {
-			const struct yn *p = ps->items[i];
-			struct md_parent_ref *pr = &rt->parents[i];
-			long long x;
-			bool has;
-
-			dc_push_idx(c, i);
-			if (dc_map(c, p, NULL) || dc_str(c, p, "name", true, &pr->name) ||
-			    dc_str(c, p, "namespace", false, &pr->ns) ||
-			    dc_str(c, p, "kind", false, &pr->kind) ||
-			    dc_str(c, p, "group", false, &pr->group) ||
-			    dc_int(c, p, "port", 1, 65535, &x, &has))
-				return -EINVAL;
-			pr->port = has ? (uint16_t)x : 0;
-			pr->line = p->line;
-			if (!pr->kind)
-				pr->kind = "Gateway";
-			if (!pr->group)
-				pr->group = "gateway.networking.k8s.io";
-			if (!strcmp(pr->group, "core"))
-				pr->group = "";
-			if (!pr->ns)
-				pr->ns = meta->ns;
-			dc_pop(c, base);
-		}
-		rt->n_parents = ps->n;
-		dc_pop(c, o2);
-	}
-	rules = yn_get(spec, "rules");
-	if (rules) {
-		o2 = dc_push(c, "rules");
-		base = c->plen;
-		if (dc_seq(c, rules, NULL))
-			return -EINVAL;
-		rt->rules = ar_alloc(c->ar, (size_t)rules->n * sizeof(*rt->rules));
-		for (int i = 0; i < rules->n; i++) {
-			dc_push_idx(c, i);
-			if (route_rule(c, rules->items[i], meta, &rt->rules[i]))
-				return -EINVAL;
-			dc_pop(c, base);
-		}
-		rt->n_rules = rules->n;
-		dc_pop(c, o2);
-	}
 	dc_pop(c, old);
 	return 0;
 }
@@ -584,10 +528,12 @@ static int np_ipblock(struct dctx *c, const struct yn *n, struct md_ipblock *b)
 	return 0;
 }
 
-static int np_peer(struct dctx *c, const struct yn *n, struct md_np_peer *p)
+static int np_peer(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
+	struct md_np_peer *p = elem;
 	const struct yn *ib;
 
+	(void)arg;
 	if (dc_map(c, n, NULL) || dc_selector(c, n, "podSelector", &p->pod_sel) ||
 	    dc_selector(c, n, "namespaceSelector", &p->ns_sel))
 		return -EINVAL;
@@ -609,11 +555,13 @@ static int np_peer(struct dctx *c, const struct yn *n, struct md_np_peer *p)
 	return 0;
 }
 
-static int np_port(struct dctx *c, const struct yn *n, struct md_np_port *p)
+static int np_port(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
+	struct md_np_port *p = elem;
 	long long end;
 	bool has_end;
 
+	(void)arg;
 	if (dc_map(c, n, NULL) || dc_proto(c, n, "protocol", true, &p->proto, &p->has_proto) ||
 	    dc_port_ref(c, n, "port", &p->port) ||
 	    dc_int(c, n, "endPort", 1, 65535, &end, &has_end))
@@ -633,71 +581,28 @@ static int np_port(struct dctx *c, const struct yn *n, struct md_np_port *p)
 	return 0;
 }
 
+/* One ingress or egress rule; arg is the peers field ("from" or "to"). */
+static int np_rule(struct dctx *c, const struct yn *r, void *elem, void *arg)
+{
+	struct md_np_rule *ru = elem;
+
+	if (yn_is_null(r))	/* "- {}" written as "-": allow all */
+		return 0;
+	if (dc_map(c, r, NULL) ||
+	    dc_seq_each(c, r, arg, sizeof(*ru->peers), (void **)&ru->peers, &ru->n_peers,
+			np_peer, NULL) ||
+	    dc_seq_each(c, r, "ports", sizeof(*ru->ports), (void **)&ru->ports, &ru->n_ports,
+			np_port, NULL))
+		return -EINVAL;
+	ru->peers_present = yn_get(r, arg) != NULL;
+	return 0;
+}
+
 static int np_rules(struct dctx *c, const struct yn *spec, const char *field, const char *peers,
 		    struct md_np_rule **out, int *n_out)
 {
-	const struct yn *rs = yn_get(spec, field);
-	size_t old, base;
-
-	if (!rs)
-		return 0;
-	old = dc_push(c, field);
-	base = c->plen;
-	if (dc_seq(c, rs, NULL))
-		return -EINVAL;
-	*out = ar_alloc(c->ar, (size_t)rs->n * sizeof(**out));
-	for (int i = 0; i < rs->n; i++) {
-		const struct yn *r = rs->items[i], *ps, *pp;
-		struct md_np_rule *ru = &(*out)[i];
-		size_t b2;
-
-		dc_push_idx(c, i);
-		if (yn_is_null(r)) {	/* "- {}" written as "-": allow all */
-			dc_pop(c, base);
-			continue;
-		}
-		if (dc_map(c, r, NULL))
-			return -EINVAL;
-		ps = yn_get(r, peers);
-		if (ps) {
-			size_t o2 = dc_push(c, peers);
-
-			b2 = c->plen;
-			if (dc_seq(c, ps, NULL))
-				return -EINVAL;
-			ru->peers_present = true;
-			ru->peers = ar_alloc(c->ar, (size_t)ps->n * sizeof(*ru->peers));
-			for (int j = 0; j < ps->n; j++) {
-				dc_push_idx(c, j);
-				if (np_peer(c, ps->items[j], &ru->peers[j]))
-					return -EINVAL;
-				dc_pop(c, b2);
-			}
-			ru->n_peers = ps->n;
-			dc_pop(c, o2);
-		}
-		pp = yn_get(r, "ports");
-		if (pp) {
-			size_t o2 = dc_push(c, "ports");
-
-			b2 = c->plen;
-			if (dc_seq(c, pp, NULL))
-				return -EINVAL;
-			ru->ports = ar_alloc(c->ar, (size_t)pp->n * sizeof(*ru->ports));
-			for (int j = 0; j < pp->n; j++) {
-				dc_push_idx(c, j);
-				if (np_port(c, pp->items[j], &ru->ports[j]))
-					return -EINVAL;
-				dc_pop(c, b2);
-			}
-			ru->n_ports = pp->n;
-			dc_pop(c, o2);
-		}
-		dc_pop(c, base);
-	}
-	*n_out = rs->n;
-	dc_pop(c, old);
-	return 0;
+	return dc_seq_each(c, spec, field, sizeof(**out), (void **)out, n_out, np_rule,
+			   (void *)peers);
 }
 
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta)
