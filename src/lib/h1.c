@@ -288,8 +288,9 @@ static int target_form_ok(const char *m, size_t mlen, const char *t, size_t tlen
 }
 
 static int parse_request_line(const char *buf, size_t len, const struct h1_limits *lim,
-			      struct h1_request *req, const char **after)
+			      void *msg, const char **after)
 {
+	struct h1_request *req = msg;
 	const char *p = buf, *end = buf + len, *m, *t, *bad = NULL;
 	int v;
 
@@ -352,8 +353,13 @@ incomplete:
 	return line_incomplete(buf, len, lim->max_line, H1_E_URI_TOO_LONG);
 }
 
-int h1_parse_request(const char *buf, size_t len, size_t last_len, const struct h1_limits *lim,
-		     struct h1_request *req, struct h1_header *headers, size_t *num_headers)
+typedef int (*start_line_fn)(const char *buf, size_t len, const struct h1_limits *lim,
+			     void *msg, const char **after);
+
+/* A message head: its start line (request or status line), then fields. */
+static int parse_head(const char *buf, size_t len, size_t last_len, const struct h1_limits *lim,
+		      start_line_fn start, void *msg, struct h1_header *headers,
+		      size_t *num_headers)
 {
 	struct h1_limits def;
 	const char *p;
@@ -366,15 +372,22 @@ int h1_parse_request(const char *buf, size_t len, size_t last_len, const struct 
 	}
 	if (!need_reparse(buf, len, last_len, lim))
 		return -EAGAIN;
-	r = parse_request_line(buf, len, lim, req, &p);
+	r = start(buf, len, lim, msg, &p);
 	if (r)
 		return r;
 	return parse_fields(buf, len, p, lim, headers, num_headers);
 }
 
-static int parse_status_line(const char *buf, size_t len, const struct h1_limits *lim,
-			     struct h1_response *resp, const char **after)
+int h1_parse_request(const char *buf, size_t len, size_t last_len, const struct h1_limits *lim,
+		     struct h1_request *req, struct h1_header *headers, size_t *num_headers)
 {
+	return parse_head(buf, len, last_len, lim, parse_request_line, req, headers, num_headers);
+}
+
+static int parse_status_line(const char *buf, size_t len, const struct h1_limits *lim,
+			     void *msg, const char **after)
+{
+	struct h1_response *resp = msg;
 	const char *p = buf, *end = buf + len, *r, *bad = buf;
 	int v, i;
 
@@ -431,21 +444,7 @@ incomplete:
 int h1_parse_response(const char *buf, size_t len, size_t last_len, const struct h1_limits *lim,
 		      struct h1_response *resp, struct h1_header *headers, size_t *num_headers)
 {
-	struct h1_limits def;
-	const char *p;
-	int r;
-
-	ensure_tables();
-	if (!lim) {
-		h1_limits_default(&def);
-		lim = &def;
-	}
-	if (!need_reparse(buf, len, last_len, lim))
-		return -EAGAIN;
-	r = parse_status_line(buf, len, lim, resp, &p);
-	if (r)
-		return r;
-	return parse_fields(buf, len, p, lim, headers, num_headers);
+	return parse_head(buf, len, last_len, lim, parse_status_line, resp, headers, num_headers);
 }
 
 /* ---- lookups and framing ---- */
