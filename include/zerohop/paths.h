@@ -13,6 +13,7 @@
 #define ZH_PATHS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #define ZH_RUN_ROOT "/run/zerohop"
 #define ZH_BPF_ROOT "/sys/fs/bpf/zerohop"
@@ -25,5 +26,9 @@ const char *zh_lab_name(const char *explicit_name);
 char *zh_run_dir(char *buf, size_t len, const char *lab);
 char *zh_state_dir(char *buf, size_t len, const char *lab);
 char *zh_pin_dir(char *buf, size_t len, const char *lab, const char *node);
+
+/* mkdir -p PATH (each missing component with mode); 0 or -errno
+ * (-ENAMETOOLONG past PATH_MAX). An existing directory is fine. */
+int zh_mkdir_p(const char *path, mode_t mode);
 
 #endif

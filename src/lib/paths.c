@@ -1,5 +1,9 @@
 /* paths.c — lab naming and well-known paths (see paths.h). */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 
 #include "zerohop/paths.h"
@@ -30,4 +34,25 @@ char *zh_pin_dir(char *buf, size_t len, const char *lab, const char *node)
 {
 	snprintf(buf, len, "%s/%s/%s", ZH_BPF_ROOT, zh_lab_name(lab), node);
 	return buf;
+}
+
+int zh_mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
 }

@@ -19,9 +19,11 @@ against upstream before anything is checked against the datapath.
     conformance.py emit --out DIR        offline scenarios (fixed pod IPs) in the
                                          gen_property.py format, for the C tests;
                                          exit 1 if reference != upstream anywhere
-    conformance.py lab --lab L --zh ZH --load NETPOL_LOAD --probe NETPOL_PROBE
+    conformance.py lab --lab L --zh ZH --probe NETPOL_PROBE
                        [--cases I,J,..] [--via svc,ip]
-                                         run on a lab that is up with `topology`;
+                                         run on a lab that is up with `topology`
+                                         (mesh on: the node agents enforce the
+                                         policies `zerohop apply` writes);
                                          prints TAP
     conformance.py topology              the lab manifests (namespaces, pods, services)
 """
@@ -36,6 +38,7 @@ import tempfile
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import labsync  # noqa: E402
 import refeval  # noqa: E402
 
 NS = ["x", "y", "z"]
@@ -451,9 +454,9 @@ def lab_run(a):
                 if pod_updates:
                     wait_pods(zh, lab, before, changed)
                 ips = lab_ips(zh, lab)
-                for node in NODES:
-                    sh([zh, "lab", "exec", "--lab", lab, "--node", node, "--",
-                        a.load, "--lab", lab, "--node", node])
+                # the node agents load the policy themselves: wait until both
+                # have synced the state written last (policy, pods, endpoints)
+                labsync.wait_agents(zh, lab, len(NODES))
                 if not svc_ips:
                     svc_ips = service_ips(zh, lab, tmp, a)
                 cluster = refeval.Cluster(step_docs(stp, ips))
@@ -482,6 +485,7 @@ def lab_run(a):
                     yaml.safe_dump_all([pod_doc(p, None, None, ECHO) for p in relabelled], fh)
                 sh([zh, "apply", "--lab", lab, "-f", f])
                 wait_pods(zh, lab, before, relabelled)
+                labsync.wait_agents(zh, lab, len(NODES))
                 relabelled = set()
             n += 1
             print(f"{'ok' if case_ok else 'not ok'} {n} - {name}")
@@ -572,7 +576,6 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--lab")
     ap.add_argument("--zh")
-    ap.add_argument("--load")
     ap.add_argument("--probe")
     ap.add_argument("--cases")
     ap.add_argument("--via", default="svc,ip")

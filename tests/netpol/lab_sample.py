@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """lab_sample.py — a real-traffic sample of the random property cases.
 
-    lab_sample.py --lab L --zh ZH --load NETPOL_LOAD --probe NETPOL_PROBE
+    lab_sample.py --lab L --zh ZH --probe NETPOL_PROBE
                   [--seed S] [--scenarios K]
 
 Takes the first K scenarios of gen_property.py (same seed as the unit
 property test), and for each: a lab with the scenario's namespaces and pods
 (pods spread over both nodes, each serving every probe port over TCP and UDP
-with `zerohop echo`), the scenario's policies applied, the policy datapath
-loaded on both nodes by netpol_load, then the scenario's pod -> pod probes
+with `zerohop echo`), the scenario's policies applied with `zerohop apply`
+and enforced by the lab's node agents (we wait until both have synced the
+state), then the scenario's pod -> pod probes
 sent for real (netpol_probe, concurrently per source pod). Expected verdicts
 come from refeval.py on the state as the lab made it (the lab assigns its
 own pod IPs; ipBlocks keep the generator's prefixes, and the reference
@@ -27,6 +28,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_property  # noqa: E402
+import labsync  # noqa: E402
 import refeval  # noqa: E402
 
 PORTS = gen_property.PORTS
@@ -44,7 +46,6 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lab", required=True)
     ap.add_argument("--zh", required=True)
-    ap.add_argument("--load", required=True)
     ap.add_argument("--probe", required=True)
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--scenarios", type=int, default=4)
@@ -72,9 +73,7 @@ def main():
                 yaml.safe_dump_all(pols, f)
             sh([zh, "lab", "up", "--lab", lab, "-f", f"{tmp}/topo.yaml"])
             sh([zh, "apply", "--lab", lab, "-f", f"{tmp}/np.yaml"])
-            for node in ("node-a", "node-b"):
-                sh([zh, "lab", "exec", "--lab", lab, "--node", node, "--", a.load,
-                    "--lab", lab, "--node", node])
+            labsync.wait_agents(zh, lab, 2)	# the node agents enforce it
             st = json.loads(sh([zh, "lab", "status", "--lab", lab, "-o", "json"]).stdout)
             ips = {f"{p['namespace']}/{p['name']}": p["ip"] for p in st["pods"]}
             for p in pods:

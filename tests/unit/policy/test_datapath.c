@@ -7,7 +7,8 @@
  * allowed/denied TCP connects per direction and port (named ports), replies
  * to an ingress-isolated client, node exemption, UDP flows and replies,
  * generation no-op, revocation of an established connection, drop counters
- * per reason and per policy, all-or-nothing sync on a limit, adoption of pins.
+ * per reason and per policy, all-or-nothing sync on a limit, adoption of pins,
+ * and an agent restart that keeps the generation when nothing changed.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,7 +43,13 @@ static const char *pods_yaml =
 	"spec: {podSelector: {matchLabels: {app: a}}, policyTypes: [Ingress]}\n---\n"
 	"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
 	"metadata: {name: c-deny-egress, namespace: x}\n"
-	"spec: {podSelector: {matchLabels: {app: c}}, policyTypes: [Egress]}\n---\n";
+	"spec: {podSelector: {matchLabels: {app: c}}, policyTypes: [Egress]}\n---\n"
+	/* CIDR classes in the tables (the restart check reads them back too);
+	 * reaches nothing the probes use */
+	"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
+	"metadata: {name: c-egress-doc, namespace: x}\n"
+	"spec: {podSelector: {matchLabels: {app: c}}, policyTypes: [Egress], egress: [{to: "
+	"[{ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.128/25]}}], ports: [{port: 9}]}]}\n---\n";
 
 static const char *allow_v1 =
 	"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
@@ -281,6 +288,39 @@ int main(void)
 			free(text);
 			pol_drops_free(&d);
 		}
+	}
+	/* 11: agent restart. The adopter reads the tables in force back from the
+	 * kernel: its first sync of unchanged state keeps the generation (so
+	 * nothing is re-judged, short-circuited sockets stay), a real change
+	 * still moves it, through a diff of the read-back inactive slot. */
+	pol_close(p2, 0);
+	p2 = NULL;
+	gen = pol_generation(p);
+	ret = pol_open(e.cg, e.pin, &p2);
+	ok(ret == 0 && pol_generation(p2) == gen, "restart: adopter sees generation %u", gen);
+	if (ret == 0) {
+		ret = sync_to(p2, allow_v2, &err);
+		ok(ret == 0 && pol_generation(p2) == gen,
+		   "restart: first sync of unchanged state keeps generation %u (got %u)", gen,
+		   pol_generation(p2));
+		ok(udp_through(ua, ub, B, 8081), "restart: v2 still enforced (a -> b:8081/UDP ok)");
+		ret = pt_connect(A, B, 8080, 300);
+		ok(ret < 0, "restart: v2 still denies a -> b:8080");
+		if (ret >= 0)
+			close(ret);
+		ret = sync_to(p2, allow_v1, &err);
+		ok(ret == 0 && pol_generation(p2) == gen + 1,
+		   "restart: a real change moves the generation to %u (got %u)", gen + 1,
+		   pol_generation(p2));
+		ret = pt_connect(A, B, 8080, 500);
+		ok(ret >= 0, "restart: the change is in force (a -> b:8080 connects again)");
+		if (ret >= 0)
+			close(ret);
+		ret = pt_accept(lb80, 200);
+		if (ret >= 0)
+			close(ret);
+		ret = sync_to(p2, allow_v1, &err);
+		ok(ret == 0 && pol_generation(p2) == gen + 1, "restart: and a re-sync is a no-op again");
 	}
 	if (fd >= 0)
 		close(fd);

@@ -148,8 +148,9 @@ int main(void)
 		t_sync = now_ms() - t0;
 		ok(ret == 0, "%d + 1 policies: compile + load %.0f ms (parse %.0f ms)%s%s", sizes[i],
 		   t_sync, t_parse, ret ? ": " : "", ret ? md_err_str(&err, buf, sizeof(buf)) : "");
-		if (sizes[i] == 10000)
-			ok(t_sync < 2000, "10,000 policies compile + load within 2 s (%.0f ms)", t_sync);
+		/* Times are reported, not asserted: speed targets live in the
+		 * benchmarks (docs/benchmarks/policy.md), and an ASan build on a
+		 * shared machine would make a timed check flaky. */
 		/* one change (the admitting policy's port) on top of the same set,
 		 * four times in a row: the first diffs against the tables of two
 		 * syncs ago (another size), the later ones are the steady state */
@@ -170,9 +171,26 @@ int main(void)
 			ok(ret == 0, "%d + 1 policies: one change loaded in %.0f %.0f %.0f %.0f ms (steady median %.0f)",
 			   sizes[i], ch[0], ch[1], ch[2], ch[3], t_change);
 		}
-		if (sizes[i] == 10000)
-			ok(t_change < 100, "one change with 10,000 policies in force: %.0f ms < 100 ms",
-			   t_change);
+		/* agent restart with these tables in force (st, the last sync):
+		 * the adopter reads both slots back, and its first sync of the
+		 * same state must keep the generation */
+		if (ret == 0) {
+			struct pol *p2 = NULL;
+			uint32_t gen = pol_generation(p);
+			double t_open, t_resync;
+
+			t0 = now_ms();
+			ret = pol_open(NULL, e.pin, &p2);
+			t_open = now_ms() - t0;
+			t0 = now_ms();
+			if (!ret)
+				ret = pol_sync(p2, st, "node-a", &err);
+			t_resync = now_ms() - t0;
+			ok(ret == 0 && pol_generation(p2) == gen,
+			   "%d + 1 policies: restart keeps generation %u (adopt + read back %.0f ms, first sync %.0f ms)",
+			   sizes[i], gen, t_open, t_resync);
+			pol_close(p2, 0);
+		}
 		md_state_free(st2);
 		states[i] = st;
 	}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# 56-netpol-restart.t — an agent restart costs no acceleration and no verdict
+# (docs/policy.md "Restart"): with a policy in force and live connections, one
+# same-node connection short-circuited by the accelerator and one cross-node,
+# both nodes' agents are killed by PID and the lab restarts them. The
+# restarted agents adopt the pinned policy tables and generation; their first
+# sync of the unchanged state must not move the generation, so the same-node
+# socket stays short-circuited (accel_msgs keeps growing) and both connections
+# keep echoing. Then a real policy change still moves the generation and
+# revokes both connections (the restarted agent's diff of the adopted slot).
+source "$(dirname "$0")/../lib/tap.sh"
+LAB=t56
+TOOLS=$(dirname "$ZH")/tests/tools
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "no $ZH (make first)"
+[ -x "$TOOLS/netpol_hold" ] || skip_all "no $TOOLS/netpol_hold (make first)"
+command -v jq >/dev/null || skip_all "no jq"
+TMP=$(mktemp -d /tmp/zh-t56.XXXXXX)
+HOLDS=""
+cleanup() {
+	for p in $HOLDS; do kill "$p" 2>/dev/null; done
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+cat >"$TMP/app.yaml" <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {app: client}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: near, labels: {app: server}}
+spec: {nodeName: node-a, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: far, labels: {app: server}}
+spec: {nodeName: node-b, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
+YAML
+policy() { # PORT: the servers admit the client on PORT only
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: servers-from-client}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: $1}]}]
+YAML
+}
+stats() { "$ZH" get stats --lab $LAB -o json 2>/dev/null; }
+wait_agents() { # GEN: every node's agent has synced state generation GEN
+	local i
+	for i in $(seq 100); do
+		stats | jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' \
+			>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+apply_sync() { # FILE
+	local gen
+	gen=$("$ZH" apply --lab $LAB -f "$1" | awk '{print $NF}') && wait_agents "$gen"
+}
+now_ms() { date +%s%3N; }
+agent_pid() { "$ZH" lab status --lab $LAB -o json | jq ".nodes[] | select(.name==\"$1\") | .agentPid"; }
+ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
+# hold-output lines (T_MS STATUS) with T_MS in [FROM, TO) and STATUS
+count() { awk -v a="$2" -v b="$3" -v s="$4" '$1 >= a && $1 < b && $2 == s' "$1" | wc -l; }
+
+"$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+ok $? "lab up with the same-node accelerator on"
+policy 80 >"$TMP/np80.yaml"
+apply_sync "$TMP/np80.yaml"
+ok $? "policy admitting client -> servers:80 synced by both agents"
+NEAR=$(ip_of near) FAR=$(ip_of far)
+T0=$(now_ms)
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 12 >"$TMP/near.out" 2>&1 &
+HOLDS="$HOLDS $!"
+"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 12 >"$TMP/far.out" 2>&1 &
+HOLDS="$HOLDS $!"
+sleep 1.5
+grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
+ok $? "both connections echo before the restart"
+stats >"$TMP/s0.json"
+PGA=$(jq -r '."node-a".policy_generation' "$TMP/s0.json")
+PGB=$(jq -r '."node-b".policy_generation' "$TMP/s0.json")
+M0=$(jq -r '."node-a".accel_msgs // 0' "$TMP/s0.json")
+ok $([ "${M0:-0}" -gt 0 ]; echo $?) "the same-node connection is short-circuited (node-a accel_msgs $M0)"
+
+# ---- restart both agents (SIGKILL by PID: no clean shutdown either) ----------
+RESTARTED=0
+for node in node-a node-b; do
+	p=$(agent_pid $node)
+	s0=$(jq -r ".\"$node\".syncs" "$TMP/s0.json")
+	[ -n "$p" ] && [ "$p" -gt 0 ] && kill -KILL "$p" || continue
+	for i in $(seq 100); do	# new agent up and past its first sync
+		q=$(agent_pid $node)
+		s1=$(stats | jq -r ".\"$node\".syncs")
+		if [ -n "$q" ] && [ "$q" -gt 0 ] && [ "$q" != "$p" ] && [ "${s1:-0}" -gt "${s0:-0}" ]; then
+			RESTARTED=$((RESTARTED + 1))
+			break
+		fi
+		sleep 0.05
+	done
+done
+is "$RESTARTED" 2 "both agents killed by PID, restarted by the lab and synced again"
+T1=$(( $(now_ms) - T0 ))
+stats >"$TMP/s1.json"
+is "$(jq -r '."node-a".policy_generation' "$TMP/s1.json")" "$PGA" \
+	"node-a's policy generation unchanged by the restart ($PGA)"
+is "$(jq -r '."node-b".policy_generation' "$TMP/s1.json")" "$PGB" \
+	"node-b's policy generation unchanged by the restart ($PGB)"
+M1=$(jq -r '."node-a".accel_msgs // 0' "$TMP/s1.json")
+sleep 2
+M2=$(stats | jq -r '."node-a".accel_msgs // 0')
+# 10 pings/s, each redirected twice (request, echo): 2 s give about 40
+ok $([ $((M2 - M1)) -ge 20 ]; echo $?) \
+	"the same-node socket is still short-circuited after the restart (accel_msgs +$((M2 - M1)) in 2 s)"
+T2=$(( $(now_ms) - T0 ))
+for c in near far; do
+	n=$(count "$TMP/$c.out" "$T1" "$T2" ok)
+	l=$(count "$TMP/$c.out" 0 "$T2" lost)
+	# (a ping waits 100 ms for its echo: allow a few late ones on a busy machine)
+	ok $([ "$n" -ge 10 ] && [ "$l" -le 5 ]; echo $?) \
+		"$c connection keeps working across the restart ($n echoes after it, $l lost in all)"
+done
+
+# ---- a real change after the restart still moves the generation and revokes --
+policy 81 >"$TMP/np81.yaml"
+apply_sync "$TMP/np81.yaml"
+ok $? "policy changed (port 80 no longer admitted), synced by the restarted agents"
+T3=$(( $(now_ms) - T0 + 300 ))
+stats >"$TMP/s3.json"
+PGA3=$(jq -r '."node-a".policy_generation' "$TMP/s3.json")
+ok $([ "${PGA3:-0}" -gt "${PGA:-0}" ]; echo $?) "node-a's policy generation moved ($PGA -> $PGA3)"
+wait
+HOLDS=""
+for c in near far; do
+	is "$(count "$TMP/$c.out" "$T3" 999999 ok)" 0 "$c connection revoked after the change"
+	ok $([ "$(count "$TMP/$c.out" "$T3" 999999 lost)" -gt 5 ]; echo $?) \
+		"  ($(count "$TMP/$c.out" "$T3" 999999 lost) pings lost after it)"
+done
+grep -h "policy" /run/zerohop/$LAB/nodes/node-*/agent.log 2>/dev/null | tail -6 | sed 's/^/# /'
+done_testing
