@@ -55,6 +55,15 @@
  *     "no mark" means "nothing queued". (cgroup/setsockopt programs may not
  *     delete from a sockhash; an SO_RCVLOWAT socket keeps its empty queue, and
  *     reads and readiness then follow the normal receive queue.)
+ *  8. Per-message cost (the sk_msg fast path): one sk_storage lookup and the
+ *     redirect. The peer key is built once, at insert, into accel_sk; the
+ *     accel_closing lookup is skipped while accel_nclosing is 0.
+ *     accel_nclosing never undercounts accel_closing: it is incremented
+ *     before an entry is created (NOEXIST insert), decremented only after an
+ *     entry was deleted by us. It may overcount (an LRU eviction, callbacks
+ *     lost after --accel off): that only costs the lookup, never a redirect.
+ *     A peer that publishes itself while a sender is past the check is the
+ *     same race as a sender past the lookup (docs/accel.md, Known limits).
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -71,7 +80,8 @@
  * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
  * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
  * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
- * moves a socket to PASS.
+ * moves a socket to PASS. Every write to accel_closing goes through
+ * accel_closing_add / accel_closing_del, which keep accel_nclosing (inv. 8).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -85,6 +95,46 @@
 #define SO_RCVLOWAT 18
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* Upper bound of the number of entries in accel_closing (invariant 8): lets
+ * sk_msg skip that hash lookup while no short-circuited socket is closing. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} accel_nclosing SEC(".maps");
+
+static __always_inline __u64 *accel_nclosing_ptr(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&accel_nclosing, &zero);
+}
+
+/* Publish `key` in accel_closing; count it first if the entry is new. */
+static __always_inline void accel_closing_add(const struct zh_accel_key *key, __u32 state)
+{
+	__u64 *n = accel_nclosing_ptr();
+
+	if (bpf_map_lookup_elem(&accel_closing, key)) {
+		bpf_map_update_elem(&accel_closing, key, &state, BPF_EXIST);
+		return;
+	}
+	if (n)	/* always there (array); without it sk_msg always looks up */
+		__sync_fetch_and_add(n, 1);
+	if (bpf_map_update_elem(&accel_closing, key, &state, BPF_NOEXIST))
+		bpf_map_update_elem(&accel_closing, key, &state, BPF_ANY);	/* raced: still counted once more, harmless */
+}
+
+/* Forget `key` in accel_closing; uncount it only if we deleted an entry. */
+static __always_inline void accel_closing_del(const struct zh_accel_key *key)
+{
+	__u64 *n = accel_nclosing_ptr();
+
+	if (bpf_map_delete_elem(&accel_closing, key) == 0 && n)
+		__sync_fetch_and_add(n, -1);
+}
 
 /* Both ends on this node? Loopback is always one netns, hence local. */
 static __always_inline int accel_both_local(__u32 lip, __u32 rip)
@@ -122,10 +172,11 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
 		return;
 	}
+	accel_key_peer(&st->peer, &key);	/* once per socket (invariant 8) */
 	st->policy_gen = accel_cfg_get(ZH_ACCEL_CFG_POLICY_GEN);
 	st->flags = 0;
 	/* A reused 4-tuple must not inherit an old connection's marks. */
-	bpf_map_delete_elem(&accel_closing, &key);
+	accel_closing_del(&key);
 	bpf_map_delete_elem(&accel_rx, &key);
 	if (bpf_sock_hash_update(skops, &accel_sockhash, &key, BPF_ANY)) {
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
@@ -150,7 +201,7 @@ static __always_inline void accel_release_empty(const struct zh_accel_key *key)
  * now on it is a plain TCP socket, with every kernel semantic intact. */
 static __always_inline void accel_release(const struct zh_accel_key *key, __u32 state)
 {
-	bpf_map_update_elem(&accel_closing, key, &state, BPF_ANY);
+	accel_closing_add(key, state);
 	if (!bpf_map_lookup_elem(&accel_rx, key))
 		accel_release_empty(key);
 }
@@ -163,7 +214,7 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 
 	accel_key_from_sockops(&key, skops);
 	if (state == BPF_TCP_CLOSE) {
-		bpf_map_delete_elem(&accel_closing, &key);
+		accel_closing_del(&key);
 		bpf_map_delete_elem(&accel_rx, &key);
 		if (bpf_map_delete_elem(&accel_sockhash, &key) == 0)
 			accel_count(ZH_ACCEL_ST_REMOVED, 1);
@@ -216,7 +267,7 @@ int zh_accel_setsockopt(struct bpf_sockopt *ctx)
 	/* Peers stop redirecting; the socket keeps its psock (a sockhash
 	 * delete is not allowed here), whose queue stays empty, so reads and
 	 * readiness follow the normal receive queue and SO_RCVLOWAT. */
-	bpf_map_update_elem(&accel_closing, &key, &state, BPF_ANY);
+	accel_closing_add(&key, state);
 	return 1;
 }
 
@@ -229,16 +280,18 @@ static __always_inline int accel_fallback(struct zh_accel_sk *st)
 	return SK_PASS;
 }
 
+/* The fast path (invariant 8): no key build, no netns helper; the closing
+ * set is looked up only while it may hold an entry. */
 SEC("sk_msg")
 int zh_accel_msg(struct sk_msg_md *msg)
 {
-	struct zh_accel_key key = {}, peer = {};
-	struct zh_accel_sk *st = NULL;
 	struct bpf_sock *sk = msg->sk;
+	struct zh_accel_sk *st;
 	__u32 size = msg->size;
+	__u64 *nclosing;
 	__u8 one = 1;
 
-	if (msg->family != AF_INET || !sk)
+	if (!sk)
 		return accel_fallback(NULL);
 	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
 	if (!st || (st->flags & ZH_ACCEL_SK_PASS))
@@ -251,17 +304,16 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	/* Invariant 6: both ends must still be ESTABLISHED. */
 	if (sk->state != BPF_TCP_ESTABLISHED)
 		return accel_fallback(st);
-	accel_key_from_msg(&key, msg);
-	accel_key_peer(&peer, &key);
-	if (bpf_map_lookup_elem(&accel_closing, &peer))
+	nclosing = accel_nclosing_ptr();
+	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing, &st->peer))
 		return accel_fallback(st);
 	/* Mark the peer before its queue can hold anything (invariant 7). */
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
-		if (bpf_map_update_elem(&accel_rx, &peer, &one, BPF_ANY))
+		if (bpf_map_update_elem(&accel_rx, &st->peer, &one, BPF_ANY))
 			return accel_fallback(st);
 		st->flags |= ZH_ACCEL_SK_MARKED;
 	}
-	if (bpf_msg_redirect_hash(msg, &accel_sockhash, &peer, BPF_F_INGRESS) != SK_PASS)
+	if (bpf_msg_redirect_hash(msg, &accel_sockhash, &st->peer, BPF_F_INGRESS) != SK_PASS)
 		return accel_fallback(st);
 	accel_count(ZH_ACCEL_ST_MSGS, 1);
 	accel_count(ZH_ACCEL_ST_BYTES, size);

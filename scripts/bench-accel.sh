@@ -1,28 +1,86 @@
 #!/usr/bin/env bash
-# bench-accel.sh — same-node short-circuit (sock_ops + sk_msg), acceleration
-# ON vs OFF, interleaved in one run (ON OFF OFF ON ON OFF ...), median of
-# PAIRS ratios, in one lab (2 nodes, the agent on):
+# bench-accel.sh — same-node short-circuit (sock_ops + sk_msg): data-path
+# modes interleaved in one run (the order rotates every round, so a drift in
+# machine load favours no mode), median of PAIRS rounds. Two labs of the same
+# topology (2 nodes, same pods): LAB with the mesh (agents), and, when a
+# nomesh* mode is asked for, LAB-n started with --no-mesh (no agent, nothing
+# attached to any cgroup).
+# Modes:
+#   on          mesh lab, zerohop's short-circuit (bpf/accel.bpf.c, `accel_ctl on`)
+#   off         mesh lab, acceleration off (`accel_ctl off`); the agent's other
+#               hooks (connect-time LB, policy cgroup_skb, ...) stay
+#   ref         mesh lab, acceleration off, the reference redirect attached
+#               to the node cgroup instead (tests/tools/accel_bare: a textbook
+#               sock_ops + sk_msg and nothing else); on/ref = what our sk_msg
+#               path costs over the textbook one
+#   nomesh      no-mesh lab, nothing attached: the issue's "bare (pod IP, no
+#               mesh)"; Service traffic goes to the pod IP there
+#   nomesh-ref  no-mesh lab + the reference redirect: the issue's measured
+#               limit ("the node's cgroup carrying a bare sock_ops + sk_msg
+#               redirect and nothing else")
+# Workloads:
 #   tcp-pod    TCP echo 1 KiB, 64 connections, max rate, pod -> pod same node
 #   tcp-svc    same, pod -> Service ClusterIP (backend on the same node)
 #   http-pod   HTTP/1.1 keep-alive, 1 KiB responses, 64 connections, max rate
 #   tcp-cross  TCP echo 1 KiB x 64, pod -> pod on the other node (must be >= 0.98)
-# Client `zerohop bench`, server `zerohop echo` (one thread each).
-# Usage: scripts/bench-accel.sh [PAIRS=5] [SECS=3]   (B=build dir, default build)
-# Output: a markdown table on stdout; raw JSON in $OUT (default /tmp/zhS-bench).
+# Client `zerohop bench` (THREADS threads), server `zerohop echo` (one thread).
+# Usage: scripts/bench-accel.sh [PAIRS=5] [SECS=3]
+# Environment: B=build dir (build); MODES ("on off nomesh"; every non-base
+#   mode gets a ratio column); BASE (the ratios' denominator: nomesh when
+#   MODES has it, the issue's "bare", else off); WORKLOADS; LAB (S43; the
+#   no-mesh lab is LAB-n); OUT (/tmp/zhS-bench);
+#   THREADS (1); PROFILE=1: kernel BPF run-time stats on during the run (a
+#   global kernel setting, dropped when the script ends) and a table of
+#   ns per call and calls per request of every program on the node cgroup and
+#   of the sk_msg programs (warm-up calls included).
+# Output: markdown tables on stdout; raw JSON in $OUT.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
 ZH=$ROOT/$B/zerohop
 CTL=$ROOT/$B/tests/tools/accel_ctl
+REF=$ROOT/$B/tests/tools/accel_bare
 PAIRS=${1:-5}
 SECS=${2:-3}
 LAB=${LAB:-S43}
+LABN=$LAB-n
 OUT=${OUT:-/tmp/zhS-bench}
 WORKLOADS=${WORKLOADS:-"tcp-pod tcp-svc http-pod tcp-cross"}
+MODES=${MODES:-"on off nomesh"}
+THREADS=${THREADS:-1}
+PROFILE=${PROFILE:-0}
+set -- $MODES
+modes=("$@")
+NM=$#
+has() { case " $MODES " in *" $1 "*) return 0 ;; esac; return 1; }
+if has nomesh; then BASE=${BASE:-nomesh}; else BASE=${BASE:-off}; fi
+has "$BASE" || { echo "MODES must include BASE ($BASE)" >&2; exit 2; }
+NOMESH=0
+for m in "${modes[@]}"; do
+	case $m in
+	on | off | ref) ;;
+	nomesh | nomesh-ref) NOMESH=1 ;;
+	*) echo "unknown mode $m (on off ref nomesh nomesh-ref)" >&2; exit 2 ;;
+	esac
+done
 mkdir -p "$OUT"
-[ -x "$ZH" ] && [ -x "$CTL" ] || { echo "build first: make B=$B" >&2; exit 1; }
+[ -x "$ZH" ] && [ -x "$CTL" ] && [ -x "$REF" ] || { echo "build first: make B=$B" >&2; exit 1; }
+if [ "$PROFILE" = 1 ] && ! command -v bpftool >/dev/null; then echo "PROFILE=1 needs bpftool" >&2; exit 2; fi
 
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; }
+PIN=/sys/fs/bpf/zerohop/$LAB/node-a
+PINN=/sys/fs/bpf/zerohop/$LABN/node-a
+CGROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+CG=${CGROOT:-/run/zerohop/cgroup2}/zerohop-$LAB/node-a
+CGN=${CGROOT:-/run/zerohop/cgroup2}/zerohop-$LABN/node-a
+STATS_PID=
+cleanup() {
+	[ -n "$STATS_PID" ] && kill "$STATS_PID" 2>/dev/null
+	"$REF" off "$PIN" 2>/dev/null
+	"$REF" off "$PINN" 2>/dev/null
+	rmdir "$PINN" "$(dirname "$PINN")" 2>/dev/null
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	"$ZH" lab down --lab $LABN >/dev/null 2>&1
+}
 trap cleanup EXIT INT TERM
 cleanup
 
@@ -64,58 +122,137 @@ spec:
     - {name: http, port: 8080}
 YAML
 "$ZH" lab up --lab $LAB --accel on -f "$OUT/app.yaml" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log"; exit 1; }
-PIN=/sys/fs/bpf/zerohop/$LAB/node-a
-CGROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-CG=${CGROOT:-/run/zerohop/cgroup2}/zerohop-$LAB/node-a
-pods=$("$ZH" get --lab $LAB pods -o json)
-ip_of() { echo "$pods" | jq -r ".[] | select(.name==\"$1\") | .ip"; }
-LOCAL_IPS=$(echo "$pods" | jq -r '.[] | select(.node=="node-a") | .ip')
-VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="echo-a") | .clusterIP')
-A=$(ip_of echo-a); Bip=$(ip_of echo-b)
+if [ $NOMESH = 1 ]; then
+	"$ZH" lab up --lab $LABN --no-mesh -f "$OUT/app.yaml" >"$OUT/up-n.log" 2>&1 ||
+		{ cat "$OUT/up-n.log"; exit 1; }
+	mkdir -p "$PINN"
+fi
+declare -A ADDR	# "LAB WORKLOAD" -> target URL
+for l in $LAB $([ $NOMESH = 1 ] && echo $LABN); do
+	pods=$("$ZH" get --lab "$l" pods -o json)
+	a=$(echo "$pods" | jq -r '.[] | select(.name=="echo-a") | .ip')
+	b=$(echo "$pods" | jq -r '.[] | select(.name=="echo-b") | .ip')
+	vip=$("$ZH" get --lab "$l" services -o json | jq -r '.[] | select(.name=="echo-a") | .clusterIP')
+	[ "$l" = "$LABN" ] && vip=$a	# no mesh, no ClusterIP translation: the pod itself
+	ADDR["$l tcp-pod"]="tcp://$a:8078"
+	ADDR["$l tcp-svc"]="tcp://$vip:8078"
+	ADDR["$l http-pod"]="http://$a:8080/?size=1024"
+	ADDR["$l tcp-cross"]="tcp://$b:8078"
+	[ "$l" = "$LAB" ] && LOCAL_IPS=$(echo "$pods" | jq -r '.[] | select(.node=="node-a") | .ip')
+done
 for _ in $(seq 50); do [ -e "$PIN/accel_sockops_link" ] && break; sleep 0.1; done
 
-accel() {
-	if [ "$1" = on ]; then "$CTL" on "$CG" "$PIN" $LOCAL_IPS; else "$CTL" off "$PIN"; fi
-}
-target() {
+lab_of() { case $1 in nomesh*) echo $LABN ;; *) echo $LAB ;; esac; }
+setmode() {	# MODE: the mesh lab's node as MODE asks; the no-mesh lab's too
 	case $1 in
-	tcp-pod) echo "tcp://$A:8078" ;;
-	tcp-svc) echo "tcp://$VIP:8078" ;;
-	http-pod) echo "http://$A:8080/?size=1024" ;;
-	tcp-cross) echo "tcp://$Bip:8078" ;;
+	on) "$REF" off "$PIN" && "$CTL" on "$CG" "$PIN" $LOCAL_IPS ;;
+	off) "$REF" off "$PIN" && "$CTL" off "$PIN" ;;
+	ref) "$CTL" off "$PIN" && "$REF" on "$CG" "$PIN" ;;
+	nomesh) "$REF" off "$PINN" ;;
+	nomesh-ref) "$REF" on "$CGN" "$PINN" ;;
 	esac
 }
-run() {	# WORKLOAD MODE I
-	local f="$OUT/$1-$2-$3.json"
-	accel "$2" || exit 1
-	"$ZH" lab exec --lab $LAB cli -- "$ZH" bench -c 64 -t "${SECS}s" --warmup 500ms \
-		--payload-size 1024 --quiet --json "$f" "$(target "$1")" >/dev/null 2>&1
+
+# PROFILE=1: "id name run_cnt run_time_ns" of the programs that can run on the
+# path: every program attached to node-a's cgroup of either lab (agent hooks,
+# accel sock_ops, the reference sock_ops) and the sk_msg programs (ours:
+# pinned; the reference's: the newest program named bare_msg).
+prog_snap() {
+	local ids id
+	ids=$( (bpftool cgroup show "$CG" -j; bpftool cgroup show "$CGN" -j) 2>/dev/null | jq -r '.[].id')
+	ids="$ids $(bpftool prog show pinned "$PIN/accel_msg" -j 2>/dev/null | jq -r .id)"
+	ids="$ids $(bpftool prog show -j 2>/dev/null | jq -r '[.[] | select(.name=="bare_msg") | .id] | max // empty')"
+	for id in $ids; do
+		bpftool prog show id "$id" -j 2>/dev/null |
+			jq -r '"\(.id) \(.name) \(.run_cnt // 0) \(.run_time_ns // 0)"'
+	done | sort -u
+}
+run() {	# WORKLOAD MODE I -> "qps p50"
+	local f="$OUT/$1-$2-$3.json" l
+	l=$(lab_of "$2")
+	setmode "$2" || exit 1
+	[ "$PROFILE" = 1 ] && prog_snap >"$OUT/$1-$2-$3.before"
+	"$ZH" lab exec --lab "$l" cli -- "$ZH" bench -c 64 --threads "$THREADS" -t "${SECS}s" \
+		--warmup 500ms --payload-size 1024 --quiet --json "$f" "${ADDR["$l $1"]}" >/dev/null 2>&1
+	if [ "$PROFILE" = 1 ]; then
+		prog_snap >"$OUT/$1-$2-$3.after"
+		# join: id name cnt0 ns0 name cnt1 ns1 -> mode prog calls ns requests
+		join <(sort "$OUT/$1-$2-$3.before") <(sort "$OUT/$1-$2-$3.after") |
+			awk -v req="$(jq '.DurationHistogram.Count' "$f")" -v m="$2" \
+				'{ c = $6 - $3; t = $7 - $4; if (c > 0) print m, $2, c, t, req }' \
+				>"$OUT/$1-$2-$3.prof"
+	fi
 	echo "$(jq .ActualQPS "$f") $(jq '.DurationHistogram.Percentiles[] | select(.Percentile==50) | .Value' "$f")"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+idx_of() { local i; for i in "${!modes[@]}"; do [ "${modes[$i]}" = "$1" ] && echo "$i"; done; }
+# ratio FILE N D F: per round, mode N over mode D; F 0 = req/s, 1 = p50
+ratio() { awk -v n="$2" -v d="$3" -v f="$4" '{ print $(2 * n + 1 + f) / $(2 * d + 1 + f) }' "$1"; }
+spread() {	# FILE N D -> "median [min–max]" of req/s ratios
+	local r
+	r=$(ratio "$1" "$2" "$3" 0 | sort -g)
+	printf "%.2fx [%.2f–%.2f]" "$(echo "$r" | median)" "$(echo "$r" | head -1)" "$(echo "$r" | tail -1)"
+}
 
-echo "| workload | ON req/s (median) | OFF req/s (median) | ON/OFF req/s: median [min–max] of $PAIRS pairs | p50 ON/OFF: median |"
-echo "|---|---|---|---|---|"
-for w in $WORKLOADS; do
-	: >"$OUT/$w.pairs"
-	for i in $(seq "$PAIRS"); do
-		# ABBA order: odd pairs ON first, even pairs OFF first, so a drift
-		# in machine load does not favour one side.
-		if [ $((i % 2)) = 1 ]; then
-			read -r qon pon < <(run "$w" on "$i")
-			read -r qoff poff < <(run "$w" off "$i")
-		else
-			read -r qoff poff < <(run "$w" off "$i")
-			read -r qon pon < <(run "$w" on "$i")
-		fi
-		echo "$qon $qoff $pon $poff" >>"$OUT/$w.pairs"
-	done
-	r=$(awk '{ print $1 / $2 }' "$OUT/$w.pairs" | median)
-	rmin=$(awk '{ print $1 / $2 }' "$OUT/$w.pairs" | sort -g | head -1)
-	rmax=$(awk '{ print $1 / $2 }' "$OUT/$w.pairs" | sort -g | tail -1)
-	pr=$(awk '{ print $3 / $4 }' "$OUT/$w.pairs" | median)
-	qon=$(awk '{ print $1 }' "$OUT/$w.pairs" | median)
-	qoff=$(awk '{ print $2 }' "$OUT/$w.pairs" | median)
-	printf "| %s | %.0f | %.0f | %.2fx [%.2f–%.2f] | %.2f |\n" "$w" "$qon" "$qoff" "$r" "$rmin" "$rmax" "$pr"
+if [ "$PROFILE" = 1 ]; then
+	coproc STATS { exec "$REF" stats-hold; }
+	read -r _ <&"${STATS[0]}" || { echo "cannot enable BPF stats" >&2; exit 1; }
+fi
+BI=$(idx_of "$BASE")
+# Extra columns: ours over each reference.
+EXTRA=()
+has on && has ref && EXTRA+=("on ref")
+has on && has nomesh-ref && EXTRA+=("on nomesh-ref")
+
+hdr="| workload"; sep="|---"
+for m in "${modes[@]}"; do hdr="$hdr | $m req/s"; sep="$sep|---"; done
+for m in "${modes[@]}"; do
+	[ "$m" = "$BASE" ] && continue
+	hdr="$hdr | $m/$BASE req/s: median [min–max] | $m/$BASE p50"; sep="$sep|---|---"
 done
+for e in "${EXTRA[@]}"; do set -- $e; hdr="$hdr | $1/$2 req/s"; sep="$sep|---"; done
+echo "$hdr |"; echo "$sep|"
+for w in $WORKLOADS; do
+	: >"$OUT/$w.rounds"
+	for i in $(seq "$PAIRS"); do
+		# Rotate the order every round (ON OFF, OFF ON, ... for two modes).
+		declare -A q=() p=()
+		for k in $(seq 0 $((NM - 1))); do
+			m=${modes[$(((k + i - 1) % NM))]}
+			read -r q[$m] p[$m] < <(run "$w" "$m" "$i")
+		done
+		line=
+		for m in "${modes[@]}"; do line="$line ${q[$m]} ${p[$m]}"; done
+		echo "$line" >>"$OUT/$w.rounds"
+		unset q p
+	done
+	row="| $w"
+	for k in "${!modes[@]}"; do
+		row="$row | $(awk -v k="$k" '{ print $(2 * k + 1) }' "$OUT/$w.rounds" | median | xargs printf %.0f)"
+	done
+	for k in "${!modes[@]}"; do
+		[ "$k" = "$BI" ] && continue
+		row="$row | $(spread "$OUT/$w.rounds" "$k" "$BI") | $(ratio "$OUT/$w.rounds" "$k" "$BI" 1 | median | xargs printf %.2f)"
+	done
+	for e in "${EXTRA[@]}"; do
+		set -- $e
+		row="$row | $(spread "$OUT/$w.rounds" "$(idx_of "$1")" "$(idx_of "$2")")"
+	done
+	echo "$row |"
+done
+if [ "$PROFILE" = 1 ]; then
+	echo
+	echo "| workload | mode | program | ns per call (median of runs) | calls per request |"
+	echo "|---|---|---|---|---|"
+	for w in $WORKLOADS; do
+		for m in "${modes[@]}"; do
+			cat "$OUT/$w-$m-"[0-9]*.prof 2>/dev/null | awk '{ print $2 }' | sort -u | while read -r prog; do
+				ns=$(cat "$OUT/$w-$m-"[0-9]*.prof | awk -v p="$prog" '$2 == p { print $4 / $3 }' | median)
+				cpr=$(cat "$OUT/$w-$m-"[0-9]*.prof | awk -v p="$prog" '$2 == p && $5 > 0 { print $3 / $5 }' | median)
+				printf "| %s | %s | %s | %.0f | %.2f |\n" "$w" "$m" "$prog" "$ns" "$cpr"
+			done
+		done
+	done
+fi
+"$REF" off "$PIN"
 "$CTL" stats "$PIN" | tr '\n' ' ' | sed 's/^/counters after the run: /'; echo

@@ -42,6 +42,7 @@
 #include "zerohop/accel.h"
 #include "zerohop/abi/accel.h"
 #include "zerohop/log.h"
+#include "zerohop/paths.h"
 #include "accel.skel.h"
 
 /* Pinned names, index = enum accel_obj. */
@@ -88,25 +89,6 @@ static int accel_path(char *buf, size_t len, const char *dir, const char *name)
 	int n = snprintf(buf, len, "%s/%s", dir, name);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static int mkdir_p(const char *path)
-{
-	char tmp[256];
-	size_t i, n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	memcpy(tmp, path, n + 1);
-	for (i = 1; i <= n; i++) {
-		if (tmp[i] != '/' && tmp[i] != '\0')
-			continue;
-		tmp[i] = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return -errno;
-		tmp[i] = path[i];
-	}
-	return 0;
 }
 
 static void accel_close_fds(struct ag_accel *a)
@@ -344,7 +326,7 @@ int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
 		return 0;
 	}
 	if (err == -ENOENT) {
-		err = mkdir_p(pin_dir);
+		err = zh_mkdir_p(pin_dir, 0700);
 		if (err) {
 			zh_err("accel: creating %s: %s (is bpffs mounted at %s?)", pin_dir,
 			       strerror(-err), "/sys/fs/bpf");

@@ -55,6 +55,17 @@ wait_active() {
 	echo "$a"
 }
 
+# nclosing: accel_nclosing[0], found through the pinned sk_msg program's maps.
+nclosing() {
+	local id
+	for id in $(bpftool prog show pinned "$PIN/accel_msg" -j | jq '.map_ids[]'); do
+		[ "$(bpftool map show id "$id" -j | jq -r .name)" = accel_nclosing ] || continue
+		bpftool map lookup id "$id" key 0 0 0 0 -j | jq '.formatted.value // .value'
+		return
+	done
+	echo "none"
+}
+
 accel_setup || { echo "Bail out! set-up failed"; exit 1; }
 
 # 1. OFF: nothing loaded at all — the reference transcripts.
@@ -81,6 +92,11 @@ diag "after pod->pod: sockets=$socks msgs=$msgs bytes=$bytes fallbacks=$(accel_s
 # The suite moves about 25 MiB; most of it must have skipped the stack.
 [ "$bytes" -ge $((16 << 20)) ]; ok $? "bytes redirected ($bytes >= 16 MiB)"
 is "$(wait_active "$start")" "$start" "sockhash back to its starting size"
+# The sk_msg fast path skips the closing-set lookup while accel_nclosing is 0
+# (bpf/accel.bpf.c invariant 8): every socket the suite released (half-close)
+# was counted in, and every close counted it out again.
+[ "$(accel_stat released)" -gt 0 ]; ok $? "half-closed sockets were published as closing"
+is "$(nclosing)" 0 "closing-set count back to 0 after close (fast path re-armed)"
 
 # 3. Loopback inside one pod: keys carry the netns cookie.
 b0=$(accel_stat bytes)
@@ -116,7 +132,33 @@ ok $? "after off: all cases complete"
 same off2 off "after off: transcript == OFF"
 is "$(accel_stat msgs)" "$m0" "after off: nothing redirected"
 
-# 7. Cleanup removes every pin.
+# 7. The benchmark's reference redirect (tests/tools/accel_bare, the
+# textbook sock_ops + sk_msg) must really short-circuit, or
+# scripts/bench-accel.sh would compare ours with the plain stack: "large"
+# (a 4 MiB write each way) leaves pod a's eth0 almost silent with it, and puts
+# the 4 MiB on the wire without it (the control that lets this check fail).
+tx_a() { ip -n "$NS_A" -j -s link show eth0 | jq '.[0].stats64.tx.bytes'; }
+if [ -x "$TOOLS/accel_bare" ]; then
+	t0=$(tx_a)
+	run_suite plain_large b a $IP_B 7001 large
+	ok $? "no short-circuit: large completes"
+	t1=$(tx_a)
+	[ $((t1 - t0)) -ge $((4 << 20)) ]; ok $? "no short-circuit: 4 MiB on the wire ($((t1 - t0)) bytes)"
+	"$TOOLS/accel_bare" on "$CG" "$PIN"
+	ok $? "accel_bare on: the reference attached to the node cgroup"
+	run_suite ref_large b a $IP_B 7001 large
+	ok $? "reference: large completes"
+	t2=$(tx_a)
+	[ $((t2 - t1)) -lt $((1 << 20)) ]; ok $? "reference: under 1 MiB on the wire ($((t2 - t1)) bytes)"
+	same ref_large plain_large "reference transcript == plain transcript (large)"
+	"$TOOLS/accel_bare" off "$PIN"
+	is "$(bpftool cgroup show "$CG" | grep -c bare_sockops)" 0 "accel_bare off: detached"
+	is "$(ls "$PIN" | grep -c '^bare_')" 0 "accel_bare off: no pin left"
+else
+	diag "no $TOOLS/accel_bare: reference checks skipped"
+fi
+
+# 8. Cleanup removes every pin.
 "$TOOLS/accel_ctl" cleanup "$PIN"
 ok $? "accel_ctl cleanup"
 is "$(ls "$PIN" 2>/dev/null | wc -l)" 0 "no pin left"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../../src/lib/log.c"
+#include "../../src/lib/paths.c"
 #include "../../src/agent/accel.c"
 
 static int usage(void)

@@ -46,16 +46,19 @@ enum zh_accel_cfg {
 	ZH_ACCEL_CFG__MAX,
 };
 
-/* Per-socket state (BPF_MAP_TYPE_SK_STORAGE), created by sock_ops at insert. */
+/* Per-socket state (BPF_MAP_TYPE_SK_STORAGE), created by sock_ops at insert.
+ * It carries the peer's key, built once per socket, so sk_msg builds no key
+ * and calls no netns helper per message. */
 enum zh_accel_sk_flags {
 	ZH_ACCEL_SK_PASS = 1,		/* sticky: this socket sent on the normal path once;
 					 * it must never redirect again (ordering) */
 	ZH_ACCEL_SK_MARKED = 2,		/* this socket has marked its peer in accel_rx */
 };
 struct zh_accel_sk {
-	__u32 policy_gen;	/* generation when inserted */
-	__u32 flags;		/* enum zh_accel_sk_flags */
+	struct zh_accel_key peer;	/* key of the other end of this connection */
+	__u32 policy_gen;		/* generation when inserted */
+	__u32 flags;			/* enum zh_accel_sk_flags */
 };
-_Static_assert(sizeof(struct zh_accel_sk) == 8, "zh_accel_sk layout");
+_Static_assert(sizeof(struct zh_accel_sk) == 32, "zh_accel_sk layout");
 
 #endif
