@@ -50,6 +50,7 @@ extern const char px_err_no_route[];	/* no rule matched → 404 */
 extern const char px_err_no_service[];	/* destination is no known service → 502 */
 extern const char px_err_connect_timeout[];	/* upstream connect timed out → 503 */
 extern const char px_err_timeout[];	/* request or backend timeout → 504 */
+extern const char px_err_overflow[];	/* endpoint pool full (connections and pending) → 503 */
 
 int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen);
 struct px_table *px_table_ref(struct px_table *t);
@@ -120,6 +121,21 @@ struct px_lb_policy {
 };
 extern const struct px_lb_policy px_lb_default;
 
+/* Connection pool of each endpoint (docs/proxy.md "Connection pools"; the
+ * Istio DestinationRule connectionPool fields), set per destination Service
+ * with the annotations zerohop.io/max-connections (1..1000000, default 1024
+ * as Envoy's circuit breaker), zerohop.io/max-pending-requests (0..1000000,
+ * default 1024) and zerohop.io/max-requests-per-connection (0 = unlimited,
+ * the default). A request that finds no idle connection while
+ * max_connections are open waits, at most max_pending of them per endpoint
+ * and at most the connect timeout each; beyond that: 503 at once. */
+struct px_pool_policy {
+	uint32_t max_connections;
+	uint32_t max_pending;
+	uint32_t max_requests_per_conn;	/* 0 = unlimited */
+};
+extern const struct px_pool_policy px_pool_default;
+
 #define PX_MAX_HDR_MODS 3	/* rule RequestHeaderModifier, backendRef one, URLRewrite host */
 
 /* The outcome of routing one request. Pointers point into the table (valid
@@ -149,6 +165,7 @@ struct px_decision {
 	uint64_t timeout_backend_ms;
 	const struct px_retry_policy *retry;	/* never NULL after px_route */
 	const struct px_lb_policy *lb;		/* never NULL after px_route */
+	const struct px_pool_policy *pool;	/* the backend's; never NULL after px_route */
 };
 
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
@@ -167,6 +184,13 @@ struct px_ep {
 /* The endpoints of the backend d chose (PX_FORWARD), for outlier-aware
  * re-picking; a view into the table. Returns their number (0 otherwise). */
 int px_route_eps(const struct px_decision *d, const struct px_ep **eps);
+
+/* Whether ip:port (network / host order) is an endpoint of any backend of
+ * any rule of table t. Used on route reloads (endpoints that went away:
+ * their pooled connections are closed, their state pruned) and when a
+ * stream routed with an older table returns its upstream. The first call
+ * builds a sorted index (O(n log n)); later calls are O(log n). */
+bool px_table_has_ep(const struct px_table *t, uint32_t ip, uint16_t port);
 
 /* Round robin: the next index (0..n-1) of d's backend's rotation; the
  * counter lives in the table's backend (the proxy is single-threaded). */
@@ -200,9 +224,15 @@ struct px_config {
 	 * failed tries in a row for outlier_base_ms (30000) x ejections. */
 	uint64_t outlier_base_ms;
 	uint32_t outlier_consecutive;
+	/* Graceful drain on SIGTERM: in-flight requests finish, keep-alive
+	 * responses carry Connection: close, exit when no client connection is
+	 * left or after drain_timeout_ms (0 = 15000, Envoy's --drain-time-s). */
+	uint64_t drain_timeout_ms;
 };
 
-/* Runs until SIGINT/SIGTERM. Returns 0 or -errno; messages go to stderr. */
+/* Runs until SIGINT, or SIGTERM then the drain (a second SIGTERM or a
+ * SIGINT during the drain stops at once). Returns 0 or -errno; messages go
+ * to stderr. */
 int px_serve(const struct px_config *cfg);
 
 #endif

@@ -13,16 +13,47 @@ struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bo
 {
 	int i;
 
-	for (i = 0; i < s->n_hosts; i++)
+	int free_slot = -1;
+	struct px_host *h;
+
+	for (i = 0; i < s->n_hosts; i++) {
 		if (s->hosts[i].ip == ip && s->hosts[i].port == port)
 			return &s->hosts[i];
+		if (free_slot < 0 && !s->hosts[i].ip && !s->hosts[i].port)
+			free_slot = i;
+	}
 	if (!add)
 		return NULL;
-	s->hosts = zh_realloc(s->hosts, (s->n_hosts + 1) * sizeof(*s->hosts));
-	memset(&s->hosts[s->n_hosts], 0, sizeof(*s->hosts));
-	s->hosts[s->n_hosts].ip = ip;
-	s->hosts[s->n_hosts].port = port;
-	return &s->hosts[s->n_hosts++];
+	if (free_slot < 0) {
+		s->hosts = zh_realloc(s->hosts, (s->n_hosts + 1) * sizeof(*s->hosts));
+		free_slot = s->n_hosts++;
+	}
+	h = &s->hosts[free_slot];
+	memset(h, 0, sizeof(*h));
+	h->ip = ip;
+	h->port = port;
+	return h;
+}
+
+/* Route reload: forget endpoints that left (invariant 16: a record with a
+ * try in flight stays until a later reload; a freed record is 0.0.0.0:0 and
+ * is reused by px_host_find, so indices held by streams never move). */
+void px_hosts_prune(struct px_server *s)
+{
+	int i, n = 0;
+
+	for (i = 0; i < s->n_hosts; i++) {
+		struct px_host *h = &s->hosts[i];
+
+		if ((!h->ip && !h->port) || h->inflight || h->n_conns || h->n_pending ||
+		    px_table_has_ep(s->tbl, h->ip, h->port))
+			continue;
+		if (h->until)
+			s->n_ejected--;
+		memset(h, 0, sizeof(*h));
+		n++;
+	}
+	s->n_hosts_pruned += n;
 }
 
 bool px_host_out(struct px_server *s, struct px_host *h, uint64_t now)

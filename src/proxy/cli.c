@@ -29,6 +29,7 @@ static void px_usage(FILE *f)
 		"  --upstream-idle-timeout DUR  close pooled idle upstreams (60s)\n"
 		"  --outlier-base-ejection DUR  outlier ejection time, x ejections (30s)\n"
 		"  --outlier-consecutive N  failed tries in a row that eject (5)\n"
+		"  --drain-timeout DUR      SIGTERM: finish in-flight requests, then exit (15s)\n"
 		"                           (defaults 8192, 65536, 100)\n");
 }
 
@@ -75,6 +76,7 @@ int cli_proxy(int argc, char **argv)
 		{ "upstream-idle-timeout", required_argument, NULL, 6 },
 		{ "outlier-base-ejection", required_argument, NULL, 7 },
 		{ "outlier-consecutive", required_argument, NULL, 8 },
+		{ "drain-timeout", required_argument, NULL, 9 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -105,6 +107,7 @@ int cli_proxy(int argc, char **argv)
 		case 5: if (px_dur_opt("client-idle-timeout", optarg, &cfg.client_idle_ms)) goto bad; break;
 		case 6: if (px_dur_opt("upstream-idle-timeout", optarg, &cfg.upstream_idle_ms)) goto bad; break;
 		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
+		case 9: if (px_dur_opt("drain-timeout", optarg, &cfg.drain_timeout_ms)) goto bad; break;
 		case 8: {
 			size_t v;
 

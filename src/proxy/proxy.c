@@ -1,4 +1,16 @@
-/* proxy.c — the node L7 proxy's connection and stream layers (px_).
+/* proxy.c — the node L7 proxy (px_): design note for all its layers, the
+ * client connection events, route reloads, signals and graceful drain, and
+ * px_serve.
+ *
+ * Files (layers):
+ *   proxy.c     this note; client connection events (px_conn_cb,
+ *               px_conn_progress), accept, route reloads, drain, px_serve
+ *   stream.c    request head → stream (px_stream_start), header rewriting,
+ *               local replies, body pumps both ways, px_stream_end
+ *   upstream.c  upstream connections and the per-endpoint pools, tries,
+ *               retries with budget and backoff, stream timers, idle sweep
+ *   balance.c   per-endpoint state: outlier ejection, load balancing
+ *   router.c    the route table (pure); stats.c metrics; cli.c options
  *
  * Objects and lifetimes (memory by lifetime, DESIGN.md 7.8):
  *   px_conn     one per client connection; buffers allocated lazily and
@@ -10,7 +22,8 @@
  *               it) and, while forwarding, exactly one px_up.
  *   px_up       one per upstream connection; attached to a stream while it
  *               carries one, else parked in the server's idle pool keyed by
- *               backend address (keep-alive reuse; part 2 adds limits).
+ *               backend address (keep-alive reuse), counted against its
+ *               endpoint's connection limit (invariant 21).
  *
  * Invariants:
  * 1. A connection has at most one stream: pipelined requests wait in
@@ -31,7 +44,7 @@
  * Stream state machine (request side rq, response side rs):
  *
  *   head parsed ──route──┬─ local reply (redirect/404/503/4xx) ───────┐
- *                        └─ px_up_get → RS_CONNECT                     │
+ *                        └─ px_stream_try → RS_CONNECT                 │
  *   RS_CONNECT ──connected── RS_HEAD ──head ok── RS_BODY ──end── RS_DONE
  *        │ fail: 503          │ bad/EOF: 502       │ bad/EOF: close    │
  *   RQ_BODY ──body complete── RQ_DONE                                  │
@@ -71,9 +84,11 @@
  *    body not yet read from the client simply follow on the new upstream.
  * 10. A retry closes the failed upstream (never pooled: it may still send
  *    bytes of the failed answer), re-picks an endpoint of the same backend,
- *    and replays st->rb. px_stream_retry is the only place that replaces
- *    st->up; callers holding the old px_up pointer must return at once
- *    (they get "restarted" and the connection loop re-reads st->up).
+ *    and, after its backoff (below), replays st->rb on a new try.
+ *    px_stream_retry is the only place that drops st->up for a retry;
+ *    callers holding the old px_up pointer must return at once (they get
+ *    "restarted" and the connection loop re-reads st->up, NULL while the
+ *    retry backs off).
  * 11. Budget (Linkerd): over the last PX_BUDGET_SECS seconds, retries <=
  *    20 % of forwarded requests + 10 per second. A denied retry passes the
  *    failure through to the client and is counted.
@@ -100,8 +115,56 @@
  *    round-robin rotates a per-backend counter; ring-hash picks by
  *    rendezvous hashing of the key (source ip, a header or a cookie), so a
  *    key keeps its endpoint while that endpoint stays in the set.
- * 16. A try's endpoint is held in st->host (index into s->hosts, which only
- *    grows): in-flight is +1 from try start to try end, exactly once.
+ * 16. A try's endpoint is held in st->host (index into s->hosts): in-flight
+ *    is +1 from try start to try end, exactly once. Records never move:
+ *    a pruned record (invariant 20) is zeroed (0.0.0.0:0) and reused by
+ *    px_host_find, and only records with nothing in flight, no open
+ *    connection and nothing pending are pruned.
+ *
+ * Graceful drain (SIGTERM):
+ *
+ *   SERVING ──SIGTERM── DRAINING ──no client connection left── exit 0
+ *      │                    │ ──drain deadline (--drain-timeout)── exit 0
+ *      └──SIGINT── exit     └──SIGINT or a second SIGTERM── exit
+ *
+ * 17. px_drain_start accepts what already completed the handshake, then
+ *    closes the listener (new connections go to a replacement listening
+ *    beside us with SO_REUSEPORT, or are refused).
+ * 18. While draining, every response head (forwarded or local) says
+ *    Connection: close and the connection closes after it, so a client
+ *    that honours it reconnects elsewhere and never sees a reset.
+ * 19. The drain tick (PX_DRAIN_TICK_NS) closes client connections with no
+ *    stream and nothing to write that stayed silent for PX_DRAIN_IDLE_NS
+ *    (1 s: an active client sends again sooner and gets its close on a
+ *    response; one that does not is idle), and stops the loop when none is
+ *    left or at the deadline (in-flight requests are then cut).
+ *
+ * Endpoint updates (pods going away in a rollout):
+ * 20. A route reload swaps the table (new requests never pick an endpoint
+ *    that left), closes the idle pooled upstreams of endpoints that are in
+ *    no backend of the new table (px_pool_prune) and prunes their records
+ *    (px_hosts_prune). A stream routed with an older table keeps its
+ *    upstream to the end; px_stream_end then closes that upstream instead
+ *    of pooling it when its endpoint is not in the current table.
+ *
+ * Connection pools (per endpoint, limits of the destination Service):
+ * 21. hosts[i].n_conns counts the endpoint's open upstreams (connecting,
+ *    busy or idle): +1 in px_up_connect, -1 in px_up_close, the only two
+ *    places. A try takes an idle pooled upstream, else connects while
+ *    n_conns < max_connections. An upstream that carried
+ *    max_requests_per_conn requests is closed at release.
+ * 22. Otherwise the stream waits in the endpoint's pending FIFO (st->pending,
+ *    no upstream, rs RS_CONNECT) while it holds fewer than max_pending
+ *    streams, else it is answered 503 at once (px_err_overflow, not
+ *    retried). A freed slot (an upstream released to the pool or closed)
+ *    arms a zero-delay timer (px_pool_kick_cb) that serves the FIFO in
+ *    order; a stream waits at most the connect timeout, then 503. Memory
+ *    is bounded: max_pending streams per endpoint, none without a client.
+ *
+ * Retry backoff (Envoy's): a retry is not started at once; the stream
+ * waits (no upstream, rs RS_CONNECT, st->retry_at) a uniform random time
+ * in [0, min(250 ms, 25 ms x 2^(n-1))] for its n-th retry, on its one
+ * timer (invariant 6), then px_stream_try runs from the timer.
  */
 #include <errno.h>
 #include <math.h>
@@ -131,11 +194,6 @@
 #include "zerohop/state.h"
 #include "px_int.h"
 
-
-static void px_conn_update(struct px_conn *c);
-static void px_up_update(struct px_up *u);
-static void px_conn_progress(struct px_conn *c);
-
 uint64_t px_rand(struct px_server *s)
 {
 	/* xorshift64*: fast, good enough for weighted choice */
@@ -143,1080 +201,6 @@ uint64_t px_rand(struct px_server *s)
 	s->rng ^= s->rng << 25;
 	s->rng ^= s->rng >> 27;
 	return s->rng * 0x2545F4914F6CDD1DULL;
-}
-
-/* ---- buffers: lazily allocated, pooled --------------------------------- */
-
-static void px_buf_get(struct px_server *s, struct buf *b)
-{
-	if (b->area)
-		return;
-	b->area = s->n_bufs ? s->bufs[--s->n_bufs] : zh_malloc(PX_BUFSZ);
-	b->size = PX_BUFSZ;
-	b->head = b->data = 0;
-}
-
-/* Give an empty buffer's storage back (idle connections hold none). */
-static void px_buf_put(struct px_server *s, struct buf *b)
-{
-	if (!b->area || b->data)
-		return;
-	if (b->size == PX_BUFSZ && s->n_bufs < PX_POOL_BUFS)
-		s->bufs[s->n_bufs++] = b->area;
-	else
-		free(b->area);
-	b->area = NULL;
-	b->size = b->head = b->data = 0;
-}
-
-static void px_buf_drop(struct px_server *s, struct buf *b)
-{
-	b->data = b->head = 0;
-	px_buf_put(s, b);
-}
-
-/* ---- upstream connections ------------------------------------------------ */
-
-static void px_up_close(struct px_up *u)
-{
-	struct px_server *s = u->srv;
-
-	ev_del(s->loop, u->fd);
-	close(u->fd);
-	px_buf_drop(s, &u->in);
-	px_buf_drop(s, &u->out);
-	free(u);
-}
-
-static void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg);
-
-/* Idle upstream (in the pool) became readable: EOF or junk, drop it. */
-static void px_pool_remove(struct px_server *s, struct px_up *u)
-{
-	struct px_up **pp;
-
-	for (pp = &s->idle; *pp; pp = &(*pp)->next)
-		if (*pp == u) {
-			*pp = u->next;
-			s->n_idle--;
-			return;
-		}
-}
-
-static int px_up_get(struct px_server *s, uint32_t ip, uint16_t port, struct px_up **out)
-{
-	struct px_up **pp, *u;
-	struct sockaddr_in *sin;
-	struct net_addr a;
-	int fd;
-
-	for (pp = &s->idle; *pp; pp = &(*pp)->next)
-		if ((*pp)->ip == ip && (*pp)->port == port) {
-			u = *pp;
-			*pp = u->next;
-			s->n_idle--;
-			u->next = NULL;
-			*out = u;
-			return 0;
-		}
-	memset(&a, 0, sizeof(a));
-	sin = (struct sockaddr_in *)&a.ss;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = ip;
-	sin->sin_port = htons(port);
-	a.len = sizeof(*sin);
-	fd = net_connect(&a);
-	if (fd < 0)
-		return fd;
-	net_set_nodelay(fd);
-	u = zh_calloc(1, sizeof(*u));
-	u->srv = s;
-	u->fd = fd;
-	u->ip = ip;
-	u->port = port;
-	u->connecting = true;
-	u->mask = -1;
-	*out = u;
-	return 0;
-}
-
-static void px_up_release(struct px_up *u, bool reusable)
-{
-	struct px_server *s = u->srv;
-
-	u->st = NULL;
-	if (!reusable || u->in.data || u->out.data || u->eof || u->connecting) {
-		px_up_close(u);
-		return;
-	}
-	px_buf_put(s, &u->in);
-	px_buf_put(s, &u->out);
-	u->idle_since = ev_now_ns();
-	u->next = s->idle;
-	s->idle = u;
-	s->n_idle++;
-	px_up_update(u);
-}
-
-static void px_up_update(struct px_up *u)
-{
-	struct px_stream *st = u->st;
-	int mask = 0;
-
-	if (!st) {
-		mask = EV_READ;	/* idle: notice the peer closing */
-	} else if (u->connecting) {
-		mask = EV_WRITE;
-	} else {
-		if (u->out.data)
-			mask |= EV_WRITE;
-		if (st->rs != RS_DONE && !u->eof && st->c->out.data < PX_HIGH)
-			mask |= EV_READ;
-	}
-	if (mask == u->mask)
-		return;
-	if (!mask)
-		ev_del(u->srv->loop, u->fd);
-	else
-		ev_add(u->srv->loop, u->fd, mask, px_up_cb, u);
-	u->mask = mask;
-}
-
-/* ---- header helpers ------------------------------------------------------ */
-
-bool px_name_is(const struct h1_header *h, const char *name)
-{
-	size_t n = strlen(name);
-
-	return h->name_len == n && !strncasecmp(h->name, name, n);
-}
-
-/* Hop-by-hop (RFC 9110 7.6.1) plus the framing headers we regenerate. */
-static bool px_hop_by_hop(const struct h1_header *h, const struct h1_header *hs, size_t n)
-{
-	static const char *const hop[] = { "connection", "keep-alive", "proxy-connection", "te",
-					   "trailer", "upgrade", "transfer-encoding",
-					   "content-length", NULL };
-	size_t i;
-	int k;
-
-	for (k = 0; hop[k]; k++)
-		if (px_name_is(h, hop[k]))
-			return true;
-	/* names listed in Connection */
-	for (i = 0; i < n; i++) {
-		const char *p, *e;
-
-		if (!px_name_is(&hs[i], "connection"))
-			continue;
-		p = hs[i].value;
-		e = p + hs[i].value_len;
-		while (p < e) {
-			const char *c = memchr(p, ',', e - p), *te = c ? c : e, *ts = p;
-
-			while (ts < te && (*ts == ' ' || *ts == '\t'))
-				ts++;
-			while (te > ts && (te[-1] == ' ' || te[-1] == '\t'))
-				te--;
-			if ((size_t)(te - ts) == h->name_len && !strncasecmp(ts, h->name, h->name_len))
-				return true;
-			p = c ? c + 1 : e;
-		}
-	}
-	return false;
-}
-
-/* True when a modifier list replaces or removes this header. */
-static bool px_mods_drop(const struct md_header_mod *const *mods, int n, const struct h1_header *h)
-{
-	int i, k;
-
-	for (i = 0; i < n; i++) {
-		for (k = 0; k < mods[i]->set.n; k++)
-			if (px_name_is(h, mods[i]->set.v[k].key))
-				return true;
-		for (k = 0; k < mods[i]->n_remove; k++)
-			if (px_name_is(h, mods[i]->remove[k]))
-				return true;
-	}
-	return false;
-}
-
-static void px_mods_emit(struct buf *b, const struct md_header_mod *const *mods, int n)
-{
-	int i, k;
-
-	for (i = 0; i < n; i++) {
-		for (k = 0; k < mods[i]->set.n; k++)
-			buf_printf(b, "%s: %s\r\n", mods[i]->set.v[k].key, mods[i]->set.v[k].value);
-		for (k = 0; k < mods[i]->add.n; k++)
-			buf_printf(b, "%s: %s\r\n", mods[i]->add.v[k].key, mods[i]->add.v[k].value);
-	}
-}
-
-/* ---- client side: replies, stream end ------------------------------------- */
-
-static void px_log_access(struct px_server *s, struct px_stream *st)
-{
-	char ip[INET_ADDRSTRLEN], up[INET_ADDRSTRLEN] = "-";
-	struct timespec ts;
-	struct tm tm;
-	char tbuf[40];
-
-	if (!s->alog)
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	inet_ntop(AF_INET, &st->c->peer_ip, ip, sizeof(ip));
-	if (st->d.ip)
-		inet_ntop(AF_INET, &st->d.ip, up, sizeof(up));
-	fprintf(s->alog, "%s.%03ldZ %s:%u \"%s %s HTTP/1.%d\" %d %llu %llu %llu %s %s %s:%u %s \"%s\"\n",
-		tbuf, ts.tv_nsec / 1000000, ip, st->c->peer_port, st->method, st->target,
-		st->client_minor, st->status, (unsigned long long)st->bytes_in,
-		(unsigned long long)st->bytes_out,
-		(unsigned long long)((ev_now_ns() - st->t0) / 1000),
-		st->d.route_name ? st->d.route_name : "-",
-		st->d.backend_name ? st->d.backend_name : "-", up, st->d.port,
-		st->reqid[0] ? st->reqid : "-", st->err ? st->err : "-");
-}
-
-static void px_stream_free(struct px_stream *st)
-{
-	struct px_server *s = st->c->srv;
-	struct px_stat *ps;
-	int cls = st->status / 100;
-
-	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
-	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
-	if (st->tries) {
-		px_try_end(st);
-		if (st->status)	/* 0: the client left; not the endpoint's fault */
-			px_outlier_note(st, cls >= 5);
-		ps->attempts += st->tries;
-		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || cls >= 5);
-	}
-	px_buf_drop(s, &st->rb);
-	hist_record(ps->lat, ev_now_ns() - st->t0);
-	px_log_access(s, st);
-	if (st->timer)
-		ev_timer_del(s->loop, st->timer);
-	if (st->up)
-		px_up_release(st->up, false);
-	px_table_unref(st->tbl);
-	st->c->last_active = ev_now_ns();
-	st->c->st = NULL;
-	free(st);
-}
-
-static void px_stream_end(struct px_stream *st)
-{
-	struct px_up *u = st->up;
-
-	st->up = NULL;
-	if (u)
-		px_up_release(u, st->up_keep);
-	if (!st->client_keep)
-		st->c->closing = true;
-	px_stream_free(st);
-}
-
-static void px_conn_close(struct px_conn *c)
-{
-	struct px_server *s = c->srv;
-
-	if (c->st)
-		px_stream_free(c->st);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	ev_del(s->loop, c->fd);
-	close(c->fd);
-	px_buf_drop(s, &c->in);
-	px_buf_drop(s, &c->out);
-	s->active--;
-	free(c);
-}
-
-static void px_flush(struct px_conn *c)
-{
-	ssize_t n;
-
-	while (c->out.data) {
-		n = buf_write_fd(&c->out, c->fd);
-		if (n <= 0)
-			break;
-	}
-}
-
-/* Answer locally; the stream (if any) is complete on the response side. A
- * reply to a request whose body was not read closes the connection. */
-static void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
-		     bool close_conn)
-{
-	struct px_stream *st = c->st;
-	char body[128];
-	int bl;
-
-	bl = snprintf(body, sizeof(body), "%d %s\n", status, reason);
-	px_buf_get(c->srv, &c->out);
-	buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
-		   "%s%s\r\n%s", status, reason, bl, extra ? extra : "",
-		   close_conn ? "Connection: close\r\n" : "", body);
-	if (close_conn) {
-		c->closing = true;
-		if (st)
-			st->client_keep = false;
-	}
-	if (st) {
-		st->status = status;
-		st->bytes_out += bl;
-		st->rs = RS_DONE;
-		if (st->rq != RQ_DONE) {
-			/* body not read: we cannot find the next request */
-			st->rq = RQ_DONE;
-			st->client_keep = false;
-			c->closing = true;
-		}
-	}
-}
-
-static const char *px_reason(int status)
-{
-	switch (status) {
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 303: return "See Other";
-	case 307: return "Temporary Redirect";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 414: return "URI Too Long";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
-}
-
-/* An error in the middle of a stream: answer if nothing was sent yet, else
- * cut the client connection (the only honest signal left). */
-static void px_stream_fail(struct px_stream *st, int status, const char *err)
-{
-	struct px_conn *c = st->c;
-
-	st->err = err;
-	st->up_keep = false;
-	if (st->up) {
-		px_up_release(st->up, false);
-		st->up = NULL;
-	}
-	if (st->rs == RS_CONNECT || st->rs == RS_HEAD) {
-		px_reply(c, status, px_reason(status), NULL, true);
-		st->rq = RQ_DONE;
-		px_stream_end(st);
-		return;
-	}
-	st->status = st->status ? st->status : status;
-	st->rq = RQ_DONE;
-	st->rs = RS_DONE;
-	st->client_keep = false;
-	c->closing = true;
-	c->out.data = 0;	/* a half response must not look complete */
-	c->out.head = 0;
-	px_stream_end(st);
-}
-
-/* ---- timeouts (invariants 6-8) -------------------------------------------- */
-
-
-static uint64_t px_min_dl(uint64_t a, uint64_t b)
-{
-	return !a ? b : !b ? a : a < b ? a : b;
-}
-
-static uint64_t px_dl_request(const struct px_stream *st)
-{
-	return st->d.timeout_request_ms ? st->t0 + st->d.timeout_request_ms * PX_MS : 0;
-}
-
-/* Per try: timeouts.backendRequest and the per-try timeout, the shorter. */
-static uint64_t px_dl_backend(const struct px_stream *st)
-{
-	uint64_t ms = px_min_dl(st->d.timeout_backend_ms, st->d.retry->per_try_ms);
-
-	return ms ? st->try_t0 + ms * PX_MS : 0;
-}
-
-static void px_stream_arm(struct px_stream *st);
-
-/* ---- retries (invariants 9-12) ----------------------------------------------- */
-
-static int px_budget_slot(struct px_server *s, uint64_t sec)
-{
-	int i = sec % PX_BUDGET_SECS;
-
-	if (s->bud_sec[i] != sec) {
-		s->bud_sec[i] = sec;
-		s->bud_req[i] = s->bud_retry[i] = 0;
-	}
-	return i;
-}
-
-static void px_budget_request(struct px_server *s)
-{
-	s->bud_req[px_budget_slot(s, ev_now_ns() / 1000000000ULL)]++;
-}
-
-/* Take one retry from the budget: retries <= PCT % of requests + MIN_RPS/s. */
-static bool px_budget_take(struct px_server *s)
-{
-	uint64_t sec = ev_now_ns() / 1000000000ULL, req = 0, ret = 0;
-	int i, cur = px_budget_slot(s, sec);
-
-	for (i = 0; i < PX_BUDGET_SECS; i++)
-		if (sec - s->bud_sec[i] < PX_BUDGET_SECS) {
-			req += s->bud_req[i];
-			ret += s->bud_retry[i];
-		}
-	if (100 * (ret + 1) > PX_BUDGET_PCT * req + 100ULL * PX_BUDGET_MIN_RPS * PX_BUDGET_SECS) {
-		s->n_budget_denied++;
-		return false;
-	}
-	s->bud_retry[cur]++;
-	return true;
-}
-
-/* Keep request bytes for a replay; past PX_REPLAY_MAX replay is off. */
-static void px_replay_add(struct px_stream *st, const void *p, size_t n)
-{
-	struct px_server *s = st->c->srv;
-
-	if (st->rb_off)
-		return;
-	if (st->rb.data + n > PX_REPLAY_MAX) {
-		st->rb_off = true;
-		px_buf_drop(s, &st->rb);
-		return;
-	}
-	px_buf_get(s, &st->rb);
-	buf_append(&st->rb, p, n);
-}
-
-/* Start one try on st->d's endpoint: a pooled or new upstream carrying the
- * replay copy. 0, or -errno when the connect failed at once. */
-static int px_stream_try(struct px_stream *st)
-{
-	struct px_server *s = st->c->srv;
-	struct px_up *u;
-	int rc;
-
-	st->tries++;
-	rc = px_up_get(s, st->d.ip, st->d.port, &u);
-	if (rc)
-		return rc;
-	st->up = u;
-	u->st = st;
-	st->host = px_host_find(s, st->d.ip, st->d.port, true) - s->hosts;
-	s->hosts[st->host].inflight++;
-	st->rs = u->connecting ? RS_CONNECT : RS_HEAD;
-	st->try_t0 = ev_now_ns();
-	st->up_last_len = 0;
-	px_buf_get(s, &u->out);
-	buf_append(&u->out, buf_head(&st->rb), st->rb.data);
-	px_stream_arm(st);
-	return 0;
-}
-
-/* Retry the stream when eligible (the caller's retry-on test), within the
- * policy's count, replayable, and within the budget. True when a new try
- * is under way (st->up replaced or connecting: invariant 10); false leaves
- * the stream to the caller's failure path (st->up may be NULL). */
-static bool px_stream_retry(struct px_stream *st, bool eligible)
-{
-	struct px_server *s = st->c->srv;
-
-	while (eligible && !st->rb_off && st->tries <= st->d.retry->retries &&
-	       (st->rs == RS_CONNECT || st->rs == RS_HEAD) && px_budget_take(s)) {
-		s->n_retries++;
-		st->failed_tries++;
-		px_try_end(st);
-		px_outlier_note(st, true);
-		if (st->up) {
-			px_up_release(st->up, false);
-			st->up = NULL;
-		}
-		px_stream_pick(st, true);
-		if (!px_stream_try(st))
-			return true;
-		eligible = st->d.retry->on & PX_RETRY_CONNECT;
-	}
-	return false;
-}
-
-static void px_stream_timeout_cb(struct ev_loop *loop, uint64_t id, void *arg)
-{
-	struct px_stream *st = arg;
-	struct px_conn *c = st->c;
-	struct px_server *s = c->srv;
-	uint64_t now = ev_now_ns(), rq = px_dl_request(st), be = px_dl_backend(st);
-
-	(void)loop;
-	(void)id;
-	st->timer = 0;
-	st->deadline = 0;
-	if (st->rs == RS_DONE)
-		return;	/* response complete; only the request body is pending */
-	if (rq && now >= rq) {
-		/* the whole request's time is up: no retry */
-	} else if (st->rs == RS_CONNECT && !(be && now >= be)) {
-		s->n_connect_timeouts++;
-		if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
-			px_stream_fail(st, 503, px_err_connect_timeout);
-		goto out;
-	} else if (px_stream_retry(st, (st->d.retry->on & PX_RETRY_RESET) ||
-				    px_retry_status(st->d.retry, 504))) {
-		/* per-try timeout: retried as Envoy's "reset" (no response) */
-		s->n_timeouts++;
-		goto out;
-	}
-	if ((st->rs == RS_CONNECT || st->rs == RS_HEAD) && st->rq == RQ_DONE) {
-		/* nothing sent to the client yet and its request is read: a
-		 * 504 that keeps the client connection */
-		s->n_timeouts++;
-		st->err = px_err_timeout;
-		st->up_keep = false;
-		if (st->up) {
-			px_up_release(st->up, false);
-			st->up = NULL;
-		}
-		px_reply(c, 504, px_reason(504), NULL, false);
-		px_stream_end(st);
-	} else {
-		s->n_timeouts++;
-		px_stream_fail(st, 504, px_err_timeout);
-	}
-out:
-	px_conn_progress(c);
-}
-
-/* (Re)arm the stream's single timer for its earliest deadline. */
-static void px_stream_arm(struct px_stream *st)
-{
-	struct px_server *s = st->c->srv;
-	uint64_t dl = px_min_dl(px_dl_request(st), px_dl_backend(st));
-
-	if (st->rs == RS_CONNECT)
-		dl = px_min_dl(dl, st->try_t0 + s->connect_ns);
-	if (dl == st->deadline)
-		return;
-	if (st->timer)
-		ev_timer_del(s->loop, st->timer);
-	st->timer = dl ? ev_timer_add(s->loop, dl, px_stream_timeout_cb, st) : 0;
-	st->deadline = dl;
-}
-
-/* Periodic idle sweep (invariant 8). */
-static void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg)
-{
-	struct px_server *s = arg;
-	uint64_t now = ev_now_ns();
-	struct px_conn *c, *cn;
-	struct px_up **pp, *u;
-
-	(void)id;
-	for (c = s->conns; c; c = cn) {
-		cn = c->next;
-		if (!c->st && !c->out.data && now - c->last_active >= s->client_idle_ns) {
-			s->n_client_idle++;
-			px_conn_close(c);
-		}
-	}
-	for (pp = &s->idle; (u = *pp);) {
-		if (now - u->idle_since >= s->up_idle_ns) {
-			*pp = u->next;
-			s->n_idle--;
-			s->n_up_idle++;
-			px_up_close(u);
-		} else {
-			pp = &u->next;
-		}
-	}
-	for (int i = 0; s->n_ejected && i < s->n_hosts; i++)
-		px_host_out(s, &s->hosts[i], now);
-	s->sweep_timer = ev_timer_add(loop, now + s->sweep_ns, px_sweep_cb, s);
-}
-
-/* ---- request head → stream ---------------------------------------------- */
-
-static const struct px_svc *px_dest_svc(struct px_server *s, struct px_conn *c)
-{
-	if (s->explicit_mode)
-		return px_table_find_name(s->tbl, s->svc_ns, s->svc_name, s->svc_port);
-	return px_table_find_ip(s->tbl, c->dst_ip, c->dst_port);
-}
-
-static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
-			     const struct h1_header *h, size_t n, struct buf *b, bool gen_id)
-{
-	const struct px_decision *d = &st->d;
-	int hi = h1_find_header(h, n, "host");
-	size_t i;
-
-	if (d->path_set)
-		buf_printf(b, "%.*s %s HTTP/1.1\r\n", (int)rq->method_len, rq->method, d->path);
-	else
-		buf_printf(b, "%.*s %.*s HTTP/1.1\r\n", (int)rq->method_len, rq->method,
-			   (int)rq->target_len, rq->target);
-	if (d->host)
-		buf_printf(b, "Host: %s\r\n", d->host);
-	else if (hi >= 0)
-		buf_printf(b, "Host: %.*s\r\n", (int)h[hi].value_len, h[hi].value);
-	else {
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &d->ip, ip, sizeof(ip));
-		buf_printf(b, "Host: %s:%u\r\n", ip, d->port);
-	}
-	for (i = 0; i < n; i++) {
-		if (px_name_is(&h[i], "host") || px_name_is(&h[i], "expect") ||
-		    px_hop_by_hop(&h[i], h, n) ||
-		    px_mods_drop(d->req_mods, d->n_req_mods, &h[i]))
-			continue;
-		buf_printf(b, "%.*s: %.*s\r\n", (int)h[i].name_len, h[i].name, (int)h[i].value_len,
-			   h[i].value);
-	}
-	px_mods_emit(b, d->req_mods, d->n_req_mods);
-	if (gen_id)
-		buf_printf(b, "x-request-id: %s\r\n", st->reqid);
-	if (st->req_framing == H1_BODY_LENGTH)
-		buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)st->req_left);
-	else if (st->req_framing == H1_BODY_CHUNKED)
-		buf_printf(b, "Transfer-Encoding: chunked\r\n");
-	buf_printf(b, "\r\n");
-}
-
-/* Parse and route the next request in c->in. Returns 0 when a stream was
- * started (or answered), -EAGAIN when more bytes are needed, -EPIPE when
- * the connection must close. */
-static int px_stream_start(struct px_conn *c)
-{
-	struct px_server *s = c->srv;
-	struct h1_header h[PX_MAX_HDRS];
-	size_t n = PX_MAX_HDRS;
-	struct h1_request rq;
-	struct px_stream *st;
-	struct px_req_view v;
-	uint64_t cl = 0;
-	int rc, fr, hi;
-
-	rc = h1_parse_request(buf_head(&c->in), c->in.data, c->last_len, &s->lim, &rq, h, &n);
-	if (rc == -EAGAIN) {
-		c->last_len = c->in.data;
-		return -EAGAIN;
-	}
-	c->last_len = 0;
-	st = zh_calloc(1, sizeof(*st));
-	st->c = c;
-	c->st = st;
-	st->host = -1;
-	st->t0 = ev_now_ns();
-	st->tbl = px_table_ref(s->tbl);
-	st->rq = RQ_DONE;
-	st->rs = RS_CONNECT;
-	if (rc < 0) {
-		snprintf(st->method, sizeof(st->method), "-");
-		snprintf(st->target, sizeof(st->target), "-");
-		st->err = h1_err_str(rc);
-		c->in.data = c->in.head = 0;	/* never parse past a bad head */
-		px_reply(c, h1_err_status(rc), px_reason(h1_err_status(rc)), NULL, true);
-		px_stream_end(st);
-		return 0;
-	}
-	snprintf(st->method, sizeof(st->method), "%.*s", (int)rq.method_len, rq.method);
-	snprintf(st->target, sizeof(st->target), "%.*s", (int)rq.target_len, rq.target);
-	st->client_minor = rq.minor_version;
-	st->bytes_in = rc;
-	st->head_req = rq.method_len == 4 && !memcmp(rq.method, "HEAD", 4);
-	st->client_keep = rq.minor_version == 1 ? !h1_header_has_token(h, n, "connection", "close")
-			  : h1_header_has_token(h, n, "connection", "keep-alive");
-	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
-	if (fr < 0 || (fr = 0, (rc = h1_check_host(&rq, h, n)) < 0) ||
-	    (rq.target[0] != '/' && (rc = H1_E_BAD_TARGET))) {
-		int e = fr < 0 ? fr : rc;
-
-		st->err = h1_err_str(e);
-		c->in.data = c->in.head = 0;
-		px_reply(c, h1_err_status(e), px_reason(h1_err_status(e)), NULL, true);
-		px_stream_end(st);
-		return 0;
-	}
-	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
-	st->req_framing = fr;
-	st->req_left = cl;
-	if (fr == H1_BODY_CHUNKED || (fr == H1_BODY_LENGTH && cl > 0))
-		st->rq = RQ_BODY;
-	hi = h1_find_header(h, n, "x-request-id");
-	if (hi >= 0)
-		snprintf(st->reqid, sizeof(st->reqid), "%.*s", (int)h[hi].value_len, h[hi].value);
-
-	/* route */
-	{
-		const struct px_svc *svc = px_dest_svc(s, c);
-		int hh = h1_find_header(h, n, "host");
-
-		if (!svc) {
-			st->err = px_err_no_service;
-			buf_consume(&c->in, st->bytes_in);
-			px_reply(c, 502, px_reason(502), NULL, false);
-			px_stream_end(st);
-			return 0;
-		}
-		v.method = rq.method;
-		v.method_len = rq.method_len;
-		v.headers = h;
-		v.n_headers = n;
-		px_req_view_target(&v, rq.target, rq.target_len);
-		rc = px_route(st->tbl, svc, &v, hh >= 0 ? h[hh].value : NULL,
-			      hh >= 0 ? h[hh].value_len : 0, px_rand(s), &st->d);
-	}
-	if (st->d.action != PX_FORWARD || rc)
-		buf_consume(&c->in, st->bytes_in);
-	if (rc) {
-		st->err = "rewritten path too long";
-		px_reply(c, 500, px_reason(500), NULL, false);
-		px_stream_end(st);
-		return 0;
-	}
-	switch (st->d.action) {
-	case PX_REDIRECT: {
-		char loc[2400];
-
-		snprintf(loc, sizeof(loc), "Location: %s\r\n", st->d.location);
-		px_reply(c, st->d.status, px_reason(st->d.status), loc, false);
-		px_stream_end(st);
-		return 0;
-	}
-	case PX_NOT_FOUND:
-		st->err = px_err_no_route;
-		px_reply(c, 404, px_reason(404), NULL, false);
-		px_stream_end(st);
-		return 0;
-	case PX_NO_BACKEND:
-		st->err = px_err_no_backend;
-		px_reply(c, st->d.status, px_reason(st->d.status), NULL, false);
-		px_stream_end(st);
-		return 0;
-	case PX_FORWARD:
-		break;
-	}
-	buf_consume(&c->in, st->bytes_in);
-	{
-		bool gen_id = !st->reqid[0];
-
-		if (gen_id) {
-			uint64_t a = px_rand(s), b = px_rand(s);
-
-			snprintf(st->reqid, sizeof(st->reqid), "%016llx%016llx",
-				 (unsigned long long)a, (unsigned long long)b);
-		}
-		/* the head goes to the replay copy first, then to the upstream
-		 * (px_stream_try); h[] still points into c->in: consumed bytes
-		 * stay in place until the next read */
-		if (st->d.lb->kind == PX_LB_RING_HASH)
-			st->hash_key = px_hash_key(st, h, n);
-		px_stream_pick(st, false);
-		px_buf_get(s, &st->rb);
-		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
-		px_budget_request(s);
-		rc = px_stream_try(st);
-		if (!st->d.retry->retries || st->rb.data > PX_REPLAY_MAX) {
-			st->rb_off = true;
-			px_buf_drop(s, &st->rb);
-		}
-		if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT)) {
-			px_stream_fail(st, 503, px_err_connect);
-			return 0;
-		}
-	}
-	if (st->rq == RQ_BODY && h1_header_has_token(h, n, "expect", "100-continue") &&
-	    st->client_minor == 1) {
-		/* we answer the expectation ourselves (Expect is not forwarded) */
-		px_buf_get(s, &c->out);
-		buf_printf(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
-	}
-	/* px_conn_progress writes the head and then sets the upstream's
-	 * events once: no epoll_ctl churn per request */
-	return 0;
-}
-
-/* ---- body pumps -------------------------------------------------------------- */
-
-/* Move request body bytes c->in → up->out (RQ_BODY). 0, or -EPROTO on a bad
- * chunk (the stream was failed). */
-static int px_pump_req(struct px_stream *st)
-{
-	struct px_conn *c = st->c;
-	struct px_up *u = st->up;
-	size_t before = u ? u->out.data : 0;
-
-	while (st->rq == RQ_BODY && c->in.data && u && u->out.data < PX_HIGH) {
-		if (st->req_framing == H1_BODY_LENGTH) {
-			size_t k = c->in.data;
-
-			if (k > st->req_left)
-				k = st->req_left;
-			if (k > PX_HIGH - u->out.data)
-				k = PX_HIGH - u->out.data;
-			buf_append(&u->out, buf_head(&c->in), k);
-			buf_consume(&c->in, k);
-			st->req_left -= k;
-			st->bytes_in += k;
-			if (!st->req_left)
-				st->rq = RQ_DONE;
-		} else {
-			size_t in = c->in.data, len = in;
-			ssize_t left = h1_decode_chunked(&st->req_ck, buf_head(&c->in), &len);
-
-			if (left < 0) {
-				st->err = h1_err_str((int)left);
-				px_stream_fail(st, 400, st->err);
-				return -EPROTO;
-			}
-			if (len)
-				buf_printf(&u->out, "%zx\r\n", len);
-			buf_append(&u->out, buf_head(&c->in), len);
-			if (len)
-				buf_append(&u->out, "\r\n", 2);
-			st->bytes_in += in - left;
-			if (left > 0 || h1_chunked_done(&st->req_ck)) {
-				/* leftover (pipelined) bytes sit at len..len+left */
-				memmove(buf_head(&c->in) + in - left, buf_head(&c->in) + len, left);
-				buf_append(&u->out, "0\r\n\r\n", 5);
-				st->rq = RQ_DONE;
-			}
-			buf_consume(&c->in, in - left);
-		}
-	}
-	/* mirror what was appended (only appends happened above) */
-	if (u && !st->rb_off && u->out.data > before)
-		px_replay_add(st, buf_head(&u->out) + before, u->out.data - before);
-	return 0;
-}
-
-static void px_resp_emit_body(struct px_stream *st, const char *p, size_t len)
-{
-	struct buf *o = &st->c->out;
-
-	if (!len)
-		return;
-	st->bytes_out += len;	/* payload bytes, as the access log documents */
-	if (st->out_chunked)
-		buf_printf(o, "%zx\r\n", len);
-	buf_append(o, p, len);
-	if (st->out_chunked)
-		buf_append(o, "\r\n", 2);
-}
-
-static void px_resp_finish(struct px_stream *st)
-{
-	if (st->out_chunked)
-		buf_append(&st->c->out, "0\r\n\r\n", 5);
-	st->rs = RS_DONE;
-}
-
-/* Parse the response head in up->in and write the client's head. 0 when
- * parsed (or more bytes needed), -EPROTO when the stream was failed. */
-static int px_resp_head(struct px_stream *st)
-{
-	struct px_conn *c = st->c;
-	struct px_up *u = st->up;
-	struct h1_header h[PX_MAX_HDRS];
-	size_t n = PX_MAX_HDRS, i;
-	struct h1_response r;
-	uint64_t cl = 0;
-	int rc, fr;
-	bool close_client;
-
-	for (;;) {
-		n = PX_MAX_HDRS;
-		rc = h1_parse_response(buf_head(&u->in), u->in.data, st->up_last_len,
-				       &c->srv->lim, &r, h, &n);
-		if (rc == -EAGAIN) {
-			st->up_last_len = u->in.data;
-			if (u->eof) {
-				if (!u->in.data &&
-				    px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
-					return 1;	/* restarted */
-				px_stream_fail(st, 502, u->in.data ? px_err_bad_upstream :
-					       px_err_upstream_closed);
-				return -EPROTO;
-			}
-			return 0;
-		}
-		st->up_last_len = 0;
-		if (rc < 0) {
-			px_stream_fail(st, 502, px_err_bad_upstream);
-			return -EPROTO;
-		}
-		if (r.status >= 200)
-			break;
-		if (r.status == 101) {	/* we never forward Upgrade: a 101 is a protocol error */
-			px_stream_fail(st, 502, px_err_bad_upstream);
-			return -EPROTO;
-		}
-		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
-	}
-	if (px_retry_status(st->d.retry, r.status) && px_stream_retry(st, true))
-		return 1;	/* restarted; nothing reached the client */
-	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
-	if (fr < 0) {
-		px_stream_fail(st, 502, px_err_bad_upstream);
-		return -EPROTO;
-	}
-	st->status = r.status;
-	st->resp_framing = fr;
-	st->resp_left = cl;
-	st->up_keep = r.minor_version == 1 && fr != H1_BODY_EOF &&
-		      !h1_header_has_token(h, n, "connection", "close");
-	/* a 1.0 client cannot read chunked; EOF-delimited bodies need a close
-	 * unless we can re-chunk them */
-	st->out_chunked = st->client_minor == 1 && (fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF);
-	if ((fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF) && st->client_minor == 0)
-		st->client_keep = false;
-	close_client = !st->client_keep || c->rd_eof;
-	px_buf_get(c->srv, &c->out);
-	buf_printf(&c->out, "HTTP/1.1 %d %.*s\r\n", r.status, (int)r.reason_len, r.reason);
-	for (i = 0; i < n; i++) {
-		if (st->head_req && px_name_is(&h[i], "content-length"))
-			goto keep;	/* HEAD: the length of the body not sent */
-		if (px_hop_by_hop(&h[i], h, n) ||
-		    px_mods_drop(st->d.resp_mods, st->d.n_resp_mods, &h[i]))
-			continue;
-keep:
-		buf_printf(&c->out, "%.*s: %.*s\r\n", (int)h[i].name_len, h[i].name,
-			   (int)h[i].value_len, h[i].value);
-	}
-	px_mods_emit(&c->out, st->d.resp_mods, st->d.n_resp_mods);
-	if (fr == H1_BODY_LENGTH)
-		buf_printf(&c->out, "Content-Length: %llu\r\n", (unsigned long long)cl);
-	else if (st->out_chunked)
-		buf_printf(&c->out, "Transfer-Encoding: chunked\r\n");
-	if (close_client)
-		buf_printf(&c->out, "Connection: close\r\n");
-	else if (st->client_minor == 0)
-		buf_printf(&c->out, "Connection: keep-alive\r\n");
-	buf_printf(&c->out, "\r\n");
-	buf_consume(&u->in, rc);
-	st->rs = RS_BODY;
-	if (fr == H1_BODY_NONE || (fr == H1_BODY_LENGTH && !cl))
-		px_resp_finish(st);
-	return 0;
-}
-
-/* Move response bytes up->in → c->out. */
-static int px_pump_resp(struct px_stream *st)
-{
-	struct px_conn *c = st->c;
-	struct px_up *u = st->up;
-
-	if (st->rs == RS_HEAD && (u->in.data || u->eof))
-		if (px_resp_head(st))
-			return -EPROTO;
-	while (st->rs == RS_BODY && u->in.data && c->out.data < PX_HIGH) {
-		if (st->resp_framing == H1_BODY_LENGTH) {
-			size_t k = u->in.data < st->resp_left ? u->in.data : st->resp_left;
-
-			px_resp_emit_body(st, buf_head(&u->in), k);
-			buf_consume(&u->in, k);
-			st->resp_left -= k;
-			if (!st->resp_left)
-				px_resp_finish(st);
-		} else if (st->resp_framing == H1_BODY_CHUNKED) {
-			size_t in = u->in.data, len = in;
-			ssize_t left = h1_decode_chunked(&st->resp_ck, buf_head(&u->in), &len);
-
-			if (left < 0) {
-				px_stream_fail(st, 502, px_err_bad_upstream);
-				return -EPROTO;
-			}
-			px_resp_emit_body(st, buf_head(&u->in), len);
-			buf_consume(&u->in, in);
-			if (left > 0 || h1_chunked_done(&st->resp_ck)) {
-				if (left > 0)
-					st->up_keep = false;	/* junk after the body */
-				px_resp_finish(st);
-			}
-		} else {
-			px_resp_emit_body(st, buf_head(&u->in), u->in.data);
-			buf_consume(&u->in, u->in.data);
-		}
-	}
-	if (st->rs == RS_BODY && u->eof && !u->in.data) {
-		if (st->resp_framing != H1_BODY_EOF) {
-			px_stream_fail(st, 502, px_err_upstream_closed);
-			return -EPROTO;
-		}
-		px_resp_finish(st);
-	}
-	return 0;
-}
-
-/* ---- event handlers ------------------------------------------------------------ */
-
-static void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
-{
-	struct px_up *u = arg;
-	struct px_stream *st = u->st;
-	struct px_conn *c;
-	ssize_t n;
-
-	(void)loop;
-	(void)fd;
-	if (!st) {		/* idle in the pool: the peer closed or sent junk */
-		if (!(events & (EV_READ | EV_ERROR)))
-			return;
-		px_pool_remove(u->srv, u);
-		px_up_close(u);
-		return;
-	}
-	c = st->c;
-	if (u->connecting) {
-		if (!(events & (EV_WRITE | EV_ERROR)))
-			return;
-		if (net_connect_result(u->fd)) {
-			if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
-				px_stream_fail(st, 503, px_err_connect);
-			goto progress;
-		}
-		u->connecting = false;
-		st->rs = RS_HEAD;
-		px_stream_arm(st);	/* the connect deadline no longer applies */
-	}
-	if (u->out.data) {
-		n = buf_write_fd(&u->out, u->fd);
-		if (n < 0 && n != -EAGAIN) {
-			u->eof = true;
-			if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
-				px_stream_fail(st, 502, px_err_upstream_closed);
-			goto progress;
-		}
-	}
-	if ((events & (EV_READ | EV_ERROR)) && !u->eof && c->out.data < PX_HIGH) {
-		px_buf_get(u->srv, &u->in);
-		n = buf_read_fd(&u->in, u->fd, 0);
-		if (n == 0 || (n < 0 && n != -EAGAIN))
-			u->eof = true;
-	}
-progress:
-	px_conn_progress(c);
 }
 
 /* Whether the client socket should be read now. The same test arms
@@ -1273,7 +257,7 @@ static void px_conn_update(struct px_conn *c)
 
 /* Drive a connection as far as the buffered bytes allow: pump the current
  * stream, end it when complete, start the next (pipelined) one, flush. */
-static void px_conn_progress(struct px_conn *c)
+void px_conn_progress(struct px_conn *c)
 {
 	struct px_server *s = c->srv;
 
@@ -1443,6 +427,10 @@ static void px_reload_cb(struct ev_loop *loop, uint64_t id, void *arg)
 	px_table_unref(s->tbl);
 	s->tbl = t;
 	s->reloads++;
+	/* invariant 20: endpoints that left get no new request (the new table
+	 * has none of them), their idle upstreams close now, their state goes */
+	px_pool_prune(s);
+	px_hosts_prune(s);
 	zh_info("proxy: routes reloaded (table %llu)", (unsigned long long)px_table_generation(t));
 }
 
@@ -1458,14 +446,84 @@ static void px_watch_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		s->reload_timer = ev_timer_add(loop, ev_now_ns() + 20000000ULL, px_reload_cb, s);
 }
 
+/* ---- graceful drain (invariants 17-19) ---------------------------------------- */
+
+/* Close idle client connections (no stream, nothing to write) silent for
+ * at least min_idle; with the drain over (no client left, or the
+ * deadline), stop the loop. */
+static bool px_drain_check(struct px_server *s, uint64_t min_idle)
+{
+	uint64_t now = ev_now_ns();
+	struct px_conn *c, *cn;
+
+	for (c = s->conns; c; c = cn) {
+		cn = c->next;
+		if (!c->st && !c->out.data && now - c->last_active >= min_idle) {
+			s->n_drain_closed++;
+			px_conn_close(c);
+		}
+	}
+	if (!s->active || now >= s->drain_deadline) {
+		if (s->active)
+			zh_warn("proxy: drain deadline reached with %llu client connection(s) open",
+				(unsigned long long)s->active);
+		else
+			zh_info("proxy: drained");
+		ev_stop(s->loop);
+		return true;
+	}
+	return false;
+}
+
+static void px_drain_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_server *s = arg;
+
+	(void)id;
+	s->drain_timer = 0;
+	if (!px_drain_check(s, PX_DRAIN_IDLE_NS < s->client_idle_ns ? PX_DRAIN_IDLE_NS :
+			       s->client_idle_ns))
+		s->drain_timer = ev_timer_add(loop, ev_now_ns() + PX_DRAIN_TICK_NS, px_drain_cb, s);
+}
+
+/* SIGTERM: stop accepting, let in-flight requests finish (their responses
+ * say Connection: close), close idle client connections as they go quiet,
+ * exit when none is left or at the deadline. */
+static void px_drain_start(struct px_server *s)
+{
+	s->draining = true;
+	s->drain_deadline = ev_now_ns() + s->drain_ns;
+	if (s->lfd >= 0) {
+		/* take what already completed the handshake: closing a listener
+		 * resets the connections still in its accept queue */
+		for (int k = 0; k < 64; k++) {
+			uint64_t before = s->accepted;
+
+			px_accept_cb(s->loop, s->lfd, EV_READ, s);
+			if (s->accepted - before < 64)
+				break;
+		}
+		ev_del(s->loop, s->lfd);
+		close(s->lfd);
+		s->lfd = -1;
+	}
+	zh_info("proxy: draining: %llu client connection(s), deadline %llu ms",
+		(unsigned long long)s->active, (unsigned long long)(s->drain_ns / PX_MS));
+	px_drain_cb(s->loop, 0, s);
+}
+
 static void px_signal_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
+	struct px_server *s = arg;
 	struct signalfd_siginfo si;
 
 	(void)events;
-	(void)arg;
-	if (read(fd, &si, sizeof(si)) > 0)
-		ev_stop(loop);
+	if (read(fd, &si, sizeof(si)) <= 0)
+		return;
+	if (si.ssi_signo == SIGTERM && !s->draining)
+		px_drain_start(s);
+	else
+		ev_stop(loop);	/* SIGINT, or a second SIGTERM: now */
 }
 
 static int px_parse_service(struct px_server *s, const char *spec)
@@ -1512,6 +570,7 @@ int px_serve(const struct px_config *cfg)
 	s.connect_ns = (cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1000) * PX_MS;
 	s.client_idle_ns = (cfg->client_idle_ms ? cfg->client_idle_ms : 300000) * PX_MS;
 	s.up_idle_ns = (cfg->upstream_idle_ms ? cfg->upstream_idle_ms : 60000) * PX_MS;
+	s.drain_ns = (cfg->drain_timeout_ms ? cfg->drain_timeout_ms : 15000) * PX_MS;
 	/* sweep at a quarter of the shorter idle timeout, between 10 ms and 1 s */
 	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;
 	s.sweep_ns = s.sweep_ns < 10 * PX_MS ? 10 * PX_MS : s.sweep_ns > 1000 * PX_MS ?
@@ -1563,7 +622,9 @@ int px_serve(const struct px_config *cfg)
 		zh_err("proxy: --listen %s: not ADDR:PORT", cfg->listen);
 		goto out;
 	}
-	s.lfd = net_listen(&a, SOCK_STREAM, 0, 4096);
+	/* SO_REUSEPORT: a replacement proxy can listen beside a draining one
+	 * (restart without refusing connections, invariant 17) */
+	s.lfd = net_listen(&a, SOCK_STREAM, NET_REUSEPORT, 4096);
 	if (s.lfd < 0) {
 		rc = s.lfd;
 		zh_err("proxy: listen on %s: %s", cfg->listen, strerror(-rc));
@@ -1597,7 +658,10 @@ int px_serve(const struct px_config *cfg)
 		s.explicit_mode ? cfg->service : "capture");
 	rc = ev_run(s.loop);
 out:
-	/* connections still open are released with the process */
+	/* close what is still open (a drain deadline or SIGINT): each client
+	 * connection's stream is logged and counted, its upstream closed */
+	while (s.conns)
+		px_conn_close(s.conns);
 	while (s.idle) {
 		struct px_up *u = s.idle;
 

@@ -5,11 +5,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "zerohop/buf.h"
 #include "zerohop/ev.h"
 #include "zerohop/h1.h"
 #include "zerohop/hist.h"
+#include "zerohop/log.h"
 #include "zerohop/proxy.h"
 
 struct bpf_link;
@@ -39,6 +41,10 @@ void px_capture_close(struct px_capture *cap);
 #define PX_BUDGET_SECS	10		/* retry budget window (Linkerd ttl) */
 #define PX_BUDGET_PCT	20		/* retries per 100 requests */
 #define PX_BUDGET_MIN_RPS 10		/* retries per second always allowed */
+#define PX_BACKOFF_BASE_NS 25000000ULL	/* retry backoff (Envoy): 25 ms base, */
+#define PX_BACKOFF_MAX_NS 250000000ULL	/* doubling, full jitter, capped 250 ms */
+#define PX_DRAIN_TICK_NS 50000000ULL	/* drain check period */
+#define PX_DRAIN_IDLE_NS 1000000000ULL	/* drain: idle client connections go after this */
 
 enum px_rq { RQ_BODY, RQ_DONE };
 enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
@@ -58,6 +64,9 @@ struct px_up {
 	struct px_stream *st;	/* NULL while idle */
 	struct px_up *next;	/* idle list */
 	uint64_t idle_since;	/* when it entered the pool */
+	int host;		/* s->hosts index: the endpoint's n_conns (invariant 21) */
+	uint32_t n_reqs;	/* requests carried */
+	uint32_t max_reqs;	/* pool policy's max requests per connection, 0 = no limit */
 };
 
 struct px_conn {
@@ -101,6 +110,7 @@ struct px_stream {
 	uint64_t try_t0;	/* start of the current upstream try */
 	uint64_t timer;		/* ev timer id, 0 = none (invariant 6) */
 	uint64_t deadline;	/* the timer's deadline */
+	uint64_t retry_at;	/* a retry waits for its backoff until then, 0 = none */
 	uint64_t bytes_in, bytes_out;
 	size_t up_last_len;
 	struct buf rb;		/* replay copy of the request (invariant 9) */
@@ -109,6 +119,9 @@ struct px_stream {
 	int failed_tries;	/* attempts that ended in a retry */
 	int host;		/* s->hosts index of the try in flight, -1 none */
 	uint64_t hash_key;	/* ring-hash key */
+	bool pending;		/* waiting for a pool slot of hosts[pend_host] (invariant 22) */
+	int pend_host;
+	struct px_stream *pend_next;
 	char method[16];
 	char target[256];
 	char reqid[40];
@@ -123,6 +136,9 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t inflight;	/* tries in flight (invariant 16) */
 	double ewma_ns;		/* peak-EWMA of try latency */
 	uint64_t ewma_t;	/* last update */
+	uint32_t n_conns;	/* upstream connections open: busy, idle, connecting */
+	uint32_t n_pending;	/* streams waiting for a connection (FIFO) */
+	struct px_stream *pend_head, *pend_tail;
 };
 
 struct px_stat {
@@ -166,6 +182,16 @@ struct px_server {
 	uint64_t connect_ns, client_idle_ns, up_idle_ns;
 	uint64_t sweep_ns, sweep_timer;
 	uint64_t n_timeouts, n_connect_timeouts, n_client_idle, n_up_idle;
+	/* graceful drain (invariants 17-19) */
+	bool draining;
+	uint64_t drain_ns, drain_deadline, drain_timer;
+	uint64_t n_drain_closed;	/* idle client connections closed by the drain */
+	/* endpoint updates (invariant 20) */
+	uint64_t n_up_gone, n_hosts_pruned;
+	/* connection pools (invariants 21-22) */
+	uint64_t kick_timer;	/* serve pending streams, armed when a slot frees */
+	uint64_t n_overflow, n_pending_timeouts, n_pending_total, n_max_reqs_closed;
+	uint32_t n_pending;	/* all endpoints */
 };
 
 #define PX_MS	1000000ULL
@@ -186,5 +212,67 @@ void px_outlier_note(struct px_stream *st, bool failed);	/* one try ended */
 void px_try_end(struct px_stream *st);		/* in-flight and latency */
 uint64_t px_hash_key(struct px_stream *st, const struct h1_header *h, size_t n);
 void px_stream_pick(struct px_stream *st, bool retry);
+void px_hosts_prune(struct px_server *s);	/* route reload: endpoints that left */
+
+/* ---- buffers: lazily allocated, pooled (inline: on every hot path) ------- */
+static inline void px_buf_get(struct px_server *s, struct buf *b)
+{
+	if (b->area)
+		return;
+	b->area = s->n_bufs ? s->bufs[--s->n_bufs] : zh_malloc(PX_BUFSZ);
+	b->size = PX_BUFSZ;
+	b->head = b->data = 0;
+}
+
+/* Give an empty buffer's storage back (idle connections hold none). */
+static inline void px_buf_put(struct px_server *s, struct buf *b)
+{
+	if (!b->area || b->data)
+		return;
+	if (b->size == PX_BUFSZ && s->n_bufs < PX_POOL_BUFS)
+		s->bufs[s->n_bufs++] = b->area;
+	else
+		free(b->area);
+	b->area = NULL;
+	b->size = b->head = b->data = 0;
+}
+
+static inline void px_buf_drop(struct px_server *s, struct buf *b)
+{
+	b->data = b->head = 0;
+	px_buf_put(s, b);
+}
+
+
+/* ---- layers (proxy.c design note: which file does which transition) ------ */
+
+/* upstream.c: pool, tries, retries and budget, stream timers, idle sweep. */
+void px_up_close(struct px_up *u);
+void px_up_release(struct px_up *u, bool reusable);
+void px_up_update(struct px_up *u);
+void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg);
+uint64_t px_min_dl(uint64_t a, uint64_t b);	/* earliest deadline, 0 = none */
+void px_budget_request(struct px_server *s);
+void px_replay_add(struct px_stream *st, const void *p, size_t n);
+int px_stream_try(struct px_stream *st);
+bool px_stream_retry(struct px_stream *st, bool eligible);
+void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg);
+void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
+void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+
+/* stream.c: request head -> stream, replies, pumps, stream end. */
+int px_stream_start(struct px_conn *c);
+int px_pump_req(struct px_stream *st);
+int px_pump_resp(struct px_stream *st);
+void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
+	      bool close_conn);
+const char *px_reason(int status);
+void px_stream_fail(struct px_stream *st, int status, const char *err);
+void px_stream_end(struct px_stream *st);
+void px_conn_close(struct px_conn *c);
+void px_flush(struct px_conn *c);
+
+/* proxy.c: client connection events and the server. */
+void px_conn_progress(struct px_conn *c);
 
 #endif

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <regex.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,11 @@ const char px_err_no_route[] = "no route matched";
 const char px_err_no_service[] = "unknown destination service";
 const char px_err_connect_timeout[] = "upstream connect timed out";
 const char px_err_timeout[] = "request timed out";
+const char px_err_overflow[] = "upstream pool overflow";
+const struct px_pool_policy px_pool_default = {
+	.max_connections = 1024,	/* Envoy circuit breaker defaults */
+	.max_pending = 1024,
+};
 
 const struct px_retry_policy px_retry_default = {
 	.retries = 2,
@@ -168,6 +174,7 @@ struct px_backend {
 	int n_eps;
 	bool invalid;		/* unresolved ref: Gateway API answers 500 */
 	uint32_t rr;		/* round-robin position (mutable: single thread) */
+	struct px_pool_policy pool;	/* from the backend Service's annotations */
 	const struct md_header_mod *req_mod;	/* backendRef filters, or NULL */
 	const struct md_header_mod *resp_mod;
 };
@@ -227,6 +234,9 @@ struct px_table {
 	int n_svcs;
 	struct px_rule **rules;	/* all rules, owned, for freeing */
 	int n_rules;
+	uint64_t *ep_keys;	/* sorted ip<<16|port of every endpoint, built on
+				 * first px_table_has_ep (lazily: a reload-time cost) */
+	int n_ep_keys;
 };
 
 static uint64_t px_gen_counter;
@@ -267,12 +277,54 @@ static const struct md_trafficsplit *px_split_of(const struct md_state *st,
 	return NULL;
 }
 
+#define PX_ANN_MAX_CONNS	"zerohop.io/max-connections"
+#define PX_ANN_MAX_PENDING	"zerohop.io/max-pending-requests"
+#define PX_ANN_MAX_RPC		"zerohop.io/max-requests-per-connection"
+
+/* Parse the pool annotations of a Service into p (defaults first). Errors
+ * name the service, annotation and bad value. */
+static int px_pool_parse(const struct md_service *svc, struct px_pool_policy *p, char *err,
+			 size_t errlen)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+		unsigned long min;
+	} f[] = {
+		{ PX_ANN_MAX_CONNS, offsetof(struct px_pool_policy, max_connections), 1 },
+		{ PX_ANN_MAX_PENDING, offsetof(struct px_pool_policy, max_pending), 0 },
+		{ PX_ANN_MAX_RPC, offsetof(struct px_pool_policy, max_requests_per_conn), 0 },
+	};
+	const char *v;
+	char *end;
+	size_t i;
+
+	*p = px_pool_default;
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		unsigned long n;
+
+		if (!(v = md_labels_get(&svc->meta.annotations, f[i].key)))
+			continue;
+		n = strtoul(v, &end, 10);
+		if (!*v || *end || *v == '-' || n < f[i].min || n > 1000000) {
+			snprintf(err, errlen, "service %s/%s: annotation %s \"%s\": want %lu..1000000",
+				 svc->meta.ns, svc->meta.name, f[i].key, v, f[i].min);
+			return -EINVAL;
+		}
+		*(uint32_t *)((char *)p + f[i].off) = n;
+	}
+	return 0;
+}
+
 static void px_backend_fill(struct px_backend *b, const struct md_service *svc, int pidx,
 			    uint64_t weight)
 {
+	char e[8];
 	int i;
 
 	b->name = px_asprintf("%s/%s", svc->meta.ns, svc->meta.name);
+	if (px_pool_parse(svc, &b->pool, e, sizeof(e)))	/* validated in px_table_build */
+		b->pool = px_pool_default;
 	b->weight = weight;
 	if (pidx < 0 || pidx >= svc->n_ports || !svc->endpoints) {
 		b->invalid = pidx < 0;
@@ -320,6 +372,7 @@ static void px_rule_add_svc(const struct md_state *st, struct px_rule *r,
 
 		if (!bs) {
 			b->name = zh_strdup(sp->backends[i].service);
+			b->pool = px_pool_default;
 			b->invalid = true;
 			continue;
 		}
@@ -603,6 +656,7 @@ static void px_table_free(struct px_table *t)
 		free(r);
 	}
 	free(t->rules);
+	free(t->ep_keys);
 	if (t->st)
 		md_state_free(t->st);
 	free(t);
@@ -619,6 +673,12 @@ int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t
 	for (i = 0; i < st->n_services; i++)
 		n += st->services[i].n_ports;
 	t->svcs = zh_calloc(n ? n : 1, sizeof(*t->svcs));
+	for (i = 0; i < st->n_services; i++) {
+		struct px_pool_policy pool;
+
+		if ((rc = px_pool_parse(&st->services[i], &pool, err, errlen)))
+			goto fail;
+	}
 	for (i = 0; i < st->n_services; i++) {
 		const struct md_service *s = &st->services[i];
 
@@ -900,6 +960,7 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	d->timeout_backend_ms = 0;
 	d->retry = &px_retry_default;
 	d->lb = &px_lb_default;
+	d->pool = &px_pool_default;
 	for (i = 0; i < svc->n_matches; i++)
 		if (px_match_req(&svc->matches[i], req)) {
 			x = &svc->matches[i];
@@ -956,6 +1017,7 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 		d->action = PX_FORWARD;
 		d->status = 0;
 		d->backend_name = b->name;
+		d->pool = &b->pool;
 		d->ip = ep->ip;
 		d->port = ep->port;
 		if (b->req_mod && d->n_req_mods < PX_MAX_HDR_MODS)
@@ -1006,6 +1068,37 @@ int px_route_eps(const struct px_decision *d, const struct px_ep **eps)
 			return r->backends[i].n_eps;
 		}
 	return 0;
+}
+
+static int px_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+bool px_table_has_ep(const struct px_table *ct, uint32_t ip, uint16_t port)
+{
+	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
+	uint64_t key = (uint64_t)ip << 16 | port;
+	int i, j, n = 0;
+
+	if (!t->ep_keys) {
+		for (i = 0; i < t->n_rules; i++)
+			for (j = 0; j < t->rules[i]->n_backends; j++)
+				n += t->rules[i]->backends[j].n_eps;
+		t->ep_keys = zh_calloc(n ? n : 1, sizeof(*t->ep_keys));
+		for (i = 0; i < t->n_rules; i++)
+			for (j = 0; j < t->rules[i]->n_backends; j++) {
+				const struct px_backend *b = &t->rules[i]->backends[j];
+
+				for (int k = 0; k < b->n_eps; k++)
+					t->ep_keys[t->n_ep_keys++] =
+						(uint64_t)b->eps[k].ip << 16 | b->eps[k].port;
+			}
+		qsort(t->ep_keys, t->n_ep_keys, sizeof(*t->ep_keys), px_u64_cmp);
+	}
+	return bsearch(&key, t->ep_keys, t->n_ep_keys, sizeof(key), px_u64_cmp) != NULL;
 }
 
 uint32_t px_route_rr_next(const struct px_decision *d)

@@ -70,9 +70,28 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_outlier_ejections_total %llu\n"
 		   "# TYPE zerohop_proxy_outlier_ejected gauge\n"
 		   "zerohop_proxy_outlier_ejected %d\n"
+		   "# TYPE zerohop_proxy_draining gauge\n"
+		   "zerohop_proxy_draining %d\n"
+		   "# TYPE zerohop_proxy_drain_closed_connections_total counter\n"
+		   "zerohop_proxy_drain_closed_connections_total %llu\n"
+		   "# TYPE zerohop_proxy_upstream_gone_total counter\n"
+		   "zerohop_proxy_upstream_gone_total %llu\n"
+		   "# TYPE zerohop_proxy_pool_overflow_total counter\n"
+		   "zerohop_proxy_pool_overflow_total{reason=\"pending_full\"} %llu\n"
+		   "zerohop_proxy_pool_overflow_total{reason=\"pending_timeout\"} %llu\n"
+		   "# TYPE zerohop_proxy_pool_pending gauge\n"
+		   "zerohop_proxy_pool_pending %u\n"
+		   "# TYPE zerohop_proxy_pool_pending_total counter\n"
+		   "zerohop_proxy_pool_pending_total %llu\n"
+		   "# TYPE zerohop_proxy_pool_max_requests_closed_total counter\n"
+		   "zerohop_proxy_pool_max_requests_closed_total %llu\n"
 		   "# TYPE zerohop_proxy_upstream_attempts_total counter\n",
 		   (unsigned long long)s->n_retries, (unsigned long long)s->n_budget_denied,
-		   (unsigned long long)s->n_ejections, s->n_ejected);
+		   (unsigned long long)s->n_ejections, s->n_ejected, s->draining,
+		   (unsigned long long)s->n_drain_closed, (unsigned long long)s->n_up_gone,
+		   (unsigned long long)s->n_overflow, (unsigned long long)s->n_pending_timeouts,
+		   s->n_pending, (unsigned long long)s->n_pending_total,
+		   (unsigned long long)s->n_max_reqs_closed);
 	for (i = 0; i < s->n_stats; i++) {
 		const struct px_stat *st = &s->stats[i];
 
@@ -89,11 +108,16 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 	for (i = 0; i < s->n_hosts; i++) {
 		char ip[INET_ADDRSTRLEN];
 
+		if (!s->hosts[i].ip && !s->hosts[i].port)
+			continue;	/* a pruned record */
 		inet_ntop(AF_INET, &s->hosts[i].ip, ip, sizeof(ip));
 		buf_printf(b, "zerohop_proxy_endpoint_inflight{endpoint=\"%s:%u\"} %u\n"
-			   "zerohop_proxy_endpoint_latency_ewma_seconds{endpoint=\"%s:%u\"} %.6f\n",
+			   "zerohop_proxy_endpoint_latency_ewma_seconds{endpoint=\"%s:%u\"} %.6f\n"
+			   "zerohop_proxy_endpoint_connections{endpoint=\"%s:%u\"} %u\n"
+			   "zerohop_proxy_endpoint_pending{endpoint=\"%s:%u\"} %u\n",
 			   ip, s->hosts[i].port, s->hosts[i].inflight, ip, s->hosts[i].port,
-			   s->hosts[i].ewma_ns / 1e9);
+			   s->hosts[i].ewma_ns / 1e9, ip, s->hosts[i].port, s->hosts[i].n_conns, ip,
+			   s->hosts[i].port, s->hosts[i].n_pending);
 	}
 	buf_printf(b, "# TYPE zerohop_proxy_request_duration_seconds summary\n");
 	for (i = 0; i < s->n_stats; i++) {

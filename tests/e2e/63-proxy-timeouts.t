@@ -161,11 +161,11 @@ is "$(metric 'zerohop_proxy_timeouts_total{kind="request"}')" 6 "request timeout
 out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$U/rhole")
 set -- $out
 is "$1" 503 "connect timeout, retried twice: 503"
-within "$2" 0.580 0.700; ok $? "… after three 200 ms tries ($2 s)"
+within "$2" 0.580 0.780; ok $? "… after three 200 ms tries + backoff (0-25, 0-50 ms) ($2 s)"
 out=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' "$U/rbt/x?delay=2s")
 set -- $out
 is "$1" 504 "backendRequest 300 ms, retried twice: 504"
-within "$2" 0.880 1.000; ok $? "… after three 300 ms tries ($2 s)"
+within "$2" 0.880 1.080; ok $? "… after three 300 ms tries + backoff ($2 s)"
 out=$(curl -s -w '\n|%{http_code}' "$U/rbt/y?delay=200ms")
 echo "$out" | grep -q '"path":"/rbt/y"' && echo "$out" | grep -qx '|200'
 ok $? "a 200 ms answer within the per-try timeout: 200"

@@ -146,6 +146,13 @@ ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) \
 r0=$(metric zerohop_proxy_retries_total)
 is "$(curl -s -o /dev/null -w '%{http_code}' "$U/dead")" 503 "refused upstream: 503"
 is $(($(metric zerohop_proxy_retries_total) - r0)) 2 "… after 2 retries"
+# backoff (Envoy): retry n waits uniform [0, 25 ms x 2^(n-1)]: two retries
+# add 37.5 ms on average (0 without backoff), at most 75 ms
+for i in $(seq 10); do curl -s -o /dev/null -w '%{time_total}\n' "$U/dead"; done >"$TMP/backoff"
+set -- $(awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f %.1f\n", s * 100, m * 1000}' "$TMP/backoff")
+diag "refused upstream, 2 retries: mean $1 ms, max $2 ms"
+ok $(awk -v a="$1" -v m="$2" 'BEGIN {exit !(a >= 15 && a <= 75 && m <= 120)}'; echo $?) \
+	"retries back off with jitter (mean $1 ms of 37.5 expected, max $2 ms <= 75 + slack)"
 
 # ---- bodies: replayed within 64 KiB, never beyond ------------------------------------
 head -c 1000 /dev/urandom | base64 -w0 >"$TMP/small"

@@ -1,10 +1,12 @@
 /* test_policy.c — part-2 route policy from real manifests: HTTPRoute
  * timeouts and the retry / load-balancing annotations in px_decision, the
  * retry-on status map, endpoints of a backend (px_route_eps), round-robin
- * rotation, and bad annotations rejected with errors naming the route. */
+ * rotation, bad annotations rejected with errors naming the route, the
+ * connection-pool annotations of a Service and px_table_has_ep. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "tap.h"
 #include "zerohop/proxy.h"
@@ -83,6 +85,23 @@ static void bad(const char *ann, const char *want, const char *what)
 		px_table_unref(t);
 }
 
+static void bad_svc(const char *ann, const char *want, const char *what)
+{
+	char yaml[4096], err[512];
+	struct px_table *t;
+	int rc;
+
+	snprintf(yaml, sizeof(yaml), "apiVersion: v1\nkind: Service\n"
+		 "metadata: {name: web, annotations: {%s}}\n"
+		 "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n", ann);
+	err[0] = 0;
+	t = load(yaml, err, sizeof(err), &rc);
+	is_int(rc, -EINVAL, "%s: rejected", what);
+	ok(strstr(err, want) != NULL, "%s: error says '%s' (%s)", what, want, err);
+	if (t)
+		px_table_unref(t);
+}
+
 int main(void)
 {
 	struct px_decision d;
@@ -132,7 +151,38 @@ int main(void)
 	   px_retry_status(d.retry, 504), "gateway-error: 502, 503, 504");
 	ok(px_retry_status(d.retry, 599) && !px_retry_status(d.retry, 500), "a listed status 599, not 500");
 	is_int(d.retry->on, 0, "no connect-failure/reset unless listed");
+
+	/* connection pool defaults (Envoy circuit breakers) and endpoints */
+	route(t, "/d", &d);
+	is_int((int)d.pool->max_connections, 1024, "pool default: 1024 connections");
+	is_int((int)d.pool->max_pending, 1024, "pool default: 1024 pending");
+	is_int((int)d.pool->max_requests_per_conn, 0, "pool default: unlimited requests per connection");
+	ok(px_table_has_ep(t, htonl(0x0af40002), 8080), "px_table_has_ep: 10.244.0.2:8080");
+	ok(!px_table_has_ep(t, htonl(0x0af40002), 8081), "… not another port");
+	ok(!px_table_has_ep(t, htonl(0x0af40009), 8080), "… not another ip");
 	px_table_unref(t);
+
+	/* pool annotations on the destination Service */
+	{
+		static const char *pooled =
+			"apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  annotations:\n"
+			"    zerohop.io/max-connections: \"8\"\n"
+			"    zerohop.io/max-pending-requests: \"0\"\n"
+			"    zerohop.io/max-requests-per-connection: \"100\"\n"
+			"spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}\n"
+			"---\napiVersion: v1\nkind: Pod\nmetadata: {name: w1, labels: {app: web}}\n"
+			"spec: {nodeName: n, containers: [{name: x}]}\n"
+			"status: {podIP: 10.244.0.1, phase: Running}\n";
+		t = load(pooled, err, sizeof(err), &rc);
+		is_int(rc, 0, "pool annotations load (%s)", rc ? err : "ok");
+		if (t) {
+			route(t, "/", &d);
+			is_int((int)d.pool->max_connections, 8, "max-connections 8");
+			is_int((int)d.pool->max_pending, 0, "max-pending-requests 0 (no queue)");
+			is_int((int)d.pool->max_requests_per_conn, 100, "max-requests-per-connection 100");
+			px_table_unref(t);
+		}
+	}
 
 	bad("zerohop.io/retries: \"11\"", "default/badr: annotation zerohop.io/retries \"11\"",
 	    "retries above 10");
@@ -143,5 +193,12 @@ int main(void)
 	    "bad per-try-timeout");
 	bad("zerohop.io/lb-policy: fastest", "zerohop.io/lb-policy \"fastest\"", "unknown lb-policy");
 	bad("zerohop.io/hash-on: \"header:\"", "zerohop.io/hash-on \"header:\"", "empty header name");
+	bad_svc("zerohop.io/max-connections: \"0\"",
+		"service default/web: annotation zerohop.io/max-connections \"0\": want 1..1000000",
+		"zero max-connections");
+	bad_svc("zerohop.io/max-pending-requests: \"-3\"", "max-pending-requests \"-3\"",
+		"negative max-pending-requests");
+	bad_svc("zerohop.io/max-requests-per-connection: lots",
+		"max-requests-per-connection \"lots\"", "non-numeric max-requests-per-connection");
 	return done_testing();
 }

@@ -1,0 +1,725 @@
+/* stream.c — the proxy's stream layer (px_): a request head parsed and
+ * routed into a stream, header rewriting, local replies, body pumps both
+ * ways and the stream's end. Invariants 1-3 of the design note in proxy.c.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+
+#include <bpf/bpf.h>
+
+#include "zerohop/abi/l7cap.h"
+#include "zerohop/buf.h"
+#include "zerohop/ev.h"
+#include "zerohop/hist.h"
+#include "zerohop/log.h"
+#include "zerohop/net.h"
+#include "zerohop/proxy.h"
+#include "zerohop/state.h"
+#include "px_int.h"
+
+/* Header emission without printf: on every request (profile: vfprintf was
+ * ~2.5 % of the proxy's CPU time with printf here). */
+static inline void px_put(struct buf *b, const char *s)
+{
+	buf_append(b, s, strlen(s));
+}
+
+static inline void px_put_hdr(struct buf *b, const char *n, size_t nl, const char *v, size_t vl)
+{
+	buf_append(b, n, nl);
+	buf_append(b, ": ", 2);
+	buf_append(b, v, vl);
+	buf_append(b, "\r\n", 2);
+}
+
+/* ---- header helpers ------------------------------------------------------ */
+
+bool px_name_is(const struct h1_header *h, const char *name)
+{
+	size_t n = strlen(name);
+
+	return h->name_len == n && !strncasecmp(h->name, name, n);
+}
+
+/* Hop-by-hop (RFC 9110 7.6.1) plus the framing headers we regenerate. */
+static bool px_hop_by_hop(const struct h1_header *h, const struct h1_header *hs, size_t n)
+{
+	static const char *const hop[] = { "connection", "keep-alive", "proxy-connection", "te",
+					   "trailer", "upgrade", "transfer-encoding",
+					   "content-length", NULL };
+	size_t i;
+	int k;
+
+	for (k = 0; hop[k]; k++)
+		if (px_name_is(h, hop[k]))
+			return true;
+	/* names listed in Connection */
+	for (i = 0; i < n; i++) {
+		const char *p, *e;
+
+		if (!px_name_is(&hs[i], "connection"))
+			continue;
+		p = hs[i].value;
+		e = p + hs[i].value_len;
+		while (p < e) {
+			const char *c = memchr(p, ',', e - p), *te = c ? c : e, *ts = p;
+
+			while (ts < te && (*ts == ' ' || *ts == '\t'))
+				ts++;
+			while (te > ts && (te[-1] == ' ' || te[-1] == '\t'))
+				te--;
+			if ((size_t)(te - ts) == h->name_len && !strncasecmp(ts, h->name, h->name_len))
+				return true;
+			p = c ? c + 1 : e;
+		}
+	}
+	return false;
+}
+
+/* True when a modifier list replaces or removes this header. */
+static bool px_mods_drop(const struct md_header_mod *const *mods, int n, const struct h1_header *h)
+{
+	int i, k;
+
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < mods[i]->set.n; k++)
+			if (px_name_is(h, mods[i]->set.v[k].key))
+				return true;
+		for (k = 0; k < mods[i]->n_remove; k++)
+			if (px_name_is(h, mods[i]->remove[k]))
+				return true;
+	}
+	return false;
+}
+
+static void px_mods_emit(struct buf *b, const struct md_header_mod *const *mods, int n)
+{
+	int i, k;
+
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < mods[i]->set.n; k++)
+			buf_printf(b, "%s: %s\r\n", mods[i]->set.v[k].key, mods[i]->set.v[k].value);
+		for (k = 0; k < mods[i]->add.n; k++)
+			buf_printf(b, "%s: %s\r\n", mods[i]->add.v[k].key, mods[i]->add.v[k].value);
+	}
+}
+
+/* ---- client side: replies, stream end ------------------------------------- */
+
+static void px_log_access(struct px_server *s, struct px_stream *st)
+{
+	char ip[INET_ADDRSTRLEN], up[INET_ADDRSTRLEN] = "-";
+	struct timespec ts;
+	struct tm tm;
+	char tbuf[40];
+
+	if (!s->alog)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	inet_ntop(AF_INET, &st->c->peer_ip, ip, sizeof(ip));
+	if (st->d.ip)
+		inet_ntop(AF_INET, &st->d.ip, up, sizeof(up));
+	fprintf(s->alog, "%s.%03ldZ %s:%u \"%s %s HTTP/1.%d\" %d %llu %llu %llu %s %s %s:%u %s \"%s\"\n",
+		tbuf, ts.tv_nsec / 1000000, ip, st->c->peer_port, st->method, st->target,
+		st->client_minor, st->status, (unsigned long long)st->bytes_in,
+		(unsigned long long)st->bytes_out,
+		(unsigned long long)((ev_now_ns() - st->t0) / 1000),
+		st->d.route_name ? st->d.route_name : "-",
+		st->d.backend_name ? st->d.backend_name : "-", up, st->d.port,
+		st->reqid[0] ? st->reqid : "-", st->err ? st->err : "-");
+}
+
+static void px_stream_free(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	struct px_stat *ps;
+	int cls = st->status / 100;
+
+	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
+	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
+	if (st->tries) {
+		px_try_end(st);
+		if (st->status)	/* 0: the client left; not the endpoint's fault */
+			px_outlier_note(st, cls >= 5);
+		ps->attempts += st->tries;
+		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || cls >= 5);
+	}
+	px_pend_remove(st);
+	px_buf_drop(s, &st->rb);
+	hist_record(ps->lat, ev_now_ns() - st->t0);
+	px_log_access(s, st);
+	if (st->timer)
+		ev_timer_del(s->loop, st->timer);
+	if (st->up)
+		px_up_release(st->up, false);
+	px_table_unref(st->tbl);
+	st->c->last_active = ev_now_ns();
+	st->c->st = NULL;
+	free(st);
+}
+
+void px_stream_end(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	struct px_up *u = st->up;
+	bool keep = st->up_keep;
+
+	st->up = NULL;
+	/* invariant 20: routed with an older table, its endpoint may be gone */
+	if (u && keep && st->tbl != s->tbl && !px_table_has_ep(s->tbl, u->ip, u->port)) {
+		keep = false;
+		s->n_up_gone++;
+	}
+	if (u)
+		px_up_release(u, keep);
+	if (!st->client_keep)
+		st->c->closing = true;
+	px_stream_free(st);
+}
+
+void px_conn_close(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+
+	if (c->st)
+		px_stream_free(c->st);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ev_del(s->loop, c->fd);
+	close(c->fd);
+	px_buf_drop(s, &c->in);
+	px_buf_drop(s, &c->out);
+	s->active--;
+	free(c);
+}
+
+void px_flush(struct px_conn *c)
+{
+	ssize_t n;
+
+	while (c->out.data) {
+		n = buf_write_fd(&c->out, c->fd);
+		if (n <= 0)
+			break;
+	}
+}
+
+/* Answer locally; the stream (if any) is complete on the response side. A
+ * reply to a request whose body was not read closes the connection. */
+void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
+		     bool close_conn)
+{
+	struct px_stream *st = c->st;
+	char body[128];
+	int bl;
+
+	if (c->srv->draining)
+		close_conn = true;	/* invariant 18 */
+	bl = snprintf(body, sizeof(body), "%d %s\n", status, reason);
+	px_buf_get(c->srv, &c->out);
+	buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+		   "%s%s\r\n%s", status, reason, bl, extra ? extra : "",
+		   close_conn ? "Connection: close\r\n" : "", body);
+	if (close_conn) {
+		c->closing = true;
+		if (st)
+			st->client_keep = false;
+	}
+	if (st) {
+		st->status = status;
+		st->bytes_out += bl;
+		st->rs = RS_DONE;
+		if (st->rq != RQ_DONE) {
+			/* body not read: we cannot find the next request */
+			st->rq = RQ_DONE;
+			st->client_keep = false;
+			c->closing = true;
+		}
+	}
+}
+
+const char *px_reason(int status)
+{
+	switch (status) {
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Error";
+	}
+}
+
+/* An error in the middle of a stream: answer if nothing was sent yet, else
+ * cut the client connection (the only honest signal left). */
+void px_stream_fail(struct px_stream *st, int status, const char *err)
+{
+	struct px_conn *c = st->c;
+
+	st->err = err;
+	st->up_keep = false;
+	if (st->up) {
+		px_up_release(st->up, false);
+		st->up = NULL;
+	}
+	if (st->rs == RS_CONNECT || st->rs == RS_HEAD) {
+		px_reply(c, status, px_reason(status), NULL, true);
+		st->rq = RQ_DONE;
+		px_stream_end(st);
+		return;
+	}
+	st->status = st->status ? st->status : status;
+	st->rq = RQ_DONE;
+	st->rs = RS_DONE;
+	st->client_keep = false;
+	c->closing = true;
+	c->out.data = 0;	/* a half response must not look complete */
+	c->out.head = 0;
+	px_stream_end(st);
+}
+
+/* ---- request head → stream ---------------------------------------------- */
+
+static const struct px_svc *px_dest_svc(struct px_server *s, struct px_conn *c)
+{
+	if (s->explicit_mode)
+		return px_table_find_name(s->tbl, s->svc_ns, s->svc_name, s->svc_port);
+	return px_table_find_ip(s->tbl, c->dst_ip, c->dst_port);
+}
+
+static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
+			     const struct h1_header *h, size_t n, struct buf *b, bool gen_id)
+{
+	const struct px_decision *d = &st->d;
+	int hi = h1_find_header(h, n, "host");
+	size_t i;
+
+	buf_append(b, rq->method, rq->method_len);
+	buf_append(b, " ", 1);
+	if (d->path_set)
+		px_put(b, d->path);
+	else
+		buf_append(b, rq->target, rq->target_len);
+	px_put(b, " HTTP/1.1\r\n");
+	if (d->host)
+		buf_printf(b, "Host: %s\r\n", d->host);
+	else if (hi >= 0)
+		px_put_hdr(b, "Host", 4, h[hi].value, h[hi].value_len);
+	else {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &d->ip, ip, sizeof(ip));
+		buf_printf(b, "Host: %s:%u\r\n", ip, d->port);
+	}
+	for (i = 0; i < n; i++) {
+		if (px_name_is(&h[i], "host") || px_name_is(&h[i], "expect") ||
+		    px_hop_by_hop(&h[i], h, n) ||
+		    px_mods_drop(d->req_mods, d->n_req_mods, &h[i]))
+			continue;
+		px_put_hdr(b, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+	}
+	px_mods_emit(b, d->req_mods, d->n_req_mods);
+	if (gen_id)
+		px_put_hdr(b, "x-request-id", 12, st->reqid, strlen(st->reqid));
+	if (st->req_framing == H1_BODY_LENGTH)
+		buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)st->req_left);
+	else if (st->req_framing == H1_BODY_CHUNKED)
+		px_put(b, "Transfer-Encoding: chunked\r\n");
+	px_put(b, "\r\n");
+}
+
+/* Parse and route the next request in c->in. Returns 0 when a stream was
+ * started (or answered), -EAGAIN when more bytes are needed, -EPIPE when
+ * the connection must close. */
+int px_stream_start(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+	struct h1_header h[PX_MAX_HDRS];
+	size_t n = PX_MAX_HDRS;
+	struct h1_request rq;
+	struct px_stream *st;
+	struct px_req_view v;
+	uint64_t cl = 0;
+	int rc, fr, hi;
+
+	rc = h1_parse_request(buf_head(&c->in), c->in.data, c->last_len, &s->lim, &rq, h, &n);
+	if (rc == -EAGAIN) {
+		c->last_len = c->in.data;
+		return -EAGAIN;
+	}
+	c->last_len = 0;
+	st = zh_calloc(1, sizeof(*st));
+	st->c = c;
+	c->st = st;
+	st->host = -1;
+	st->t0 = ev_now_ns();
+	st->tbl = px_table_ref(s->tbl);
+	st->rq = RQ_DONE;
+	st->rs = RS_CONNECT;
+	if (rc < 0) {
+		snprintf(st->method, sizeof(st->method), "-");
+		snprintf(st->target, sizeof(st->target), "-");
+		st->err = h1_err_str(rc);
+		c->in.data = c->in.head = 0;	/* never parse past a bad head */
+		px_reply(c, h1_err_status(rc), px_reason(h1_err_status(rc)), NULL, true);
+		px_stream_end(st);
+		return 0;
+	}
+	snprintf(st->method, sizeof(st->method), "%.*s", (int)rq.method_len, rq.method);
+	snprintf(st->target, sizeof(st->target), "%.*s", (int)rq.target_len, rq.target);
+	st->client_minor = rq.minor_version;
+	st->bytes_in = rc;
+	st->head_req = rq.method_len == 4 && !memcmp(rq.method, "HEAD", 4);
+	st->client_keep = rq.minor_version == 1 ? !h1_header_has_token(h, n, "connection", "close")
+			  : h1_header_has_token(h, n, "connection", "keep-alive");
+	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
+	if (fr < 0 || (fr = 0, (rc = h1_check_host(&rq, h, n)) < 0) ||
+	    (rq.target[0] != '/' && (rc = H1_E_BAD_TARGET))) {
+		int e = fr < 0 ? fr : rc;
+
+		st->err = h1_err_str(e);
+		c->in.data = c->in.head = 0;
+		px_reply(c, h1_err_status(e), px_reason(h1_err_status(e)), NULL, true);
+		px_stream_end(st);
+		return 0;
+	}
+	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
+	st->req_framing = fr;
+	st->req_left = cl;
+	if (fr == H1_BODY_CHUNKED || (fr == H1_BODY_LENGTH && cl > 0))
+		st->rq = RQ_BODY;
+	hi = h1_find_header(h, n, "x-request-id");
+	if (hi >= 0)
+		snprintf(st->reqid, sizeof(st->reqid), "%.*s", (int)h[hi].value_len, h[hi].value);
+
+	/* route */
+	{
+		const struct px_svc *svc = px_dest_svc(s, c);
+		int hh = h1_find_header(h, n, "host");
+
+		if (!svc) {
+			st->err = px_err_no_service;
+			buf_consume(&c->in, st->bytes_in);
+			px_reply(c, 502, px_reason(502), NULL, false);
+			px_stream_end(st);
+			return 0;
+		}
+		v.method = rq.method;
+		v.method_len = rq.method_len;
+		v.headers = h;
+		v.n_headers = n;
+		px_req_view_target(&v, rq.target, rq.target_len);
+		rc = px_route(st->tbl, svc, &v, hh >= 0 ? h[hh].value : NULL,
+			      hh >= 0 ? h[hh].value_len : 0, px_rand(s), &st->d);
+	}
+	if (st->d.action != PX_FORWARD || rc)
+		buf_consume(&c->in, st->bytes_in);
+	if (rc) {
+		st->err = "rewritten path too long";
+		px_reply(c, 500, px_reason(500), NULL, false);
+		px_stream_end(st);
+		return 0;
+	}
+	switch (st->d.action) {
+	case PX_REDIRECT: {
+		char loc[2400];
+
+		snprintf(loc, sizeof(loc), "Location: %s\r\n", st->d.location);
+		px_reply(c, st->d.status, px_reason(st->d.status), loc, false);
+		px_stream_end(st);
+		return 0;
+	}
+	case PX_NOT_FOUND:
+		st->err = px_err_no_route;
+		px_reply(c, 404, px_reason(404), NULL, false);
+		px_stream_end(st);
+		return 0;
+	case PX_NO_BACKEND:
+		st->err = px_err_no_backend;
+		px_reply(c, st->d.status, px_reason(st->d.status), NULL, false);
+		px_stream_end(st);
+		return 0;
+	case PX_FORWARD:
+		break;
+	}
+	buf_consume(&c->in, st->bytes_in);
+	{
+		bool gen_id = !st->reqid[0];
+
+		if (gen_id) {
+			uint64_t a = px_rand(s), b = px_rand(s);
+
+			snprintf(st->reqid, sizeof(st->reqid), "%016llx%016llx",
+				 (unsigned long long)a, (unsigned long long)b);
+		}
+		/* the head goes to the replay copy first, then to the upstream
+		 * (px_stream_try); h[] still points into c->in: consumed bytes
+		 * stay in place until the next read */
+		if (st->d.lb->kind == PX_LB_RING_HASH)
+			st->hash_key = px_hash_key(st, h, n);
+		px_stream_pick(st, false);
+		px_buf_get(s, &st->rb);
+		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
+		px_budget_request(s);
+		rc = px_stream_try(st);	/* (trims the replay copy, invariant 9) */
+		if (rc == -EBUSY) {
+			px_stream_fail(st, 503, px_err_overflow);
+			return 0;
+		}
+		if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT)) {
+			px_stream_fail(st, 503, px_err_connect);
+			return 0;
+		}
+	}
+	if (st->rq == RQ_BODY && h1_header_has_token(h, n, "expect", "100-continue") &&
+	    st->client_minor == 1) {
+		/* we answer the expectation ourselves (Expect is not forwarded) */
+		px_buf_get(s, &c->out);
+		buf_printf(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+	}
+	/* px_conn_progress writes the head and then sets the upstream's
+	 * events once: no epoll_ctl churn per request */
+	return 0;
+}
+
+/* ---- body pumps -------------------------------------------------------------- */
+
+/* Move request body bytes c->in → up->out (RQ_BODY). 0, or -EPROTO on a bad
+ * chunk (the stream was failed). */
+int px_pump_req(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+	struct px_up *u = st->up;
+	size_t before = u ? u->out.data : 0;
+
+	while (st->rq == RQ_BODY && c->in.data && u && u->out.data < PX_HIGH) {
+		if (st->req_framing == H1_BODY_LENGTH) {
+			size_t k = c->in.data;
+
+			if (k > st->req_left)
+				k = st->req_left;
+			if (k > PX_HIGH - u->out.data)
+				k = PX_HIGH - u->out.data;
+			buf_append(&u->out, buf_head(&c->in), k);
+			buf_consume(&c->in, k);
+			st->req_left -= k;
+			st->bytes_in += k;
+			if (!st->req_left)
+				st->rq = RQ_DONE;
+		} else {
+			size_t in = c->in.data, len = in;
+			ssize_t left = h1_decode_chunked(&st->req_ck, buf_head(&c->in), &len);
+
+			if (left < 0) {
+				st->err = h1_err_str((int)left);
+				px_stream_fail(st, 400, st->err);
+				return -EPROTO;
+			}
+			if (len)
+				buf_printf(&u->out, "%zx\r\n", len);
+			buf_append(&u->out, buf_head(&c->in), len);
+			if (len)
+				buf_append(&u->out, "\r\n", 2);
+			st->bytes_in += in - left;
+			if (left > 0 || h1_chunked_done(&st->req_ck)) {
+				/* leftover (pipelined) bytes sit at len..len+left */
+				memmove(buf_head(&c->in) + in - left, buf_head(&c->in) + len, left);
+				buf_append(&u->out, "0\r\n\r\n", 5);
+				st->rq = RQ_DONE;
+			}
+			buf_consume(&c->in, in - left);
+		}
+	}
+	/* mirror what was appended (only appends happened above) */
+	if (u && !st->rb_off && u->out.data > before)
+		px_replay_add(st, buf_head(&u->out) + before, u->out.data - before);
+	return 0;
+}
+
+static void px_resp_emit_body(struct px_stream *st, const char *p, size_t len)
+{
+	struct buf *o = &st->c->out;
+
+	if (!len)
+		return;
+	st->bytes_out += len;	/* payload bytes, as the access log documents */
+	if (st->out_chunked)
+		buf_printf(o, "%zx\r\n", len);
+	buf_append(o, p, len);
+	if (st->out_chunked)
+		buf_append(o, "\r\n", 2);
+}
+
+static void px_resp_finish(struct px_stream *st)
+{
+	if (st->out_chunked)
+		buf_append(&st->c->out, "0\r\n\r\n", 5);
+	st->rs = RS_DONE;
+}
+
+/* Parse the response head in up->in and write the client's head. 0 when
+ * parsed (or more bytes needed), -EPROTO when the stream was failed. */
+static int px_resp_head(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+	struct px_up *u = st->up;
+	struct h1_header h[PX_MAX_HDRS];
+	size_t n = PX_MAX_HDRS, i;
+	struct h1_response r;
+	uint64_t cl = 0;
+	int rc, fr;
+	bool close_client;
+
+	for (;;) {
+		n = PX_MAX_HDRS;
+		rc = h1_parse_response(buf_head(&u->in), u->in.data, st->up_last_len,
+				       &c->srv->lim, &r, h, &n);
+		if (rc == -EAGAIN) {
+			st->up_last_len = u->in.data;
+			if (u->eof) {
+				if (!u->in.data &&
+				    px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+					return 1;	/* restarted */
+				px_stream_fail(st, 502, u->in.data ? px_err_bad_upstream :
+					       px_err_upstream_closed);
+				return -EPROTO;
+			}
+			return 0;
+		}
+		st->up_last_len = 0;
+		if (rc < 0) {
+			px_stream_fail(st, 502, px_err_bad_upstream);
+			return -EPROTO;
+		}
+		if (r.status >= 200)
+			break;
+		if (r.status == 101) {	/* we never forward Upgrade: a 101 is a protocol error */
+			px_stream_fail(st, 502, px_err_bad_upstream);
+			return -EPROTO;
+		}
+		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
+	}
+	if (px_retry_status(st->d.retry, r.status) && px_stream_retry(st, true))
+		return 1;	/* restarted; nothing reached the client */
+	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
+	if (fr < 0) {
+		px_stream_fail(st, 502, px_err_bad_upstream);
+		return -EPROTO;
+	}
+	st->status = r.status;
+	st->resp_framing = fr;
+	st->resp_left = cl;
+	st->up_keep = r.minor_version == 1 && fr != H1_BODY_EOF &&
+		      !h1_header_has_token(h, n, "connection", "close");
+	/* a 1.0 client cannot read chunked; EOF-delimited bodies need a close
+	 * unless we can re-chunk them */
+	st->out_chunked = st->client_minor == 1 && (fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF);
+	if ((fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF) && st->client_minor == 0)
+		st->client_keep = false;
+	if (c->srv->draining)
+		st->client_keep = false;	/* invariant 18: Connection: close */
+	close_client = !st->client_keep || c->rd_eof;
+	px_buf_get(c->srv, &c->out);
+	buf_printf(&c->out, "HTTP/1.1 %d %.*s\r\n", r.status, (int)r.reason_len, r.reason);
+	for (i = 0; i < n; i++) {
+		if (st->head_req && px_name_is(&h[i], "content-length"))
+			goto keep;	/* HEAD: the length of the body not sent */
+		if (px_hop_by_hop(&h[i], h, n) ||
+		    px_mods_drop(st->d.resp_mods, st->d.n_resp_mods, &h[i]))
+			continue;
+keep:
+		px_put_hdr(&c->out, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+	}
+	px_mods_emit(&c->out, st->d.resp_mods, st->d.n_resp_mods);
+	if (fr == H1_BODY_LENGTH)
+		buf_printf(&c->out, "Content-Length: %llu\r\n", (unsigned long long)cl);
+	else if (st->out_chunked)
+		px_put(&c->out, "Transfer-Encoding: chunked\r\n");
+	if (close_client)
+		px_put(&c->out, "Connection: close\r\n");
+	else if (st->client_minor == 0)
+		px_put(&c->out, "Connection: keep-alive\r\n");
+	px_put(&c->out, "\r\n");
+	buf_consume(&u->in, rc);
+	st->rs = RS_BODY;
+	if (fr == H1_BODY_NONE || (fr == H1_BODY_LENGTH && !cl))
+		px_resp_finish(st);
+	return 0;
+}
+
+/* Move response bytes up->in → c->out. */
+int px_pump_resp(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+	struct px_up *u = st->up;
+
+	if (st->rs == RS_HEAD && (u->in.data || u->eof))
+		if (px_resp_head(st))
+			return -EPROTO;
+	while (st->rs == RS_BODY && u->in.data && c->out.data < PX_HIGH) {
+		if (st->resp_framing == H1_BODY_LENGTH) {
+			size_t k = u->in.data < st->resp_left ? u->in.data : st->resp_left;
+
+			px_resp_emit_body(st, buf_head(&u->in), k);
+			buf_consume(&u->in, k);
+			st->resp_left -= k;
+			if (!st->resp_left)
+				px_resp_finish(st);
+		} else if (st->resp_framing == H1_BODY_CHUNKED) {
+			size_t in = u->in.data, len = in;
+			ssize_t left = h1_decode_chunked(&st->resp_ck, buf_head(&u->in), &len);
+
+			if (left < 0) {
+				px_stream_fail(st, 502, px_err_bad_upstream);
+				return -EPROTO;
+			}
+			px_resp_emit_body(st, buf_head(&u->in), len);
+			buf_consume(&u->in, in);
+			if (left > 0 || h1_chunked_done(&st->resp_ck)) {
+				if (left > 0)
+					st->up_keep = false;	/* junk after the body */
+				px_resp_finish(st);
+			}
+		} else {
+			px_resp_emit_body(st, buf_head(&u->in), u->in.data);
+			buf_consume(&u->in, u->in.data);
+		}
+	}
+	if (st->rs == RS_BODY && u->eof && !u->in.data) {
+		if (st->resp_framing != H1_BODY_EOF) {
+			px_stream_fail(st, 502, px_err_upstream_closed);
+			return -EPROTO;
+		}
+		px_resp_finish(st);
+	}
+	return 0;
+}

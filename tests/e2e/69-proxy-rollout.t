@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# 69-proxy-rollout.t — a Deployment rolled under 500 requests/s of
+# keep-alive traffic through the node proxy: zero failed requests.
+# Lab Y6 (no mesh): the proxy runs in explicit mode in node-a's network
+# namespace (`--listen FABRIC_IP:15001 --service default/web --lab Y6`),
+# routes from the lab's state (endpoint updates as pods come and go); the
+# load runs in a client pod (`zerohop bench -qps 500`, 8 keep-alive
+# connections). A changed pod template makes the lab replace the 3 pods one
+# by one (maxSurge 1, maxUnavailable 0); every request must succeed, and the
+# traffic must end on the new pods only. Cleans up (proxy by PID, lab down).
+source "$(dirname "$0")/../lib/tap.sh"
+
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
+LAB=Y6
+TMP=$(mktemp -d /tmp/zh-px69.XXXXXX)
+chmod 755 "$TMP"
+PXPID=
+BPID=
+cleanup() {
+	[ -n "$BPID" ] && kill "$BPID" 2>/dev/null
+	[ -n "$PXPID" ] && kill -INT "$PXPID" 2>/dev/null
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+manifest() { # VERSION
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, version: "$1"}}
+    spec:
+      containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers: [{name: shell, image: busybox, command: ["sleep", "infinity"]}]
+YAML
+}
+manifest v1 >"$TMP/v1.yaml"
+manifest v2 >"$TMP/v2.yaml"
+"$ZH" lab up --lab $LAB --no-mesh -f "$TMP/v1.yaml" >"$TMP/up.out" 2>&1
+rc=$?
+ok $rc "lab $LAB up (no mesh)"
+[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+running() { # PATTERN: Running pods whose line matches
+	"$ZH" lab status --lab $LAB 2>/dev/null | grep ' Running ' | grep -c -- "$1"
+}
+for i in $(seq 100); do
+	[ "$(running 'web-')" -ge 3 ] && [ "$(running client)" -ge 1 ] && break
+	sleep 0.1
+done
+is "$(running 'web-')" 3 "3 web pods Running"
+OLD=$("$ZH" lab status --lab $LAB 2>/dev/null | grep -o 'web-[0-9a-f]*-[a-z0-9]*' | sort -u)
+
+NODEIP=$("$ZH" lab status --lab $LAB -o json 2>/dev/null | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+for n in d.get("nodes", []):
+    if n.get("name") == "node-a":
+        print(n.get("ip", ""))' 2>/dev/null)
+[ -n "$NODEIP" ] || NODEIP=10.250.0.1
+"$ZH" lab exec --lab $LAB --node node-a -- "$ZH" proxy --listen "$NODEIP:15001" \
+	--service default/web --lab $LAB --stats-addr "$NODEIP:15090" \
+	--access-log "$TMP/access.log" >"$TMP/proxy.out" 2>&1 &
+for i in $(seq 50); do
+	PXPID=$(ip netns exec $LAB-node-a ss -Htlnp 'sport = :15001' 2>/dev/null |
+		sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+	[ -n "$PXPID" ] && break
+	sleep 0.1
+done
+ok $([ -n "$PXPID" ]; echo $?) "proxy (explicit mode) listens on node-a $NODEIP:15001 (pid ${PXPID:-none})"
+[ -n "$PXPID" ] || { cat "$TMP/proxy.out"; done_testing; }
+
+# 500 requests/s for 12 s from the client pod, through the proxy
+"$ZH" lab exec --lab $LAB client -- "$ZH" bench -c 8 -qps 500 -t 12s --warmup 1s --quiet \
+	--json "$TMP/load.json" "http://$NODEIP:15001/roll" >"$TMP/bench.out" 2>&1 &
+BPID=$!
+sleep 3
+"$ZH" apply --lab $LAB -f "$TMP/v2.yaml" >"$TMP/apply.out" 2>&1
+ok $? "changed pod template applied (version v2) under load"
+t0=$(date +%s)
+done_roll=1
+for i in $(seq 200); do
+	names=$("$ZH" lab status --lab $LAB 2>/dev/null | grep -o 'web-[0-9a-f]*-[a-z0-9]*' | sort -u)
+	left=$(comm -12 <(echo "$OLD") <(echo "$names") | grep -c .)
+	if [ "$left" -eq 0 ] && [ "$(running 'web-')" -eq 3 ]; then
+		done_roll=0
+		break
+	fi
+	sleep 0.05
+done
+ok $done_roll "rollout complete: 3 new pods Running, old pods gone ($(($(date +%s) - t0)) s)"
+wait "$BPID"
+brc=$?
+BPID=
+ok $brc "bench finished" || cat "$TMP/bench.out"
+set -- $("$PY" - "$TMP/load.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rc = r["RetCodes"]
+print(rc.get("200", 0), sum(rc.values()), sum(r["Errors"].values()))
+PY
+)
+diag "bench: $1 x 200 of $2 requests, $3 errors"
+ok $([ "${2:-0}" -ge 5000 ]; echo $?) "500 requests/s held (${2:-0} measured requests in 12 s)"
+is "$1" "$2" "every request answered 200"
+is "$3" 0 "zero failed requests"
+# the last requests of the run reached new pods only
+NEWIPS=$("$ZH" lab status --lab $LAB 2>/dev/null | grep ' Running ' | grep 'web-' |
+	grep -o '10\.[0-9.]*' | sort -u)
+tail -200 "$TMP/access.log" | awk '{print $(NF-2)}' | cut -d: -f1 | sort -u >"$TMP/last.ips"
+ok $([ -s "$TMP/last.ips" ] && [ -z "$(comm -23 "$TMP/last.ips" <(echo "$NEWIPS"))" ]; echo $?) \
+	"the last 200 requests went to new pods only ($(tr '\n' ' ' <"$TMP/last.ips"))"
+"$ZH" lab exec --lab $LAB --node node-a -- curl -s "http://$NODEIP:15090/" >"$TMP/stats.txt" 2>/dev/null
+for m in zerohop_proxy_route_reloads_total zerohop_proxy_retries_total zerohop_proxy_upstream_gone_total; do
+	diag "$(grep "^$m " "$TMP/stats.txt")"
+done
+ok $([ "$(awk '$1 == "zerohop_proxy_route_reloads_total" {print $2}' "$TMP/stats.txt")" -ge 3 ]; echo $?) \
+	"the proxy followed the endpoint updates (route reloads)"
+kill -TERM "$PXPID"
+for i in $(seq 100); do kill -0 "$PXPID" 2>/dev/null || break; sleep 0.05; done
+ok $(kill -0 "$PXPID" 2>/dev/null; [ $? -ne 0 ]; echo $?) "proxy drained and exited on SIGTERM"
+PXPID=
+done_testing
