@@ -15,6 +15,12 @@
  *   recvmsg4 (UDP)                  reply source backend -> VIP.
  *   getpeername4                    peer backend -> VIP: the application
  *                                   never sees that it was translated.
+ *   connect4, TCP to an L7 service  VIP:port -> the node proxy (ZH_LB_F_L7,
+ *   (ZH_LB_F_L7)                    address from zh_l7cap_cfg[0]); records
+ *                                   cookie -> VIP:port in zh_l7cap_sock for
+ *                                   the proxy (abi/l7cap.h) and {VIP, proxy}
+ *                                   in zh_lb_sock, so getpeername4 shows the
+ *                                   VIP. Connected UDP stays at L4.
  *
  * Invariants (the agent, src/agent/sync.c, keeps 1-3):
  *  1. A zh_lb_svc value with count > 0 points at a slot whose entries
@@ -28,6 +34,11 @@
  *  5. Reverse translation happens only when the observed peer equals the
  *     backend this socket was given (a socket re-connected elsewhere keeps
  *     its real peer).
+ *  6. A TCP connect to an L7 service goes to the proxy or fails with
+ *     ECONNREFUSED (no proxy address yet, or the cookie record could not be
+ *     written): it is never balanced at L4 behind the proxy's back. It is
+ *     redirected even when the service has no endpoints of its own (an
+ *     HTTPRoute may send it to other Services; the proxy answers 503).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -36,6 +47,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "zerohop/abi/lb.h"
+#include "zerohop/abi/l7cap.h"	/* with __bpf__: the shared capture maps */
 #include "lib/lb_maps.h"
 #include "lib/lb_helpers.h"
 
@@ -59,12 +71,51 @@ static __always_inline int lb_refuse(__u32 stat)
 	return 0;
 }
 
+/* Remember {VIP, backend} on the socket for getpeername4 and recvmsg4. */
+static __always_inline void lb_sock_record(struct bpf_sock_addr *ctx, __u32 vip, __u32 vport,
+					   const struct zh_lb_backend *be, __u32 svc_id)
+{
+	struct zh_lb_sock_val *sv;
+
+	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!sv)
+		return;
+	lb_v4_mapped(sv->vip, vip);
+	sv->vport = (__be16)vport;
+	__builtin_memcpy(&sv->be, be, sizeof(sv->be));
+	sv->svc_id = svc_id;
+}
+
+/* Invariant 6: TCP to an L7 service -> the node proxy, or ECONNREFUSED. */
+static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx,
+					  const struct zh_lb_svc_val *svc, __u32 vip, __u32 vport)
+{
+	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport };
+	struct zh_lb_backend px = {};
+	struct zh_l7cap_cfg *cfg;
+	__u32 zero = 0;
+	__u64 cookie;
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
+	if (!cfg || !cfg->proxy_ip || !cfg->proxy_port)
+		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	cookie = bpf_get_socket_cookie(ctx);
+	if (bpf_map_update_elem(&zh_l7cap_sock, &cookie, &d, BPF_ANY))
+		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	lb_v4_mapped(px.addr, cfg->proxy_ip);
+	px.port = cfg->proxy_port;
+	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
+	ctx->user_ip4 = cfg->proxy_ip;
+	ctx->user_port = cfg->proxy_port;
+	lb_count(ZH_LB_STAT_L7_REDIRECT);
+	return 1;
+}
+
 SEC("cgroup/connect4")
 int zh_lb_connect4(struct bpf_sock_addr *ctx)
 {
 	const struct zh_lb_backend *be;
 	struct zh_lb_svc_val *svc;
-	struct zh_lb_sock_val *sv;
 	__u32 vip = ctx->user_ip4, vport = ctx->user_port;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
@@ -72,21 +123,15 @@ int zh_lb_connect4(struct bpf_sock_addr *ctx)
 	svc = lb_svc_of(vip, vport, ctx->protocol);
 	if (!svc)
 		return 1;
+	if ((svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP)
+		return lb_l7_redirect(ctx, svc, vip, vport);
 	if (svc->count == 0)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 	be = lb_pick(svc);
 	if (!be)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
-	if (svc->flags & ZH_LB_F_L7)
-		lb_count(ZH_LB_STAT_L7_PENDING);
 
-	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (sv) {
-		lb_v4_mapped(sv->vip, vip);
-		sv->vport = (__be16)vport;
-		__builtin_memcpy(&sv->be, be, sizeof(sv->be));
-		sv->svc_id = svc->svc_id;
-	}
+	lb_sock_record(ctx, vip, vport, be, svc->svc_id);
 	ctx->user_ip4 = lb_v4_of(be->addr);
 	ctx->user_port = be->port;
 	lb_count(ZH_LB_STAT_CONNECT_XLATE);

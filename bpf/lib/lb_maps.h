@@ -1,7 +1,10 @@
 /* lb_maps.h — the maps of the service load balancer, one purpose line each.
  * Layouts in include/zerohop/abi/lb.h; limits and lifecycle in docs/maps.md.
  * All maps are pinned by the agent under its --pin-dir (libbpf
- * bpf_map__set_pin_path), so a restarted agent adopts them. */
+ * bpf_map__set_pin_path), so a restarted agent adopts them. lb.bpf.c also
+ * uses the L7 capture maps zh_l7cap_cfg / zh_l7cap_sock (and carries
+ * zh_l7cap_orig), declared once in zerohop/abi/l7cap.h and pinned in the
+ * same dir, shared by name with the node proxy. */
 #ifndef ZH_BPF_LB_MAPS_H
 #define ZH_BPF_LB_MAPS_H
 

@@ -56,6 +56,17 @@ struct ag_compiled {
 int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, size_t errlen);
 void ag_compiled_free(struct ag_compiled *c);
 
+/* Incremental compile: c is ag_compile()'s result for a state that differs
+ * from st only in the endpoints of the Services st->services[svcs[i]]
+ * (ss_load_delta's d->svcs). Recomputes the entries of those Services and
+ * of every root whose TrafficSplit or L4 HTTPRoute uses one of them, and
+ * replaces them in c, which then equals ag_compile(st) (entries and notes:
+ * notes depend on manifests only). All or nothing: on error c is
+ * unchanged (-ESTALE: c does not match st; recompile in full).
+ * *n_entries gets the number of entries replaced. */
+int ag_compile_update(const struct md_state *st, struct ag_compiled *c, const int *svcs, int n,
+		      int *n_entries, char *err, size_t errlen);
+
 /* Walker/Vose alias table for n weights (n <= ZH_LB_MAX_BACKENDS):
  * fills thr[i] (P(choose i | slot i) * 2^32, 0xffffffff = always) and
  * alias[i] (the other index). Deterministic for given weights. 0/-EINVAL. */

@@ -36,7 +36,9 @@
 #ifndef ZH_STATE_H
 #define ZH_STATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "zerohop/model.h"
 
@@ -57,6 +59,38 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err);
  * bumped only when a file was removed). */
 int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml);
 int ss_del_pod(struct ss *s, const char *ns, const char *name);
+
+/* Incremental load, for a long-lived reader (the agent) that keeps the
+ * state it loaded last. *io is that state (or NULL), *token what the last
+ * ss_load_delta() call stored (0 at first). When the only changes since
+ * then are runtime pods updated in place (same namespace, name and labels)
+ * and Services updated in place (same name, ports and clusterIP; selector
+ * or targetPort changed), one object per file (see md_state_patch_pods and
+ * md_state_patch_svcs in src/model/md_int.h), *io is patched in place and
+ * d->patched is set, d->svcs lists the indexes of the Services whose
+ * endpoints were recomputed; otherwise *io is replaced by a fresh load (the
+ * previous one freed). Either way *io then equals what ss_load() would
+ * return. On error *io and *token are untouched, and the next call loads
+ * in full (the token no longer matches the source's cache).
+ * Free d with ss_delta_free(). 0/-errno with err. */
+struct ss_delta {
+	bool patched;		/* false: *io is a fresh full load */
+	int n_pods;		/* pods patched in place */
+	int n_svc_objs;		/* Services patched in place */
+	int *svcs;		/* Services whose endpoints changed (patched only) */
+	int n_svcs;
+	bool pol_relevant;	/* full load, or a patched pod changed IP, node or ports */
+};
+
+int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss_delta *d,
+		  struct md_err *err);
+
+static inline void ss_delta_free(struct ss_delta *d)
+{
+	free(d->svcs);
+	d->svcs = NULL;
+	d->n_svcs = 0;
+}
 
 uint64_t ss_generation(struct ss *s);
 int ss_watch_fd(struct ss *s);

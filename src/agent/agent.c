@@ -8,8 +8,10 @@
  *      │                            (or max 20 ms)                         │
  *      └─ SIGTERM/SIGINT ─► EXIT (pins stay: the datapath keeps running)   │
  *                                                                          │
- *   SYNC: ss_watch_drain(); gen = ss_generation(); ss_load();
- *         ag_pol_sync() (NetworkPolicy, policy_glue.c); ag_compile();
+ *   SYNC: ss_watch_drain(); gen = ss_generation(); ss_load_delta();
+ *         ag_pol_sync() (NetworkPolicy, policy_glue.c; A7);
+ *         ag_compile_update() when the load was an in-place pod patch,
+ *         else ag_compile();
  *         ag_lb_sync() (or ag_nft_apply() in --mode nft);
  *         ag_accel_set_local(this node's pod IPs); back to IDLE.
  *
@@ -23,6 +25,24 @@
  *      next change.
  *  A4. Startup = adopt pinned objects (lb.c) + one SYNC, so a restarted or
  *      upgraded agent reconciles whatever changed while it was down.
+ *  A5. Incremental path: the agent keeps the last loaded state (a->st) and
+ *      its compiled result (a->c), and a->c == ag_compile(a->st) after
+ *      every successful sync. When the state source could patch a->st in
+ *      place (pods or Services updated in place: ss_load_delta), only the
+ *      entries of the affected Services are recompiled (ag_compile_update);
+ *      any other change is a full load + compile. Whenever a->st and a->c
+ *      may disagree (a load, compile or update error) both are dropped and
+ *      the next sync is full. The map sync always gets the whole a->c and
+ *      diffs it against its mirror (lb.c), so A3 holds on both paths.
+ *  A6. Every AG_FULL_EVERY incremental syncs the next one is full (bounds
+ *      the memory a patched state keeps: each patch holds its pod file).
+ *  A7. The policy sync is skipped only on an incremental sync where no
+ *      patched pod changed IP, node or container ports (only phase and
+ *      fields policy does not read; a Service patched in place keeps its
+ *      ClusterIP, the one Service field policy reads): its input did not
+ *      change. A new pod (also a Pending one, which must be isolated before
+ *      its command starts), a deleted pod or a label change is never
+ *      incremental.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -61,7 +81,16 @@ struct agent {
 	struct ag_lb *lb;
 	struct ag_accel *acc;
 	struct pol *pol;		/* NULL: no policy datapath (nft mode, load failure) */
+	/* A5: the state and compiled result of the last sync, kept for the
+	 * incremental path; token is ss_load_delta's */
+	struct md_state *st;
+	struct ag_compiled *c;
+	uint64_t token;
+	int n_incr;		/* incremental syncs since the last full one */
 };
+
+/* A6: a full load and compile after this many incremental syncs. */
+#define AG_FULL_EVERY 64
 
 static double now_ms(void)
 {
@@ -92,56 +121,111 @@ static void set_local_pods(struct agent *a, const struct md_state *st)
 	free(ips);
 }
 
+/* Merge delta b (a second load in the same sync) into a. */
+static void delta_merge(struct ss_delta *a, struct ss_delta *b)
+{
+	if (!b->patched) {
+		ss_delta_free(a);
+		*a = *b;
+		return;
+	}
+	if (a->patched) {
+		a->svcs = zh_realloc(a->svcs, (size_t)(a->n_svcs + b->n_svcs + 1) * sizeof(int));
+		memcpy(a->svcs + a->n_svcs, b->svcs, (size_t)b->n_svcs * sizeof(int));
+		a->n_svcs += b->n_svcs;
+		a->n_pods += b->n_pods;
+		a->n_svc_objs += b->n_svc_objs;
+		a->pol_relevant |= b->pol_relevant;
+	}
+	/* a full load followed by a patch is a full load */
+	ss_delta_free(b);
+}
+
+/* Forget the kept state and compiled result: the next sync is a full one
+ * (A5: whenever they may no longer match each other). */
+static void drop_kept(struct agent *a)
+{
+	ag_compiled_free(a->c);
+	a->c = NULL;
+	a->token = 0;
+}
+
 static int sync_once(struct agent *a)
 {
 	struct ag_sync_stats s = {};
-	struct ag_compiled *c = NULL;
-	struct md_state *st = NULL;
+	struct ss_delta d = {}, d2 = {};
 	struct md_err err = {};
 	char ebuf[600];
-	double t0 = now_ms(), tl, t1, t2;
+	double t0 = now_ms(), tl, tp, t1, t2;
 	uint64_t gen;
-	int ret;
+	int ret, n_upd = 0;
+	bool incr;
 
+	if (!a->c || a->n_incr >= AG_FULL_EVERY) {
+		a->token = 0;	/* A6: a full load now and then */
+		a->n_incr = 0;
+	}
 	ss_watch_drain(a->ss);	/* A1 */
 	gen = ss_generation(a->ss);	/* A2 */
-	ret = ss_load(a->ss, &st, &err);
+	ret = ss_load_delta(a->ss, &a->st, &a->token, &d, &err);
 	if (!ret && ss_generation(a->ss) != gen) {
 		/* A writer finished while we waited for the state lock: the
 		 * state we hold is at least that new, but A2 only lets us claim
 		 * what we read before loading. Load once more (cheap) so the
 		 * marker can name the generation that is really in the maps. */
-		md_state_free(st);
-		st = NULL;
 		gen = ss_generation(a->ss);
-		ret = ss_load(a->ss, &st, &err);
+		ret = ss_load_delta(a->ss, &a->st, &a->token, &d2, &err);
+		delta_merge(&d, &d2);
 	}
 	if (ret) {
 		zh_err("agent: state %s: %s (previous state stays in force)", a->state_dir,
 		       md_err_str(&err, ebuf, sizeof(ebuf)));
+		drop_kept(a);	/* a first load may have patched a->st */
 		goto out;
 	}
+	incr = d.patched && a->c;
+	tl = now_ms();
 	/* Policy before the LB: once zh_lb_meta names gen, the policy of gen is
 	 * in force too (the lab waits on that before starting a pod). A policy
-	 * error is logged and never stops the LB sync (policy_glue.c P2). */
-	ag_pol_sync(a->pol, a->acc, st, a->node);
-	tl = now_ms();
-	ret = ag_compile(st, &c, ebuf, sizeof(ebuf));
-	if (ret) {
-		zh_err("agent: compile: %s (previous state stays in force)", ebuf);
-		goto out;
+	 * error is logged and never stops the LB sync (policy_glue.c P2).
+	 * A7: skipped when only pods' phases changed (policy never reads it). */
+	if (!incr || d.pol_relevant)
+		ag_pol_sync(a->pol, a->acc, a->st, a->node);
+	tp = now_ms();
+	if (incr) {
+		ret = ag_compile_update(a->st, a->c, d.svcs, d.n_svcs, &n_upd, ebuf, sizeof(ebuf));
+		if (ret) {
+			zh_warn("agent: %s: compiling in full", ebuf);
+			incr = false;
+		}
+	}
+	if (!incr) {
+		struct ag_compiled *c = NULL;
+
+		ret = ag_compile(a->st, &c, ebuf, sizeof(ebuf));
+		if (ret) {
+			zh_err("agent: compile: %s (previous state stays in force)", ebuf);
+			drop_kept(a);
+			goto out;
+		}
+		ag_compiled_free(a->c);
+		a->c = c;
+		a->n_incr = 0;
+	} else {
+		a->n_incr++;
 	}
 	t1 = now_ms();
 	if (a->mode == AG_MODE_NFT)
-		ret = ag_nft_apply(c);
+		ret = ag_nft_apply(a->c);
 	else
-		ret = ag_lb_sync(a->lb, c, gen, &s);
+		ret = ag_lb_sync(a->lb, a->c, gen, &s);
 	t2 = now_ms();
 	if (ret) {
 		zh_err("agent: sync generation %llu: %s", (unsigned long long)gen, strerror(-ret));
 		goto out;
 	}
-	set_local_pods(a, st);
+	if (!incr || d.pol_relevant)
+		set_local_pods(a, a->st);
 	if (a->destroy_stale && a->lb) {
 		const struct zh_lb_backend *gone;
 		int n_gone = ag_lb_gone(a->lb, &gone), killed = 0;
@@ -150,12 +234,18 @@ static int sync_once(struct agent *a)
 			zh_info("agent: destroy-stale: %d backends removed, %d sockets destroyed",
 				n_gone, killed);
 	}
-	zh_info("agent: generation %llu: %d services (+%d ~%d -%d =%d), alias +%d -%d; load %.2f ms, compile %.2f ms, sync %.2f ms",
-		(unsigned long long)gen, c->n_svcs, s.svc_added, s.svc_changed, s.svc_removed,
-		s.svc_same, s.alias_written, s.alias_deleted, tl - t0, t1 - tl, t2 - t1);
+	if (incr)
+		snprintf(ebuf, sizeof(ebuf),
+			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",
+			 d.n_pods, d.n_svc_objs, d.n_svcs, n_upd);
+	else
+		snprintf(ebuf, sizeof(ebuf), "full");
+	zh_info("agent: generation %llu: %d services (+%d ~%d -%d =%d), alias +%d -%d; %s; load %.2f ms, policy %.2f ms, compile %.2f ms, sync %.2f ms",
+		(unsigned long long)gen, a->c->n_svcs, s.svc_added, s.svc_changed, s.svc_removed,
+		s.svc_same, s.alias_written, s.alias_deleted, ebuf, tl - t0, tp - tl, t1 - tp,
+		t2 - t1);
 out:
-	ag_compiled_free(c);
-	md_state_free(st);
+	ss_delta_free(&d);
 	return ret;
 }
 
@@ -393,6 +483,8 @@ int cli_agent(int argc, char **argv)
 		a.destroy_stale ? "on" : "off", a.cgroup, a.pin_dir, a.state_dir);
 	ret = run(&a);
 out:
+	ag_compiled_free(a.c);
+	md_state_free(a.st);
 	pol_close(a.pol, 0);
 	ag_accel_close(a.acc, 0);
 	ag_lb_close(a.lb, false);

@@ -165,14 +165,30 @@ static const char *phase_str(enum md_phase p)
 	return p <= MD_PHASE_FAILED ? n[p] : "?";
 }
 
+/* Does svc go through the node L7 proxy (its TCP ports)? The same rules as
+ * compile.c 3-4: an HTTPRoute that needs L7 on it, or the opt-in annotation. */
+static bool svc_via_proxy(const struct md_state *st, const struct md_service *svc)
+{
+	const char *v = md_labels_get(&svc->meta.annotations, ZH_LB_ANN_L7);
+	int i, p;
+
+	if (v && !strcmp(v, "true"))
+		return true;
+	for (i = 0; i < st->n_routes; i++)
+		for (p = 0; p < st->routes[i].n_parents; p++)
+			if (st->routes[i].parents[p].svc == svc && md_route_needs_l7(&st->routes[i]))
+				return true;
+	return false;
+}
+
 static void get_services(const struct md_state *st, bool json)
 {
 	char ip[INET_ADDRSTRLEN];
 	int i, p;
 
 	if (!json)
-		printf("%-16s %-24s %-16s %-24s %s\n", "NAMESPACE", "NAME", "CLUSTER-IP", "PORTS",
-		       "ENDPOINTS");
+		printf("%-16s %-24s %-16s %-24s %-12s %s\n", "NAMESPACE", "NAME", "CLUSTER-IP",
+		       "PORTS", "ENDPOINTS", "L7");
 	else
 		printf("[");
 	for (i = 0; i < st->n_services; i++) {
@@ -192,7 +208,8 @@ static void get_services(const struct md_state *st, bool json)
 		else
 			ip_str(s->cluster_ip, ip);
 		if (!json) {
-			printf("%-16s %-24s %-16s %-24s %s\n", s->meta.ns, s->meta.name, ip, ports, eps);
+			printf("%-16s %-24s %-16s %-24s %-12s %s\n", s->meta.ns, s->meta.name, ip, ports,
+			       eps, svc_via_proxy(st, s) ? "node proxy" : "-");
 			continue;
 		}
 		printf("%s{\"namespace\":", i ? "," : "");
@@ -201,7 +218,7 @@ static void get_services(const struct md_state *st, bool json)
 		jstr(s->meta.name);
 		printf(",\"clusterIP\":");
 		jstr(ip);
-		printf(",\"ports\":[");
+		printf(",\"l7Proxy\":%s,\"ports\":[", svc_via_proxy(st, s) ? "true" : "false");
 		for (p = 0; p < s->n_ports; p++) {
 			printf("%s{\"name\":", p ? "," : "");
 			jstr(s->ports[p].name ? s->ports[p].name : "");
@@ -291,7 +308,7 @@ static int get_backends(const struct md_state *st, bool json)
 			jstr(vip);
 			printf(",\"source\":");
 			jstr(s->source);
-			printf(",\"l7_not_enforced\":%s,\"backends\":[",
+			printf(",\"l7_proxy\":%s,\"backends\":[",
 			       s->flags & ZH_LB_F_L7 ? "true" : "false");
 			for (j = 0; j < s->n_be; j++) {
 				printf("%s{\"addr\":\"%s:%u\",\"pod\":", j ? "," : "",
@@ -314,7 +331,7 @@ static int get_backends(const struct md_state *st, bool json)
 				 ntohs(s->be[j].be.port));
 			printf("%-28s %-24s %-26s %-22s %.4f%s\n", j ? "" : svc, j ? "" : vip,
 			       j ? "" : s->source, b, s->be[j].weight / sum,
-			       !j && (s->flags & ZH_LB_F_L7) ? "  (L7 rules not enforced yet)" : "");
+			       !j && (s->flags & ZH_LB_F_L7) ? "  (L7: connections go through the node proxy)" : "");
 		}
 	}
 	if (json) {
@@ -430,8 +447,8 @@ static void get_routes(const struct md_state *st, bool json)
 			off += snprintf(parents + off, off < (int)sizeof(parents) ? sizeof(parents) - off : 0,
 					"%s%s/%s", p ? "," : "", kind, r->parents[p].name);
 		}
-		if (l7)
-			status = "not enforced yet (needs the L7 proxy)";
+		if (l7 && svc_parent)
+			status = "enforced by the node L7 proxy (per request)";
 		else if (svc_parent)
 			status = "enforced at L4 (backendRefs weights per connection)";
 		else

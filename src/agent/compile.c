@@ -17,7 +17,11 @@
  *     backendRefs weights, for the parent's port (parentRef port, else every
  *     port). It takes precedence over a TrafficSplit on the same Service
  *     (a note says so). A route that needs L7 leaves the backends as they
- *     are, sets ZH_LB_F_L7 and adds a note "not enforced yet".
+ *     are and sets ZH_LB_F_L7 on the parent's TCP ports: connect4 sends
+ *     those connections to the node L7 proxy, which applies the route.
+ *  4. A Service annotated zerohop.io/l7: "true" (ZH_LB_ANN_L7) gets
+ *     ZH_LB_F_L7 on its TCP ports too (the proxy routes it to its own
+ *     endpoints, or per request by its TrafficSplit). UDP stays at L4.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -329,10 +333,13 @@ static void apply_route(struct cbuild *b, const struct md_state *st, const struc
 			if (!e)
 				continue;
 			if (l7) {
-				e->flags |= ZH_LB_F_L7;
-				add_note(b, "HTTPRoute %s/%s on %s/%s:%u: matches/filters not enforced yet (needs the L7 proxy); balanced at L4",
+				if (sp->proto == MD_PROTO_TCP)
+					e->flags |= ZH_LB_F_L7;
+				add_note(b, "HTTPRoute %s/%s on %s/%s:%u: matches/filters %s",
 					 r->meta.ns, r->meta.name, parent->meta.ns, parent->meta.name,
-					 sp->port);
+					 sp->port, sp->proto == MD_PROTO_TCP ?
+					 "enforced by the node L7 proxy (connections redirected at connect)" :
+					 "need TCP: not enforced on this port (balanced at L4)");
 				continue;
 			}
 			if (e->flags & ZH_LB_F_SPLIT)
@@ -404,6 +411,15 @@ out:
 	return ret;
 }
 
+/* Rule 4: ZH_LB_F_L7 for a TCP port of a Service annotated zerohop.io/l7:
+ * "true", else 0. Both ag_compile and ag_compile_update call it. */
+static uint8_t annotated_l7(const struct md_service *s, const struct md_service_port *sp)
+{
+	const char *v = md_labels_get(&s->meta.annotations, ZH_LB_ANN_L7);
+
+	return sp->proto == MD_PROTO_TCP && v && !strcmp(v, "true") ? ZH_LB_F_L7 : 0;
+}
+
 int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, size_t errlen)
 {
 	struct cbuild b = {};
@@ -439,6 +455,7 @@ int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, s
 			e->source = zh_strdup("Service");
 			be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
 				   s->endpoints ? (double)s->endpoints[p].n : 0);
+			e->flags |= annotated_l7(s, sp);
 		}
 	}
 	qsort(b.c->svcs, b.c->n_svcs, sizeof(*b.c->svcs), cmp_svc);
@@ -473,6 +490,146 @@ int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, s
 	return 0;
 fail:
 	ag_compiled_free(b.c);
+	return ret;
+}
+
+/* ---- incremental: recompile the entries of some Services ------------------ */
+
+static void svc_entry_free(struct ag_svc *e)
+{
+	be_clear(e);
+	free(e->alias);
+	free(e->ns);
+	free(e->name);
+	free(e->port_name);
+	free(e->source);
+}
+
+static bool split_uses(const struct md_trafficsplit *ts, const bool *mark,
+		       const struct md_state *st)
+{
+	for (int i = 0; i < ts->n_backends; i++)
+		if (ts->backends[i].svc && mark[ts->backends[i].svc - st->services])
+			return true;
+	return false;
+}
+
+static bool route_uses(const struct md_httproute *r, const bool *mark, const struct md_state *st)
+{
+	for (int i = 0; i < r->n_rules; i++)
+		for (int k = 0; k < r->rules[i].n_backends; k++) {
+			const struct md_service *bs = r->rules[i].backends[k].svc;
+
+			/* svc points into st->services (md_state_finish step 7) */
+			if (bs && bs >= st->services && bs < st->services + st->n_services &&
+			    mark[bs - st->services])
+				return true;
+		}
+	return false;
+}
+
+int ag_compile_update(const struct md_state *st, struct ag_compiled *c, const int *svcs, int n,
+		      int *n_entries, char *err, size_t errlen)
+{
+	bool *mark = zh_calloc((size_t)st->n_services + 1, sizeof(*mark));
+	bool *root = zh_calloc((size_t)st->n_services + 1, sizeof(*root));
+	struct cbuild b = {};
+	int i, p, ret = 0, n_e = 0;
+
+	*n_entries = 0;
+	for (i = 0; i < n; i++)
+		mark[svcs[i]] = root[svcs[i]] = true;
+	/* U1: a root whose split or route uses a changed Service changes too */
+	for (i = 0; i < st->n_splits; i++) {
+		const struct md_service *rs = st->splits[i].root_svc;
+
+		if (rs && split_uses(&st->splits[i], mark, st))
+			root[rs - st->services] = true;
+	}
+	for (i = 0; i < st->n_routes; i++) {
+		const struct md_httproute *r = &st->routes[i];
+
+		if (!route_uses(r, mark, st))
+			continue;
+		for (p = 0; p < r->n_parents; p++) {
+			const struct md_service *ps;
+
+			if (!parent_is_service(&r->parents[p]))
+				continue;
+			ps = svc_by_name(st, r->parents[p].ns ? r->parents[p].ns : r->meta.ns,
+					 r->parents[p].name);
+			if (ps)
+				root[ps - st->services] = true;
+		}
+	}
+	/* U2: the entries of the roots, built exactly as ag_compile builds them
+	 * (same loop body, splits and routes applied to this subset: an entry
+	 * outside it is not found and left alone) */
+	b.c = zh_calloc(1, sizeof(*b.c));
+	for (i = 0; i < st->n_services; i++)
+		if (root[i])
+			n_e += st->services[i].n_ports;
+	b.c->svcs = zh_calloc(n_e ? n_e : 1, sizeof(*b.c->svcs));
+	for (i = 0; i < st->n_services; i++) {
+		const struct md_service *s = &st->services[i];
+
+		if (!root[i] || s->headless || !s->cluster_ip)
+			continue;
+		for (p = 0; p < s->n_ports; p++) {
+			const struct md_service_port *sp = &s->ports[p];
+			struct ag_svc *e;
+
+			if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
+				continue;
+			e = &b.c->svcs[b.c->n_svcs++];
+			ag_v4_mapped(e->key.vip, s->cluster_ip);
+			e->key.port = htons(sp->port);
+			e->key.proto = proto_num(sp->proto);
+			e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
+			e->name = zh_strdup(s->meta.name);
+			e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
+			e->source = zh_strdup("Service");
+			be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
+				   s->endpoints ? (double)s->endpoints[p].n : 0);
+			e->flags |= annotated_l7(s, sp);
+		}
+	}
+	qsort(b.c->svcs, b.c->n_svcs, sizeof(*b.c->svcs), cmp_svc);
+	for (i = 0; i < st->n_splits; i++)
+		apply_split(&b, &st->splits[i]);
+	for (i = 0; i < st->n_routes; i++)
+		apply_route(&b, st, &st->routes[i]);
+	for (i = 0; i < b.c->n_svcs; i++) {
+		ret = build_alias(&b.c->svcs[i], err, errlen);
+		if (ret)
+			goto out;
+	}
+	/* U3: every new entry must replace one of c with the same key and
+	 * Service (the keys only depend on manifests, which did not change);
+	 * check all before touching c (all or nothing) */
+	for (i = 0; i < b.c->n_svcs; i++) {
+		const struct ag_svc *x = &b.c->svcs[i];
+		const struct ag_svc *y = bsearch(x, c->svcs, c->n_svcs, sizeof(*x), cmp_svc);
+
+		if (!y || strcmp(x->ns, y->ns) || strcmp(x->name, y->name)) {
+			snprintf(err, errlen, "incremental compile: service %s/%s port %u not in the previous result",
+				 x->ns, x->name, ntohs(x->key.port));
+			ret = -ESTALE;
+			goto out;
+		}
+	}
+	for (i = 0; i < b.c->n_svcs; i++) {
+		struct ag_svc *y = bsearch(&b.c->svcs[i], c->svcs, c->n_svcs, sizeof(*y), cmp_svc);
+
+		svc_entry_free(y);
+		*y = b.c->svcs[i];
+	}
+	*n_entries = b.c->n_svcs;
+	b.c->n_svcs = 0;	/* moved into c */
+out:
+	ag_compiled_free(b.c);	/* its notes: the same as c's (manifests only) */
+	free(root);
+	free(mark);
 	return ret;
 }
 

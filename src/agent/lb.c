@@ -6,6 +6,8 @@
  * ------------------------------
  * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE):
  *   zh_lb_svc zh_lb_alias zh_lb_sock zh_lb_udprev zh_lb_meta zh_lb_stats  maps
+ *   zh_l7cap_sock zh_l7cap_orig zh_l7cap_cfg   capture maps shared by name with
+ *                                              the node proxy (abi/l7cap.h)
  *   zh_lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
  * (The acceleration engineer pins its own objects in the same dir with an
  * accel prefix; nothing here touches them.)
@@ -51,8 +53,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "zerohop/abi/l7cap.h"
 #include "zerohop/agent.h"
 #include "zerohop/log.h"
+#include "zerohop/paths.h"
 #include "lb.skel.h"
 
 struct mirror_ent {
@@ -80,7 +84,9 @@ static const char *const link_names[4] = {
 };
 static const char *const map_names[] = {
 	"zh_lb_svc", "zh_lb_alias", "zh_lb_sock", "zh_lb_udprev", "zh_lb_meta", "zh_lb_stats",
+	ZH_L7CAP_SOCK_MAP, ZH_L7CAP_ORIG_MAP, ZH_L7CAP_CFG_MAP,
 };
+#define N_MAPS ((int)(sizeof(map_names) / sizeof(map_names[0])))
 
 static const char *const stat_names[ZH_LB_STAT_MAX] = {
 	[ZH_LB_STAT_CONNECT_XLATE] = "connect_translated",
@@ -90,31 +96,13 @@ static const char *const stat_names[ZH_LB_STAT_MAX] = {
 	[ZH_LB_STAT_RECVMSG_REVNAT] = "recvmsg_reverse_translated",
 	[ZH_LB_STAT_GETPEERNAME_REVNAT] = "getpeername_reverse_translated",
 	[ZH_LB_STAT_ALIAS_MISS] = "alias_miss",
-	[ZH_LB_STAT_L7_PENDING] = "connect_l7_not_enforced",
+	[ZH_LB_STAT_L7_REDIRECT] = "connect_l7_redirect",
+	[ZH_LB_STAT_L7_NOPROXY] = "connect_l7_refused_no_proxy",
 };
 
 const char *ag_lb_stat_name(int stat)
 {
 	return stat >= 0 && stat < ZH_LB_STAT_MAX ? stat_names[stat] : "?";
-}
-
-static int mkdir_p(const char *path)
-{
-	char buf[256], *p;
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
 }
 
 static int cmp_key(const void *a, const void *b)
@@ -379,14 +367,14 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 {
 	struct bpf_program *progs[4];
-	struct bpf_map *maps[6];
+	struct bpf_map *maps[N_MAPS];
 	struct ag_lb *lb;
 	char path[320];
 	int cgfd = -1, ret, i;
 
 	lb = zh_calloc(1, sizeof(*lb));
 	snprintf(lb->pin_dir, sizeof(lb->pin_dir), "%s", o->pin_dir);
-	ret = mkdir_p(o->pin_dir);
+	ret = zh_mkdir_p(o->pin_dir, 0700);
 	if (ret) {
 		zh_err("lb: cannot create pin dir %s: %s", o->pin_dir, strerror(-ret));
 		goto fail;
@@ -403,7 +391,12 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 	maps[3] = lb->skel->maps.zh_lb_udprev;
 	maps[4] = lb->skel->maps.zh_lb_meta;
 	maps[5] = lb->skel->maps.zh_lb_stats;
-	for (i = 0; i < 6; i++) {
+	/* Pinned by name in the node pin dir whichever of agent and proxy
+	 * loads first; the path set here overrides libbpf's default root. */
+	maps[6] = lb->skel->maps.zh_l7cap_sock;
+	maps[7] = lb->skel->maps.zh_l7cap_orig;
+	maps[8] = lb->skel->maps.zh_l7cap_cfg;
+	for (i = 0; i < N_MAPS; i++) {
 		ret = pin_path(path, sizeof(path), o->pin_dir, map_names[i]);
 		if (!ret)
 			ret = bpf_map__set_pin_path(maps[i], path);
@@ -516,6 +509,9 @@ void ag_lb_close(struct ag_lb *lb, bool unpin)
 		bpf_map__unpin(lb->skel->maps.zh_lb_udprev, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_lb_meta, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_lb_stats, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_l7cap_sock, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg, NULL);
 		rmdir(lb->pin_dir);	/* fails while accel pins remain: fine */
 	}
 	zh_lb__destroy(lb->skel);
@@ -543,7 +539,7 @@ int ag_lb_cleanup(const char *pin_dir)
 		if (unlink(path) && errno != ENOENT)
 			ret = -errno;
 	}
-	for (i = 0; i < (int)(sizeof(map_names) / sizeof(map_names[0])); i++) {
+	for (i = 0; i < N_MAPS; i++) {
 		pin_path(path, sizeof(path), pin_dir, map_names[i]);
 		if (unlink(path) && errno != ENOENT)
 			ret = -errno;
@@ -716,16 +712,21 @@ int ag_lb_sync(struct ag_lb *lb, const struct ag_compiled *c, uint64_t generatio
 		}
 		e = &nm[n_nm++];
 		e->key = d->key;
-		e->alias = zh_calloc(d->n_be ? d->n_be : 1, sizeof(*e->alias));
-		memcpy(e->alias, d->alias, d->n_be * sizeof(*e->alias));
 		if (cmp == 0 && m->val.flags == d->flags && m->val.count == (uint32_t)d->n_be &&
 		    !memcmp(m->alias, d->alias, d->n_be * sizeof(*d->alias))) {
+			/* unchanged: the new mirror takes the old entry's copy
+			 * (at 10,000 Services this loop runs on every sync; the
+			 * old mirror frees NULL for it, also on the reload path) */
 			e->val = m->val;
+			e->alias = m->alias;
+			m->alias = NULL;
 			s.svc_same++;
 			i++;
 			j++;
 			continue;
 		}
+		e->alias = zh_calloc(d->n_be ? d->n_be : 1, sizeof(*e->alias));
+		memcpy(e->alias, d->alias, d->n_be * sizeof(*e->alias));
 		if (cmp == 0) {	/* changed: other slot, flip, drop old slot */
 			if (lb->track_gone)
 				push_backends(&cand, m);

@@ -464,6 +464,17 @@ static int node_agent_pid(const char *lab, const char *node)
 	return atoi(buf + 10);
 }
 
+/* The node L7 proxy's pid from the same info file (lab_sup.c), 0 if none. */
+static int node_proxy_pid(const char *lab, const char *node)
+{
+	char p[LAB_PATH], buf[256], *v;
+
+	lab_fmt(p, sizeof(p), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, lab, node);
+	if (lab_read_file(p, buf, sizeof(buf)) <= 0 || !(v = strstr(buf, "\nproxy_pid ")))
+		return 0;
+	return atoi(v + 11);
+}
+
 static int lab_status(const char *lab, bool json)
 {
 	struct lab_topo t;
@@ -491,10 +502,11 @@ static int lab_status(const char *lab, bool json)
 		for (int i = 0; i < t.n_nodes; i++) {
 			printf("%s{\"name\":", i ? "," : "");
 			json_str(t.nodes[i].name);
-			printf(",\"ip\":\"%s\",\"podCIDR\":\"%s/%d\",\"netns\":\"%s-%s\",\"agentPid\":%d}",
+			printf(",\"ip\":\"%s\",\"podCIDR\":\"%s/%d\",\"netns\":\"%s-%s\",\"agentPid\":%d,\"proxyPid\":%d}",
 			       lab_ip4_str(t.nodes[i].ip, a), lab_ip4_str(t.nodes[i].pod_net, b),
 			       t.nodes[i].pod_len, lab, t.nodes[i].name,
-			       node_agent_pid(lab, t.nodes[i].name));
+			       node_agent_pid(lab, t.nodes[i].name),
+			       node_proxy_pid(lab, t.nodes[i].name));
 		}
 		printf("],\"pods\":[");
 		for (int i = 0; i < n; i++) {
@@ -521,15 +533,17 @@ static int lab_status(const char *lab, bool json)
 	} else {
 		printf("lab %s: %s, supervisor pid %d%s%s\n", lab, up ? "up" : "NOT RUNNING", sup,
 		       t.overlay ? ", vxlan overlay" : "", t.mesh ? "" : ", no mesh");
-		printf("%-16s %-15s %-18s %s\n", "NODE", "IP", "POD CIDR", "AGENT PID");
+		printf("%-16s %-15s %-18s %-10s %s\n", "NODE", "IP", "POD CIDR", "AGENT PID",
+		       "PROXY PID");
 		for (int i = 0; i < t.n_nodes; i++) {
 			char cidr[32];
 
 			lab_fmt(cidr, sizeof(cidr), "%s/%d", lab_ip4_str(t.nodes[i].pod_net, b),
 				t.nodes[i].pod_len);
-			printf("%-16s %-15s %-18s %d\n", t.nodes[i].name,
+			printf("%-16s %-15s %-18s %-10d %d\n", t.nodes[i].name,
 			       lab_ip4_str(t.nodes[i].ip, a), cidr,
-			       node_agent_pid(lab, t.nodes[i].name));
+			       node_agent_pid(lab, t.nodes[i].name),
+			       node_proxy_pid(lab, t.nodes[i].name));
 		}
 		printf("\n%-14s %-40s %-12s %-15s %-8s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
 		       "PHASE", "PID", "RESTARTS");

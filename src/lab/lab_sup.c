@@ -1,5 +1,6 @@
 /* lab_sup.c — the lab's supervisor daemon: kubelet and Deployment
- * controller for every node of one lab, plus the node agents' babysitter.
+ * controller for every node of one lab, plus the babysitter of the node
+ * agents and node L7 proxies.
  *
  * Design note.
  *
@@ -33,8 +34,10 @@
  *    a Deployment exist, and an old RUNNING pod is removed only while more
  *    than `replicas` of its pods are RUNNING.
  * 3. Every process the daemon starts is in a cgroup under
- *    CGROOT/zerohop-LAB (pods under their node, agents under system/), so
- *    `lab down` can find and kill all of them even if this daemon is dead.
+ *    CGROOT/zerohop-LAB (pods under their node, agents and proxies under
+ *    system/), so `lab down` can find and kill all of them even if this
+ *    daemon is dead. A proxy is never under its node's cgroup: the agent's
+ *    connect4 there would capture the proxy's own upstream connections.
  * 4. Pod IPs are unique per node (bitmap) and handed out next-fit, so a just
  *    freed address is not reused at once.
  * 5. The daemon never blocks for long: pod start/stop waits are bounded
@@ -46,6 +49,10 @@
  *    generation (written after its policy sync) has reached the generation
  *    of that write, or after ISOLATE_MS with a warning (an agent down must
  *    not stop the lab). Then it goes STARTING -> RUNNING as before.
+ * 7. With agents in BPF mode, one `zerohop proxy --node NODE` per node
+ *    (supervised like the agents) listens on NODE_IP:15001 before the
+ *    first pod starts (bounded by READY_MS), so a pod's first connection to
+ *    an L7 Service finds the proxy up instead of being refused.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -65,6 +72,7 @@
 
 #include <bpf/bpf.h>
 
+#include "zerohop/abi/l7cap.h"
 #include "zerohop/abi/lb.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
@@ -82,6 +90,7 @@
 #define DEBOUNCE_MS 20
 #define INITIAL_TIMEOUT_MS 120000
 #define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
+#define PROXY_STATS_PORT 15090	/* node proxy's Prometheus text on NODE_IP (Istio's port) */
 
 struct sup_proc {
 	char **argv;		/* owned, NULL-terminated */
@@ -132,6 +141,7 @@ struct sup {
 	int ipcur[LAB_MAX_NODES];
 	int rr;
 	struct sup_proc agents[LAB_MAX_NODES];
+	struct sup_proc proxies[LAB_MAX_NODES];	/* argv NULL: no proxy (no mesh, nft) */
 	char failed[64][300];	/* "ns/name/hash" that failed to plan: no retry */
 	int n_failed;
 	char last_err[1024];	/* why the last pod could not be created */
@@ -954,15 +964,69 @@ static bool agents_ready(struct sup *s, uint64_t since)
 	return true;
 }
 
+/* ---- node proxies (invariant 7) ------------------------------------------------ */
+
+static void proxies_start(struct sup *s)
+{
+	char cg[LAB_PATH], ip[16], stats[32];
+
+	lab_lab_cgroup_path(cg, sizeof(cg), s->t.lab);
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		struct sup_proc *p = &s->proxies[i];
+		const char *node = s->t.nodes[i].name;
+		char **v = zh_calloc(10, sizeof(char *));
+		int n = 0;
+
+		v[n++] = zh_strdup(s->t.zerohop);
+		v[n++] = zh_strdup("proxy");
+		v[n++] = zh_strdup("--node");
+		v[n++] = zh_strdup(node);
+		v[n++] = zh_strdup("--lab");
+		v[n++] = zh_strdup(s->t.lab);
+		lab_fmt(stats, sizeof(stats), "%s:%d", lab_ip4_str(s->t.nodes[i].ip, ip),
+			PROXY_STATS_PORT);
+		v[n++] = zh_strdup("--stats-addr");
+		v[n++] = zh_strdup(stats);
+		p->argv = v;
+		lab_fmt(p->name, sizeof(p->name), "proxy");
+		lab_fmt(p->log, sizeof(p->log), "%s/%s/nodes/%s/proxy.log", ZH_RUN_ROOT, s->t.lab,
+			node);
+		lab_fmt(p->cgroup, sizeof(p->cgroup), "%s/system/proxy-%s", cg, node);
+		if (mkdir(p->cgroup, 0755) && errno != EEXIST)
+			zh_warn("mkdir %s: %s", p->cgroup, strerror(errno));
+		lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, node);
+		if (proc_start(p, NULL))
+			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+	}
+}
+
+/* Every proxy listens on its capture port, has failed, or READY_MS passed. */
+static bool proxies_ready(struct sup *s, uint64_t since)
+{
+	if (now_ms() - since > READY_MS)
+		return true;
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		const struct sup_proc *p = &s->proxies[i];
+
+		if (!p->argv || p->exited_once || p->exec_errno)
+			continue;
+		if (!p->pid || !proc_net_has(p->pid, "tcp", ZH_L7CAP_PORT, true))
+			return false;
+	}
+	return true;
+}
+
 static void write_node_info(struct sup *s)
 {
-	char path[LAB_PATH], buf[64];
+	char path[LAB_PATH], buf[160];
 
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		lab_fmt(path, sizeof(path), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, s->t.lab,
 			s->t.nodes[i].name);
-		lab_fmt(buf, sizeof(buf), "agent_pid %d\nagent_restarts %d\n",
-			(int)s->agents[i].pid, s->agents[i].restarts);
+		/* agent_pid first: lab status reads it by prefix */
+		lab_fmt(buf, sizeof(buf), "agent_pid %d\nagent_restarts %d\nproxy_pid %d\nproxy_restarts %d\n",
+			(int)s->agents[i].pid, s->agents[i].restarts, (int)s->proxies[i].pid,
+			s->proxies[i].restarts);
 		lab_write_str(path, buf);
 	}
 }
@@ -986,9 +1050,10 @@ static void reap(struct sup *s)
 				pod_write_info(s, pod);
 			}
 		for (int i = 0; i < s->t.n_nodes; i++)
-			if (s->agents[i].pid == pid) {
+			if (s->agents[i].pid == pid || s->proxies[i].pid == pid) {
 				lab_fmt(who, sizeof(who), "node %s", s->t.nodes[i].name);
-				proc_exited(&s->agents[i], status, who);
+				proc_exited(s->agents[i].pid == pid ? &s->agents[i] : &s->proxies[i],
+					    status, who);
 				write_node_info(s);
 			}
 	}
@@ -1070,8 +1135,9 @@ static int restart_due(struct sup *s)
 				next = p->next_ms;
 			}
 		}
-	for (int i = 0; i < s->t.n_nodes; i++) {
-		struct sup_proc *p = &s->agents[i];
+	for (int i = 0; i < 2 * s->t.n_nodes; i++) {
+		struct sup_proc *p = i < s->t.n_nodes ? &s->agents[i] :
+					 &s->proxies[i - s->t.n_nodes];
 
 		if (!p->argv || p->pid)
 			continue;
@@ -1189,6 +1255,18 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		while (!agents_ready(s, start)) {
 			usleep(20000);
 			reap(s);
+		}
+		/* Then the proxies (they share the capture maps the agents
+		 * pinned), listening before any pod starts (invariant 7). */
+		if (!t->nft) {
+			uint64_t px_start = now_ms();
+
+			proxies_start(s);
+			write_node_info(s);
+			while (!proxies_ready(s, px_start)) {
+				usleep(20000);
+				reap(s);
+			}
 		}
 	}
 	write_node_info(s);

@@ -425,11 +425,6 @@ static int references(struct md_state *st, struct md_err *err)
 
 /* ---- step 8: endpoints ------------------------------------------------------------ */
 
-struct lent {
-	int pod;
-	int next;
-};
-
 static int cmp_pod_ip(const void *a, const void *b)
 {
 	const struct md_pod *x = *(const struct md_pod *const *)a;
@@ -443,78 +438,273 @@ static int cmp_pod_ip(const void *a, const void *b)
 	return r ? r : strcmp(x->meta.name, y->meta.name);
 }
 
-static void endpoints(struct md_state *st)
+static bool pod_ready(const struct md_pod *p)
+{
+	return p->ip && p->phase == MD_PHASE_RUNNING;
+}
+
+/* Index every pod (ready or not: readiness may change in place, see
+ * md_state_patch_pods) by "ns/key=value" of each label; kept in priv. */
+static void ep_index(struct md_state *st)
 {
 	struct md_priv *pv = md_priv(st);
-	struct md_idx ix = { 0 };
-	struct lent *le;
-	const struct md_pod **cand;
-	int n_le = 0, total = 0;
+	int total = 0;
 
-	/* index ready pods by "ns/key=value" of each label */
 	for (int i = 0; i < st->n_pods; i++)
 		total += st->pods[i].meta.labels.n;
-	le = zh_calloc((size_t)total + 1, sizeof(*le));
-	cand = zh_calloc((size_t)st->n_pods + 1, sizeof(*cand));
+	pv->ep_le = zh_calloc((size_t)total + 1, sizeof(*pv->ep_le));
+	pv->n_ep_le = 0;
 	for (int i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
 
-		if (!p->ip || p->phase != MD_PHASE_RUNNING)
-			continue;
 		for (int j = 0; j < p->meta.labels.n; j++) {
 			char *key = join3(&pv->ar, p->meta.ns, '/', p->meta.labels.v[j].key, '=',
 					  p->meta.labels.v[j].value);
-			int head = md_idx_put(&ix, key, n_le);
+			struct md_lent *le = pv->ep_le;
+			int n = pv->n_ep_le++, head = md_idx_put(&pv->ep_ix, key, n);
 
-			le[n_le].pod = i;
-			le[n_le].next = -1;
+			le[n].pod = i;
+			le[n].next = -1;
 			if (head >= 0) {
 				/* keep the head in the index: chain behind it */
-				le[n_le].next = le[head].next;
-				le[head].next = n_le;
+				le[n].next = le[head].next;
+				le[head].next = n;
 			}
-			n_le++;
 		}
 	}
-	for (int i = 0; i < st->n_services; i++) {
-		struct md_service *s = &st->services[i];
-		const struct md_kv *first;
-		char key[600];
-		int n = 0;
+}
 
-		s->endpoints = ar_alloc(&pv->ar, (size_t)(s->n_ports ? s->n_ports : 1) *
-						 sizeof(*s->endpoints));
-		if (!s->selector.present || !s->selector.match_labels.n)
-			continue;
-		first = &s->selector.match_labels.v[0];
-		snprintf(key, sizeof(key), "%s/%s=%s", s->meta.ns, first->key, first->value);
-		for (int e = md_idx_get(&ix, key); e >= 0; e = le[e].next) {
-			const struct md_pod *p = &st->pods[le[e].pod];
+/* The endpoints of one Service from the index; cand has room for every pod.
+ * The result is sorted by (IP, namespace, name), so it does not depend on
+ * the chain order. */
+static void svc_endpoints(struct md_state *st, struct md_service *s, const struct md_pod **cand)
+{
+	struct md_priv *pv = md_priv(st);
+	const struct md_kv *first;
+	char key[600];
+	int n = 0;
 
-			if (md_selector_matches(&s->selector, &p->meta.labels))
-				cand[n++] = p;
+	s->endpoints = ar_alloc(&pv->ar, (size_t)(s->n_ports ? s->n_ports : 1) *
+					 sizeof(*s->endpoints));
+	if (!s->selector.present || !s->selector.match_labels.n)
+		return;
+	first = &s->selector.match_labels.v[0];
+	snprintf(key, sizeof(key), "%s/%s=%s", s->meta.ns, first->key, first->value);
+	for (int e = md_idx_get(&pv->ep_ix, key); e >= 0; e = pv->ep_le[e].next) {
+		const struct md_pod *p = &st->pods[pv->ep_le[e].pod];
+
+		if (pod_ready(p) && md_selector_matches(&s->selector, &p->meta.labels))
+			cand[n++] = p;
+	}
+	qsort(cand, (size_t)n, sizeof(*cand), cmp_pod_ip);
+	for (int j = 0; j < s->n_ports; j++) {
+		struct md_endpoint_set *es = &s->endpoints[j];
+
+		es->v = ar_alloc(&pv->ar, (size_t)n * sizeof(*es->v));
+		for (int k = 0; k < n; k++) {
+			uint16_t port = md_pod_resolve_port(cand[k], &s->ports[j].target,
+							    s->ports[j].proto);
+
+			if (!port)
+				continue;	/* no such named port on this pod */
+			es->v[es->n].pod = cand[k];
+			es->v[es->n].ip = cand[k]->ip;
+			es->v[es->n].port = port;
+			es->n++;
 		}
-		qsort(cand, (size_t)n, sizeof(*cand), cmp_pod_ip);
-		for (int j = 0; j < s->n_ports; j++) {
-			struct md_endpoint_set *es = &s->endpoints[j];
+	}
+}
 
-			es->v = ar_alloc(&pv->ar, (size_t)n * sizeof(*es->v));
-			for (int k = 0; k < n; k++) {
-				uint16_t port = md_pod_resolve_port(cand[k], &s->ports[j].target,
-								    s->ports[j].proto);
+static void endpoints(struct md_state *st)
+{
+	const struct md_pod **cand = zh_calloc((size_t)st->n_pods + 1, sizeof(*cand));
 
-				if (!port)
-					continue;	/* no such named port on this pod */
-				es->v[es->n].pod = cand[k];
-				es->v[es->n].ip = cand[k]->ip;
-				es->v[es->n].port = port;
-				es->n++;
-			}
+	ep_index(st);
+	for (int i = 0; i < st->n_services; i++)
+		svc_endpoints(st, &st->services[i], cand);
+	free(cand);
+}
+
+/* ---- incremental: runtime pods updated in place (md_int.h) -------------------- */
+
+/* The one object of a parsed file, when it is a runtime Pod. */
+static const struct md_pod *only_runtime_pod(const struct md_file *f)
+{
+	const struct md_state *fs = f ? f->st : NULL;
+
+	if (!fs || fs->n_pods != 1 || md_state_n_objects(fs) != 1 || !fs->pods[0].has_status)
+		return NULL;
+	return &fs->pods[0];
+}
+
+static bool labels_eq(const struct md_labels *a, const struct md_labels *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int i = 0; i < a->n; i++)
+		if (strcmp(a->v[i].key, b->v[i].key) || strcmp(a->v[i].value, b->v[i].value))
+			return false;
+	return true;
+}
+
+int md_pod_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f)
+{
+	const struct md_pod *op = only_runtime_pod(old_f), *np = only_runtime_pod(new_f);
+	const struct md_pod *cur;
+
+	if (!st->finished || !op || !np || strcmp(op->meta.ns, np->meta.ns) ||
+	    strcmp(op->meta.name, np->meta.name) || !labels_eq(&op->meta.labels, &np->meta.labels))
+		return -1;
+	cur = md_find_pod(st, op->meta.ns, op->meta.name);
+	/* st must hold old_f's very copy (shared strings), not a manifest pod
+	 * of the same name or a state built from other files */
+	if (!cur || cur->meta.name != op->meta.name || cur->meta.labels.v != op->meta.labels.v)
+		return -1;
+	return (int)(cur - st->pods);
+}
+
+static bool str_eq0(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* What NetworkPolicy reads of a pod, labels aside (src/policy). */
+static bool pol_fields_eq(const struct md_pod *a, const struct md_pod *b)
+{
+	if (a->ip != b->ip || !str_eq0(a->spec.node_name, b->spec.node_name) ||
+	    a->spec.n_containers != b->spec.n_containers)
+		return false;
+	for (int c = 0; c < a->spec.n_containers; c++) {
+		const struct md_container *x = &a->spec.containers[c], *y = &b->spec.containers[c];
+
+		if (x->n_ports != y->n_ports)
+			return false;
+		for (int i = 0; i < x->n_ports; i++)
+			if (x->ports[i].port != y->ports[i].port ||
+			    x->ports[i].proto != y->ports[i].proto ||
+			    !str_eq0(x->ports[i].name, y->ports[i].name))
+				return false;
+	}
+	return true;
+}
+
+/* The one object of a parsed file, when it is a Service. */
+static const struct md_service *only_service(const struct md_file *f)
+{
+	const struct md_state *fs = f ? f->st : NULL;
+
+	if (!fs || fs->n_services != 1 || md_state_n_objects(fs) != 1)
+		return NULL;
+	return &fs->services[0];
+}
+
+int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f)
+{
+	const struct md_service *os = only_service(old_f), *ns = only_service(new_f);
+	const struct md_service *cur;
+
+	if (!st->finished || !os || !ns || strcmp(os->meta.ns, ns->meta.ns) ||
+	    strcmp(os->meta.name, ns->meta.name) || os->headless != ns->headless ||
+	    os->ip_given != ns->ip_given || (os->ip_given && os->cluster_ip != ns->cluster_ip) ||
+	    os->n_ports != ns->n_ports)
+		return -1;
+	/* same ports (number, protocol, name): the same map keys, the same
+	 * split/route port matching, the same notes */
+	for (int i = 0; i < os->n_ports; i++)
+		if (os->ports[i].port != ns->ports[i].port ||
+		    os->ports[i].proto != ns->ports[i].proto ||
+		    !str_eq0(os->ports[i].name, ns->ports[i].name))
+			return -1;
+	cur = md_find_service(st, os->meta.ns, os->meta.name);
+	if (!cur || cur->meta.name != os->meta.name || cur->ports != os->ports)
+		return -1;
+	return (int)(cur - st->services);
+}
+
+void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const int *idx, int n)
+{
+	struct md_priv *pv = md_priv(st);
+	const struct md_pod **cand = zh_calloc((size_t)st->n_pods + 1, sizeof(*cand));
+
+	for (int i = 0; i < n; i++) {
+		struct md_service *s = &st->services[idx[i]];
+		uint32_t ip = s->cluster_ip;
+
+		*s = *only_service(nf[i]);
+		/* same names, same given addresses: the allocation (step 6)
+		 * gives the same address */
+		s->cluster_ip = ip;
+		if (pv->n_files == pv->cap_files) {
+			pv->cap_files = pv->cap_files ? 2 * pv->cap_files : 64;
+			pv->files = zh_realloc(pv->files, (size_t)pv->cap_files * sizeof(*pv->files));
 		}
+		pv->files[pv->n_files++] = nf[i];
+		nf[i]->refs++;
+		svc_endpoints(st, s, cand);
 	}
 	free(cand);
-	free(le);
-	md_idx_free(&ix);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+void md_state_patch_pods(struct md_state *st, struct md_file *const *nf, const int *idx, int n,
+			 int **aff, int *n_aff, bool *pol_relevant)
+{
+	struct md_priv *pv = md_priv(st);
+	const struct md_pod **cand = zh_calloc((size_t)st->n_pods + 1, sizeof(*cand));
+	int *out = NULL, n_out = 0, cap = 0;
+
+	*pol_relevant = false;
+	for (int i = 0; i < n; i++) {
+		struct md_pod *p = &st->pods[idx[i]];
+		const struct md_pod *np = only_runtime_pod(nf[i]);
+
+		if (!pol_fields_eq(p, np))
+			*pol_relevant = true;
+		/* same labels: the index and the selecting Services stay */
+		*p = *np;
+		if (pv->n_files == pv->cap_files) {
+			pv->cap_files = pv->cap_files ? 2 * pv->cap_files : 64;
+			pv->files = zh_realloc(pv->files, (size_t)pv->cap_files * sizeof(*pv->files));
+		}
+		pv->files[pv->n_files++] = nf[i];
+		nf[i]->refs++;
+		for (int s = 0; s < st->n_services; s++) {
+			const struct md_service *sv = &st->services[s];
+
+			if (!sv->selector.present || !sv->selector.match_labels.n ||
+			    strcmp(sv->meta.ns, p->meta.ns) ||
+			    !md_selector_matches(&sv->selector, &p->meta.labels))
+				continue;
+			if (n_out == cap) {
+				cap = cap ? 2 * cap : 8;
+				out = zh_realloc(out, (size_t)cap * sizeof(*out));
+			}
+			out[n_out++] = s;
+		}
+	}
+	if (n_out)
+		qsort(out, (size_t)n_out, sizeof(*out), cmp_int);
+	{
+		int u = 0;
+
+		for (int i = 0; i < n_out; i++)
+			if (!u || out[u - 1] != out[i])
+				out[u++] = out[i];
+		n_out = u;
+	}
+	for (int i = 0; i < n_out; i++)
+		svc_endpoints(st, &st->services[out[i]], cand);
+	free(cand);
+	*aff = out;
+	*n_aff = n_out;
 }
 
 int md_state_finish(struct md_state *st, struct md_err *err)

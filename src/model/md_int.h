@@ -155,6 +155,17 @@ struct md_priv {
 	 * one reference each, dropped by md_state_free */
 	struct md_file **files;
 	int n_files, cap_files;
+	/* endpoint index, kept after md_state_finish() for
+	 * md_state_patch_pods(): "ns/key=value" of every label of every pod
+	 * (ready or not) -> head of a chain of pod indexes in ep_le */
+	struct md_idx ep_ix;
+	struct md_lent *ep_le;
+	int n_ep_le;
+};
+
+struct md_lent {
+	int pod;		/* index into st->pods */
+	int next;		/* next entry of the chain, -1 = end */
 };
 
 /* ---- parsed files, shareable between states (the state source's cache) --
@@ -184,6 +195,47 @@ void md_file_put(struct md_file *f);	/* drop a reference; NULL is fine */
 /* Append f's objects to st (not finished) and take a reference on f. Fails
  * like md_state_add_file would (second Cluster object); st is then unchanged. */
 int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *err);
+
+/* ---- incremental update of a finished state (finish.c) ------------------
+ *
+ * The common change at scale is one runtime pod updated in place by the
+ * kubelet (phase, IP, ports, node): it can only change the endpoints of the
+ * Services that select it. md_state_patch_pods() applies such updates to a
+ * finished state so that it becomes exactly what a full load of the new
+ * files would give (same arrays, same order, same endpoints):
+ *   - the pod keeps its slot in st->pods (endpoints point at slots);
+ *   - only "patchable" updates are accepted (md_pod_patchable()): both
+ *     versions are runtime pods (status present) with the same namespace,
+ *     name and labels (so the label index and the set of selecting
+ *     Services do not change) and each file holds exactly that one object;
+ *   - the endpoints of every Service selecting the pod are computed again
+ *     with the same code as md_state_finish() step 8.
+ * Anything else (a new or deleted pod, label change, any manifest) needs a
+ * full load. */
+
+/* Index in st->pods of the pod old_f defines, when new_f may replace it in
+ * place (rules above) and st was built from old_f's objects; else -1. */
+int md_pod_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f);
+/* Replace st->pods[idx[i]] by the pod of nf[i] for i < n (all checked with
+ * md_pod_patchable first: this never fails), take a reference on each nf[i],
+ * recompute the endpoints of the Services selecting them. *aff gets the
+ * indexes of those Services (sorted, unique; malloc'd, caller frees),
+ * *pol_relevant whether any pod changed what NetworkPolicy reads besides
+ * labels (IP, node, container ports) — a phase change alone does not. */
+void md_state_patch_pods(struct md_state *st, struct md_file *const *nf, const int *idx, int n,
+			 int **aff, int *n_aff, bool *pol_relevant);
+
+/* Services changed in place the same way: one Service per file, same
+ * namespace and name, same ports (number, protocol, name), same headless
+ * flag and same given clusterIP (so ClusterIP allocation, NetworkPolicy's
+ * VIPs, the map keys and the compiler's notes stay): selector and
+ * targetPort may change. md_svc_patchable() returns the index in
+ * st->services or -1; md_state_patch_svcs() replaces each and recomputes
+ * its endpoints (never fails once checked). */
+int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f);
+void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const int *idx, int n);
 
 static inline struct md_priv *md_priv(const struct md_state *st)
 {

@@ -49,6 +49,8 @@ void md_state_free(struct md_state *st)
 	free(pv->files);
 	for (int k = 0; k < MD_K__COUNT; k++)
 		md_idx_free(&pv->ix[k]);
+	md_idx_free(&pv->ep_ix);
+	free(pv->ep_le);
 	ar_free(&pv->ar);
 	free(pv);
 	free(st);

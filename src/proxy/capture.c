@@ -2,6 +2,10 @@
  * the node's pin dir (shared with the agent's connect4 hook), the sock_ops
  * program attached to the node's cgroup (created by the lab; never any other
  * cgroup, DESIGN.md 4.1). The attachment lives as long as the proxy.
+ * Last, the proxy's address goes into zh_l7cap_cfg[0], where connect4 reads
+ * where to redirect (abi/l7cap.h step 0). It is left there when the proxy
+ * exits: connections then meet a closed port and are refused, which is
+ * what a proxy that is down must do (never a silent L4 bypass).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,25 +25,6 @@
 #include "l7cap.skel.h"
 #include "px_int.h"
 
-static int px_mkdir_p(const char *path)
-{
-	char buf[512];
-	char *p;
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 		    struct px_capture *cap)
 {
@@ -51,7 +36,7 @@ int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 	memset(cap, 0, sizeof(*cap));
 	zh_pin_dir(pin, sizeof(pin), lab, node);
 	lab_node_cgroup_path(cg, sizeof(cg), lab, node);
-	rc = px_mkdir_p(pin);
+	rc = zh_mkdir_p(pin, 0700);
 	if (rc) {
 		zh_err("proxy: capture: pin dir %s: %s", pin, strerror(-rc));
 		goto fail;
@@ -82,11 +67,26 @@ int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 		zh_err("proxy: capture: attach to %s: %s", cg, strerror(errno));
 		goto fail;
 	}
+	{
+		struct zh_l7cap_cfg c = { .proxy_ip = proxy_ip, .proxy_port = htons(ZH_L7CAP_PORT) };
+		uint32_t zero = 0;
+
+		rc = bpf_map_update_elem(bpf_map__fd(skel->maps.zh_l7cap_cfg), &zero, &c, BPF_ANY);
+		if (rc) {
+			rc = -errno;
+			zh_err("proxy: capture: write %s/%s: %s", pin, ZH_L7CAP_CFG_MAP,
+			       strerror(errno));
+			goto fail;
+		}
+	}
 	cap->orig_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig));
 	cap->skel = skel;
 	close(cgfd);
 	return 0;
 fail:
+	if (cap->link)
+		bpf_link__destroy(cap->link);
+	cap->link = NULL;
 	if (skel)
 		zh_l7cap__destroy(skel);
 	if (cgfd >= 0)

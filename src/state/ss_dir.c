@@ -42,6 +42,15 @@
  *   C4. A built state holds a reference on every md_file it uses, so
  *       dropping or replacing an entry never frees memory a live state
  *       points into (md_int.h).
+ *   C5. Every cache update records what it changed (old and new md_file of
+ *       each re-parsed, added or removed entry, with a reference each) and
+ *       bumps s->epoch. ss_load_delta() patches the caller's state in place
+ *       only when the caller's token is the epoch before this update (the
+ *       state reflects the cache as it was), no directory was rescanned and
+ *       every recorded change is an in-place pod or Service update the
+ *       model accepts (md_pod_patchable / md_svc_patchable); the result is
+ *       then what invariant 5 says ss_load() gives (tests/unit/agent/
+ *       test_incr.c checks it against a fresh load).
  * The "generation" file is not part of the key: every writer changes the
  * object files themselves, and C1/C2 see those changes directly (a bump
  * with no file change, e.g. ss_put_pod of identical text, costs nothing).
@@ -67,6 +76,7 @@
 #include <time.h>
 
 #include "zerohop/log.h"
+#include "zerohop/paths.h"
 #include "zerohop/state.h"
 #include "../model/md_int.h"
 
@@ -95,6 +105,15 @@ struct ss_cdir {
 	bool valid;		/* entries reflect the directory + dirty (C1) */
 	char **dirty;		/* names the watch reported since the last load */
 	int n_dirty, cap_dirty;
+	/* what the last cdir_update changed (ss_load_delta): one reference
+	 * on each non-NULL file; last_full: it was a full scan */
+	struct ss_chg *chg;
+	int n_chg, cap_chg;
+	bool last_full;
+};
+
+struct ss_chg {
+	struct md_file *old_f, *new_f;	/* NULL: added / removed / unparseable */
 };
 
 struct ss {
@@ -104,28 +123,8 @@ struct ss {
 	int lock_fd;
 	int ino_fd;		/* -1 until ss_watch_fd() */
 	struct ss_cdir cache[2];	/* manifests, pods */
+	uint64_t epoch;		/* bumped by every cache update (ss_load_delta) */
 };
-
-static int mkdir_p(const char *path)
-{
-	char buf[4096];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 static char *join(const char *a, const char *b)
 {
@@ -280,8 +279,32 @@ static void cent_free(struct ss_cent *e)
 	md_file_put(e->f);
 }
 
+static void chg_clear(struct ss_cdir *cd)
+{
+	for (int i = 0; i < cd->n_chg; i++) {
+		md_file_put(cd->chg[i].old_f);
+		md_file_put(cd->chg[i].new_f);
+	}
+	cd->n_chg = 0;
+}
+
+/* Record old -> new (references taken by the caller are handed over). */
+static void chg_add(struct ss_cdir *cd, struct md_file *old_f, struct md_file *new_f)
+{
+	if (cd->n_chg == cd->cap_chg) {
+		cd->cap_chg = cd->cap_chg ? 2 * cd->cap_chg : 16;
+		cd->chg = zh_realloc(cd->chg, (size_t)cd->cap_chg * sizeof(*cd->chg));
+	}
+	cd->chg[cd->n_chg].old_f = old_f;
+	cd->chg[cd->n_chg++].new_f = new_f;
+}
+
 static void cdir_clear(struct ss_cdir *cd)
 {
+	chg_clear(cd);
+	free(cd->chg);
+	cd->chg = NULL;
+	cd->cap_chg = 0;
 	for (int i = 0; i < cd->n; i++)
 		cent_free(&cd->v[i]);
 	free(cd->v);
@@ -422,6 +445,8 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 	if (!d)
 		return io_err(err, cd->path, errno, "cannot open directory");
 	dfd = dirfd(d);
+	chg_clear(cd);
+	cd->last_full = full;
 	if (full) {
 		struct dirent *de;
 
@@ -447,6 +472,8 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 	while (i < cd->n || j < n_names) {
 		int c = i == cd->n ? 1 : j == n_names ? -1 : strcmp(cd->v[i].name, names[j]);
 
+		struct md_file *of;
+
 		if (c < 0) {	/* not looked at: kept unless the scan missed it */
 			if (full)
 				cent_free(&cd->v[i]);
@@ -455,9 +482,27 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 			i++;
 			continue;
 		}
+		/* the change log (ss_load_delta) holds its own references */
+		of = c == 0 ? cd->v[i].f : NULL;
+		if (of)
+			of->refs++;
 		if (cent_refresh(cd, dfd, names[j], c == 0 ? &cd->v[i] : NULL, full, t0,
-				 &nv[n_new]))
+				 &nv[n_new])) {
+			struct md_file *nf = nv[n_new].f;
+
 			n_new++;
+			if (nf == of && c == 0) {
+				md_file_put(of);	/* unchanged */
+			} else {
+				if (nf)
+					nf->refs++;
+				chg_add(cd, of, nf);
+			}
+		} else if (c == 0) {
+			chg_add(cd, of, NULL);	/* removed */
+		} else {
+			md_file_put(of);
+		}
 		if (c == 0) {
 			cent_free(&cd->v[i]);	/* what refresh did not take over */
 			i++;
@@ -513,7 +558,7 @@ int ss_open(const char *dir, struct ss **out)
 	s->cache[0].path = s->mdir;
 	s->cache[1].path = s->pdir;
 	s->cache[0].wd = s->cache[1].wd = -1;
-	if ((ret = mkdir_p(s->mdir)) || (ret = mkdir_p(s->pdir)))
+	if ((ret = zh_mkdir_p(s->mdir, 0755)) || (ret = zh_mkdir_p(s->pdir, 0755)))
 		goto fail;
 	lock = join(dir, ".lock");
 	s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -836,6 +881,7 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 	watch_read(s);
 	clock_gettime(CLOCK_REALTIME, &now);
 	t0 = ts_ns(now);
+	s->epoch++;
 	for (int d = 0; !ret && d < 2; d++)
 		ret = cdir_update(&s->cache[d], s->ino_fd >= 0, t0, err);
 	for (int d = 0; !ret && d < 2; d++)
@@ -849,6 +895,117 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 	return 0;
 fail:
 	md_state_free(st);
+	return ret;
+}
+
+/* The changes of the last cache update as patches of st: pods[] and
+ * svcs[] get (slot, new file) pairs when every change is patchable in
+ * place (md_pod_patchable for pods/, md_svc_patchable for manifests/);
+ * else false. */
+struct ss_patch {
+	int *idx;
+	struct md_file **nf;
+	int n;
+};
+
+static bool patch_list(const struct ss_cdir *cd, const struct md_state *st, struct ss_patch *p,
+		       int (*patchable)(const struct md_state *, const struct md_file *,
+					const struct md_file *))
+{
+	p->idx = zh_calloc((size_t)cd->n_chg + 1, sizeof(*p->idx));
+	p->nf = zh_calloc((size_t)cd->n_chg + 1, sizeof(*p->nf));
+	p->n = 0;
+	for (int i = 0; i < cd->n_chg; i++) {
+		int k = patchable(st, cd->chg[i].old_f, cd->chg[i].new_f);
+
+		/* one entry per file, but an object moved between files
+		 * could show twice: refuse */
+		for (int j = 0; k >= 0 && j < p->n; j++)
+			if (p->idx[j] == k)
+				k = -1;
+		if (k < 0)
+			return false;
+		p->idx[p->n] = k;
+		p->nf[p->n++] = cd->chg[i].new_f;
+	}
+	return true;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss_delta *d,
+		  struct md_err *err)
+{
+	struct ss_patch pp = {}, sp = {};
+	struct md_state *st = NULL;
+	struct timespec now;
+	uint64_t base = s->epoch;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	ret = lock(s, LOCK_SH);
+	if (ret)
+		return io_err(err, s->dir, -ret, "cannot lock the state");
+	watch_read(s);	/* C1 */
+	clock_gettime(CLOCK_REALTIME, &now);
+	s->epoch++;
+	for (int k = 0; !ret && k < 2; k++)
+		ret = cdir_update(&s->cache[k], s->ino_fd >= 0, ts_ns(now), err);
+	if (!ret && *io && *token == base && !s->cache[0].last_full && !s->cache[1].last_full &&
+	    patch_list(&s->cache[0], *io, &sp, md_svc_patchable) &&
+	    patch_list(&s->cache[1], *io, &pp, md_pod_patchable)) {
+		int *aff = NULL, n_aff = 0;
+
+		unlock(s);
+		/* Services first: the pod patch then recomputes, with the new
+		 * selectors, every Service selecting a patched pod */
+		md_state_patch_svcs(*io, sp.nf, sp.idx, sp.n);
+		md_state_patch_pods(*io, pp.nf, pp.idx, pp.n, &aff, &n_aff, &d->pol_relevant);
+		d->svcs = zh_calloc((size_t)(sp.n + n_aff) + 1, sizeof(*d->svcs));
+		memcpy(d->svcs, sp.idx, (size_t)sp.n * sizeof(*d->svcs));
+		if (n_aff)
+			memcpy(d->svcs + sp.n, aff, (size_t)n_aff * sizeof(*d->svcs));
+		d->n_svcs = sp.n + n_aff;
+		qsort(d->svcs, (size_t)d->n_svcs, sizeof(*d->svcs), cmp_int);
+		{
+			int u = 0;
+
+			for (int i = 0; i < d->n_svcs; i++)
+				if (!u || d->svcs[u - 1] != d->svcs[i])
+					d->svcs[u++] = d->svcs[i];
+			d->n_svcs = u;
+		}
+		free(aff);
+		d->patched = true;
+		d->n_pods = pp.n;
+		d->n_svc_objs = sp.n;
+		*token = s->epoch;
+		goto out;
+	}
+	d->pol_relevant = true;
+	st = md_state_new();
+	for (int k = 0; !ret && k < 2; k++)
+		ret = cdir_build(&s->cache[k], st, err);
+	unlock(s);
+	if (!ret)
+		ret = md_state_finish(st, err);
+	if (ret) {
+		md_state_free(st);
+		goto out;
+	}
+	md_state_free(*io);
+	*io = st;
+	*token = s->epoch;
+out:
+	free(pp.idx);
+	free(pp.nf);
+	free(sp.idx);
+	free(sp.nf);
 	return ret;
 }
 

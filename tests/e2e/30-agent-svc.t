@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # 30-agent-svc.t — Services resolved at connect() in the lab: backends on the
 # client's node and on the other node, getpeername = ClusterIP, connected and
-# unconnected UDP, cluster DNS names, ECONNREFUSED without endpoints, routes
-# that need L7 reported as not enforced, every bad input rejected with the
-# state unchanged.
+# unconnected UDP, cluster DNS names, ECONNREFUSED without endpoints, a route
+# that needs L7 (on its own Service, who-l7, so `who` stays at L4) reported
+# as enforced by the node proxy, every bad input rejected with the state
+# unchanged.
 source "$(dirname "$0")/../lib/tap.sh"
 [ "$(id -u)" -eq 0 ] || skip_all "needs root"
 [ -x "$ZH" ] || skip_all "no $ZH (make first)"
@@ -72,10 +73,17 @@ apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: by-header}
 spec:
-  parentRefs: [{group: "", kind: Service, name: who, port: 80}]
+  parentRefs: [{group: "", kind: Service, name: who-l7, port: 80}]
   rules:
     - matches: [{headers: [{name: x-canary, value: "1"}]}]
-      backendRefs: [{name: who, port: 80}]
+      backendRefs: [{name: who-l7, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who-l7}
+spec:
+  selector: {svc: who}
+  ports: [{name: http, port: 80, targetPort: http}]
 YAML
 } > "$TMP/app.yaml"
 
@@ -141,10 +149,12 @@ diag "$r"
 is "$(echo "$r" | jq -r .result)" ECONNREFUSED "service without endpoints: ECONNREFUSED"
 ok $([ "$(echo "$r" | jq '.ms < 200')" = true ]; echo $?) "ECONNREFUSED at once (< 200 ms)"
 
-"$ZH" get --lab $LAB routes | grep by-header | grep -q "not enforced yet (needs the L7 proxy)"
-ok $? "get routes: a route with matches is reported as not enforced yet"
-"$ZH" get --lab $LAB backends | grep -q "L7 rules not enforced yet"
-ok $? "get backends: the parent service says its L7 rules are not enforced yet"
+"$ZH" get --lab $LAB routes | grep by-header | grep -q "enforced by the node L7 proxy"
+ok $? "get routes: a route with matches is reported as enforced by the node proxy"
+"$ZH" get --lab $LAB backends | grep -A1 default/who-l7 | grep -q "L7: connections go through the node proxy"
+ok $? "get backends: the parent service says its connections go through the node proxy"
+is "$("$ZH" get --lab $LAB services -o json | jq -c '[.[] | select(.name=="who" or .name=="who-l7") | .name + "=" + (.l7Proxy | tostring)] | sort')" \
+	'["who-l7=true","who=false"]' "get services: who-l7 through the node proxy, who at L4"
 
 st=$("$ZH" get --lab $LAB stats -o json)
 ok $([ "$(echo "$st" | jq '."node-a".connect_translated > 0 and ."node-a".sendmsg_translated > 0 and ."node-a".connect_refused_no_backend > 0')" = true ]; echo $?) "get stats: node-a counted translations and refusals"

@@ -18,4 +18,6 @@ n=$(echo "$out" | grep -c '^ok ')
 is "$n" 11 "all 11 capture checks ran"
 left=$(ls "$CG" | grep -c "^zhX-l7cap-" || true)
 is "$left" 0 "test cgroup removed"
+stray=$(ls /sys/fs/bpf 2>/dev/null | grep -c "^zh_" || true)
+is "$stray" 0 "nothing pinned at the bpffs root"
 done_testing

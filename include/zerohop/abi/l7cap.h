@@ -4,9 +4,14 @@
  * every object that includes it declares byte-identical, pinned-by-name maps.
  *
  * Flow (docs/proxy.md "Capture"):
- *   1. connect4 (agent, pod cgroups): for a Service that needs L7, rewrite
- *      the destination to the node proxy (node fabric IP : ZH_L7CAP_PORT)
- *      and write zh_l7cap_sock[socket cookie] = original ClusterIP:port.
+ *   0. The proxy, once loaded, writes its address (node fabric IP :
+ *      ZH_L7CAP_PORT) into zh_l7cap_cfg[0]: the proxy owns its listen
+ *      address, so the agent needs no node-IP knowledge. Never cleared:
+ *      a proxy that is down refuses (RST), it is never bypassed.
+ *   1. connect4 (agent, pod cgroups): for a TCP Service that needs L7,
+ *      rewrite the destination to zh_l7cap_cfg[0] and write
+ *      zh_l7cap_sock[socket cookie] = original ClusterIP:port. No address
+ *      there yet (no proxy ever started on the node): ECONNREFUSED.
  *   2. sock_ops (l7cap, node cgroup) at ACTIVE_ESTABLISHED of a socket whose
  *      remote is the proxy: move the entry to zh_l7cap_orig[{client ip,
  *      client port}] and delete the cookie entry. This runs before the
@@ -14,9 +19,10 @@
  *   3. The proxy, at accept(): look up zh_l7cap_orig by the peer address,
  *      delete it, and route as if connected to that ClusterIP:port.
  * Invariant: the proxy's own upstream sockets are never redirected: the
- * proxy runs in the node namespace and cgroup, and connect4 is attached
- * where the agent attaches it (pod cgroups under the node's, and the
- * proxy's socket is not in any of them).
+ * agent attaches connect4 to the node cgroup (so it applies to the pod
+ * cgroups below it) and the proxy runs in the node's network namespace but
+ * in a cgroup outside the node's (the lab: CGROOT/zerohop-LAB/system/
+ * proxy-NODE), so none of its sockets meets connect4 or these maps.
  *
  * Byte order: every ip and port in these maps is in network order.
  * Keys are unique across the node: pod IPs are unique in the cluster and
@@ -32,6 +38,7 @@
 					 * client or proxy cannot fill them) */
 #define ZH_L7CAP_SOCK_MAP	"zh_l7cap_sock"	/* pinned names, under the node pin dir */
 #define ZH_L7CAP_ORIG_MAP	"zh_l7cap_orig"
+#define ZH_L7CAP_CFG_MAP	"zh_l7cap_cfg"
 
 struct zh_l7cap_dst {		/* original destination (ClusterIP:port) */
 	__be32 ip;
@@ -47,12 +54,15 @@ struct zh_l7cap_client {	/* client socket address as the proxy sees the peer */
 };
 _Static_assert(sizeof(struct zh_l7cap_client) == 8, "zh_l7cap_client size");
 
-/* Settings of bpf/l7cap.bpf.c (const volatile rodata, set by the loader). */
+/* The proxy's capture address: rodata of bpf/l7cap.bpf.c (set by the
+ * loader) and the value of zh_l7cap_cfg[0] (read by the agent's connect4).
+ * proxy_ip == 0: no proxy has started on this node yet. */
 struct zh_l7cap_cfg {
 	__be32 proxy_ip;	/* node fabric IP */
 	__be16 proxy_port;	/* htons(ZH_L7CAP_PORT) */
 	__u16 pad;
 };
+_Static_assert(sizeof(struct zh_l7cap_cfg) == 8, "zh_l7cap_cfg size");
 
 #ifdef __bpf__
 /* zh_l7cap_sock: socket cookie -> original destination; written by connect4. */
@@ -73,6 +83,16 @@ struct {
 	__type(value, struct zh_l7cap_dst);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } zh_l7cap_orig SEC(".maps");
+
+/* zh_l7cap_cfg: [0] = the node proxy's capture address; written by the
+ * proxy at start (src/proxy/capture.c), read by connect4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zh_l7cap_cfg);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} zh_l7cap_cfg SEC(".maps");
 #endif
 
 #endif

@@ -32,11 +32,15 @@ enum zh_lb_proto {		/* IPPROTO_* values, as in the socket's sk->protocol */
 };
 
 enum zh_lb_svc_flags {
-	ZH_LB_F_L7 = 1 << 0,	/* needs the L7 proxy: routes with matches/filters.
-				 * Not enforced yet: the hooks balance at L4 and
-				 * count ZH_LB_STAT_L7_PENDING. */
+	ZH_LB_F_L7 = 1 << 0,	/* TCP only: needs the node L7 proxy (an HTTPRoute
+				 * with matches/filters, or the annotation
+				 * ZH_LB_ANN_L7): connect4 redirects to the
+				 * proxy (abi/l7cap.h), counts ZH_LB_STAT_L7_REDIRECT */
 	ZH_LB_F_SPLIT = 1 << 1,	/* weights come from a TrafficSplit/HTTPRoute */
 };
+
+/* Service annotation that opts a Service into the L7 proxy (value "true"). */
+#define ZH_LB_ANN_L7	"zerohop.io/l7"
 
 struct zh_lb_svc_key {
 	__u8 vip[16];		/* v4-mapped */
@@ -127,7 +131,8 @@ enum zh_lb_stat {
 	ZH_LB_STAT_RECVMSG_REVNAT,	/* recvmsg4 restored the VIP as source */
 	ZH_LB_STAT_GETPEERNAME_REVNAT,	/* getpeername4 restored the VIP */
 	ZH_LB_STAT_ALIAS_MISS,		/* alias entry missing (must stay 0) */
-	ZH_LB_STAT_L7_PENDING,		/* connects to services whose L7 rules are not enforced yet */
+	ZH_LB_STAT_L7_REDIRECT,		/* connect4 redirected an L7 service to the node proxy */
+	ZH_LB_STAT_L7_NOPROXY,		/* connect4 refused an L7 service: no proxy address yet */
 	ZH_LB_STAT_MAX,
 };
 

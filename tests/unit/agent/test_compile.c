@@ -279,8 +279,51 @@ static void test_routes(void)
 	ok(e && (e->flags & ZH_LB_F_L7) && e->n_be == 1 &&
 	   ag_v4_of(e->be[0].be.addr) == ip("10.244.2.40"),
 	   "route with a filter: flagged L7, own endpoints kept");
-	ok(c->n_notes >= 1 && strstr(c->notes[0], "not enforced yet"),
-	   "route with a filter: a note says not enforced yet");
+	ok(c->n_notes >= 1 && strstr(c->notes[0], "enforced by the node L7 proxy"),
+	   "route with a filter: a note says the node proxy enforces it");
+	ag_compiled_free(c);
+	free_state(&st);
+}
+
+/* zerohop.io/l7: "true" opts a Service's TCP ports into the proxy; its
+ * UDP ports, other values and other Services stay at L4. */
+static void test_l7_annotation(void)
+{
+	struct md_service services[4];
+	struct md_kv yes = { (char *)ZH_LB_ANN_L7, (char *)"true" };
+	struct md_kv no = { (char *)ZH_LB_ANN_L7, (char *)"false" };
+	struct md_state st = { .services = services };
+	struct ag_compiled *c = NULL;
+	const struct ag_svc *e;
+	char err[256] = "";
+
+	n_pods = 0;
+	svc(&st, "opt-in", "10.96.2.1", 80, MD_PROTO_TCP, 2, "10.244.3.1")->meta.annotations =
+		(struct md_labels){ &yes, 1 };
+	svc(&st, "opt-in-udp", "10.96.2.2", 53, MD_PROTO_UDP, 1, "10.244.3.10")->meta.annotations =
+		(struct md_labels){ &yes, 1 };
+	svc(&st, "opt-out", "10.96.2.3", 80, MD_PROTO_TCP, 1, "10.244.3.20")->meta.annotations =
+		(struct md_labels){ &no, 1 };
+	svc(&st, "plain", "10.96.2.4", 80, MD_PROTO_TCP, 1, "10.244.3.30");
+	is_int(ag_compile(&st, &c, err, sizeof(err)), 0, "compile: l7 annotation");
+	if (!c)
+		return;
+	e = find(c, "10.96.2.1", 80, ZH_LB_TCP);
+	ok(e && (e->flags & ZH_LB_F_L7) && e->n_be == 2, "annotated TCP service: flagged L7, endpoints kept");
+	e = find(c, "10.96.2.2", 53, ZH_LB_UDP);
+	ok(e && !(e->flags & ZH_LB_F_L7), "annotated UDP service: stays at L4");
+	e = find(c, "10.96.2.3", 80, ZH_LB_TCP);
+	ok(e && !(e->flags & ZH_LB_F_L7), "annotation value other than \"true\": L4");
+	e = find(c, "10.96.2.4", 80, ZH_LB_TCP);
+	ok(e && !(e->flags & ZH_LB_F_L7), "service without the annotation: L4");
+	{
+		int changed[1] = { 0 }, n_e = 0;
+
+		is_int(ag_compile_update(&st, c, changed, 1, &n_e, err, sizeof(err)), 0,
+		       "incremental compile of the annotated service");
+		e = find(c, "10.96.2.1", 80, ZH_LB_TCP);
+		ok(e && (e->flags & ZH_LB_F_L7), "... keeps it flagged L7");
+	}
 	ag_compiled_free(c);
 	free_state(&st);
 }
@@ -308,6 +351,7 @@ int main(void)
 	test_alias();
 	test_services_and_split();
 	test_routes();
+	test_l7_annotation();
 	test_limits();
 	return done_testing();
 }

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# 67-proxy-mesh.t — transparent capture into the node L7 proxy, end to end
+# (lab t67, 2 nodes, mesh on): the lab starts `zerohop proxy` on every node;
+# the agent's connect4 sends a pod's TCP connection to an L7 Service (an
+# HTTPRoute with matches, or the zerohop.io/l7 annotation) to its node's
+# proxy, which routes each request. Checked from a client pod on node-a by
+# ClusterIP, backends web-v1 on node-a and web-v2 on node-b:
+#   path and header matches pick the right backend; a weighted rule and a
+#   TrafficSplit on an annotated Service split per request on ONE keep-alive
+#   connection (binomial 99.9 % bounds); an annotated Service without a route
+#   goes to its own endpoints; getpeername shows the ClusterIP; a plain L4
+#   Service never touches the proxy (counters unchanged, the backend sees the
+#   client pod's address); killing the proxy by PID: the lab restarts it,
+#   connections meanwhile are refused (never bypassed), then work again;
+#   `get routes` says enforced; `lab down` leaves no proxy, pin or cgroup.
+source "$(dirname "$0")/../lib/tap.sh"
+
+[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+command -v jq >/dev/null || skip_all "jq missing (make deps)"
+command -v curl >/dev/null || skip_all "curl missing (make deps)"
+PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
+LAB=${ZH_T67_LAB:-t67}
+TMP=$(mktemp -d /tmp/zh-t67.XXXXXX)
+CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+cleanup() {
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+
+deploy() {	# NAME NODE VERSION
+	cat <<YAML
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1}
+spec:
+  replicas: 1
+  selector: {matchLabels: {version: $3}}
+  template:
+    metadata: {labels: {app: web, version: $3}}
+    spec:
+      nodeName: $2
+      containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
+YAML
+}
+svc() {	# NAME CLUSTERIP SELECTOR [ANNOTATIONS]
+	cat <<YAML
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $1${4:+, annotations: $4}}
+spec:
+  clusterIP: $2
+  selector: $3
+  ports: [{name: http, port: 80, targetPort: http}]
+YAML
+}
+{
+	deploy web-v1 node-a v1
+	deploy web-v2 node-b v2
+	svc web 10.96.0.67 "{app: web}"
+	svc web-v1 10.96.0.71 "{version: v1}"
+	svc web-v2 10.96.0.72 "{version: v2}"
+	svc plain 10.96.0.73 "{version: v1}"
+	svc ann 10.96.0.74 "{version: v2}" '{zerohop.io/l7: "true"}'
+	svc ann-split 10.96.0.75 "{app: web}" '{zerohop.io/l7: "true"}'
+	cat <<'YAML'
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /v2}}]
+    backendRefs: [{name: web-v2, port: 80}]
+  - matches: [{headers: [{name: x-version, value: canary}]}]
+    backendRefs: [{name: web-v2, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /split}}]
+    backendRefs: [{name: web-v1, port: 80, weight: 1}, {name: web-v2, port: 80, weight: 3}]
+  - backendRefs: [{name: web-v1, port: 80}]
+---
+apiVersion: split.smi-spec.io/v1alpha2
+kind: TrafficSplit
+metadata: {name: ann-split}
+spec:
+  service: ann-split
+  backends: [{service: web-v1, weight: 1}, {service: web-v2, weight: 1}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers: [{name: c, command: ["sleep", "100000"]}]
+YAML
+} >"$TMP/m.yaml"
+
+T0=$SECONDS
+"$ZH" lab up --lab $LAB -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
+rc=$?
+ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
+[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+
+st() { "$ZH" lab status --lab $LAB -o json; }
+proxy_pid() { st | jq -r ".nodes[] | select(.name==\"$1\") | .proxyPid"; }
+NODE_A_IP=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip')
+for n in node-a node-b; do
+	P=$(proxy_pid $n)
+	ok $([ "$P" -gt 0 ] 2>/dev/null && [ -e /proc/$P ]; echo $?) "proxy of $n runs (pid $P)"
+	is "$(grep '^0::' /proc/$P/cgroup)" "0::/zerohop-$LAB/system/proxy-$n" \
+		"... in its own lab cgroup under system/, not under the node's"
+	is "$(readlink /proc/$P/ns/net)" "$(ip netns exec $LAB-$n readlink /proc/self/ns/net)" \
+		"... in $n's network namespace"
+done
+"$ZH" lab status --lab $LAB | grep -q "PROXY PID"
+ok $? "lab status shows a PROXY PID column"
+PIN=/sys/fs/bpf/zerohop/$LAB/node-a
+ok $([ -e $PIN/zh_l7cap_sock ] && [ -e $PIN/zh_l7cap_orig ] && [ -e $PIN/zh_l7cap_cfg ]; echo $?) \
+	"capture maps pinned in $PIN"
+
+# The client: NAME HOST:PORT then request lines "PATH [HEADER: VALUE]" on one
+# keep-alive connection; prints the peer name, then per request "status
+# hostname remote".
+cat >"$TMP/cl.py" <<'PY'
+import http.client, json, sys
+host, port = sys.argv[1], int(sys.argv[2])
+c = http.client.HTTPConnection(host, port, timeout=5)
+c.connect()
+print("peer %s:%d" % c.sock.getpeername())
+for line in sys.stdin:
+    parts = line.split(None, 1)
+    hdrs = {}
+    if len(parts) > 1:
+        k, v = parts[1].split(":", 1)
+        hdrs[k.strip()] = v.strip()
+    c.request("GET", parts[0], headers=hdrs)
+    r = c.getresponse()
+    body = r.read()
+    try:
+        j = json.loads(body)
+        print(r.status, j.get("hostname", "-"), j.get("remote", "-").rsplit(":", 1)[0])
+    except ValueError:
+        print(r.status, "-", "-")
+PY
+req() {	# VIP then request lines on stdin
+	"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/cl.py" "$1" 80 2>>"$TMP/cl.err"
+}
+px_stat() {	# NODE METRIC: sum of the proxy's counter
+	"$ZH" lab exec --lab $LAB --node $1 -- curl -s -m 3 \
+		"http://$(st | jq -r ".nodes[] | select(.name==\"$1\") | .ip"):15090/" |
+		awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
+}
+agent_stat() { "$ZH" get --lab $LAB stats -o json | jq ".\"node-a\".$1"; }
+
+# ---- routing by path and header ---------------------------------------------
+out=$(printf '/\n/v2/x\n/ x-version: canary\n/other x-version: stable\n' | req 10.96.0.67)
+is "$(echo "$out" | head -1)" "peer 10.96.0.67:80" "getpeername shows the ClusterIP, not the proxy"
+is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')" \
+	"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " \
+	"/ → v1, /v2/x → v2, x-version: canary → v2, other header → v1 (one keep-alive connection)"
+is "$(echo "$out" | sed 1d | awk '{ print $3 }' | sort -u | tr '\n' ' ')" "$NODE_A_IP " \
+	"every request reached the backends from node-a's proxy ($NODE_A_IP)"
+
+# ---- per-request weighted split (1 : 3) on one connection ---------------------
+N=400
+out=$(for i in $(seq $N); do echo /split/$i; done | req 10.96.0.67)
+v2=$(echo "$out" | grep -c ' web-v2-')
+v1=$(echo "$out" | grep -c ' web-v1-')
+is "$((v1 + v2))" "$N" "split: $N requests answered on one connection"
+# 99.9 % binomial interval around 3/4 of 400: 300 ± 3.29 * 8.66
+ok $([ "$v2" -ge 272 ] && [ "$v2" -le 328 ]; echo $?) "split: web-v2 got $v2 of $N (want 272..328, weight 3 of 4)"
+
+# ---- annotated Services: own endpoints, TrafficSplit per request --------------
+out=$(for i in $(seq 20); do echo /a; done | req 10.96.0.74)
+is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2, $3 }' | sort -u)" \
+	"200 web-v2 $NODE_A_IP" "annotated Service, no route: every request to its own endpoint, via the proxy"
+N=200
+out=$(for i in $(seq $N); do echo /s; done | req 10.96.0.75)
+v1=$(echo "$out" | grep -c ' web-v1-')
+v2=$(echo "$out" | grep -c ' web-v2-')
+is "$((v1 + v2))" "$N" "TrafficSplit on an annotated Service: $N requests on one connection"
+# 99.9 %: 100 ± 3.29 * 7.07
+ok $([ "$v1" -ge 77 ] && [ "$v1" -le 123 ]; echo $?) "TrafficSplit 1:1 per request: web-v1 got $v1 of $N (want 77..123)"
+
+# ---- a plain L4 Service never touches the proxy --------------------------------
+c0=$(px_stat node-a zerohop_proxy_connections_total)
+r0=$(agent_stat connect_l7_redirect)
+out=$(for i in $(seq 10); do echo /; done | req 10.96.0.73)
+c1=$(px_stat node-a zerohop_proxy_connections_total)
+r1=$(agent_stat connect_l7_redirect)
+CLIENT_IP=$(st | jq -r '.pods[] | select(.name=="client") | .ip')
+is "$(echo "$out" | sed 1d | awk '{ print $1, $3 }' | sort -u)" "200 $CLIENT_IP" \
+	"plain Service: the backend sees the client pod ($CLIENT_IP), not the proxy"
+ok $([ "$c0" -gt 0 ] && [ "$c0" = "$c1" ]; echo $?) "plain Service: proxy connection counter unchanged ($c0 → $c1)"
+is "$r1" "$r0" "plain Service: connect_l7_redirect unchanged ($r0)"
+out=$(echo / | req 10.96.0.67)
+r2=$(agent_stat connect_l7_redirect)
+ok $([ "$r2" -gt "$r1" ]; echo $?) "an L7 Service connection counts connect_l7_redirect ($r1 → $r2)"
+
+# ---- get routes / services -------------------------------------------------------
+"$ZH" get --lab $LAB routes | grep -E "^default +web " | grep -q "enforced by the node L7 proxy"
+ok $? "get routes: the route is enforced by the node L7 proxy"
+is "$("$ZH" get --lab $LAB services -o json | jq -c '[.[] | select(.name | test("^(web|plain|ann|ann-split)$")) | .name + "=" + (.l7Proxy | tostring)] | sort')" \
+	'["ann-split=true","ann=true","plain=false","web=true"]' "get services: which Services go through the node proxy"
+
+# ---- the proxy killed by PID: refused meanwhile, restarted, works again -------
+cat >"$TMP/loop.py" <<'PY'
+import socket, sys, time, errno
+end = time.time() + float(sys.argv[1])
+seen = {}
+while time.time() < end:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("10.96.0.67", 80))
+        s.sendall(b"GET /v2 HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n")
+        d = b""
+        while True:
+            x = s.recv(65536)
+            if not x: break
+            d += x
+        if not d:
+            k = "closed"	# in flight when the proxy died
+        elif b'"hostname":"web-v2-' in d and ('"remote":"%s:' % sys.argv[2]).encode() in d:
+            k = "ok-v2"		# routed by the proxy (/v2 -> web-v2, from the node's IP)
+        else:
+            k = "other"		# anything else, e.g. an L4 bypass (remote = the pod)
+    except OSError as e:
+        k = errno.errorcode.get(e.errno, str(e))
+    s.close()
+    seen[k] = seen.get(k, 0) + 1
+    time.sleep(0.01)
+print(" ".join("%s=%d" % kv for kv in sorted(seen.items())))
+PY
+P0=$(proxy_pid node-a)
+"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/loop.py" 3 "$NODE_A_IP" >"$TMP/loop.out" 2>&1 &
+LOOP=$!
+sleep 1
+kill "$P0"
+wait $LOOP
+diag "connections while node-a's proxy was killed and restarted: $(cat "$TMP/loop.out")"
+# Allowed: refused (proxy down), reset/closed (in flight when it died),
+# routed by the proxy. Never an answer that did not come through it.
+ok $(grep -qE '^(ECONNREFUSED=[0-9]+ )(ECONNRESET=[0-9]+ )?(closed=[0-9]+ )?ok-v2=[0-9]+$' "$TMP/loop.out"; echo $?) \
+	"proxy down: connections refused, never bypassed; every other one routed by the proxy"
+P1=
+for i in $(seq 50); do
+	P1=$(proxy_pid node-a)
+	[ "$P1" -gt 0 ] 2>/dev/null && [ "$P1" != "$P0" ] &&
+		ip netns exec $LAB-node-a ss -Htln 'sport = :15001' | grep -q . && break
+	sleep 0.1
+done
+ok $([ "$P1" -gt 0 ] 2>/dev/null && [ "$P1" != "$P0" ]; echo $?) "the lab restarted the proxy ($P0 → $P1)"
+out=$(printf '/v2\n/\n' | req 10.96.0.67)
+is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')" \
+	"200 web-v2 200 web-v1 " "after the restart requests are routed again"
+
+# ---- lab down leaves nothing --------------------------------------------------------
+PIDS="$P1 $(proxy_pid node-b)"
+"$ZH" lab down --lab $LAB >/dev/null 2>&1
+ok $? "lab down"
+alive=
+for p in $PIDS; do
+	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
+	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
+done
+is "$alive" "" "no proxy process left"
+ok $([ ! -e /sys/fs/bpf/zerohop/$LAB ]; echo $?) "no pins left"
+ok $([ ! -e "$CG/zerohop-$LAB" ]; echo $?) "no cgroups left"
+done_testing
