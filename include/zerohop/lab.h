@@ -80,7 +80,22 @@ struct lab_topo {
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	bool nft;		/* --service-proxy nft: agents run --mode nft */
 	char zerohop[512];	/* absolute path of the zerohop binary */
+	/* The two below reach the supervisor in memory (it is forked by
+	 * `lab up`); they are not in lab.conf. */
+	int drain_ms;		/* --drain-delay: unpublished pod keeps running this long */
+	char accel_skip_ports[1024];	/* --accel-skip-ports, passed to every agent; "" none */
 };
+
+/* Pod termination (docs/lab.md "Pod termination"): a removed pod is
+ * unpublished, stays up until every agent applied that and the drain delay
+ * passed, then gets SIGTERM. Per pod: this annotation (a duration such as
+ * "500ms", "2s", or "0") overrides the lab's --drain-delay. */
+#define LAB_DRAIN_DEFAULT_MS 1000
+#define LAB_DRAIN_MAX_MS 60000
+#define LAB_DRAIN_ANNOTATION "zerohop.io/drain-delay"
+/* Parse a drain delay: "0" or a duration (md_duration_ms) up to
+ * LAB_DRAIN_MAX_MS. 0 or -EINVAL. */
+int lab_parse_drain(const char *s, int *ms);
 
 int lab_topo_write(const struct lab_topo *t);	/* RUNDIR/lab.conf, atomic */
 int lab_topo_read(const char *lab, struct lab_topo *t);	/* -ENOENT when the lab is not up */
@@ -96,7 +111,7 @@ struct lab_pod_info {
 	char node[64];
 	char owner[128];	/* Deployment name, or "" */
 	uint32_t ip;		/* network order */
-	char phase[16];		/* Pending, Running */
+	char phase[16];		/* Pending, Running, Terminating */
 	int pid;		/* pid of the first container's process, 0 when down */
 	int restarts;
 };

@@ -55,6 +55,7 @@
 #include <unistd.h>
 #include <sys/signalfd.h>
 
+#include "zerohop/abi/accel.h"
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
@@ -74,6 +75,11 @@ struct agent {
 	char pin_dir[256];
 	enum ag_mode mode;
 	int accel;		/* 1 on, 0 off */
+	/* --accel-skip-ports: never short-circuited (host order); applied
+	 * after every ag_accel_open, also when adopting, so the flags of the
+	 * running agent are the whole truth (an empty list clears the map) */
+	uint16_t skip_ports[ZH_ACCEL_MAX_SKIP_PORTS];
+	int n_skip;
 	int debounce_ms;
 	int destroy_stale;	/* 1: destroy sockets to removed backends */
 	bool once;
@@ -301,7 +307,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: zerohop agent --node NODE [--lab LAB] [--cgroup PATH] [--state DIR]\n"
-		"                     [--pin-dir DIR] [--accel on|off] [--mode bpf|nft]\n"
+		"                     [--pin-dir DIR] [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
+		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
@@ -320,6 +327,53 @@ static int on_off(const char *opt, const char *v, int *out)
 	return 0;
 }
 
+/* Parse "PORT[,PORT...]" (decimal 1..65535, at most ZH_ACCEL_MAX_SKIP_PORTS,
+ * duplicates folded) into out[]; "" is the empty list. 0, or -EINVAL with a
+ * message naming the bad item. */
+static int parse_skip_ports(const char *list, uint16_t *out, int *n)
+{
+	const char *p = list;
+	int item = 0;
+
+	*n = 0;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		unsigned long v = 0;
+		bool dup = false;
+
+		item++;
+		if (len == 0 || len > 5 || strspn(p, "0123456789") < len) {
+			fprintf(stderr, "zerohop agent: --accel-skip-ports: item %d '%.*s' is not a port number (1..65535)\n",
+				item, (int)(len > 32 ? 32 : len), p);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < len; i++)
+			v = v * 10 + (unsigned long)(p[i] - '0');
+		if (v < 1 || v > 65535) {
+			fprintf(stderr, "zerohop agent: --accel-skip-ports: item %d '%.*s' is out of range (1..65535)\n",
+				item, (int)len, p);
+			return -EINVAL;
+		}
+		for (int i = 0; i < *n; i++)
+			dup |= out[i] == v;
+		if (!dup) {
+			if (*n == ZH_ACCEL_MAX_SKIP_PORTS) {
+				fprintf(stderr, "zerohop agent: --accel-skip-ports: more than %d ports (item %d)\n",
+					ZH_ACCEL_MAX_SKIP_PORTS, item);
+				return -EINVAL;
+			}
+			out[(*n)++] = (uint16_t)v;
+		}
+		p += len;
+		if (*p == ',' && !*++p) {
+			fprintf(stderr, "zerohop agent: --accel-skip-ports: empty item after the last ','\n");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int cli_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -329,6 +383,7 @@ int cli_agent(int argc, char **argv)
 		{ "state", required_argument, NULL, 's' },
 		{ "pin-dir", required_argument, NULL, 'p' },
 		{ "accel", required_argument, NULL, 'a' },
+		{ "accel-skip-ports", required_argument, NULL, 'S' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "debounce-ms", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
@@ -361,6 +416,10 @@ int cli_agent(int argc, char **argv)
 		case 'p': pd = optarg; break;
 		case 'a':
 			if (on_off("--accel", optarg, &a.accel))
+				return 2;
+			break;
+		case 'S':
+			if (parse_skip_ports(optarg, a.skip_ports, &a.n_skip))
 				return 2;
 			break;
 		case 'm':
@@ -477,6 +536,15 @@ int cli_agent(int argc, char **argv)
 		zh_warn("agent: acceleration %s unavailable: %s", a.accel ? "on" : "off",
 			strerror(-ret));
 		a.acc = NULL;
+	} else {
+		/* Fresh load or adoption alike: the opt-out is in force before
+		 * the first sync (new connections only; docs/accel.md). */
+		ret = ag_accel_set_skip_ports(a.acc, a.skip_ports, a.n_skip);
+		if (ret)
+			zh_err("agent: accel skip ports (%d): %s", a.n_skip, strerror(-ret));
+		else if (a.n_skip)
+			zh_info("agent: accel skips %d port(s), first %u", a.n_skip,
+				(unsigned)a.skip_ports[0]);
 	}
 	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
 		a.node, a.lab, a.mode == AG_MODE_NFT ? "nft" : "bpf", a.accel ? "on" : "off",

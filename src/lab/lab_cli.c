@@ -28,7 +28,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zerohop lab up [--lab NAME] [-f FILE ...] [--overlay vxlan] [--no-mesh]\n"
-		"                      [--accel on|off] [--service-proxy nft]\n"
+		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
+		"                      [--service-proxy nft] [--drain-delay DUR]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -248,8 +249,53 @@ static uint64_t ms_now(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int lab_parse_drain(const char *s, int *ms)
+{
+	uint64_t v = 0;
+
+	if (strcmp(s, "0") && md_duration_ms(s, &v))
+		return -EINVAL;
+	if (v > LAB_DRAIN_MAX_MS)
+		return -EINVAL;
+	*ms = (int)v;
+	return 0;
+}
+
+/* --accel-skip-ports: the same rules as the agent's, checked here so that a
+ * bad list fails `lab up` before anything is built, naming the item. */
+static int check_skip_ports(const char *list)
+{
+	const char *p = list;
+	int item = 0;
+
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		long v = 0;
+
+		item++;
+		if (len == 0 || len > 5 || strspn(p, "0123456789") < len) {
+			lab_err("--accel-skip-ports: item %d '%.*s' is not a port number (1..65535)",
+				item, (int)(len > 32 ? 32 : len), p);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < len; i++)
+			v = v * 10 + (p[i] - '0');
+		if (v < 1 || v > 65535) {
+			lab_err("--accel-skip-ports: item %d '%.*s' is out of range (1..65535)", item,
+				(int)len, p);
+			return -EINVAL;
+		}
+		p += len;
+		if (*p == ',' && !*++p) {
+			lab_err("--accel-skip-ports: empty item after the last ','");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool mesh, int accel,
-		  bool nft)
+		  bool nft, const char *skip_ports, int drain_ms)
 {
 	struct lab_topo *t = zh_calloc(1, sizeof(*t));
 	struct md_state *st = md_state_new();
@@ -286,6 +332,8 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 	t->mesh = mesh;
 	t->accel = accel;
 	t->nft = nft;
+	t->drain_ms = drain_ms;
+	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s", skip_ports ? skip_ports : "");
 	r = readlink("/proc/self/exe", t->zerohop, sizeof(t->zerohop) - 1);
 	if (r <= 0) {
 		lab_err("readlink /proc/self/exe: %s", strerror(errno));
@@ -545,10 +593,10 @@ static int lab_status(const char *lab, bool json)
 			       node_agent_pid(lab, t.nodes[i].name),
 			       node_proxy_pid(lab, t.nodes[i].name));
 		}
-		printf("\n%-14s %-40s %-12s %-15s %-8s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
+		printf("\n%-14s %-40s %-12s %-15s %-11s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
 		       "PHASE", "PID", "RESTARTS");
 		for (int i = 0; i < n; i++)
-			printf("%-14s %-40s %-12s %-15s %-8s %-8d %d\n", pods[i].ns, pods[i].name,
+			printf("%-14s %-40s %-12s %-15s %-11s %-8d %d\n", pods[i].ns, pods[i].name,
 			       pods[i].node, lab_ip4_str(pods[i].ip, a), pods[i].phase, pods[i].pid,
 			       pods[i].restarts);
 	}
@@ -604,15 +652,18 @@ int cli_lab(int argc, char **argv)
 		{ "no-mesh", no_argument, NULL, 'M' },
 		{ "accel", required_argument, NULL, 'a' },
 		{ "service-proxy", required_argument, NULL, 'S' },
+		{ "accel-skip-ports", required_argument, NULL, 'P' },
+		{ "drain-delay", required_argument, NULL, 'D' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL;
+	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
-	int n_files = 0, accel = -1, c, ret = 2;
+	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
+	bool up_only = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -663,6 +714,24 @@ int cli_lab(int argc, char **argv)
 			}
 			nft = true;
 			break;
+		case 'P':
+			if (strlen(optarg) >= sizeof(((struct lab_topo *)0)->accel_skip_ports)) {
+				lab_err("--accel-skip-ports: list too long");
+				goto out;
+			}
+			if (check_skip_ports(optarg))
+				goto out;
+			skip_ports = optarg;
+			up_only = true;
+			break;
+		case 'D':
+			if (lab_parse_drain(optarg, &drain_ms)) {
+				lab_err("--drain-delay: expected 0 or a duration up to %ds such as 500ms or 2s, got '%s'",
+					LAB_DRAIN_MAX_MS / 1000, optarg);
+				goto out;
+			}
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -694,6 +763,10 @@ int cli_lab(int argc, char **argv)
 		lab_err("lab %s needs root (namespaces, cgroups, mounts)", sub);
 		goto out;
 	}
+	if (up_only && strcmp(sub, "up")) {
+		lab_err("%s: --accel-skip-ports and --drain-delay are options of lab up", sub);
+		goto out;
+	}
 	if (!strcmp(sub, "up")) {
 		if (optind < argc) {
 			lab_err("up: unexpected argument '%s'", argv[optind]);
@@ -703,7 +776,7 @@ int cli_lab(int argc, char **argv)
 			lab_err("--service-proxy nft is programmed by the node agents; drop --no-mesh");
 			goto out;
 		}
-		ret = lab_up(lab, files, n_files, overlay, mesh, accel, nft);
+		ret = lab_up(lab, files, n_files, overlay, mesh, accel, nft, skip_ports, drain_ms);
 	} else if (!strcmp(sub, "down")) {
 		ret = lab_down(lab, true) ? 1 : 0;
 	} else if (!strcmp(sub, "status")) {

@@ -18,9 +18,29 @@
  *	  processes        │                         ▼
  *	                   │                      RUNNING  ── ss_put_pod(Running)
  *	                   │                         │
- *	                   └──────── pod_delete() ◀──┘  ss_del_pod first, then
- *	                                               SIGTERM, cgroup.kill,
- *	                                               veth, namespaces, dirs
+ *	                   │     pod_terminate(): ss_del_pod (generation G)
+ *	                   │                         ▼
+ *	                   │         TERMINATING/SYNC   every agent's zh_lb_meta
+ *	                   │                         │  generation >= G, or
+ *	                   │                         │  TERM_SYNC_MS passed
+ *	                   │                         ▼
+ *	                   │         TERMINATING/DRAIN  drain_ms (lab up
+ *	                   │                         │  --drain-delay, or the pod's
+ *	                   │                         │  zerohop.io/drain-delay)
+ *	                   ▼   pod_terminate()       ▼
+ *	                  (not RUNNING) ──▶ TERMINATING/STOP  SIGTERM; cgroup empty,
+ *	                                             │  or STOP_GRACE_MS passed:
+ *	                                             ▼  cgroup.kill
+ *	                                   TERMINATING/KILL  cgroup empty or
+ *	                                             │  KILL_WAIT_MS passed
+ *	                                             ▼
+ *	                                   pod_finish(): veth, namespaces, dirs,
+ *	                                   IP, record freed (gone)
+ *
+ * term_check() runs every step from the main loop; pod_delete() (a pod
+ * whose set-up failed, nothing started) skips the steps and stops at once.
+ * `lab down` does not go through this at all: it kills the supervisor and
+ * every cgroup of the lab (no drain).
  *
  * Process life cycle (struct sup_proc): pid>0 running; pid==0 waiting for
  * next_ms (restart backoff: BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS, reset
@@ -30,9 +50,11 @@
  * 1. A pod is published (ss_put_pod) only once RUNNING, so the datapath
  *    never sends a connection to a pod whose ports are not listening yet;
  *    it is unpublished (ss_del_pod) before its processes are stopped.
- * 2. Rollouts keep maxSurge 1 / maxUnavailable 0: at most replicas+1 pods of
- *    a Deployment exist, and an old RUNNING pod is removed only while more
- *    than `replicas` of its pods are RUNNING.
+ * 2. Rollouts keep maxSurge 1 / maxUnavailable 0 over the pods that are not
+ *    TERMINATING: at most replicas+1 of them exist, and an old RUNNING pod
+ *    is terminated only while more than `replicas` of them are RUNNING. A
+ *    TERMINATING pod is neither available nor counted against replicas (as
+ *    in Kubernetes), so its replacement may start while it drains.
  * 3. Every process the daemon starts is in a cgroup under
  *    CGROOT/zerohop-LAB (pods under their node, agents and proxies under
  *    system/), so `lab down` can find and kill all of them even if this
@@ -40,8 +62,9 @@
  *    connect4 there would capture the proxy's own upstream connections.
  * 4. Pod IPs are unique per node (bitmap) and handed out next-fit, so a just
  *    freed address is not reused at once.
- * 5. The daemon never blocks for long: pod start/stop waits are bounded
- *    (STOP_GRACE_MS), readiness is polled from the main loop.
+ * 5. The daemon never blocks for long: termination (sync, drain, SIGTERM
+ *    grace, kill) and readiness are polled from the main loop; the only
+ *    blocking stop (pod_delete(), set-up failures) has no process to wait for.
  * 6. With agents (mesh on, BPF mode), a new pod is isolated before its
  *    command starts: pod_create() publishes it Pending with its IP (Endpoints
  *    use Running pods only, so no Service sends it traffic) and holds its
@@ -53,6 +76,13 @@
  *    (supervised like the agents) listens on NODE_IP:15001 before the
  *    first pod starts (bounded by READY_MS), so a pod's first connection to
  *    an L7 Service finds the proxy up instead of being refused.
+ * 8. A RUNNING pod being removed keeps its processes, address and routes
+ *    until every agent applied its removal (the generation of the
+ *    ss_del_pod, bounded by TERM_SYNC_MS) and then drain_ms more (time for
+ *    the node proxies and for connections chosen just before the update),
+ *    so a connection the datapath chose before the removal reaches a live
+ *    pod. Its containers are not restarted meanwhile, and its name stays
+ *    taken: a Pod re-created under the same name starts once it is gone.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -86,10 +116,12 @@
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 5000
 #define BACKOFF_RESET_MS 10000
-#define STOP_GRACE_MS 1000
+#define STOP_GRACE_MS 1000	/* SIGTERM to cgroup.kill */
+#define KILL_WAIT_MS 2000	/* cgroup.kill until we stop waiting for the cgroup */
 #define DEBOUNCE_MS 20
 #define INITIAL_TIMEOUT_MS 120000
 #define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
+#define TERM_SYNC_MS 2000	/* max wait for the agents to apply a removal (invariant 8) */
 #define PROXY_STATS_PORT 15090	/* node proxy's Prometheus text on NODE_IP (Istio's port) */
 
 struct sup_proc {
@@ -110,7 +142,9 @@ struct sup_proc {
 	int exec_errno;		/* last exec failure, 0 if none */
 };
 
-enum pod_state { POD_STARTING, POD_RUNNING };
+enum pod_state { POD_STARTING, POD_RUNNING, POD_TERMINATING };
+/* Steps of POD_TERMINATING, in order (design note). */
+enum pod_term { TERM_SYNC, TERM_DRAIN, TERM_STOP, TERM_KILL };
 
 struct sup_pod {
 	char ns[64], name[128], owner[128], hash[16];
@@ -127,6 +161,11 @@ struct sup_pod {
 	bool published;		/* a runtime Pod is in the state source */
 	uint64_t isolate_gen;	/* != 0: containers held until every agent synced this */
 	uint64_t isolate_until;	/* ... or until this time (agent down or slow) */
+	int drain_ms;		/* invariant 8: lab default or zerohop.io/drain-delay */
+	enum pod_term term;	/* when TERMINATING: the current step */
+	uint64_t term_gen;	/* generation of the ss_del_pod (TERM_SYNC) */
+	uint64_t term_start;	/* when pod_terminate() ran */
+	uint64_t term_until;	/* end of the current step */
 	struct sup_pod *next;
 };
 
@@ -373,7 +412,9 @@ static void pod_write_info(struct sup *s, struct sup_pod *pod)
 	lab_fmt(buf, sizeof(buf),
 		"namespace %s\nname %s\nnode %s\nowner %s\nip %s\nphase %s\npid %d\nrestarts %d\nhash %s\n",
 		pod->ns, pod->name, s->t.nodes[pod->node].name, pod->owner,
-		lab_ip4_str(pod->ip, a), pod->state == POD_RUNNING ? "Running" : "Pending",
+		lab_ip4_str(pod->ip, a),
+		pod->state == POD_RUNNING ? "Running" :
+		pod->state == POD_TERMINATING ? "Terminating" : "Pending",
 		pod->n_procs ? (int)pod->procs[0].pid : 0, restarts, pod->hash);
 	lab_write_str(path, buf);
 }
@@ -434,7 +475,7 @@ static int pick_node(struct sup *s, const char *node_name)
 		return -ENOENT;
 	}
 	for (struct sup_pod *p = s->pods; p; p = p->next)
-		count[p->node]++;
+		count[p->node] += p->state != POD_TERMINATING;
 	/* Least loaded; ties broken round-robin from s->rr. */
 	for (int k = 0; k < s->t.n_nodes; k++) {
 		int i = (s->rr + k) % s->t.n_nodes;
@@ -473,18 +514,30 @@ static void failed_add(struct sup *s, const char *key, const char *why)
 }
 
 static void pod_delete(struct sup *s, struct sup_pod *pod);
+static bool agents_synced(struct sup *s, uint64_t gen);
 
 /* Create a pod from spec; returns the pod (STARTING) or NULL (logged). */
 static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *name,
 				  const char *owner, const char *hash,
-				  const struct md_labels *labels, const struct md_pod_spec *spec,
-				  const char *file, int line)
+				  const struct md_labels *labels, const struct md_labels *annotations,
+				  const struct md_pod_spec *spec, const char *file, int line)
 {
 	char dir[LAB_PATH], cg[LAB_PATH], errbuf[512], key[300];
 	struct sup_pod *pod = zh_calloc(1, sizeof(*pod));
+	const char *drain = md_labels_get(annotations, LAB_DRAIN_ANNOTATION);
 	int node, ret;
 
 	lab_fmt(key, sizeof(key), "%s/%s/%s", ns, owner[0] ? owner : name, hash);
+	pod->drain_ms = s->t.drain_ms;
+	if (drain && lab_parse_drain(drain, &pod->drain_ms)) {
+		lab_fmt(errbuf, sizeof(errbuf),
+			"%s:%d: pod %s/%s: annotation %s: expected 0 or a duration up to %ds such as 500ms or 2s, got '%s'",
+			file, line, ns, name, LAB_DRAIN_ANNOTATION, LAB_DRAIN_MAX_MS / 1000, drain);
+		zh_err("%s", errbuf);
+		failed_add(s, key, errbuf);
+		free(pod);
+		return NULL;
+	}
 	node = pick_node(s, spec->node_name);
 	if (node < 0) {
 		lab_fmt(errbuf, sizeof(errbuf), "%s:%d: pod %s/%s: spec.nodeName: no node '%s' in this lab",
@@ -583,20 +636,15 @@ fail:
 	return NULL;
 }
 
-static void pod_delete(struct sup *s, struct sup_pod *pod)
+/* The end of every pod: its processes are gone (or given up on); remove
+ * its cgroup, network, namespaces, run dir and address, and free it. */
+static void pod_finish(struct sup *s, struct sup_pod *pod)
 {
 	char dir[LAB_PATH], cg[LAB_PATH];
 	struct sup_pod **pp;
 
-	/* Unpublish first (invariant 1): the mesh stops choosing this pod
-	 * before its processes go away. */
-	if (pod->published)
-		ss_del_pod(s->ss, pod->ns, pod->name);
 	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
 			    pod->name);
-	for (int i = 0; i < pod->n_procs; i++)
-		pod->procs[i].next_ms = UINT64_MAX;	/* no restart */
-	cgroup_stop(cg);
 	/* Reap our direct children now; exit statuses of other pids are picked
 	 * up by the SIGCHLD handler later. */
 	for (int i = 0; i < pod->n_procs; i++)
@@ -614,8 +662,122 @@ static void pod_delete(struct sup *s, struct sup_pod *pod)
 			break;
 		}
 	s->n_pods--;
-	zh_info("pod %s/%s deleted", pod->ns, pod->name);
+	if (pod->state == POD_TERMINATING)
+		zh_info("pod %s/%s deleted (%llu ms after termination began)", pod->ns, pod->name,
+			(unsigned long long)(now_ms() - pod->term_start));
+	else
+		zh_info("pod %s/%s deleted", pod->ns, pod->name);
 	pod_free(pod);
+}
+
+static void pod_no_restart(struct sup_pod *pod)
+{
+	pod->isolate_gen = 0;	/* held containers are never started */
+	for (int i = 0; i < pod->n_procs; i++)
+		pod->procs[i].next_ms = UINT64_MAX;
+}
+
+/* Immediate removal, for a pod whose set-up failed (nothing to drain):
+ * unpublish (invariant 1), stop, finish. */
+static void pod_delete(struct sup *s, struct sup_pod *pod)
+{
+	char cg[LAB_PATH];
+
+	if (pod->published)
+		ss_del_pod(s->ss, pod->ns, pod->name);
+	pod->published = false;
+	pod_no_restart(pod);
+	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
+			    pod->name);
+	cgroup_stop(cg);
+	pod_finish(s, pod);
+}
+
+/* Graceful removal (invariant 8): unpublish now, and let term_check() take
+ * the pod through SYNC and DRAIN (RUNNING pods: they are endpoints) or
+ * straight to STOP (a pod that never ran is no endpoint). Never blocks.
+ * A pod already TERMINATING is left alone. */
+static void pod_terminate(struct sup *s, struct sup_pod *pod)
+{
+	uint64_t now = now_ms();
+	bool endpoint = pod->state == POD_RUNNING;
+
+	if (pod->state == POD_TERMINATING)
+		return;
+	if (pod->published) {
+		ss_del_pod(s->ss, pod->ns, pod->name);
+		pod->published = false;
+	}
+	pod_no_restart(pod);
+	pod->state = POD_TERMINATING;
+	pod->term_start = now;
+	pod->term_gen = ss_generation(s->ss);
+	pod->term = endpoint ? TERM_SYNC : TERM_DRAIN;
+	pod->term_until = endpoint ? now + TERM_SYNC_MS : now;
+	pod_write_info(s, pod);
+	zh_info("pod %s/%s terminating (%s)", pod->ns, pod->name,
+		endpoint ? "unpublished; drains once the agents applied it" : "was not running");
+}
+
+/* Advance one TERMINATING pod as far as it can go now (design note);
+ * frees it at the end. */
+static void term_step(struct sup *s, struct sup_pod *pod, uint64_t now)
+{
+	char cg[LAB_PATH], p[LAB_PATH + 16];
+
+	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
+			    pod->name);
+	switch (pod->term) {
+	case TERM_SYNC:
+		if (!agents_synced(s, pod->term_gen)) {
+			if (now < pod->term_until)
+				return;
+			zh_warn("pod %s/%s: agents did not apply generation %llu within %d ms; draining anyway",
+				pod->ns, pod->name, (unsigned long long)pod->term_gen, TERM_SYNC_MS);
+		}
+		pod->term = TERM_DRAIN;
+		pod->term_until = now + pod->drain_ms;
+		/* fall through */
+	case TERM_DRAIN:
+		if (now < pod->term_until)
+			return;
+		cgroup_signal(cg, SIGTERM);
+		pod->term = TERM_STOP;
+		pod->term_until = now + STOP_GRACE_MS;
+		/* fall through */
+	case TERM_STOP:
+		if (!cgroup_populated(cg))
+			break;
+		if (now < pod->term_until)
+			return;
+		lab_fmt(p, sizeof(p), "%s/cgroup.kill", cg);
+		if (lab_write_sys(p, "1"))	/* before 5.14: pid by pid */
+			cgroup_signal(cg, SIGKILL);
+		pod->term = TERM_KILL;
+		pod->term_until = now + KILL_WAIT_MS;
+		return;
+	case TERM_KILL:
+		if (cgroup_populated(cg)) {
+			if (now < pod->term_until)
+				return;
+			zh_warn("pod %s/%s: processes left after cgroup.kill; removing the pod anyway",
+				pod->ns, pod->name);
+		}
+		break;
+	}
+	pod_finish(s, pod);
+}
+
+static void term_check(struct sup *s)
+{
+	uint64_t now = now_ms();
+	struct sup_pod *pod, *next;
+
+	for (pod = s->pods; pod; pod = next) {
+		next = pod->next;
+		if (pod->state == POD_TERMINATING)
+			term_step(s, pod, now);
+	}
 }
 
 /* ---- readiness ----------------------------------------------------------------- */
@@ -720,15 +882,17 @@ static void deploy_pod_name(const char *deploy, const char *hash, char *buf, siz
 	lab_fmt(buf, len, "%s-%s-%s", deploy, hash, sfx);
 }
 
-/* Pick a pod of deployment d to delete: not-RUNNING first, then (old=true:
- * oldest, old=false: newest) among those matching want_new. */
+/* Pick a pod of deployment d to terminate, never one already TERMINATING:
+ * not-RUNNING first, then (want_new: newest, else oldest) among those
+ * matching want_new. */
 static struct sup_pod *deploy_victim(struct sup *s, const struct md_deployment *d,
 				     const char *hash, bool want_new)
 {
 	struct sup_pod *best = NULL;
 
 	for (struct sup_pod *p = s->pods; p; p = p->next) {
-		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name))
+		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name) ||
+		    p->state == POD_TERMINATING)
 			continue;
 		if (!strcmp(p->hash, hash) != want_new)
 			continue;
@@ -755,7 +919,9 @@ static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
 	lab_plan_hash(&d->template, &d->template_labels, hash);
 	lab_fmt(key, sizeof(key), "%s/%s/%s", d->meta.ns, d->meta.name, hash);
 	for (struct sup_pod *p = s->pods; p; p = p->next) {
-		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name))
+		/* Invariant 2: a TERMINATING pod counts for nothing. */
+		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name) ||
+		    p->state == POD_TERMINATING)
 			continue;
 		if (!strcmp(p->hash, hash)) {
 			n_new++;
@@ -770,7 +936,7 @@ static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
 		struct sup_pod *v = deploy_victim(s, d, hash, true);
 
 		new_ready -= v->state == POD_RUNNING;
-		pod_delete(s, v);
+		pod_terminate(s, v);
 		n_new--;
 	}
 	/* Old pods that are not available can go at any time. */
@@ -779,7 +945,7 @@ static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
 
 		if (v->state == POD_RUNNING)
 			break;
-		pod_delete(s, v);
+		pod_terminate(s, v);
 		n_old--;
 	}
 	/* Surge (invariant 2): with old pods left, one new pod at a time;
@@ -790,8 +956,8 @@ static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
 		do
 			deploy_pod_name(d->meta.name, hash, name, sizeof(name));
 		while (find_pod(s, d->meta.ns, name));
-		if (!pod_create(s, d->meta.ns, name, d->meta.name, hash, &labels, &d->template,
-				d->meta.file, d->meta.line))
+		if (!pod_create(s, d->meta.ns, name, d->meta.name, hash, &labels,
+				&d->template_annotations, &d->template, d->meta.file, d->meta.line))
 			break;
 		n_new++;
 		if (n_old)
@@ -802,7 +968,7 @@ static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
 		struct sup_pod *v = deploy_victim(s, d, hash, false);
 
 		old_ready -= v->state == POD_RUNNING;
-		pod_delete(s, v);
+		pod_terminate(s, v);
 		n_old--;
 	}
 }
@@ -817,6 +983,8 @@ static void reconcile(struct sup *s)
 	/* Pods that lost their manifest, their Deployment, or changed spec. */
 	for (p = s->pods; p; p = next) {
 		next = p->next;
+		if (p->state == POD_TERMINATING)
+			continue;
 		if (p->owner[0]) {
 			bool keep = false;
 
@@ -824,7 +992,7 @@ static void reconcile(struct sup *s)
 				keep = !strcmp(w->deployments[i].meta.ns, p->ns) &&
 				       !strcmp(w->deployments[i].meta.name, p->owner);
 			if (!keep)
-				pod_delete(s, p);
+				pod_terminate(s, p);
 		} else {
 			const struct md_pod *mp = md_find_pod(w, p->ns, p->name);
 			char hash[16];
@@ -832,7 +1000,7 @@ static void reconcile(struct sup *s)
 			if (mp && !mp->has_status)
 				lab_plan_hash(&mp->spec, &mp->meta.labels, hash);
 			if (!mp || mp->has_status || strcmp(hash, p->hash))
-				pod_delete(s, p);
+				pod_terminate(s, p);
 		}
 	}
 	/* System pods (kube-system: cluster DNS) first, and workloads only once
@@ -851,11 +1019,11 @@ static void reconcile(struct sup *s)
 			if (failed_has(s, key))
 				continue;
 			pod_create(s, mp->meta.ns, mp->meta.name, "", hash, &mp->meta.labels,
-				   &mp->spec, mp->meta.file, mp->meta.line);
+				   &mp->meta.annotations, &mp->spec, mp->meta.file, mp->meta.line);
 		}
 		if (pass == 0)
 			for (p = s->pods; p; p = p->next)
-				if (!strcmp(p->ns, "kube-system") && p->state != POD_RUNNING)
+				if (!strcmp(p->ns, "kube-system") && p->state == POD_STARTING)
 					return;
 	}
 	for (int i = 0; i < w->n_deployments; i++)
@@ -916,6 +1084,10 @@ static void agents_start(struct sup *s)
 		if (s->t.accel >= 0) {
 			v[n++] = zh_strdup("--accel");
 			v[n++] = zh_strdup(s->t.accel ? "on" : "off");
+		}
+		if (s->t.accel_skip_ports[0]) {
+			v[n++] = zh_strdup("--accel-skip-ports");
+			v[n++] = zh_strdup(s->t.accel_skip_ports);
 		}
 		if (s->t.nft) {
 			v[n++] = zh_strdup("--mode");
@@ -1047,6 +1219,8 @@ static void reap(struct sup *s)
 					continue;
 				lab_fmt(who, sizeof(who), "pod %s/%s", pod->ns, pod->name);
 				proc_exited(&pod->procs[i], status, who);
+				if (pod->state == POD_TERMINATING)
+					pod->procs[i].next_ms = UINT64_MAX;	/* invariant 8 */
 				pod_write_info(s, pod);
 			}
 		for (int i = 0; i < s->t.n_nodes; i++)
@@ -1157,7 +1331,7 @@ static int restart_due(struct sup *s)
 static int initial_status(struct sup *s, char *msg, size_t len)
 {
 	const struct md_state *w = s->want;
-	int want = 0;
+	int want = 0, have = 0;
 
 	for (struct sup_pod *p = s->pods; p; p = p->next) {
 		for (int i = 0; i < p->n_procs; i++)
@@ -1167,8 +1341,9 @@ static int initial_status(struct sup *s, char *msg, size_t len)
 					strerror(p->procs[i].exec_errno));
 				return -1;
 			}
-		if (p->state != POD_RUNNING)
+		if (p->state == POD_STARTING)
 			return 0;
+		have += p->state == POD_RUNNING;
 	}
 	if (s->n_failed) {
 		lab_fmt(msg, len, "%s", s->last_err);
@@ -1179,7 +1354,7 @@ static int initial_status(struct sup *s, char *msg, size_t len)
 		want += !w->pods[i].has_status;
 	for (int i = 0; w && i < w->n_deployments; i++)
 		want += w->deployments[i].replicas;
-	return s->n_pods >= want ? 1 : 0;
+	return have >= want ? 1 : 0;
 }
 
 /* Daemon set-up: signals through a signalfd, our own cgroup under
@@ -1218,11 +1393,21 @@ static int sup_timeout(struct sup *s, int restart_ms, uint64_t dirty_at)
 {
 	int timeout = restart_ms;
 
-	for (struct sup_pod *p = s->pods; p; p = p->next)
-		if (p->state == POD_STARTING && timeout > (p->isolate_gen ? 2 : 10))
-			timeout = p->isolate_gen ? 2 : 10;
+	uint64_t now = now_ms();
+
+	for (struct sup_pod *p = s->pods; p; p = p->next) {
+		int t = timeout;
+
+		if (p->state == POD_STARTING)
+			t = p->isolate_gen ? 2 : 10;
+		else if (p->state == POD_TERMINATING && p->term == TERM_DRAIN)
+			t = p->term_until > now ? (int)(p->term_until - now) : 0;
+		else if (p->state == POD_TERMINATING)
+			t = p->term == TERM_SYNC ? 2 : 10;
+		if (t < timeout)
+			timeout = t;
+	}
 	if (dirty_at) {
-		uint64_t now = now_ms();
 		int d = dirty_at > now ? (int)(dirty_at - now) : 0;
 
 		if (d < timeout)
@@ -1286,6 +1471,9 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 			dirty_at = 0;
 			load_want(s);
 		}
+		/* Before reconcile: a pod finished here frees its name for a
+		 * re-created Pod in the same round (invariant 8). */
+		term_check(s);
 		reconcile(s);
 		isolate_check(s);
 		ready_check(s);

@@ -3,7 +3,11 @@
 # are make-before-break, in the lab:
 #  - a Deployment scaled 2 -> 4 -> 1 -> 3 while a client opens a connection
 #    every 5 ms: zero failed connects, and no connection reaches a removed pod
-#    once the node's maps carry the state generation that removed it;
+#    once the node's maps carry the state generation that removed it (zero
+#    failed connects relies on the lab's pod termination: a removed pod is
+#    unpublished but keeps running until every agent applied that and the
+#    drain delay passed, so a connection chosen just before the update
+#    still finds its server — docs/lab.md "Pod termination");
 #  - the client node's agent restarted 10 times (SIGTERM to its PID; the lab
 #    supervisor restarts it) while the client connects every 5 ms and a
 #    long-lived connection streams: success rate 1.0, the stream never stalls
