@@ -38,6 +38,16 @@
  * with EPERM; it judges the same tables and passes whatever it is unsure of
  * (unknown pod, Service VIP), which cgroup_skb then judges per packet.
  *
+ * Connections to an L7 Service (docs/policy.md "L7 Services"): the load
+ * balancer's connect4 (which runs before ours) rewrites the destination to
+ * the node proxy's capture address and records the socket cookie in
+ * zh_l7cap_sock (abi/l7cap.h). The proxy judges the client's egress (and
+ * the backend's ingress) per request against the backend it picks, so here
+ * that socket's one tuple to the proxy is admitted (l7cap_redirected):
+ * pol_connect4 sees the cookie entry; cgroup_skb sees it on the socket's
+ * SYN and remembers it in pol_sk (POL_SKF_L7CAP), because the proxy's
+ * sock_ops program deletes the cookie entry once the handshake completes.
+ *
  * Invariants:
  *  1. A program run reads pol_cfg once; every table lookup uses that slot, so
  *     a sync in progress is never half-seen (the loader fills the inactive
@@ -48,9 +58,22 @@
  *  3. Only ALLOW short-cuts; a denied packet is always re-judged, so a DENY
  *     can never outlive the policy that caused it.
  *  4. The slow path costs the same whatever the number of policies: at most
- *     2 ipcache lookups, 1 cidr LPM lookup and 3 rule LPM lookups.
+ *     2 ipcache lookups, 1 cidr LPM lookup and 3 rule LPM lookups (plus,
+ *     on a SYN, 1 array lookup, and 1 hash lookup when it goes to this
+ *     node's proxy: invariant 6).
  *  5. Before the first sync (state == 0) everything passes; a sync never
  *     leaves an empty table in force (the loader fails before flipping).
+ *  6. The L7 admission opens exactly the redirected sockets: a cookie entry
+ *     exists only for a socket the LB redirected, and it counts only when
+ *     the destination is this node's capture address (zh_l7cap_cfg[0]); a
+ *     pod connecting to NODE_IP:15001 by hand has no entry and is judged
+ *     like any other connection. POL_SKF_L7CAP is set only on the SYN of
+ *     such a socket and kept only while the tuple stays the SYN's.
+ *  7. Ingress admits the node proxies' upstream source addresses (ipcache
+ *     POL_F_PROXY, one per node: the first host address of the node's pod
+ *     range, pol_node_proxy_ip) on every node: the proxy judged the client
+ *     -> backend pair per request with these same tables (src/proxy/netpol.c),
+ *     so a backend near or far sees the same verdict as the direct path.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -60,6 +83,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "zerohop/abi/policy.h"
+#include "zerohop/abi/l7cap.h"	/* with __bpf__: the shared capture maps (by name) */
 #include "lib/policy_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -115,8 +139,9 @@ static __always_inline int allow_dir(const struct pkt *p, const struct pol_ipc_v
 	if (!(ep->flags & iso))
 		return 1;
 	pv = bpf_map_lookup_elem(ipc, &p->peer);
-	if (d == POL_DIR_INGRESS && pv && (pv->flags & POL_F_NODE))
-		return 1;	/* the node may always reach its pods */
+	if (d == POL_DIR_INGRESS && pv && (pv->flags & (POL_F_NODE | POL_F_PROXY)))
+		return 1;	/* the node may always reach its pods; a node proxy
+				 * judged the request itself (invariant 7) */
 	rules = table(&pol_rules, p->slot);
 	if (!rules)
 		return 0;
@@ -137,6 +162,19 @@ static __always_inline int allow_orient(const struct pkt *p, const struct pol_ip
 {
 	/* the connection's destination port: the peer's if we opened it */
 	return allow_dir(p, ep, ipc, o, o == POL_DIR_EGRESS ? p->pport : p->lport);
+}
+
+/* Invariant 6: was this socket (cookie) redirected by the LB to this
+ * node's proxy, and is peer:pport (network order) that proxy? */
+static __always_inline int l7cap_redirected(__u64 cookie, __u32 peer, __u16 pport)
+{
+	struct zh_l7cap_cfg *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
+	if (!cfg || !cfg->proxy_ip || cfg->proxy_ip != peer || cfg->proxy_port != pport)
+		return 0;
+	return bpf_map_lookup_elem(&zh_l7cap_sock, &cookie) != NULL;
 }
 
 static __always_inline void count_drop(__u32 reason, __u32 pol)
@@ -210,6 +248,7 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 	struct pol_cfg *cfg;
 	__u32 zero = 0, state, reason;
 	__u8 orient = ORIENT_UNKNOWN, prev_reason = POL_DROP_NONE, prev_verdict = POL_V_NONE;
+	__u8 skf = 0;
 	int allowed, use_sk = 0, known = 0;
 	void *ipc;
 
@@ -239,6 +278,7 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 			orient = st->orient;
 			prev_verdict = st->verdict;
 			prev_reason = st->reason;
+			skf = st->flags & POL_SKF_L7CAP;
 			known = 1;
 		}
 	}
@@ -271,8 +311,16 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 		orient = dir;
 		prev_verdict = POL_V_NONE;	/* a new connection on this tuple */
 		prev_reason = POL_DROP_NONE;
+		/* invariant 6: judged once, on the SYN, whatever the isolation
+		 * now (a later policy may isolate the pod) */
+		skf = use_sk && dir == POL_DIR_EGRESS &&
+		      l7cap_redirected(bpf_get_socket_cookie(skb), p.peer, p.pport) ?
+		      POL_SKF_L7CAP : 0;
 	}
-	if (!(ep->flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS))) {
+	if (skf & POL_SKF_L7CAP) {
+		/* the proxy judges this client per request (invariant 6) */
+		allowed = 1;
+	} else if (!(ep->flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS))) {
 		/* isolated in no direction: allowed, but cached like any other
 		 * verdict so that its next packets cost one lookup (an unknown
 		 * orientation stays unknown for a later re-judgement) */
@@ -305,6 +353,7 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 			st->verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
 			st->orient = orient;
 			st->reason = (__u8)reason;
+			st->flags = skf;
 			st->peer_ip = p.peer;
 			st->lport = p.lport;
 			st->pport = p.pport;
@@ -372,6 +421,8 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 	pv = bpf_map_lookup_elem(ipc, &p.peer);
 	if (pv && (pv->flags & POL_F_VIP))
 		return 1;
+	if (l7cap_redirected(bpf_get_socket_cookie(ctx), p.peer, p.pport))
+		return 1;	/* invariant 6: the proxy judges it per request */
 	if (allow_dir(&p, ep, ipc, POL_DIR_EGRESS, p.pport))
 		return 1;
 	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);

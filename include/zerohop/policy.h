@@ -94,6 +94,15 @@ int pol_compile(const struct md_state *st, const char *node, const struct pol_li
 		struct pol_compiled **out, struct md_err *err);
 void pol_compiled_free(struct pol_compiled *c);
 
+/* The upstream source address of node i's L7 proxy (network order), i being
+ * the node's index in cl->nodes: the first host address (.1) of the node's
+ * pod range, the i-th /24 of the cluster pod CIDR (the lab's address plan,
+ * docs/lab.md; its pod allocator never hands out .1). Every node's ipcache
+ * maps it to POL_ID_PROXY, which ingress admits (docs/policy.md "L7
+ * Services"). 0 when the plan has no such address (pod CIDR longer than /24
+ * or i beyond it). */
+uint32_t pol_node_proxy_ip(const struct md_cluster *cl, int i);
+
 /* Verdict for one new connection (or UDP flow) src -> dst:dport/proto as the
  * compiled maps decide it, with the same algorithm as the BPF slow path:
  * egress of src when src is a local pod, AND ingress of dst when dst is a

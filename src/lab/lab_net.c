@@ -18,6 +18,9 @@
  *    refuses to bind a mount-namespace file on a shared mount).
  * 5. Every netns name created is appended to RUNDIR/netns.list before it
  *    exists, so `lab down` finds it even after a crash.
+ * 6. A node namespace holds .1 of its pod range on lo: the source address of
+ *    its L7 proxy's upstream connections (never allocated to a pod; the
+ *    node's pod range is already routed to it from every other node).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -143,12 +146,18 @@ int lab_net_up(const struct lab_topo *t)
 		ret = netns_add(t->lab, nsn);
 		if (ret)
 			return ret;
+		/* the node L7 proxy's upstream source address: .1 of the node's
+		 * pod range (never a pod's), routed to this node like its pods;
+		 * the policy datapath admits it on ingress everywhere
+		 * (pol_node_proxy_ip, docs/policy.md "L7 Services") */
 		off = lab_fmt(cmds, sizeof(cmds),
 			      "link set lo up\n"
+			      "addr add %s/32 dev lo\n"
 			      "link add eth0 type veth peer name n%d netns %s\n"
 			      "addr add %s/24 dev eth0\n"
 			      "link set eth0 up\n",
-			      i, fab, lab_ip4_str(n->ip, a));
+			      lab_ip4_str(htonl(ntohl(n->pod_net) + 1), b), i, fab,
+			      lab_ip4_str(n->ip, a));
 		if (t->overlay) {
 			char mac[18];
 

@@ -30,6 +30,10 @@
  *     match a named egress port; ANY expands to every identity that has it).
  *  5. Output arrays are sorted and deduplicated, so the same state compiles
  *     to byte-identical tables (diffable, and the loader may skip no-ops).
+ *  6. Every node's L7 proxy source address (pol_node_proxy_ip) is in the
+ *     ipcache as POL_ID_PROXY / POL_F_PROXY, on every node, unless a pod
+ *     holds that address (a pod always wins). Ingress admits it like the
+ *     node itself (docs/policy.md "L7 Services").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -703,17 +707,31 @@ int pol_compile(const struct md_state *st, const char *node, const struct pol_li
 		c->ipc[c->n_ipc].val = (struct pol_ipc_val){ .id = POL_ID_WORLD, .flags = POL_F_VIP };
 		c->n_ipc++;
 	}
+	/* the node proxies' upstream source addresses (invariant 6) */
+	for (int i = 0; i < st->cluster.n_nodes; i++) {
+		uint32_t pip = pol_node_proxy_ip(&st->cluster, i);
+
+		if (!pip)
+			continue;
+		c->ipc = zh_realloc(c->ipc, (size_t)(c->n_ipc + 1) * sizeof(*c->ipc));
+		c->ipc[c->n_ipc].ip = pip;
+		c->ipc[c->n_ipc].val = (struct pol_ipc_val){ .id = POL_ID_PROXY, .flags = POL_F_PROXY };
+		c->n_ipc++;
+	}
 	sort(c->ipc, c->n_ipc, sizeof(*c->ipc), pol_cmp_ipc);
 	/* two pods with one IP (a stale runtime pod): keep the first, loudly */
 	int n = 0;
 
 	for (int i = 0; i < c->n_ipc; i++) {
 		if (n && c->ipc[n - 1].ip == c->ipc[i].ip) {
+			uint32_t rsv = POL_F_VIP | POL_F_PROXY;
+			bool proxy = (c->ipc[n - 1].val.flags | c->ipc[i].val.flags) & POL_F_PROXY;
 			char a[INET_ADDRSTRLEN];
 
-			if (c->ipc[n - 1].val.flags & POL_F_VIP)
+			if ((c->ipc[n - 1].val.flags & rsv) && !(c->ipc[i].val.flags & rsv))
 				c->ipc[n - 1] = c->ipc[i];	/* a pod wins over a VIP */
-
+			if (proxy)
+				continue;	/* (a pod on .1: a plan without proxies) */
 			inet_ntop(AF_INET, &c->ipc[i].ip, a, sizeof(a));
 			zh_warn("policy: two pods share IP %s; using the first", a);
 			continue;
@@ -746,6 +764,15 @@ out:
 	free(cc.pols);
 	free(cc.pol_ids);
 	return ret;
+}
+
+uint32_t pol_node_proxy_ip(const struct md_cluster *cl, int i)
+{
+	int len = cl->pod_cidr_len;
+
+	if (!cl->pod_cidr || len > 24 || len < 8 || i < 0 || (uint32_t)i >= 1u << (24 - len))
+		return 0;
+	return htonl(ntohl(cl->pod_cidr) + ((uint32_t)i << 8) + 1);
 }
 
 /* Stable id per policy: FNV-1a of "ns/name", linear probing on collision

@@ -96,7 +96,7 @@ bool pol_eval_dir(const struct pol_compiled *c, int dir, uint32_t local_ip, uint
 	if (!ep || !(ep->flags & POL_F_LOCAL) || !(ep->flags & iso))
 		return true;
 	peer = pol_ipc_find(c, peer_ip);
-	if (dir == POL_DIR_INGRESS && peer && (peer->flags & POL_F_NODE))
+	if (dir == POL_DIR_INGRESS && peer && (peer->flags & (POL_F_NODE | POL_F_PROXY)))
 		return true;
 	if (pol_rule_find(c, ep->id, peer ? peer->id : POL_ID_WORLD, dir, ipp, port))
 		return true;
@@ -138,6 +138,8 @@ static const char *id_name(uint32_t id, char *buf, size_t len)
 		return "world";
 	if (id == POL_ID_HOST)
 		return "host";
+	if (id == POL_ID_PROXY)
+		return "node-proxy";
 	if (id >= POL_ID_FIRST_CIDR)
 		snprintf(buf, len, "cidr#%u", id - POL_ID_FIRST_CIDR);
 	else

@@ -3,7 +3,10 @@
  * Design note: pins, adoption, make-before-break
  * ----------------------------------------------
  * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE), next to the service
- * load balancer's and the accelerator's objects, everything is named pol_*:
+ * load balancer's and the accelerator's objects, everything is named pol_*
+ * (plus the capture maps zh_l7cap_sock and zh_l7cap_cfg, shared by name with
+ * the load balancer and the node proxy: abi/l7cap.h, docs/policy.md "L7
+ * Services"):
  *
  *   pol_open:  maps pinned? -- yes --> libbpf reuses them (cached verdicts,
  *                   |                  counters and the live tables survive);
@@ -210,8 +213,12 @@ int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
 	bpf_object__for_each_map(map, p->skel->obj) {
 		char path[PATH_MAX + 64];
 
-		if (strncmp(bpf_map__name(map), "pol_", 4) != 0)
-			continue;	/* .inner templates */
+		/* ours, and the capture maps shared by name with the service
+		 * load balancer and the node proxy (abi/l7cap.h: whoever loads
+		 * first creates them); not the .inner templates */
+		if (strncmp(bpf_map__name(map), "pol_", 4) != 0 &&
+		    strncmp(bpf_map__name(map), "zh_l7cap_", 9) != 0)
+			continue;
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, bpf_map__name(map));
 		ret = bpf_map__set_pin_path(map, path);
 		if (ret)

@@ -11,6 +11,10 @@
  *               retries with budget and backoff, stream timers, idle sweep
  *   balance.c   per-endpoint state: outlier ejection, load balancing
  *   router.c    the route table (pure); stats.c metrics; cli.c options
+ *   netpol.c    NetworkPolicy judged per request on the chosen endpoint,
+ *               before any pooled upstream is taken (pools are per
+ *               endpoint and shared: no request reaches one unchecked, so
+ *               pooling stays safe); upstream source address
  *
  * Objects and lifetimes (memory by lifetime, DESIGN.md 7.8):
  *   px_conn     one per client connection; buffers allocated lazily and
@@ -190,6 +194,7 @@
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
+#include "zerohop/policy.h"
 #include "zerohop/proxy.h"
 #include "zerohop/state.h"
 #include "px_int.h"
@@ -379,7 +384,8 @@ static void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
 
 /* ---- route updates ----------------------------------------------------------- */
 
-static int px_load(struct px_server *s, const struct px_config *cfg, struct px_table **out)
+static int px_load(struct px_server *s, const struct px_config *cfg, struct px_table **out,
+		   struct pol_compiled **pol)
 {
 	struct md_state *st = NULL;
 	struct md_err e;
@@ -402,10 +408,19 @@ static int px_load(struct px_server *s, const struct px_config *cfg, struct px_t
 			md_state_free(st);
 		return rc;
 	}
+	/* NetworkPolicy from the same state, all or nothing with the routes
+	 * (netpol.c invariant 1); compiled first: the table takes st */
+	rc = px_netpol_compile(st, pol);
+	if (rc) {
+		md_state_free(st);
+		return rc;
+	}
 	rc = px_table_build(st, out, eb, sizeof(eb));
 	if (rc) {
 		zh_err("proxy: routes: %s", eb);
 		md_state_free(st);
+		pol_compiled_free(*pol);
+		*pol = NULL;
 	}
 	return rc;
 }
@@ -415,17 +430,19 @@ static const struct px_config *px_cfg;
 static void px_reload_cb(struct ev_loop *loop, uint64_t id, void *arg)
 {
 	struct px_server *s = arg;
+	struct pol_compiled *pol;
 	struct px_table *t;
 
 	(void)loop;
 	(void)id;
 	s->reload_timer = 0;
-	if (px_load(s, px_cfg, &t)) {
+	if (px_load(s, px_cfg, &t, &pol)) {
 		s->reload_errors++;
-		return;	/* keep serving the last good table */
+		return;	/* keep serving the last good table and policy */
 	}
 	px_table_unref(s->tbl);
 	s->tbl = t;
+	px_netpol_swap(s, pol);
 	s->reloads++;
 	/* invariant 20: endpoints that left get no new request (the new table
 	 * has none of them), their idle upstreams close now, their state goes */
@@ -591,9 +608,14 @@ int px_serve(const struct px_config *cfg)
 			return rc;
 		}
 	}
-	rc = px_load(&s, cfg, &s.tbl);
-	if (rc)
-		goto out;
+	{
+		struct pol_compiled *pol = NULL;
+
+		rc = px_load(&s, cfg, &s.tbl, &pol);
+		if (rc)
+			goto out;
+		px_netpol_swap(&s, pol);
+	}
 	if (s.explicit_mode && !px_table_find_name(s.tbl, s.svc_ns, s.svc_name, s.svc_port))
 		zh_warn("proxy: --service %s is not in the state (yet); answering 502",
 			cfg->service);
@@ -679,6 +701,7 @@ out:
 	if (s.alog)
 		fclose(s.alog);
 	px_table_unref(s.tbl);
+	px_netpol_swap(&s, NULL);
 	if (s.ss)
 		ss_close(s.ss);
 	while (s.n_bufs)

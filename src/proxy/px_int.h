@@ -16,6 +16,7 @@
 
 struct bpf_link;
 struct zh_l7cap;
+struct pol_compiled;
 
 struct px_capture {
 	struct zh_l7cap *skel;	/* owned */
@@ -192,6 +193,10 @@ struct px_server {
 	uint64_t kick_timer;	/* serve pending streams, armed when a slot frees */
 	uint64_t n_overflow, n_pending_timeouts, n_pending_total, n_max_reqs_closed;
 	uint32_t n_pending;	/* all endpoints */
+	/* NetworkPolicy per request (netpol.c design note) */
+	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
+	uint64_t n_pol_denied[2];	/* by enum pol_dir */
+	uint32_t src_ip;	/* upstream source: this node's proxy address, 0 = any */
 };
 
 #define PX_MS	1000000ULL
@@ -213,6 +218,25 @@ void px_try_end(struct px_stream *st);		/* in-flight and latency */
 uint64_t px_hash_key(struct px_stream *st, const struct h1_header *h, size_t n);
 void px_stream_pick(struct px_stream *st, bool retry);
 void px_hosts_prune(struct px_server *s);	/* route reload: endpoints that left */
+
+/* netpol.c: NetworkPolicy judged per request (its design note). */
+struct md_state;
+extern const char px_err_policy_egress[];	/* 403: the client's egress denies */
+extern const char px_err_policy_ingress[];	/* 403: the backend's ingress denies */
+/* Compile st's policies for the proxy (every pod local). 0, or -errno with
+ * the reason logged; *out is the caller's (px_netpol_swap takes it). */
+int px_netpol_compile(const struct md_state *st, struct pol_compiled **out);
+/* Install pc (owned from now on, may be NULL), freeing the previous one,
+ * and (capture mode) pick s->src_ip: the node proxy address pc knows that
+ * is an address of this network namespace, else 0. */
+void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
+/* Non-blocking connect to a, from s->src_ip when set (net_connect's
+ * contract: fd, or -errno). */
+struct net_addr;
+int px_netpol_connect(struct px_server *s, const struct net_addr *a);
+/* Judge st's chosen endpoint for st's client. True: go on. False: denied,
+ * answered 403 and the stream ended (st is freed: return at once). */
+bool px_netpol_check(struct px_stream *st);
 
 /* ---- buffers: lazily allocated, pooled (inline: on every hot path) ------- */
 static inline void px_buf_get(struct px_server *s, struct buf *b)

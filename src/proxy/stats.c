@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
+#include "zerohop/abi/policy.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
 #include "px_int.h"
@@ -84,14 +85,20 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "# TYPE zerohop_proxy_pool_pending_total counter\n"
 		   "zerohop_proxy_pool_pending_total %llu\n"
 		   "# TYPE zerohop_proxy_pool_max_requests_closed_total counter\n"
-		   "zerohop_proxy_pool_max_requests_closed_total %llu\n"
-		   "# TYPE zerohop_proxy_upstream_attempts_total counter\n",
+		   "zerohop_proxy_pool_max_requests_closed_total %llu\n",
 		   (unsigned long long)s->n_retries, (unsigned long long)s->n_budget_denied,
 		   (unsigned long long)s->n_ejections, s->n_ejected, s->draining,
 		   (unsigned long long)s->n_drain_closed, (unsigned long long)s->n_up_gone,
 		   (unsigned long long)s->n_overflow, (unsigned long long)s->n_pending_timeouts,
 		   s->n_pending, (unsigned long long)s->n_pending_total,
 		   (unsigned long long)s->n_max_reqs_closed);
+	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
+	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
+		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"
+		   "zerohop_proxy_policy_denied_total{direction=\"ingress\"} %llu\n"
+		   "# TYPE zerohop_proxy_upstream_attempts_total counter\n",
+		   (unsigned long long)s->n_pol_denied[POL_DIR_EGRESS],
+		   (unsigned long long)s->n_pol_denied[POL_DIR_INGRESS]);
 	for (i = 0; i < s->n_stats; i++) {
 		const struct px_stat *st = &s->stats[i];
 

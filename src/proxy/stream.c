@@ -266,6 +266,7 @@ const char *px_reason(int status)
 	case 307: return "Temporary Redirect";
 	case 308: return "Permanent Redirect";
 	case 400: return "Bad Request";
+	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 414: return "URI Too Long";
 	case 431: return "Request Header Fields Too Large";
@@ -487,6 +488,10 @@ int px_stream_start(struct px_conn *c)
 		if (st->d.lb->kind == PX_LB_RING_HASH)
 			st->hash_key = px_hash_key(st, h, n);
 		px_stream_pick(st, false);
+		/* NetworkPolicy: judged per request on the chosen endpoint,
+		 * before any upstream is taken (netpol.c invariants 2-3) */
+		if (!px_netpol_check(st))
+			return 0;
 		px_buf_get(s, &st->rb);
 		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
 		px_budget_request(s);

@@ -94,7 +94,7 @@ static int px_up_connect(struct px_server *s, int host, struct px_up **out)
 	sin->sin_addr.s_addr = h->ip;
 	sin->sin_port = htons(h->port);
 	a.len = sizeof(*sin);
-	fd = net_connect(&a);
+	fd = px_netpol_connect(s, &a);	/* from the node proxy address (netpol.c) */
 	if (fd < 0)
 		return fd;
 	net_set_nodelay(fd);
@@ -435,6 +435,9 @@ static void px_stream_timeout_cb(struct ev_loop *loop, uint64_t id, void *arg)
 			return;
 		}
 		st->retry_at = 0;
+		/* the retry's endpoint was re-picked: judge it (netpol.c 2) */
+		if (!px_netpol_check(st))
+			goto out;
 		rc = px_stream_try(st);
 		if (rc == -EBUSY)
 			px_stream_fail(st, 503, px_err_overflow);

@@ -108,6 +108,9 @@ ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
 st() { "$ZH" lab status --lab $LAB -o json; }
 proxy_pid() { st | jq -r ".nodes[] | select(.name==\"$1\") | .proxyPid"; }
 NODE_A_IP=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip')
+# the proxy's upstream source: node-a's proxy address, .1 of its pod range
+# (docs/policy.md "L7 Services")
+PXA=$(st | jq -r '.nodes[] | select(.name=="node-a") | .podCIDR' | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}')
 for n in node-a node-b; do
 	P=$(proxy_pid $n)
 	ok $([ "$P" -gt 0 ] 2>/dev/null && [ -e /proc/$P ]; echo $?) "proxy of $n runs (pid $P)"
@@ -162,8 +165,8 @@ is "$(echo "$out" | head -1)" "peer 10.96.0.67:80" "getpeername shows the Cluste
 is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')" \
 	"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " \
 	"/ → v1, /v2/x → v2, x-version: canary → v2, other header → v1 (one keep-alive connection)"
-is "$(echo "$out" | sed 1d | awk '{ print $3 }' | sort -u | tr '\n' ' ')" "$NODE_A_IP " \
-	"every request reached the backends from node-a's proxy ($NODE_A_IP)"
+is "$(echo "$out" | sed 1d | awk '{ print $3 }' | sort -u | tr '\n' ' ')" "$PXA " \
+	"every request reached the backends from node-a's proxy (its address $PXA)"
 
 # ---- per-request weighted split (1 : 3) on one connection ---------------------
 N=400
@@ -177,7 +180,7 @@ ok $([ "$v2" -ge 272 ] && [ "$v2" -le 328 ]; echo $?) "split: web-v2 got $v2 of 
 # ---- annotated Services: own endpoints, TrafficSplit per request --------------
 out=$(for i in $(seq 20); do echo /a; done | req 10.96.0.74)
 is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2, $3 }' | sort -u)" \
-	"200 web-v2 $NODE_A_IP" "annotated Service, no route: every request to its own endpoint, via the proxy"
+	"200 web-v2 $PXA" "annotated Service, no route: every request to its own endpoint, via the proxy"
 N=200
 out=$(for i in $(seq $N); do echo /s; done | req 10.96.0.75)
 v1=$(echo "$out" | grep -c ' web-v1-')
@@ -237,7 +240,7 @@ while time.time() < end:
 print(" ".join("%s=%d" % kv for kv in sorted(seen.items())))
 PY
 P0=$(proxy_pid node-a)
-"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/loop.py" 3 "$NODE_A_IP" >"$TMP/loop.out" 2>&1 &
+"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/loop.py" 3 "$PXA" >"$TMP/loop.out" 2>&1 &
 LOOP=$!
 sleep 1
 kill "$P0"

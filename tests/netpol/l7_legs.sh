@@ -4,13 +4,20 @@
 # (docs/proxy.md "Capture"; docs/policy.md "L7 Services"). Not a test: it
 # prints a table. The legs are played with plain sockets from the same places
 # and addresses the real ones use, so it runs before the capture is wired:
-#   leg 1: client pod -> node fabric IP:15001 (a listener in the node's netns,
+#   leg 1: client pod -> node fabric IP:15099 (a listener in the node's netns,
 #          outside the node cgroup, like the proxy)
 #   leg 2: a process in node-a's netns, outside the node cgroup (like the
 #          proxy), -> backend pod:8080 on node-a and on node-b; source = the
 #          node's fabric IP
 # next to the direct pod -> pod connection Kubernetes semantics judge, under
 # four policy sets. Lab LAB (default E3): up, run, down (also on failure).
+# The hand-made listener uses port 15099 (the lab's proxy holds 15001; a
+# hand-made connection is judged the same on either port).
+# Since the proxy judges policy per request and sends from the node's proxy
+# address (docs/policy.md "L7 Services"), these hand-played legs show what a
+# pod or host process gets WITHOUT the redirect: leg 1 judged as any
+# connection, leg 2 from the fabric IP as before. tests/e2e/57-netpol-l7.t
+# checks the real legs.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ZH=${ZH:-$ROOT/build/zerohop}
@@ -56,7 +63,7 @@ np client '{podSelector: {matchLabels: {app: client}}, policyTypes: [Egress], eg
 ip_of() { "$ZH" lab status --lab "$LAB" -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 NEAR=$(ip_of web-near) FAR=$(ip_of web-far)
 NODEA=$("$ZH" lab status --lab "$LAB" -o json | jq -r '.nodes[] | select(.name=="node-a") | .ip')
-"$ZH" lab exec --lab "$LAB" --node node-a -- "$ZH" echo --tcp 15001 >/dev/null 2>&1 &
+"$ZH" lab exec --lab "$LAB" --node node-a -- "$ZH" echo --tcp 15099 >/dev/null 2>&1 &
 EPID=$!
 sleep 0.5
 pr() { "$ZH" lab exec --lab "$LAB" "$@" | awk '{printf "%s ", $2}'; }
@@ -64,13 +71,13 @@ legs() {
 	printf '%-34s| %-9s %-9s| %-9s %-9s| %-9s %-9s\n' "$1" \
 		"$(pr client -- "$PR" --timeout-ms 500 "tcp:$NEAR:8080")" \
 		"$(pr client -- "$PR" --timeout-ms 500 "tcp:$FAR:8080")" \
-		"$(pr client -- "$PR" --timeout-ms 500 "tcp:$NODEA:15001")" \
-		"$(pr other -- "$PR" --timeout-ms 500 "tcp:$NODEA:15001")" \
+		"$(pr client -- "$PR" --timeout-ms 500 "tcp:$NODEA:15099")" \
+		"$(pr other -- "$PR" --timeout-ms 500 "tcp:$NODEA:15099")" \
 		"$(pr --node node-a -- "$PR" --timeout-ms 500 "tcp:$NEAR:8080")" \
 		"$(pr --node node-a -- "$PR" --timeout-ms 500 "tcp:$FAR:8080")"
 }
 sync() { sleep 0.5; }	# the agents sync within a few ms (docs/policy.md)
-printf '%-34s| %-19s| %-19s| %-19s\n' "" "direct client->web" "leg 1 ->node:15001" "leg 2 node-a->web"
+printf '%-34s| %-19s| %-19s| %-19s\n' "" "direct client->web" "leg 1 ->node:15099" "leg 2 node-a->web"
 printf '%-34s| %-9s %-9s| %-9s %-9s| %-9s %-9s\n' "policies" near far client other near far
 legs "none"
 "$ZH" apply --lab "$LAB" -f "$T/p1.yaml" >/dev/null; sync

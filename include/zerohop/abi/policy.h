@@ -43,7 +43,7 @@ typedef uint64_t pol_u64;
 #endif
 
 /* Map sizes: the limits a sync must fit in (pol_compile -E2BIG beyond). */
-#define POL_MAX_IPCACHE		65536	/* pod IPs of the cluster + node IPs */
+#define POL_MAX_IPCACHE		65536	/* pod IPs + Service VIPs + node IPs + node proxy IPs */
 #define POL_MAX_CIDRS		16384	/* distinct ipBlock prefixes */
 #define POL_MAX_RULES		1048576	/* rule LPM entries per sync */
 #define POL_MAX_POLICIES	65536	/* NetworkPolicy objects */
@@ -58,6 +58,7 @@ enum pol_reserved_id {
 	POL_ID_ANY = 1,			/* rule peer key: any source/destination */
 	POL_ID_WORLD = 2,		/* address that is not a pod */
 	POL_ID_HOST = 3,		/* an address of this node */
+	POL_ID_PROXY = 4,		/* a node L7 proxy's upstream source address */
 	POL_ID_FIRST_POD = 256,
 	POL_ID_FIRST_CIDR = 0x01000000,
 };
@@ -74,6 +75,9 @@ enum pol_ipc_flags {
 	POL_F_ISO_EGRESS = 1 << 2,	/* ... for egress */
 	POL_F_NODE = 1 << 3,		/* an address of this node (ingress exemption) */
 	POL_F_VIP = 1 << 4,		/* a Service ClusterIP (judged after translation) */
+	POL_F_PROXY = 1 << 5,		/* a node proxy's source address (ingress
+					 * admits it: the proxy judged the request,
+					 * docs/policy.md "L7 Services") */
 };
 
 /* Drop reasons: one enum, doubles as metric label (pol_drop_reason_name). */
@@ -129,13 +133,24 @@ struct pol_rule_val {
 	pol_u32 pad;
 };
 
+/* struct pol_sk.flags */
+enum pol_sk_flags {
+	/* The service load balancer redirected this socket's connect() to the
+	 * node's L7 proxy (a zh_l7cap_sock entry for its cookie, destination =
+	 * zh_l7cap_cfg[0], seen on its SYN; abi/l7cap.h). The client's egress
+	 * policy is judged by the proxy per request against the real backend
+	 * (docs/policy.md "L7 Services"), so the kernel admits this one tuple,
+	 * both ways, across generations. */
+	POL_SKF_L7CAP = 1 << 0,
+};
+
 /* Per-socket state (pol_sk). */
 struct pol_sk {
 	pol_u32 gen;		/* generation the verdict was taken under */
 	pol_u8 verdict;		/* enum pol_verdict */
 	pol_u8 orient;		/* enum pol_dir: who opened the connection */
 	pol_u8 reason;		/* enum pol_drop_reason of a deny (REVOKED sticks) */
-	pol_u8 pad;
+	pol_u8 flags;		/* enum pol_sk_flags */
 	pol_u32 peer_ip;	/* network order: the tuple the verdict is for */
 	pol_u16 lport;		/* network order */
 	pol_u16 pport;		/* network order */
