@@ -420,10 +420,38 @@ static uint8_t annotated_l7(const struct md_service *s, const struct md_service_
 	return sp->proto == MD_PROTO_TCP && v && !strcmp(v, "true") ? ZH_LB_F_L7 : 0;
 }
 
+/* The entries of one Service: one per TCP/UDP port with a ClusterIP
+ * (headless Services have none; SCTP has no socket LB yet), each with the
+ * port's endpoints as its backends. Used by the full and the incremental
+ * compile, so both build byte-identical entries. */
+static void add_service(struct cbuild *b, const struct md_service *s)
+{
+	if (s->headless || !s->cluster_ip)
+		return;
+	for (int p = 0; p < s->n_ports; p++) {
+		const struct md_service_port *sp = &s->ports[p];
+		struct ag_svc *e;
+
+		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
+			continue;
+		e = &b->c->svcs[b->c->n_svcs++];
+		ag_v4_mapped(e->key.vip, s->cluster_ip);
+		e->key.port = htons(sp->port);
+		e->key.proto = proto_num(sp->proto);
+		e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
+		e->name = zh_strdup(s->meta.name);
+		e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
+		e->source = zh_strdup("Service");
+		be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
+			   s->endpoints ? (double)s->endpoints[p].n : 0);
+		e->flags |= annotated_l7(s, sp);
+	}
+}
+
 int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, size_t errlen)
 {
 	struct cbuild b = {};
-	int i, p, n = 0, ret = 0;
+	int i, n = 0, ret = 0;
 
 	b.c = zh_calloc(1, sizeof(*b.c));
 	for (i = 0; i < st->n_services; i++)
@@ -434,30 +462,8 @@ int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, s
 		goto fail;
 	}
 	b.c->svcs = zh_calloc(n ? n : 1, sizeof(*b.c->svcs));
-	for (i = 0; i < st->n_services; i++) {
-		const struct md_service *s = &st->services[i];
-
-		if (s->headless || !s->cluster_ip)
-			continue;
-		for (p = 0; p < s->n_ports; p++) {
-			const struct md_service_port *sp = &s->ports[p];
-			struct ag_svc *e;
-
-			if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
-				continue;	/* SCTP: no socket LB (yet) */
-			e = &b.c->svcs[b.c->n_svcs++];
-			ag_v4_mapped(e->key.vip, s->cluster_ip);
-			e->key.port = htons(sp->port);
-			e->key.proto = proto_num(sp->proto);
-			e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
-			e->name = zh_strdup(s->meta.name);
-			e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
-			e->source = zh_strdup("Service");
-			be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
-				   s->endpoints ? (double)s->endpoints[p].n : 0);
-			e->flags |= annotated_l7(s, sp);
-		}
-	}
+	for (i = 0; i < st->n_services; i++)
+		add_service(&b, &st->services[i]);
 	qsort(b.c->svcs, b.c->n_svcs, sizeof(*b.c->svcs), cmp_svc);
 	/* Two Services claiming one ClusterIP:port (the model should refuse):
 	 * keep the first, say so. */
@@ -570,30 +576,9 @@ int ag_compile_update(const struct md_state *st, struct ag_compiled *c, const in
 		if (root[i])
 			n_e += st->services[i].n_ports;
 	b.c->svcs = zh_calloc(n_e ? n_e : 1, sizeof(*b.c->svcs));
-	for (i = 0; i < st->n_services; i++) {
-		const struct md_service *s = &st->services[i];
-
-		if (!root[i] || s->headless || !s->cluster_ip)
-			continue;
-		for (p = 0; p < s->n_ports; p++) {
-			const struct md_service_port *sp = &s->ports[p];
-			struct ag_svc *e;
-
-			if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
-				continue;
-			e = &b.c->svcs[b.c->n_svcs++];
-			ag_v4_mapped(e->key.vip, s->cluster_ip);
-			e->key.port = htons(sp->port);
-			e->key.proto = proto_num(sp->proto);
-			e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
-			e->name = zh_strdup(s->meta.name);
-			e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
-			e->source = zh_strdup("Service");
-			be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
-				   s->endpoints ? (double)s->endpoints[p].n : 0);
-			e->flags |= annotated_l7(s, sp);
-		}
-	}
+	for (i = 0; i < st->n_services; i++)
+		if (root[i])
+			add_service(&b, &st->services[i]);
 	qsort(b.c->svcs, b.c->n_svcs, sizeof(*b.c->svcs), cmp_svc);
 	for (i = 0; i < st->n_splits; i++)
 		apply_split(&b, &st->splits[i]);
