@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out=docs/BENCHMARKS.md
 {
 	cat docs/benchmarks/README.md
-	for f in echo lab model agent bench accel policy proxy; do
+	for f in echo lab model agent bench accel policy proxy cap; do
 		[ -f "docs/benchmarks/$f.md" ] || continue
 		printf '\n'
 		awk '/^```/ { fence = !fence } !fence && /^#/ { $0 = "#" $0 } { print }' "docs/benchmarks/$f.md"
