@@ -112,13 +112,21 @@ ok $? "  with an error naming file:line ($(head -1 "$TMP/bad.out"))"
 sleep 0.3
 is "$(probe client $TARGETS)$(probe other $TARGETS)" "ok ok ok fail fail fail " "enforcement unchanged after the bad policy"
 
+# A bare Pod's label change replaces it (the lab hashes labels into the pod,
+# like a kubelet would see a new pod): wait for the replacement — a new pid,
+# Running — not just any "other" that is Running (the old one still is until
+# the supervisor has read the apply, and then it is Terminating for a while).
+other_pid() { "$ZH" lab status --lab $LAB -o json | jq -r '[.pods[] | select(.name=="other")] | if length == 1 and .[0].phase == "Running" then .[0].pid else "" end'; }
+OLDPID=$(other_pid)
 pod other node-a client sleep 100000 >"$TMP/other-relabel.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/other-relabel.yaml" >/dev/null
 ok $? "relabel pod other app=other -> app=client"
-for i in $(seq 50); do
-	[ "$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="other") | .phase // .state')" = Running ] && break
+for i in $(seq 100); do
+	P=$(other_pid)
+	[ -n "$P" ] && [ "$P" != "$OLDPID" ] && break
 	sleep 0.2
 done
+diag "other: pid $OLDPID -> ${P:-none} after $i polls"
 sleep 0.5
 is "$(probe other $TARGETS)" "ok ok ok " "  the label change flips the verdict: other admitted"
 
