@@ -68,7 +68,17 @@
  *     the destination is this node's capture address (zh_l7cap_cfg[0]); a
  *     pod connecting to NODE_IP:15001 by hand has no entry and is judged
  *     like any other connection. POL_SKF_L7CAP is set only on the SYN of
- *     such a socket and kept only while the tuple stays the SYN's.
+ *     such a socket and kept only while the tuple stays the SYN's; a TCP
+ *     socket to that address whose SYN we did not see (these programs are
+ *     attached on demand, pol_load.c invariant 6) is admitted too: the
+ *     proxy judges each request and closes connections it has no original
+ *     destination for.
+ *  8. Orientation is known for every TCP connection established while the
+ *     agent runs: the SYN records it when these programs are attached, and
+ *     pol_sockops (always attached, per connection) records it otherwise.
+ *     Only connections older than the agent, and UDP flows that began while
+ *     the per-packet programs were detached, fall back to guessing (either
+ *     opener for TCP, the packet's direction for UDP).
  *  7. Ingress admits the node proxies' upstream source addresses (ipcache
  *     POL_F_PROXY, one per node: the first host address of the node's pod
  *     range, pol_node_proxy_ip) on every node: the proxy judged the client
@@ -93,6 +103,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_ACK 0x10
 #define ORIENT_UNKNOWN 0xff
+#define AF_INET 2
 
 /* What one program run knows about the packet. */
 struct pkt {
@@ -166,15 +177,19 @@ static __always_inline int allow_orient(const struct pkt *p, const struct pol_ip
 
 /* Invariant 6: was this socket (cookie) redirected by the LB to this
  * node's proxy, and is peer:pport (network order) that proxy? */
-static __always_inline int l7cap_redirected(__u64 cookie, __u32 peer, __u16 pport)
+static __always_inline int l7cap_is_proxy(__u32 peer, __u16 pport)
 {
 	struct zh_l7cap_cfg *cfg;
 	__u32 zero = 0;
 
 	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
-	if (!cfg || !cfg->proxy_ip || cfg->proxy_ip != peer || cfg->proxy_port != pport)
-		return 0;
-	return bpf_map_lookup_elem(&zh_l7cap_sock, &cookie) != NULL;
+	return cfg && cfg->proxy_ip && cfg->proxy_ip == peer && cfg->proxy_port == pport;
+}
+
+static __always_inline int l7cap_redirected(__u64 cookie, __u32 peer, __u16 pport)
+{
+	return l7cap_is_proxy(peer, pport) &&
+	       bpf_map_lookup_elem(&zh_l7cap_sock, &cookie) != NULL;
 }
 
 static __always_inline void count_drop(__u32 reason, __u32 pol)
@@ -316,6 +331,13 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 		skf = use_sk && dir == POL_DIR_EGRESS &&
 		      l7cap_redirected(bpf_get_socket_cookie(skb), p.peer, p.pport) ?
 		      POL_SKF_L7CAP : 0;
+	} else if (use_sk && prev_verdict == POL_V_NONE && l7cap_is_proxy(p.peer, p.pport)) {
+		/* a connection to this node's proxy whose SYN these programs
+		 * did not see (they are attached only while a pod of the node
+		 * is isolated: pol_load.c invariant 6). The proxy judges every
+		 * request it forwards, and closes a connection it has no
+		 * original destination for, so this admits nothing new. */
+		skf = POL_SKF_L7CAP;
 	}
 	if (skf & POL_SKF_L7CAP) {
 		/* the proxy judges this client per request (invariant 6) */
@@ -427,6 +449,40 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 		return 1;
 	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);
 	return 0;	/* connect() fails with EPERM */
+}
+
+/* Who opened each TCP connection, recorded when it is established, so that
+ * the per-packet programs (attached only while a pod of the node is
+ * isolated: pol_load.c invariant 6) know the orientation of connections
+ * that began without them, and judge them by the right policy (invariant 8).
+ * Per connection, never per packet. A socket already judged on its SYN
+ * keeps its entry. */
+SEC("sockops")
+int pol_sockops(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct pol_sk *st;
+	__u8 orient;
+
+	if (skops->family != AF_INET || !sk)
+		return 1;
+	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
+		orient = POL_DIR_EGRESS;
+	else if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		orient = POL_DIR_INGRESS;
+	else
+		return 1;
+	st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->verdict != POL_V_NONE)
+		return 1;
+	st->gen = 0;		/* never a generation in force: judged on the next packet */
+	st->orient = orient;
+	st->peer_ip = skops->remote_ip4;
+	/* remote_port: network order in the upper half; local_port: host
+	 * order (DESIGN.md 5) */
+	st->pport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
+	st->lport = bpf_htons((__u16)skops->local_port);
+	return 1;
 }
 
 SEC("cgroup_skb/ingress")

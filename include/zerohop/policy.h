@@ -150,6 +150,13 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
  * to exercise the "limit exceeded, previous state stays" path cheaply. */
 void pol_set_limits(struct pol *p, const struct pol_limits *lim);
 
+/* Pin names of the policy's bpf_links under the pin dir, indexed ingress
+ * (POL_DIR_INGRESS), egress (POL_DIR_EGRESS), connect4, sockops. The first
+ * two are pinned only while a pod of the node is isolated (pol_load.c
+ * invariant 6); the others whenever the datapath is attached. */
+#define POL_N_LINKS 4
+extern const char *const pol_link_names[POL_N_LINKS];
+
 /* Tests only: fd of the ingress (POL_DIR_INGRESS) or egress program, for
  * BPF_PROG_TEST_RUN. Owned by p. */
 int pol_prog_fd(const struct pol *p, int dir);

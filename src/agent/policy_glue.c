@@ -22,10 +22,6 @@
 #include "zerohop/log.h"
 #include "policy_glue.h"
 
-/* Pin names of the policy's bpf_links (pol_load.c). */
-static const char *const pol_link_names[3] = { "pol_link_ingress", "pol_link_egress",
-					       "pol_link_connect4" };
-
 void ag_pol_open(const char *cgroup, const char *pin_dir, struct pol **out)
 {
 	int ret;
@@ -80,10 +76,12 @@ int ag_pol_cleanup(const char *pin_dir)
 		return 0;
 	/* Detach the pinned links first: a running agent still holds them, so
 	 * only unlinking the pins would leave the hooks on the cgroup. */
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < POL_N_LINKS; i++) {
 		struct bpf_link *l;
 
 		snprintf(probe, sizeof(probe), "%s/%s", pin_dir, pol_link_names[i]);
+		if (access(probe, F_OK))
+			continue;	/* e.g. the per-packet pair while nothing was isolated */
 		l = bpf_link__open(probe);
 		if (l) {
 			bpf_link__detach(l);

@@ -15,6 +15,7 @@
  *              links pinned? -- yes, same cgroup --> bpf_link_update to the
  *                   |                                 new programs (no gap)
  *                   no / other cgroup --> attach, pin
+ *              (connect4 always; the cgroup_skb pair as invariant 6 says)
  *
  *   pol_sync:  compile (+ this node's addresses) --> identical to the
  *                 |                   tables in force? --> done (no bump)
@@ -54,6 +55,16 @@
  *     once per start (test_scale: 0.17 s with 10,000 policies, 0.7 s with
  *     50,000, both slots, ASan build on a busy machine); the pinned
  *     datapath keeps enforcing meanwhile.
+ *  6. The per-packet programs (cgroup_skb ingress + egress) are attached to
+ *     the node's cgroup exactly while the tables in force isolate some pod
+ *     of this node: attached before the flip that first isolates one,
+ *     detached after the flip that leaves none (pol_sync; pol_open adopts
+ *     pinned ones and applies the same rule). A node without policy then
+ *     pays nothing per packet (docs/policy.md "Cost"). Connections that
+ *     began while they were detached carry no per-socket state; the
+ *     programs judge them on their next packet like connections older
+ *     than the agent (either opener for TCP; the packet's direction for
+ *     UDP), and treat one to this node's proxy as captured.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,7 +91,7 @@
 
 struct pol {
 	struct zh_policy *skel;
-	struct bpf_link *link[3];	/* ingress, egress, connect4 */
+	struct bpf_link *link[POL_N_LINKS];	/* ingress, egress, connect4, sockops */
 	char cg_path[PATH_MAX];		/* node cgroup ("" when not attached) */
 	char pin_dir[PATH_MAX];
 	uint32_t state;			/* pol_cfg.state in force */
@@ -125,8 +136,8 @@ static double pol_now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static const char *const link_names[3] = { "pol_link_ingress", "pol_link_egress",
-					    "pol_link_connect4" };
+const char *const pol_link_names[POL_N_LINKS] = { "pol_link_ingress", "pol_link_egress",
+						   "pol_link_connect4", "pol_link_sockops" };
 
 static const char *const drop_names[POL_DROP__MAX] = {
 	[POL_DROP_NONE] = "none",
@@ -151,7 +162,7 @@ static int attach_one(struct pol *p, int i, struct bpf_program *prog, const char
 	struct stat cst;
 	int cg_fd, ret;
 
-	snprintf(path, sizeof(path), "%s/%s", p->pin_dir, link_names[i]);
+	snprintf(path, sizeof(path), "%s/%s", p->pin_dir, pol_link_names[i]);
 	if (stat(cg_path, &cst))
 		return -errno;
 	link = access(path, F_OK) == 0 ? bpf_link__open(path) : NULL;
@@ -185,6 +196,55 @@ static int attach_one(struct pol *p, int i, struct bpf_program *prog, const char
 		return ret;
 	}
 	p->link[i] = link;
+	return 0;
+}
+
+/* Drop link i: unpinned and detached, so the hook is gone from the cgroup. */
+static void detach_one(struct pol *p, int i)
+{
+	char path[PATH_MAX + 64];
+
+	if (p->link[i]) {
+		bpf_link__unpin(p->link[i]);
+		bpf_link__detach(p->link[i]);
+		bpf_link__destroy(p->link[i]);
+		p->link[i] = NULL;
+	}
+	snprintf(path, sizeof(path), "%s/%s", p->pin_dir, pol_link_names[i]);
+	unlink(path);	/* an earlier opener's pin we did not adopt */
+}
+
+/* Invariant 6: does any pod of this node need the per-packet programs? */
+static bool any_isolated(const struct pol_compiled *c)
+{
+	for (int i = 0; i < c->n_ipc; i++)
+		if ((c->ipc[i].val.flags & POL_F_LOCAL) &&
+		    (c->ipc[i].val.flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS)))
+			return true;
+	return false;
+}
+
+/* Attach (want) or detach (!want) the cgroup_skb pair (invariant 6). */
+static int skb_links(struct pol *p, bool want)
+{
+	int ret;
+
+	if (!p->cg_path[0] || want == (p->link[POL_DIR_INGRESS] != NULL))
+		return 0;
+	if (!want) {
+		detach_one(p, POL_DIR_INGRESS);
+		detach_one(p, POL_DIR_EGRESS);
+		zh_dbg("policy: no isolated pod on this node: per-packet programs detached");
+		return 0;
+	}
+	ret = attach_one(p, POL_DIR_INGRESS, p->skel->progs.pol_ingress, p->cg_path);
+	if (!ret)
+		ret = attach_one(p, POL_DIR_EGRESS, p->skel->progs.pol_egress, p->cg_path);
+	if (ret) {
+		detach_one(p, POL_DIR_INGRESS);
+		return ret;
+	}
+	zh_dbg("policy: a pod of this node is isolated: per-packet programs attached");
 	return 0;
 }
 
@@ -239,14 +299,31 @@ int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
 		p->prev = read_slot(p, (p->state & 1) ^ 1);
 	}
 	if (cgroup_path) {
-		ret = attach_one(p, POL_DIR_INGRESS, p->skel->progs.pol_ingress, cgroup_path);
+		/* connect4 always; the per-packet pair only while some pod of
+		 * the node is isolated (invariant 6): adopted when pinned, else
+		 * pol_sync attaches it when the tables need it */
+		ret = attach_one(p, 2, p->skel->progs.pol_connect4, cgroup_path);
 		if (!ret)
-			ret = attach_one(p, POL_DIR_EGRESS, p->skel->progs.pol_egress, cgroup_path);
-		if (!ret)
-			ret = attach_one(p, 2, p->skel->progs.pol_connect4, cgroup_path);
+			ret = attach_one(p, 3, p->skel->progs.pol_sockops, cgroup_path);
+		for (int i = POL_DIR_INGRESS; !ret && i <= POL_DIR_EGRESS; i++) {
+			char path[PATH_MAX + 64];
+
+			snprintf(path, sizeof(path), "%s/%s", pin_dir, pol_link_names[i]);
+			if (access(path, F_OK) == 0)
+				ret = attach_one(p, i, i == POL_DIR_INGRESS ? p->skel->progs.pol_ingress
+									    : p->skel->progs.pol_egress,
+						 cgroup_path);
+		}
 		if (ret)
 			goto fail;
 		snprintf(p->cg_path, sizeof(p->cg_path), "%s", cgroup_path);
+		if (!p->link[POL_DIR_INGRESS] != !p->link[POL_DIR_EGRESS] ||
+		    (p->link[POL_DIR_INGRESS] && !p->state)) {
+			detach_one(p, POL_DIR_INGRESS);	/* half a pair: start over */
+			detach_one(p, POL_DIR_EGRESS);
+		}
+		if (p->last && skb_links(p, any_isolated(p->last)))
+			goto fail;
 	}
 	*out = p;
 	return 0;
@@ -633,6 +710,7 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 	struct pol_cfg cfg = {};
 	uint32_t *nips = NULL, zero = 0, slot, gen;
 	int fds[3] = { -1, -1, -1 }, n_nips, ret;
+	bool need_skb;
 	int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
 			 bpf_map__fd(p->skel->maps.pol_rules) };
 	double t0 = pol_now_ms(), t1, t2, t3;
@@ -647,8 +725,18 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 		goto out;
 	t1 = pol_now_ms();
 	sync_cgpods(p, st, node);
+	need_skb = any_isolated(c);
+	if (need_skb) {
+		/* before the flip: the new tables isolate someone from their
+		 * first packet (a new pod's command starts after this sync) */
+		ret = skb_links(p, true);
+		if (ret) {
+			ret = fail_err(err, ret, "links", "attach the per-packet programs");
+			goto out;
+		}
+	}
 	if (p->state && same_tables(c, p->last)) {
-		ret = 0;	/* invariant 2 */
+		ret = skb_links(p, need_skb);	/* invariant 2 */
 		goto out;
 	}
 	slot = p->state ? (p->state & 1) ^ 1 : 0;
@@ -705,6 +793,8 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 	p->prev = p->last;	/* now the inactive slot's content */
 	p->last = c;
 	c = NULL;
+	if (!need_skb)
+		skb_links(p, false);	/* after the flip: nobody isolated any more */
 out:
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
@@ -717,7 +807,7 @@ void pol_close(struct pol *p, int unpin)
 {
 	if (!p)
 		return;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < POL_N_LINKS; i++) {
 		if (!p->link[i])
 			continue;
 		if (unpin) {
@@ -728,10 +818,10 @@ void pol_close(struct pol *p, int unpin)
 	}
 	if (unpin) {
 		/* links pinned by an earlier opener that this one did not adopt */
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < POL_N_LINKS; i++) {
 			char path[PATH_MAX + 64];
 
-			snprintf(path, sizeof(path), "%s/%s", p->pin_dir, link_names[i]);
+			snprintf(path, sizeof(path), "%s/%s", p->pin_dir, pol_link_names[i]);
 			unlink(path);
 		}
 	}

@@ -74,10 +74,22 @@ probe() {
 }
 TARGETS="tcp:$FAR:80 tcp:$NEAR:80 tcp:$VIP:8080"
 is "$(probe other $TARGETS)" "ok ok ok " "no policy: other reaches far, near, the ClusterIP"
+# the per-packet programs are on a node's cgroup only while a pod of that
+# node is isolated (pol_load.c invariant 6): a node without policy pays nothing
+skb_links() { for n in node-a node-b; do
+	[ -e /sys/fs/bpf/zerohop/$LAB/$n/pol_link_ingress ] && [ -e /sys/fs/bpf/zerohop/$LAB/$n/pol_link_egress ] && echo -n "$n:on " || echo -n "$n:off "
+done; }
+is "$(skb_links)" "node-a:off node-b:off " "no policy: no per-packet policy program on either node"
+# a connection that began while they were detached is judged on its next
+# packet once a policy isolates its server: other -> far is denied below
+"$ZH" lab exec --lab $LAB other -- "$TOOLS/netpol_hold" "$FAR" 80 4 >"$TMP/pre.out" 2>&1 &
+HOLDS="$HOLDS $!"
+sleep 1
 
 allow 80 >"$TMP/np80.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np80.yaml" >/dev/null
 ok $? "apply default-deny + allow client:80"
+is "$(skb_links)" "node-a:on node-b:on " "  per-packet programs attached on both nodes (every pod isolated)"
 T0=$(date +%s%N)
 sleep 0.3
 A=$(probe client $TARGETS)
@@ -86,6 +98,14 @@ T1=$(date +%s%N)
 is "$A" "ok ok ok " "client admitted by pod IP (both nodes) and by ClusterIP"
 is "$B" "fail fail fail " "other denied by pod IP (both nodes) and by ClusterIP"
 ok $([ $(( (T1 - T0) / 1000000 )) -lt 1500 ]; echo $?) "  (both probed within $(( (T1 - T0) / 1000000 )) ms of apply returning, 0.3 s after)"
+
+wait
+HOLDS=""
+# pings every 100 ms for 4 s; the policy came ~1 s in
+is "$(awk '$1 >= 2000 && $2 == "ok"' "$TMP/pre.out" | wc -l)" 0 \
+	"a connection opened before any policy is revoked once one denies it"
+ok $([ "$(awk '$1 < 900 && $2 == "ok"' "$TMP/pre.out" | wc -l)" -gt 3 ]; echo $?) \
+	"  (it echoed before: $(awk '$1 < 900 && $2 == "ok"' "$TMP/pre.out" | wc -l) pings)"
 
 "$ZH" get policy-drops --lab $LAB >"$TMP/drops1.txt" 2>&1
 ok $? "get policy-drops runs"
@@ -157,6 +177,7 @@ ok $([ "${R:-0}" -gt 0 ]; echo $?) "get policy-drops counts revoked ($R)"
 ok $? "delete the policies"
 sleep 0.3
 is "$(probe client $TARGETS)" "ok ok ok " "traffic passes again after delete"
+is "$(skb_links)" "node-a:off node-b:off " "  and the per-packet programs are detached again"
 
 # a new pod is isolated before its command starts (docs/policy.md,
 # "Ordering"): its very first connect, made by its command at once, is
@@ -182,5 +203,6 @@ for i in $(seq 50); do grep -q "tcp:$NEAR:80" "$LOG" 2>/dev/null && break; sleep
 is "$(grep -o '^tcp:[0-9.]*:80 [a-z]*' "$LOG" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')" "fail fail " \
 	"  the command's first connects were already denied by its egress policy"
 is "$(probe other tcp:$FAR:80 tcp:$NEAR:80)" "ok ok " "  other pods are not affected"
+is "$(skb_links)" "node-a:on node-b:off " "  per-packet programs only on newbie's node"
 "$ZH" get policy-drops --lab $LAB | sed 's/^/# /'
 done_testing

@@ -14,7 +14,9 @@
  *	pol_pdrops	LRU_HASH struct pol_pdrop_key -> u64 packets per policy+reason
  *	pol_names	LRU_HASH u32 policy id -> struct pol_name
  *	pol_cgpod	HASH u64 cgroup id -> u32 pod IP (connect4: who connects)
- *	pol_link_ingress, pol_link_egress, pol_link_connect4	bpf_links on the node cgroup
+ *	pol_link_connect4, pol_link_sockops	bpf_links on the node cgroup
+ *	pol_link_ingress, pol_link_egress	bpf_links on the node cgroup while
+ *			some pod of the node is isolated (pol_load.c invariant 6)
  *
  * For the same-node short-circuit (sk_msg, bpf/accel.bpf.c): a socket's
  * policy verdict lives in pol_sk (struct pol_sk, BPF_MAP_TYPE_SK_STORAGE,
