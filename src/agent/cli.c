@@ -16,6 +16,7 @@
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
+#include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/policy.h"
@@ -425,7 +426,21 @@ static void get_pods(const struct md_state *st, bool json)
 		printf("]\n");
 }
 
-static void get_routes(const struct md_state *st, bool json)
+/* What a lab's nodes run in place of the agent's hooks: the L7 capture
+ * needs the agent's connect4 (bpf mode). Not a lab, or lab.conf unreadable:
+ * the agent's default (bpf). */
+enum dp_kind { DP_BPF, DP_NFT, DP_NONE };
+
+static enum dp_kind lab_datapath(const char *lab)
+{
+	struct lab_topo t;
+
+	if (!lab || lab_topo_read(lab, &t))
+		return DP_BPF;
+	return !t.mesh ? DP_NONE : t.nft ? DP_NFT : DP_BPF;
+}
+
+static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 {
 	int i, p;
 
@@ -447,7 +462,13 @@ static void get_routes(const struct md_state *st, bool json)
 			off += snprintf(parents + off, off < (int)sizeof(parents) ? sizeof(parents) - off : 0,
 					"%s%s/%s", p ? "," : "", kind, r->parents[p].name);
 		}
-		if (l7 && svc_parent)
+		if (svc_parent && dp == DP_NONE)
+			status = "not enforced (lab without mesh: no agent)";
+		else if (l7 && svc_parent && dp == DP_NFT)
+			/* nft DNAT balances the parent's ClusterIP per connection
+			 * (weights included); nothing captures it for the proxy */
+			status = "NOT enforced: matches/filters need the node L7 proxy, which --service-proxy nft does not capture (balanced at L4 per connection)";
+		else if (l7 && svc_parent)
 			status = "enforced by the node L7 proxy (per request)";
 		else if (svc_parent)
 			status = "enforced at L4 (backendRefs weights per connection)";
@@ -649,7 +670,7 @@ int cli_get(int argc, char **argv)
 	else if (!strcmp(o.kind, "pods") || !strcmp(o.kind, "po"))
 		get_pods(st, o.json);
 	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
-		get_routes(st, o.json);
+		get_routes(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else {
 		fprintf(stderr, "zerohop get: unknown kind '%s' (services, endpoints, backends, splits, pods, routes, stats, policy-drops)\n",
 			o.kind);

@@ -95,4 +95,22 @@ ok $? "apply: v2 weight 0"
 sleep 1
 r=$(x python3 "$PROBE" conns flaskapp 80 100)
 is "$(echo "$r" | jq -r '.counts | keys | map(.[0:2]) | unique | join(",")')" v1 "after the update every connection goes to v1"
+
+# an HTTPRoute with matches needs the node proxy, which nft mode does not
+# capture: `get routes` must not claim it is enforced
+cat >"$TMP/route.yaml" <<YAML
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: by-path}
+spec:
+  parentRefs: [{kind: Service, name: flaskapp, port: 80}]
+  rules:
+    - matches: [{path: {type: PathPrefix, value: /v2}}]
+      backendRefs: [{name: flaskapp-v2, port: 80}]
+    - backendRefs: [{name: flaskapp-v1, port: 80}]
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/route.yaml" >/dev/null
+ok $? "apply an HTTPRoute with a path match"
+"$ZH" get --lab $LAB routes | grep by-path | grep -q "NOT enforced"
+ok $? "get routes: nft mode reports the match as NOT enforced ($("$ZH" get --lab $LAB routes | grep by-path | sed 's/  */ /g'))"
 done_testing

@@ -73,6 +73,16 @@ spec:
   containers: [{name: echo, command: [$ZH, echo, --http, "8080"], ports: [{name: http, containerPort: 8080}]}]
 YAML
 "$ZH" lab up --lab $LAB --no-mesh -f "$TMP/app.yaml" >/dev/null || { echo "lab up failed"; exit 1; }
+# The client closes some connections first, so its TIME_WAIT sockets pile
+# up (60 s each). Once they cover connect()'s half of the ephemeral range
+# (~14,000 of 28,232 ports) every connect() scans the whole range in the
+# kernel: ~1 ms of system CPU per connection, and whole rounds of every
+# arm fall to ~1,000 conn/s (measured in a no-mesh lab without any policy
+# program: docs/benchmarks/policy.md). Let the client reuse a TIME_WAIT
+# port after 1 s, as load generators are run (tcp_tw_reuse=1; the lab pod's
+# own network namespace, nothing outside the lab changes).
+ip netns exec "$LAB-p-default-client" sysctl -qw net.ipv4.tcp_tw_reuse=1 ||
+	{ echo "bench_conn.sh: cannot set tcp_tw_reuse in the client pod's netns" >&2; exit 1; }
 python3 - "$TMP" "$SIZES" <<'PY'
 import sys
 tmp = sys.argv[1]
