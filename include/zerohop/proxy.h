@@ -205,6 +205,8 @@ void px_req_view_target(struct px_req_view *v, const char *target, size_t len);
 
 /* ---- the server ---------------------------------------------------------- */
 
+struct px_capture;	/* src/proxy/px_int.h */
+
 struct px_config {
 	const char *listen;	/* ADDR:PORT */
 	const char *service;	/* explicit mode: NS/NAME[:PORT] of every connection */
@@ -214,6 +216,9 @@ struct px_config {
 	const char *stats_addr;	/* Prometheus text endpoint, or NULL */
 	const char *access_log;	/* path, or NULL (off) */
 	int capture_fd;		/* zh_l7cap_orig map fd (capture mode, not owned), or -1 */
+	/* capture mode: checked every second and re-opened by the server when
+	 * the shared maps were re-created (px_capture_refresh), or NULL */
+	struct px_capture *capture;
 	size_t max_line, max_head, max_headers;	/* h1 limits */
 	/* Connection timeouts in ms; 0 = the default (docs/proxy.md):
 	 * connect 1000, client idle 300000, upstream idle 60000. */

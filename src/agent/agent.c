@@ -478,6 +478,13 @@ int cli_agent(int argc, char **argv)
 		return ret ? 1 : 0;
 	}
 	if (cleanup) {
+		if (a.mode != AG_MODE_NFT && access(a.pin_dir, F_OK)) {
+			/* say so: `ip netns exec` mounts a fresh /sys, which hides
+			 * /sys/fs/bpf, and a silent success would mislead */
+			fprintf(stderr, "zerohop agent --cleanup: nothing pinned under %s (under `ip netns exec`, /sys/fs/bpf is hidden: run it outside)\n",
+				a.pin_dir);
+			return 0;
+		}
 		if (a.mode == AG_MODE_NFT) {
 			ret = ag_nft_cleanup();
 		} else {

@@ -81,6 +81,9 @@ int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 	}
 	cap->orig_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig));
 	cap->skel = skel;
+	snprintf(cap->lab, sizeof(cap->lab), "%s", lab);
+	snprintf(cap->node, sizeof(cap->node), "%s", node);
+	cap->proxy_ip = proxy_ip;
 	close(cgfd);
 	return 0;
 fail:
@@ -103,4 +106,43 @@ void px_capture_close(struct px_capture *cap)
 	if (cap->orig_fd > 0)
 		close(cap->orig_fd);
 	memset(cap, 0, sizeof(*cap));
+}
+
+static uint32_t map_id(int fd)
+{
+	struct bpf_map_info info = {};
+	uint32_t len = sizeof(info);
+
+	return fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len) ? info.id : 0;
+}
+
+int px_capture_refresh(struct px_capture *cap)
+{
+	struct px_capture fresh;
+	char pin[256], path[320];
+	uint32_t pinned;
+	int fd;
+
+	if (!cap->skel)
+		return cap->orig_fd;
+	zh_pin_dir(pin, sizeof(pin), cap->lab, cap->node);
+	snprintf(path, sizeof(path), "%s/%s", pin, ZH_L7CAP_CFG_MAP);
+	fd = bpf_obj_get(path);
+	pinned = map_id(fd);
+	if (fd >= 0)
+		close(fd);
+	/* no pin (nobody re-created it yet) or still ours: nothing to do */
+	if (!pinned || pinned == map_id(bpf_map__fd(cap->skel->maps.zh_l7cap_cfg)))
+		return cap->orig_fd;
+	/* new first, then the old one: no moment without a sock_ops program */
+	if (px_capture_open(cap->lab, cap->node, cap->proxy_ip, &fresh)) {
+		zh_warn("proxy: capture: the shared maps under %s were re-created; re-registering failed (retrying)",
+			pin);
+		return cap->orig_fd;
+	}
+	px_capture_close(cap);
+	*cap = fresh;
+	zh_info("proxy: capture: the shared maps under %s were re-created (agent --cleanup?); registered again",
+		pin);
+	return cap->orig_fd;
 }

@@ -166,6 +166,7 @@ int cli_proxy(int argc, char **argv)
 		if (rc)
 			goto fail;
 		cfg.capture_fd = cap.orig_fd;
+		cfg.capture = &cap;
 		if (!cfg.listen) {
 			char ip[INET_ADDRSTRLEN];
 

@@ -463,6 +463,18 @@ static void px_watch_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		s->reload_timer = ev_timer_add(loop, ev_now_ns() + 20000000ULL, px_reload_cb, s);
 }
 
+/* Every second in capture mode: were the shared capture maps re-created
+ * (`agent --cleanup` and a new agent)? Then register on the new ones, else
+ * L7 connects would be refused until a restart. */
+static void px_cap_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_server *s = arg;
+
+	(void)id;
+	s->cap_fd = px_capture_refresh(px_cfg->capture);
+	s->cap_timer = ev_timer_add(loop, ev_now_ns() + 1000 * PX_MS, px_cap_cb, s);
+}
+
 /* ---- graceful drain (invariants 17-19) ---------------------------------------- */
 
 /* Close idle client connections (no stream, nothing to write) silent for
@@ -654,6 +666,8 @@ int px_serve(const struct px_config *cfg)
 	}
 	ev_add(s.loop, s.lfd, EV_READ, px_accept_cb, &s);
 	s.sweep_timer = ev_timer_add(s.loop, ev_now_ns() + s.sweep_ns, px_sweep_cb, &s);
+	if (!s.explicit_mode && cfg->capture)
+		s.cap_timer = ev_timer_add(s.loop, ev_now_ns() + 1000 * PX_MS, px_cap_cb, &s);
 	if (cfg->stats_addr) {
 		rc = net_parse_addr(cfg->stats_addr, "127.0.0.1", -1, &a);
 		if (rc || (s.stats_fd = net_listen(&a, SOCK_STREAM, 0, 64)) < 0) {

@@ -22,12 +22,19 @@ struct px_capture {
 	struct zh_l7cap *skel;	/* owned */
 	struct bpf_link *link;	/* sock_ops on the node cgroup, owned */
 	int orig_fd;		/* zh_l7cap_orig map, owned dup */
+	char lab[64], node[64];	/* what it was opened for (px_capture_refresh) */
+	uint32_t proxy_ip;
 };
 
 /* Load + pin + attach the capture program for a lab node. 0 or -errno. */
 int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 		    struct px_capture *cap);
 void px_capture_close(struct px_capture *cap);
+/* The shared maps were re-created under the pin dir (`agent --cleanup`, then
+ * a new agent): open a new capture on them (registering the proxy there),
+ * then drop the old one. Returns the zh_l7cap_orig fd to use from now on:
+ * the same one when nothing changed or re-opening failed (logged). */
+int px_capture_refresh(struct px_capture *cap);
 
 /* ---- proxy objects (proxy.c design note) ---------------------------------- */
 
@@ -153,6 +160,7 @@ struct px_server {
 	struct ev_loop *loop;
 	int lfd, sfd, stats_fd, watch_fd, cap_fd;
 	uint64_t reload_timer;
+	uint64_t cap_timer;	/* capture re-registration check (1 s) */
 	struct ss *ss;
 	struct px_table *tbl;
 	char svc_ns[128], svc_name[128];

@@ -12,7 +12,9 @@
 #   Service never touches the proxy (counters unchanged, the backend sees the
 #   client pod's address); killing the proxy by PID: the lab restarts it,
 #   connections meanwhile are refused (never bypassed), then work again;
-#   `get routes` says enforced; `lab down` leaves no proxy, pin or cgroup.
+#   `get routes` says enforced; after `agent --cleanup` and a new agent the
+#   running proxy registers on the new capture maps; `lab down` leaves no
+#   proxy, pin or cgroup.
 source "$(dirname "$0")/../lib/tap.sh"
 
 [ "$(id -u)" -eq 0 ] || skip_all "needs root"
@@ -261,6 +263,33 @@ ok $([ "$P1" -gt 0 ] 2>/dev/null && [ "$P1" != "$P0" ]; echo $?) "the lab restar
 out=$(printf '/v2\n/\n' | req 10.96.0.67)
 is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')" \
 	"200 web-v2 200 web-v1 " "after the restart requests are routed again"
+
+# ---- agent --cleanup under a live proxy: the proxy registers on the new maps ----------
+# (the agent killed by PID, its pins removed; the lab restarts it and the new
+# agent creates fresh capture maps; the proxy notices within a second)
+agent_pid() { st | jq -r ".nodes[] | select(.name==\"$1\") | .agentPid"; }
+A0=$(agent_pid node-a)
+kill "$A0"
+# (not under `ip netns exec`: it mounts a fresh /sys, which hides /sys/fs/bpf)
+"$ZH" agent --cleanup --node node-a --lab $LAB >"$TMP/cleanup.out" 2>&1
+ok $? "agent --cleanup on node-a with its proxy still running"
+for i in $(seq 50); do
+	A1=$(agent_pid node-a)
+	[ "$A1" -gt 0 ] 2>/dev/null && [ "$A1" != "$A0" ] && [ -e /sys/fs/bpf/zerohop/$LAB/node-a/zh_l7cap_cfg ] && break
+	sleep 0.1
+done
+ok $([ "$A1" -gt 0 ] 2>/dev/null && [ "$A1" != "$A0" ]; echo $?) "the lab restarted the agent ($A0 → $A1)"
+got=""
+for i in $(seq 30); do
+	out=$(printf '/v2\n/\n' | req 10.96.0.67)
+	got=$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')
+	[ "$got" = "200 web-v2 200 web-v1 " ] && break
+	sleep 0.2
+done
+is "$got" "200 web-v2 200 web-v1 " "L7 requests routed again without a proxy restart (after $i tries)"
+is "$(proxy_pid node-a)" "$P1" "  the same proxy process ($P1)"
+grep -q "registered again" "/run/zerohop/$LAB/nodes/node-a/proxy.log" 2>/dev/null
+ok $? "  the proxy logged that it registered on the new maps"
 
 # ---- lab down leaves nothing --------------------------------------------------------
 PIDS="$P1 $(proxy_pid node-b)"
