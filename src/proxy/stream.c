@@ -45,6 +45,40 @@ static inline void px_put_hdr(struct buf *b, const char *n, size_t nl, const cha
 	buf_append(b, "\r\n", 2);
 }
 
+/* A decimal number (Content-Length, status code). */
+static void px_put_u64(struct buf *b, unsigned long long v)
+{
+	char d[24];
+	int i = sizeof(d);
+
+	do
+		d[--i] = (char)('0' + v % 10);
+	while ((v /= 10) && i > 0);
+	buf_append(b, d + i, sizeof(d) - (size_t)i);
+}
+
+/* Copy len bytes of src into dst (dstsz >= 1), cut to fit, NUL-terminated:
+ * the "%.*s" of snprintf without the format machinery. */
+static void px_copy(char *dst, size_t dstsz, const char *src, size_t len)
+{
+	if (len >= dstsz)
+		len = dstsz - 1;
+	memcpy(dst, src, len);
+	dst[len] = 0;
+}
+
+/* 32 hex digits of a and b into dst (>= 33 bytes): a generated x-request-id. */
+static void px_hex128(char *dst, uint64_t a, uint64_t b)
+{
+	static const char hx[] = "0123456789abcdef";
+
+	for (int i = 15; i >= 0; i--, a >>= 4)
+		dst[i] = hx[a & 15];
+	for (int i = 31; i >= 16; i--, b >>= 4)
+		dst[i] = hx[b & 15];
+	dst[32] = 0;
+}
+
 /* ---- header helpers ------------------------------------------------------ */
 
 bool px_name_is(const struct h1_header *h, const char *name)
@@ -351,8 +385,11 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 	px_mods_emit(b, d->req_mods, d->n_req_mods);
 	if (gen_id)
 		px_put_hdr(b, "x-request-id", 12, st->reqid, strlen(st->reqid));
-	if (st->req_framing == H1_BODY_LENGTH)
-		buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)st->req_left);
+	if (st->req_framing == H1_BODY_LENGTH) {
+		px_put(b, "Content-Length: ");
+		px_put_u64(b, (unsigned long long)st->req_left);
+		px_put(b, "\r\n");
+	}
 	else if (st->req_framing == H1_BODY_CHUNKED)
 		px_put(b, "Transfer-Encoding: chunked\r\n");
 	px_put(b, "\r\n");
@@ -395,15 +432,15 @@ int px_stream_start(struct px_conn *c)
 		px_stream_end(st);
 		return 0;
 	}
-	snprintf(st->method, sizeof(st->method), "%.*s", (int)rq.method_len, rq.method);
-	snprintf(st->target, sizeof(st->target), "%.*s", (int)rq.target_len, rq.target);
+	px_copy(st->method, sizeof(st->method), rq.method, rq.method_len);
+	px_copy(st->target, sizeof(st->target), rq.target, rq.target_len);
 	st->client_minor = rq.minor_version;
 	st->bytes_in = rc;
 	st->head_req = rq.method_len == 4 && !memcmp(rq.method, "HEAD", 4);
 	st->client_keep = rq.minor_version == 1 ? !h1_header_has_token(h, n, "connection", "close")
 			  : h1_header_has_token(h, n, "connection", "keep-alive");
 	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
-	if (fr < 0 || (fr = 0, (rc = h1_check_host(&rq, h, n)) < 0) ||
+	if (fr < 0 || (rc = h1_check_host(&rq, h, n)) < 0 ||
 	    (rq.target[0] != '/' && (rc = H1_E_BAD_TARGET))) {
 		int e = fr < 0 ? fr : rc;
 
@@ -413,14 +450,13 @@ int px_stream_start(struct px_conn *c)
 		px_stream_end(st);
 		return 0;
 	}
-	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
 	st->req_framing = fr;
 	st->req_left = cl;
 	if (fr == H1_BODY_CHUNKED || (fr == H1_BODY_LENGTH && cl > 0))
 		st->rq = RQ_BODY;
 	hi = h1_find_header(h, n, "x-request-id");
 	if (hi >= 0)
-		snprintf(st->reqid, sizeof(st->reqid), "%.*s", (int)h[hi].value_len, h[hi].value);
+		px_copy(st->reqid, sizeof(st->reqid), h[hi].value, h[hi].value_len);
 
 	/* route */
 	{
@@ -479,8 +515,7 @@ int px_stream_start(struct px_conn *c)
 		if (gen_id) {
 			uint64_t a = px_rand(s), b = px_rand(s);
 
-			snprintf(st->reqid, sizeof(st->reqid), "%016llx%016llx",
-				 (unsigned long long)a, (unsigned long long)b);
+			px_hex128(st->reqid, a, b);
 		}
 		/* the head goes to the replay copy first, then to the upstream
 		 * (px_stream_try); h[] still points into c->in: consumed bytes
@@ -654,7 +689,11 @@ static int px_resp_head(struct px_stream *st)
 		st->client_keep = false;	/* invariant 18: Connection: close */
 	close_client = !st->client_keep || c->rd_eof;
 	px_buf_get(c->srv, &c->out);
-	buf_printf(&c->out, "HTTP/1.1 %d %.*s\r\n", r.status, (int)r.reason_len, r.reason);
+	px_put(&c->out, "HTTP/1.1 ");
+	px_put_u64(&c->out, (unsigned long long)r.status);
+	buf_append(&c->out, " ", 1);
+	buf_append(&c->out, r.reason, r.reason_len);
+	buf_append(&c->out, "\r\n", 2);
 	for (i = 0; i < n; i++) {
 		if (st->head_req && px_name_is(&h[i], "content-length"))
 			goto keep;	/* HEAD: the length of the body not sent */
@@ -665,8 +704,11 @@ keep:
 		px_put_hdr(&c->out, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
 	}
 	px_mods_emit(&c->out, st->d.resp_mods, st->d.n_resp_mods);
-	if (fr == H1_BODY_LENGTH)
-		buf_printf(&c->out, "Content-Length: %llu\r\n", (unsigned long long)cl);
+	if (fr == H1_BODY_LENGTH) {
+		px_put(&c->out, "Content-Length: ");
+		px_put_u64(&c->out, (unsigned long long)cl);
+		px_put(&c->out, "\r\n");
+	}
 	else if (st->out_chunked)
 		px_put(&c->out, "Transfer-Encoding: chunked\r\n");
 	if (close_client)
