@@ -183,6 +183,10 @@ struct md_pod {
 	bool has_status;	/* status block present (runtime pod) */
 	uint32_t ip;		/* status.podIP, network order, 0 if none */
 	enum md_phase phase;	/* status.phase */
+	/* metadata.deletionTimestamp set: the pod is leaving (as in Kubernetes,
+	 * where a terminating pod keeps its phase). Never an endpoint; still a
+	 * pod for NetworkPolicy while its processes run. */
+	bool terminating;
 	char *owner;		/* metadata.ownerReferences[0].name (Deployment), or NULL */
 };
 

@@ -407,7 +407,7 @@ static void get_pods(const struct md_state *st, bool json)
 			snprintf(ip, sizeof(ip), "-");
 		if (!json) {
 			printf("%-16s %-32s %-12s %-16s %s\n", p->meta.ns, p->meta.name, node, ip,
-			       phase_str(p->phase));
+			       p->terminating ? "Terminating" : phase_str(p->phase));
 			continue;
 		}
 		printf("%s{\"namespace\":", i ? "," : "");
@@ -420,6 +420,7 @@ static void get_pods(const struct md_state *st, bool json)
 		jstr(ip);
 		printf(",\"phase\":");
 		jstr(phase_str(p->phase));
+		printf(",\"terminating\":%s", p->terminating ? "true" : "false");
 		printf("}");
 	}
 	if (json)

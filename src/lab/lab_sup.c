@@ -18,7 +18,8 @@
  *	  processes        │                         ▼
  *	                   │                      RUNNING  ── ss_put_pod(Running)
  *	                   │                         │
- *	                   │     pod_terminate(): ss_del_pod (generation G)
+ *	                   │     pod_terminate(): ss_put_pod(deletionTimestamp)
+ *	                   │                      (generation G)
  *	                   │                         ▼
  *	                   │         TERMINATING/SYNC   every agent's zh_lb_meta
  *	                   │                         │  generation >= G, or
@@ -34,8 +35,8 @@
  *	                                   TERMINATING/KILL  cgroup empty or
  *	                                             │  KILL_WAIT_MS passed
  *	                                             ▼
- *	                                   pod_finish(): veth, namespaces, dirs,
- *	                                   IP, record freed (gone)
+ *	                                   pod_finish(): ss_del_pod, veth,
+ *	                                   namespaces, dirs, IP, record freed
  *
  * term_check() runs every step from the main loop; pod_delete() (a pod
  * whose set-up failed, nothing started) skips the steps and stops at once.
@@ -47,9 +48,14 @@
  * after a run of BACKOFF_RESET_MS), as restartPolicy Always.
  *
  * Invariants:
- * 1. A pod is published (ss_put_pod) only once RUNNING, so the datapath
- *    never sends a connection to a pod whose ports are not listening yet;
- *    it is unpublished (ss_del_pod) before its processes are stopped.
+ * 1. A pod is an endpoint (published Running) only once RUNNING, so the
+ *    datapath never sends a connection to a pod whose ports are not
+ *    listening yet. Termination re-publishes it with a deletionTimestamp
+ *    before its processes are stopped: no longer an endpoint (an in-place
+ *    change, which the agents apply incrementally in milliseconds), still
+ *    a pod for NetworkPolicy while its processes run (its traffic stays
+ *    judged during the drain). It is unpublished (ss_del_pod) once its
+ *    processes are gone (pod_finish).
  * 2. Rollouts keep maxSurge 1 / maxUnavailable 0 over the pods that are not
  *    TERMINATING: at most replicas+1 of them exist, and an old RUNNING pod
  *    is terminated only while more than `replicas` of them are RUNNING. A
@@ -419,15 +425,24 @@ static void pod_write_info(struct sup *s, struct sup_pod *pod)
 	lab_write_str(path, buf);
 }
 
-static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase)
+/* Write the runtime pod into the state source; leaving: with a
+ * deletionTimestamp (invariant 1). */
+static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase, bool leaving)
 {
-	char *y = NULL, a[16];
+	char *y = NULL, a[16], ts[64] = "";
 	size_t len = 0;
 	FILE *f = open_memstream(&y, &len);
 	int ret;
 
-	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s",
-		pod->name, pod->ns, pod->yaml_meta);
+	if (leaving) {
+		time_t t = time(NULL);
+		struct tm tm;
+
+		strftime(ts, sizeof(ts), "  deletionTimestamp: \"%Y-%m-%dT%H:%M:%SZ\"\n",
+			 gmtime_r(&t, &tm));
+	}
+	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s%s",
+		pod->name, pod->ns, ts, pod->yaml_meta);
 	fprintf(f, "spec:\n  nodeName: %s\n%s", s->t.nodes[pod->node].name, pod->yaml_spec);
 	fprintf(f, "status:\n  phase: %s\n  podIP: %s\n", phase, lab_ip4_str(pod->ip, a));
 	fclose(f);
@@ -595,7 +610,7 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 	/* Invariant 6: with agents, publish the pod Pending with its IP first
 	 * and hold its containers until every agent synced that generation. */
 	if (s->t.mesh && !s->t.nft) {
-		pod_publish(s, pod, "Pending");
+		pod_publish(s, pod, "Pending", false);
 		if (pod->published) {
 			pod->isolate_gen = ss_generation(s->ss);
 			pod->isolate_until = now_ms() + ISOLATE_MS;
@@ -650,6 +665,9 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 	for (int i = 0; i < pod->n_procs; i++)
 		if (pod->procs[i].pid > 0)
 			waitpid(pod->procs[i].pid, NULL, WNOHANG);
+	if (pod->published)
+		ss_del_pod(s->ss, pod->ns, pod->name);	/* invariant 1: processes gone */
+	pod->published = false;
 	rmdir(cg);
 	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
 	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);
@@ -693,7 +711,8 @@ static void pod_delete(struct sup *s, struct sup_pod *pod)
 	pod_finish(s, pod);
 }
 
-/* Graceful removal (invariant 8): unpublish now, and let term_check() take
+/* Graceful removal (invariant 8): leave the endpoints now (re-published
+ * with a deletionTimestamp, invariant 1), and let term_check() take
  * the pod through SYNC and DRAIN (RUNNING pods: they are endpoints) or
  * straight to STOP (a pod that never ran is no endpoint). Never blocks.
  * A pod already TERMINATING is left alone. */
@@ -704,10 +723,8 @@ static void pod_terminate(struct sup *s, struct sup_pod *pod)
 
 	if (pod->state == POD_TERMINATING)
 		return;
-	if (pod->published) {
-		ss_del_pod(s->ss, pod->ns, pod->name);
-		pod->published = false;
-	}
+	if (pod->published)
+		pod_publish(s, pod, endpoint ? "Running" : "Pending", true);
 	pod_no_restart(pod);
 	pod->state = POD_TERMINATING;
 	pod->term_start = now;
@@ -716,7 +733,7 @@ static void pod_terminate(struct sup *s, struct sup_pod *pod)
 	pod->term_until = endpoint ? now + TERM_SYNC_MS : now;
 	pod_write_info(s, pod);
 	zh_info("pod %s/%s terminating (%s)", pod->ns, pod->name,
-		endpoint ? "unpublished; drains once the agents applied it" : "was not running");
+		endpoint ? "left the endpoints; drains once the agents applied it" : "was not running");
 }
 
 /* Advance one TERMINATING pod as far as it can go now (design note);
@@ -854,7 +871,7 @@ static void ready_check(struct sup *s)
 				pod->ns, pod->name, (unsigned long long)(now - pod->created_ms));
 		}
 		pod->state = POD_RUNNING;
-		pod_publish(s, pod, "Running");
+		pod_publish(s, pod, "Running", false);
 		pod_write_info(s, pod);
 		zh_info("pod %s/%s running (%llu ms)", pod->ns, pod->name,
 			(unsigned long long)(now - pod->created_ms));

@@ -582,6 +582,15 @@ static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, b
 	} else if (status && status->type != YN_MAP) {
 		return dc_fail(c, status, "status", "must be a mapping");
 	}
+	{
+		char *del;
+
+		old = dc_push(c, "metadata");
+		if (dc_str(c, yn_get(root, "metadata"), "deletionTimestamp", false, &del))
+			return -EINVAL;
+		dc_pop(c, old);
+		p->terminating = del && del[0];
+	}
 	owners = yn_get(yn_get(root, "metadata"), "ownerReferences");
 	if (owners && owners->n) {
 		old = dc_push(c, "metadata.ownerReferences[0]");

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # 16-lab-drain.t — pods leave like a kubelet removes them, with endpoint
-# propagation (docs/lab.md "Pod termination"): a removed pod is unpublished
-# at once but keeps running, Terminating in `lab status`, until every agent
+# propagation (docs/lab.md "Pod termination"): a removed pod leaves the
+# endpoints at once (its runtime Pod gets a deletionTimestamp: an in-place
+# change) but keeps running, Terminating in `lab status` and `get pods`,
+# until every agent
 # applied its removal and the drain delay (`lab up --drain-delay 5s`) passed:
 #  - during the drain window it still accepts connections (to its pod IP),
 #    while new connections to the Service, once node-a's agent carries the
@@ -103,8 +105,10 @@ KEEP=$(jq -r '.pods[] | select(.owner=="who" and .phase=="Running") | .name' "$S
 GONE_IP=$(jq -r ".pods[] | select(.name==\"$GONE\") | .ip" "$ST")
 ok $([ -n "$GONE" ] && [ -n "$KEEP" ]; echo $?) \
 	"lab status shows the removed pod Terminating ($GONE), the other Running ($KEEP)"
-ls "/run/zerohop/$LAB/state/pods/" | grep -q "^default_$GONE"
-ok $((! $?)) "the Terminating pod is unpublished (no runtime Pod object)"
+grep -q "deletionTimestamp" "/run/zerohop/$LAB/state/pods/default_$GONE.yaml"
+ok $? "the Terminating pod left the endpoints: its runtime Pod carries a deletionTimestamp"
+"$ZH" get --lab $LAB pods | grep -q "^default *$GONE .*Terminating"
+ok $? "  get pods shows it Terminating (still a pod: NetworkPolicy keeps judging its traffic)"
 
 # The removed pod still accepts connections on its own address.
 r=$(x python3 "$PROBE" conns "$GONE_IP" 8080 10 2>/dev/null)
@@ -141,6 +145,8 @@ ok $(awk "BEGIN { exit !($el >= 4.9 && $el < 10) }"; echo $?) \
 	"gone after the 5 s drain delay, not before, and promptly after ($el s)"
 grep -q "pod default/$GONE deleted" /run/zerohop/$LAB/supervisor.log
 ok $? "supervisor log: the pod was deleted after terminating"
+ok $([ ! -e "/run/zerohop/$LAB/state/pods/default_$GONE.yaml" ]; echo $?) \
+	"  and its runtime Pod object is gone from the state with it"
 
 # ---- annotation overrides the lab's delay; a bad one is an error ------------------
 cat > "$TMP/quick.yaml" <<YAML

@@ -151,6 +151,7 @@ struct tpod {
 	int node;		/* 0 node-a, 1 node-b */
 	int port;		/* containerPort of "http" */
 	int phase;		/* 0 Running, 1 Pending, 2 Failed */
+	bool terminating;	/* metadata.deletionTimestamp (lab_sup.c invariant 1) */
 };
 
 static struct tpod pods[N_PODS];
@@ -163,12 +164,13 @@ static int put_pod(struct ss *wr, int k)
 
 	snprintf(name, sizeof(name), "pod-%d", k);
 	snprintf(text, sizeof(text),
-		 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n"
+		 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n%s"
 		 "  labels: {app: a%d, version: v%d}\n"
 		 "spec:\n  nodeName: node-%c\n"
 		 "  containers: [{name: c, ports: [{name: http, containerPort: %d}]}]\n"
 		 "status: {podIP: 10.244.0.%d, phase: %s}\n",
-		 name, p->app, p->ver, p->node ? 'b' : 'a', p->port, p->ip, phases[p->phase]);
+		 name, p->terminating ? "  deletionTimestamp: \"2026-12-03T07:00:00Z\"\n" : "",
+		 p->app, p->ver, p->node ? 'b' : 'a', p->port, p->ip, phases[p->phase]);
 	return ss_put_pod(wr, "default", name, text);
 }
 
@@ -260,8 +262,12 @@ int main(void)
 				/* in place: mostly readiness, sometimes what policy reads */
 				int f = rand() % 10;
 
-				if (f < 6) {
+				if (f < 5) {
 					p->phase = (p->phase + 1 + rand() % 2) % 3;
+				} else if (f < 6) {
+					/* leaving or back (the lab only ever sets it,
+					 * but both ways must patch in place) */
+					p->terminating = !p->terminating;
 				} else if (f < 8) {
 					p->ip = 2 + rand() % 200;
 					want_pol = true;
@@ -283,6 +289,7 @@ int main(void)
 					p->exists = false;
 				} else {
 					p->exists = true;
+					p->terminating = false;	/* a new pod */
 					put_pod(wr, k);
 				}
 				only_inplace = false;

@@ -109,6 +109,39 @@ static void test_endpoints(void)
 		free(bufs[i]);
 }
 
+/* A pod with a deletionTimestamp (the lab's graceful termination) is no
+ * endpoint, but stays a pod (NetworkPolicy still sees it). */
+static void test_terminating(void)
+{
+	const char *svc = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n"
+			  "spec: {selector: {app: a}, ports: [{port: 80}]}\n";
+	const char *leaving =
+		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: q\n"
+		"  deletionTimestamp: \"2026-12-03T07:00:00Z\"\n  labels: {app: a}\n"
+		"spec: {containers: [{name: c}]}\nstatus: {podIP: 10.244.1.3, phase: Running}\n";
+	const char *bad =
+		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: q\n  deletionTimestamp: [1]\n"
+		"spec: {containers: [{name: c}]}\n";
+	char *staying = pod("p", "default", "{app: a}", "10.244.1.2", "Running", 0);
+	const char *bufs[] = { svc, staying, leaving };
+	const struct md_pod *q;
+	struct md_state *st;
+	int r;
+
+	st = load(bufs, 3, &r);
+	is_int(r, 0, "a terminating pod loads");
+	q = md_find_pod(st, NULL, "q");
+	ok(q && q->terminating && q->phase == MD_PHASE_RUNNING, "terminating, phase kept");
+	ok(!md_find_pod(st, NULL, "p")->terminating, "the other pod is not");
+	is_int(md_find_service(st, NULL, "a")->endpoints[0].n, 1, "only the staying pod is an endpoint");
+	md_state_free(st);
+	st = load(&bad, 1, &r);
+	ok(r != 0 && strstr(ebuf, "deletionTimestamp"), "a deletionTimestamp that is no string is refused (%s)",
+	   ebuf);
+	md_state_free(st);
+	free(staying);
+}
+
 static void test_pod_replacement(void)
 {
 	const char *manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: a}}\n"
@@ -273,6 +306,7 @@ int main(void)
 {
 	test_endpoints();
 	test_pod_replacement();
+	test_terminating();
 	test_cluster_ips();
 	test_namespaces();
 	return done_testing();
