@@ -8,23 +8,8 @@
 # an existing keep-alive connection, and a 100 MiB body with bounded RSS.
 source "$(dirname "$0")/../lib/tap.sh"
 
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-
-for i in $(seq 0 40); do
-	B=$((21000 + ($$ * 7 + i * 53) % 3000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-P=$B; S=$((B + 9))
-TMP=$(mktemp -d /tmp/zh-px60.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib/loopback.sh"
+loopback_setup px60 21000 3000
 
 # ---- backends: three echo servers and a scripted bad upstream ----------------
 for k in 1 2 3; do

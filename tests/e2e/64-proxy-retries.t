@@ -8,23 +8,10 @@
 # and a bad annotation rejected with an error naming the route.
 source "$(dirname "$0")/../lib/tap.sh"
 
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-
-for i in $(seq 0 40); do
-	B=$((19000 + ($$ * 11 + i * 37) % 1000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-P=$B; S=$((B + 9)); P2=$((B + 7)); S2=$((B + 8))
-TMP=$(mktemp -d /tmp/zh-px64.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib/loopback.sh"
+loopback_setup px64 19000 1000
+P2=$((B + 7))
+S2=$((B + 8))
 
 "$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
 PIDS+=($!)

@@ -1,0 +1,36 @@
+# loopback.sh — shared set-up of the loopback tests (the node proxy's own
+# tests: 60, 63–66): the tools they need, a free block of 10 ports, a temp
+# dir, and a cleanup that stops every process the test started, by PID.
+# Source after tap.sh:
+#	loopback_setup TAG BASE SPAN
+# skips the test when curl, python3 or $ZH is missing; sets
+#	PY	python3
+#	B	first port of a block B..B+9 with nothing listening, picked in
+#		BASE..BASE+SPAN (spread by pid and tag, so parallel runs differ)
+#	P, S	B and B+9 (the proxy's listen and stats ports by convention)
+#	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
+#	PIDS	an array: append the PID of every background process started
+# and traps EXIT to kill and reap PIDS, then remove TMP.
+loopback_setup() {
+	local tag=$1 base=$2 span=$3 i mul
+	command -v curl >/dev/null || skip_all "curl missing (make deps)"
+	PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
+	[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+	mul=$((7 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 13))
+	for i in $(seq 0 40); do
+		B=$((base + ($$ * mul + i * 53) % span / 10 * 10))
+		[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+	done
+	P=$B
+	S=$((B + 9))
+	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
+	PIDS=()
+	trap loopback_cleanup EXIT
+}
+
+loopback_cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
