@@ -7,65 +7,13 @@
 # the generation to ag_accel_set_policy_gen).
 source "$(dirname "$0")/../lib/tap.sh"
 LAB=t54
-TOOLS=$(dirname "$ZH")/tests/tools
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for t in netpol_hold; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
-command -v jq >/dev/null || skip_all "no jq"
-TMP=$(mktemp -d /tmp/zh-t54.XXXXXX)
-HOLDS=""
-cleanup() {
-	for p in $HOLDS; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
-
-cat >"$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client, labels: {app: client}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: near, labels: {app: server}}
-spec: {nodeName: node-a, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: far, labels: {app: server}}
-spec: {nodeName: node-b, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
-YAML
-policy() { # PORT: the servers admit the client on PORT only
-	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: servers-from-client}
-spec:
-  podSelector: {matchLabels: {app: server}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: $1}]}]
-YAML
-}
-# wait until every node's agent has synced state generation $1 (its policy
-# included: the agent syncs policy before it records the generation)
-wait_agents() {
-	local i
-	for i in $(seq 100); do
-		"$ZH" get stats --lab $LAB -o json 2>/dev/null |
-			jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-apply_sync() { # FILE: apply, then wait for both agents
-	local gen
-	gen=$("$ZH" apply --lab $LAB -f "$1" | awk '{print $NF}') && wait_agents "$gen"
-}
+source "$(dirname "$0")/../lib/netpol_lab.sh"
+netpol_lab_setup t54 netpol_hold
+np_pods_client_near_far >"$TMP/app.yaml"
 "$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up with the same-node accelerator on"
-policy 80 >"$TMP/np80.yaml"
-apply_sync "$TMP/np80.yaml"
+np_servers_from_client 80 >"$TMP/np80.yaml"
+np_apply_sync "$TMP/np80.yaml"
 ok $? "policy admitting client -> servers:80 synced by both agents"
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 NEAR=$(ip_of near) FAR=$(ip_of far)
@@ -79,9 +27,9 @@ ok $? "both connections echo before the change"
 "$ZH" get stats --lab $LAB -o json >"$TMP/stats.json" 2>/dev/null
 MSGS=$(jq -r '."node-a".accel_msgs // 0' "$TMP/stats.json" 2>/dev/null)
 ok $([ "${MSGS:-0}" -gt 0 ]; echo $?) "the same-node connection is short-circuited (node-a accel_msgs $MSGS)"
-policy 81 >"$TMP/np81.yaml"
+np_servers_from_client 81 >"$TMP/np81.yaml"
 PG0=$(jq -r '."node-a".policy_generation' "$TMP/stats.json")
-apply_sync "$TMP/np81.yaml"
+np_apply_sync "$TMP/np81.yaml"
 ok $? "policy changed: port 80 no longer admitted"
 PG1=$("$ZH" get stats --lab $LAB -o json | jq -r '."node-a".policy_generation')
 ok $([ "${PG1:-0}" -gt "${PG0:-0}" ]; echo $?) "node-a's policy generation moved ($PG0 -> $PG1; the agent tells the accelerator)"

@@ -8,19 +8,8 @@
 # policies opens traffic again.
 source "$(dirname "$0")/../lib/tap.sh"
 LAB=t55
-TOOLS=$(dirname "$ZH")/tests/tools
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for t in netpol_probe netpol_hold; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
-command -v jq >/dev/null || skip_all "no jq"
-TMP=$(mktemp -d /tmp/zh-t55.XXXXXX)
-HOLDS=""
-cleanup() {
-	for p in $HOLDS; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/netpol_lab.sh"
+netpol_lab_setup t55 netpol_probe netpol_hold
 
 pod() { # NAME NODE LABEL CMD...
 	local n=$1 node=$2 app=$3; shift 3

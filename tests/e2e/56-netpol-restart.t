@@ -10,60 +10,10 @@
 # revokes both connections (the restarted agent's diff of the adopted slot).
 source "$(dirname "$0")/../lib/tap.sh"
 LAB=t56
-TOOLS=$(dirname "$ZH")/tests/tools
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-[ -x "$TOOLS/netpol_hold" ] || skip_all "no $TOOLS/netpol_hold (make first)"
-command -v jq >/dev/null || skip_all "no jq"
-TMP=$(mktemp -d /tmp/zh-t56.XXXXXX)
-HOLDS=""
-cleanup() {
-	for p in $HOLDS; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
-
-cat >"$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client, labels: {app: client}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: near, labels: {app: server}}
-spec: {nodeName: node-a, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: far, labels: {app: server}}
-spec: {nodeName: node-b, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
-YAML
-policy() { # PORT: the servers admit the client on PORT only
-	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: servers-from-client}
-spec:
-  podSelector: {matchLabels: {app: server}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: $1}]}]
-YAML
-}
+source "$(dirname "$0")/../lib/netpol_lab.sh"
+netpol_lab_setup t56 netpol_hold
+np_pods_client_near_far >"$TMP/app.yaml"
 stats() { "$ZH" get stats --lab $LAB -o json 2>/dev/null; }
-wait_agents() { # GEN: every node's agent has synced state generation GEN
-	local i
-	for i in $(seq 100); do
-		stats | jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' \
-			>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-apply_sync() { # FILE
-	local gen
-	gen=$("$ZH" apply --lab $LAB -f "$1" | awk '{print $NF}') && wait_agents "$gen"
-}
 now_ms() { date +%s%3N; }
 agent_pid() { "$ZH" lab status --lab $LAB -o json | jq ".nodes[] | select(.name==\"$1\") | .agentPid"; }
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
@@ -72,8 +22,8 @@ count() { awk -v a="$2" -v b="$3" -v s="$4" '$1 >= a && $1 < b && $2 == s' "$1" 
 
 "$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up with the same-node accelerator on"
-policy 80 >"$TMP/np80.yaml"
-apply_sync "$TMP/np80.yaml"
+np_servers_from_client 80 >"$TMP/np80.yaml"
+np_apply_sync "$TMP/np80.yaml"
 ok $? "policy admitting client -> servers:80 synced by both agents"
 NEAR=$(ip_of near) FAR=$(ip_of far)
 T0=$(now_ms)
@@ -129,8 +79,8 @@ for c in near far; do
 done
 
 # ---- a real change after the restart still moves the generation and revokes --
-policy 81 >"$TMP/np81.yaml"
-apply_sync "$TMP/np81.yaml"
+np_servers_from_client 81 >"$TMP/np81.yaml"
+np_apply_sync "$TMP/np81.yaml"
 ok $? "policy changed (port 80 no longer admitted), synced by the restarted agents"
 T3=$(( $(now_ms) - T0 + 300 ))
 stats >"$TMP/s3.json"
