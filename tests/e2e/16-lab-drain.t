@@ -12,21 +12,9 @@
 #    zerohop.io/drain-delay: "0" overrides the lab's delay for one pod;
 #  - a bad --drain-delay or annotation value is an error naming it.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t16
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t16.XXXXXX)
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t16
 chmod 755 "$TMP"
-cleanup() {
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
 
 # ---- option checks (nothing is built) -------------------------------------------
 out=$("$ZH" lab up --lab $LAB --drain-delay 5x 2>&1)

@@ -6,17 +6,8 @@
 # as enforced by the node proxy, every bad input rejected with the state
 # unchanged.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t30
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t30.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t30
 
 who_deploy() {	# NAME NODE
 	cat <<YAML

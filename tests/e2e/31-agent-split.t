@@ -9,22 +9,8 @@
 #    connects every 5 ms: new connections follow within 1 s of apply
 #    returning, no connection fails.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t31
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t31.XXXXXX)
-LOOP_PID=
-cleanup() {
-	[ -n "$LOOP_PID" ] && kill "$LOOP_PID" 2>/dev/null
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t31
 
 deploy() {	# NAME LABELS NODE
 	cat <<YAML
@@ -150,7 +136,7 @@ ok $(python3 -c "import sys; sys.exit(0 if float('${chi%% *}') < 13.816 else 1)"
 # ---- live 80/20 -> 20/80 while connecting every 5 ms -------------------------------
 rm -f "$TMP/stop"
 x python3 "$PROBE" loop bg 80 5 "$TMP/stop" > "$TMP/loop.json" &
-LOOP_PID=$!
+BG+=($!)
 sleep 3
 split bg-split bg blue 200m green 800m > "$TMP/flip.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/flip.yaml" >/dev/null
@@ -158,8 +144,8 @@ ok $? "apply 20/80"
 T_APPLY=$(date +%s.%N)
 sleep 3
 touch "$TMP/stop"
-wait $LOOP_PID
-LOOP_PID=
+wait "${BG[@]}"
+BG=()
 res=$(python3 - "$TMP/loop.json" "$T_APPLY" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -14,22 +14,8 @@
 #    (no gap of 1 s or more; the server writes every 10 ms);
 #  - agent --cleanup detaches everything and removes the pins.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t32
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t32.XXXXXX)
-BG=()
-cleanup() {
-	for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t32
 
 who() {	# REPLICAS
 	cat <<YAML

@@ -5,18 +5,8 @@
 # a TrafficSplit's weights hold, a Service without endpoints refuses, and an
 # update reaches the rules.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v nft >/dev/null || skip_all "no nft"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t33
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t33.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t33 nft
 
 deploy() {	# NAME LABELS NODE
 	cat <<YAML

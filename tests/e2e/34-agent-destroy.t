@@ -6,22 +6,8 @@
 # go to the remaining backends. Default (off) is covered by 32: connections
 # survive.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v python3 >/dev/null || skip_all "no python3"
-command -v jq >/dev/null || skip_all "no jq"
-
-LAB=t34
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zh-t34.XXXXXX)
-BG=()
-cleanup() {
-	for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t34
 
 st() {	# NAME VERSION NODE
 	cat <<YAML

@@ -6,7 +6,6 @@
 # fall back to the stack when the policy generation moves: the agent passes
 # the generation to ag_accel_set_policy_gen).
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t54
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 netpol_lab_setup t54 netpol_hold
 np_pods_client_near_far >"$TMP/app.yaml"
@@ -18,9 +17,9 @@ ok $? "policy admitting client -> servers:80 synced by both agents"
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 NEAR=$(ip_of near) FAR=$(ip_of far)
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 5 >"$TMP/near.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 5 >"$TMP/far.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 sleep 1.5
 grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
 ok $? "both connections echo before the change"
@@ -34,7 +33,7 @@ ok $? "policy changed: port 80 no longer admitted"
 PG1=$("$ZH" get stats --lab $LAB -o json | jq -r '."node-a".policy_generation')
 ok $([ "${PG1:-0}" -gt "${PG0:-0}" ]; echo $?) "node-a's policy generation moved ($PG0 -> $PG1; the agent tells the accelerator)"
 wait
-HOLDS=""
+BG=()
 # after the change (last 2 s of 5): no echo may come back
 late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
 lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }

@@ -7,7 +7,6 @@
 # short-circuited); `zerohop get policy-drops` counts the drops; deleting the
 # policies opens traffic again.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t55
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 netpol_lab_setup t55 netpol_probe netpol_hold
 
@@ -72,7 +71,7 @@ is "$(skb_links)" "node-a:off node-b:off " "no policy: no per-packet policy prog
 # a connection that began while they were detached is judged on its next
 # packet once a policy isolates its server: other -> far is denied below
 "$ZH" lab exec --lab $LAB other -- "$TOOLS/netpol_hold" "$FAR" 80 4 >"$TMP/pre.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 sleep 1
 
 allow 80 >"$TMP/np80.yaml"
@@ -89,7 +88,7 @@ is "$B" "fail fail fail " "other denied by pod IP (both nodes) and by ClusterIP"
 ok $([ $(( (T1 - T0) / 1000000 )) -lt 1500 ]; echo $?) "  (both probed within $(( (T1 - T0) / 1000000 )) ms of apply returning, 0.3 s after)"
 
 wait
-HOLDS=""
+BG=()
 # pings every 100 ms for 4 s; the policy came ~1 s in
 is "$(awk '$1 >= 2000 && $2 == "ok"' "$TMP/pre.out" | wc -l)" 0 \
 	"a connection opened before any policy is revoked once one denies it"
@@ -142,9 +141,9 @@ is "$(probe other $TARGETS)" "ok ok ok " "  the label change flips the verdict: 
 # revocation through the agents: hold client -> far and client -> near
 # (same node, short-circuited) and change the policy to port 81
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 5 >"$TMP/near.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 5 >"$TMP/far.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 sleep 1.5
 grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
 ok $? "both held connections echo before the change"
@@ -152,7 +151,7 @@ allow 81 >"$TMP/np81.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np81.yaml" >/dev/null
 ok $? "policy changed: port 80 no longer admitted"
 wait
-HOLDS=""
+BG=()
 late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
 lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }
 is "$(late "$TMP/far.out")" 0 "cross-node connection revoked: no echo 1.5 s after the change"

@@ -9,7 +9,6 @@
 # keep echoing. Then a real policy change still moves the generation and
 # revokes both connections (the restarted agent's diff of the adopted slot).
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t56
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 netpol_lab_setup t56 netpol_hold
 np_pods_client_near_far >"$TMP/app.yaml"
@@ -28,9 +27,9 @@ ok $? "policy admitting client -> servers:80 synced by both agents"
 NEAR=$(ip_of near) FAR=$(ip_of far)
 T0=$(now_ms)
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 12 >"$TMP/near.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 "$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 12 >"$TMP/far.out" 2>&1 &
-HOLDS="$HOLDS $!"
+BG+=($!)
 sleep 1.5
 grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
 ok $? "both connections echo before the restart"
@@ -87,7 +86,7 @@ stats >"$TMP/s3.json"
 PGA3=$(jq -r '."node-a".policy_generation' "$TMP/s3.json")
 ok $([ "${PGA3:-0}" -gt "${PGA:-0}" ]; echo $?) "node-a's policy generation moved ($PGA -> $PGA3)"
 wait
-HOLDS=""
+BG=()
 for c in near far; do
 	is "$(count "$TMP/$c.out" "$T3" 999999 ok)" 0 "$c connection revoked after the change"
 	ok $([ "$(count "$TMP/$c.out" "$T3" 999999 lost)" -gt 5 ]; echo $?) \

@@ -1,10 +1,8 @@
-# netpol_lab.sh — shared set-up of the lab NetworkPolicy tests (54–56):
-# root, $ZH, jq and the named test tools; a temp dir; held-connection PIDs;
-# a cleanup that stops them by PID and takes the lab down. Source after
-# tap.sh with LAB set:
-#	netpol_lab_setup TAG TOOL...	(TOOL: names under $TOOLS that must exist)
-# sets TOOLS, TMP, HOLDS ("": append the PID of every held connection) and
-# downs a leftover lab of the same name. Then:
+# netpol_lab.sh — shared pieces of the lab NetworkPolicy tests (54–56), on
+# top of lab_test.sh. Source after tap.sh:
+#	netpol_lab_setup LAB TOOL...	lab_test_setup LAB, and skip unless
+#					every TOOL exists under $TOOLS
+#					(build/tests/tools); sets TOOLS
 #	np_pods_client_near_far		the YAML of pods client (node-a, sleeps),
 #					near (node-a) and far (node-b), both
 #					app=server echoing TCP on port 80
@@ -13,25 +11,15 @@
 #	np_wait_agents GEN		wait (5 s at most) until both nodes'
 #					agents synced state generation GEN (their
 #					policy included: it syncs first); 1 if not
+#	np_apply_sync FILE		apply, then np_wait_agents
+source "$(dirname "${BASH_SOURCE[0]}")/lab_test.sh"
+
 netpol_lab_setup() {
-	local tag=$1 t
+	local t
+	lab_test_setup "$1"
 	shift
 	TOOLS=$(dirname "$ZH")/tests/tools
-	[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-	[ -x "$ZH" ] || skip_all "no $ZH (make first)"
 	for t in "$@"; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
-	command -v jq >/dev/null || skip_all "no jq"
-	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
-	HOLDS=""
-	trap netpol_lab_cleanup EXIT
-	"$ZH" lab down --lab "$LAB" >/dev/null 2>&1
-}
-
-netpol_lab_cleanup() {
-	local p
-	for p in $HOLDS; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab "$LAB" >/dev/null 2>&1
-	rm -rf "$TMP"
 }
 
 np_pods_client_near_far() {
@@ -75,7 +63,6 @@ np_wait_agents() {
 	return 1
 }
 
-# np_apply_sync FILE: apply, then np_wait_agents for the generation applied.
 np_apply_sync() {
 	local gen
 	gen=$("$ZH" apply --lab "$LAB" -f "$1" | awk '{print $NF}') && np_wait_agents "$gen"
