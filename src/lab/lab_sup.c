@@ -1,24 +1,26 @@
 /* lab_sup.c — the lab's supervisor daemon: kubelet and Deployment
  * controller for every node of one lab, plus the babysitter of the node
- * agents and node L7 proxies.
+ * agents and node L7 proxies. Its processes are in sup_proc.c, the
+ * controllers (manifests -> pods) in sup_ctrl.c, what they share in
+ * sup_int.h.
  *
  * Design note.
  *
  * The daemon keeps the desired state (the manifests in STATEDIR/manifests,
  * reloaded whenever the state source changes) and the actual state (struct
  * sup_pod list, one struct sup_proc per container or agent) and converges
- * the second towards the first in reconcile(), called after every event.
+ * the second towards the first in sup_reconcile(), called after every event.
  *
  * Pod life cycle (per struct sup_pod):
  *
- *	   pod_create()                ready_check(): every declared
+ *	   sup_pod_create()                ready_check(): every declared
  *	 ─────────────▶ STARTING ─────▶ port listens, or READY_MS passed
  *	  namespaces,      │              or the command already exited
  *	  veth, cgroup,    │                         │
  *	  processes        │                         ▼
  *	                   │                      RUNNING  ── ss_put_pod(Running)
  *	                   │                         │
- *	                   │     pod_terminate(): ss_put_pod(deletionTimestamp)
+ *	                   │     sup_pod_terminate(): ss_put_pod(deletionTimestamp)
  *	                   │                      (generation G)
  *	                   │                         ▼
  *	                   │         TERMINATING/SYNC   every agent's zh_lb_meta
@@ -28,7 +30,7 @@
  *	                   │         TERMINATING/DRAIN  drain_ms (lab up
  *	                   │                         │  --drain-delay, or the pod's
  *	                   │                         │  zerohop.io/drain-delay)
- *	                   ▼   pod_terminate()       ▼
+ *	                   ▼   sup_pod_terminate()       ▼
  *	                  (not RUNNING) ──▶ TERMINATING/STOP  SIGTERM; cgroup empty,
  *	                                             │  or STOP_GRACE_MS passed:
  *	                                             ▼  cgroup.kill
@@ -72,7 +74,7 @@
  *    grace, kill) and readiness are polled from the main loop; the only
  *    blocking stop (pod_delete(), set-up failures) has no process to wait for.
  * 6. With agents (mesh on, BPF mode), a new pod is isolated before its
- *    command starts: pod_create() publishes it Pending with its IP (Endpoints
+ *    command starts: sup_pod_create() publishes it Pending with its IP (Endpoints
  *    use Running pods only, so no Service sends it traffic) and holds its
  *    containers; isolate_check() starts them once every agent's zh_lb_meta
  *    generation (written after its policy sync) has reached the generation
@@ -117,294 +119,7 @@
 #include "zerohop/state.h"
 #include "lab_int.h"
 #include "lab_plan.h"
-
-#define READY_MS 5000		/* max wait for declared ports to listen */
-#define BACKOFF_MIN_MS 200
-#define BACKOFF_MAX_MS 5000
-#define BACKOFF_RESET_MS 10000
-#define STOP_GRACE_MS 1000	/* SIGTERM to cgroup.kill */
-#define KILL_WAIT_MS 2000	/* cgroup.kill until we stop waiting for the cgroup */
-#define DEBOUNCE_MS 20
-#define INITIAL_TIMEOUT_MS 120000
-#define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
-#define TERM_SYNC_MS 2000	/* max wait for the agents to apply a removal (invariant 8) */
-#define PROXY_STATS_PORT 15090	/* node proxy's Prometheus text on NODE_IP (Istio's port) */
-
-struct sup_proc {
-	char **argv;		/* owned, NULL-terminated */
-	char name[64];		/* container name or "agent" */
-	char log[LAB_PATH];
-	char cgroup[LAB_PATH];
-	char netns[LAB_PATH];
-	char uts[LAB_PATH];	/* "" for agents (node namespaces have none) */
-	char mnt[LAB_PATH];
-	pid_t pid;
-	int restarts;
-	int backoff_ms;
-	uint64_t started_ms;
-	uint64_t next_ms;	/* when pid == 0: start at this time */
-	bool ever_execd;	/* exec succeeded at least once */
-	bool exited_once;
-	int exec_errno;		/* last exec failure, 0 if none */
-};
-
-enum pod_state { POD_STARTING, POD_RUNNING, POD_TERMINATING };
-/* Steps of POD_TERMINATING, in order (design note). */
-enum pod_term { TERM_SYNC, TERM_DRAIN, TERM_STOP, TERM_KILL };
-
-struct sup_pod {
-	char ns[64], name[128], owner[128], hash[16];
-	int node;
-	uint32_t ip;
-	enum pod_state state;
-	uint64_t created_ms;
-	uint64_t seq;		/* creation order */
-	char *yaml_meta;	/* labels + owner, for the runtime object */
-	char *yaml_spec;	/* containers (name, image, ports) */
-	struct lab_plan plan;	/* processes, ports, mounts (owned) */
-	struct sup_proc *procs;
-	int n_procs;
-	bool published;		/* a runtime Pod is in the state source */
-	uint64_t isolate_gen;	/* != 0: containers held until every agent synced this */
-	uint64_t isolate_until;	/* ... or until this time (agent down or slow) */
-	int drain_ms;		/* invariant 8: lab default or zerohop.io/drain-delay */
-	enum pod_term term;	/* when TERMINATING: the current step */
-	uint64_t term_gen;	/* generation of the ss_del_pod (TERM_SYNC) */
-	uint64_t term_start;	/* when pod_terminate() ran */
-	uint64_t term_until;	/* end of the current step */
-	struct sup_pod *next;
-};
-
-struct sup {
-	struct lab_topo t;
-	struct ss *ss;
-	struct md_state *want;	/* latest valid desired state, or NULL */
-	struct sup_pod *pods;
-	int n_pods;
-	uint64_t seq;
-	uint8_t ipmap[LAB_MAX_NODES][256];
-	int ipcur[LAB_MAX_NODES];
-	int rr;
-	struct sup_proc agents[LAB_MAX_NODES];
-	struct sup_proc proxies[LAB_MAX_NODES];	/* argv NULL: no proxy (no mesh, nft) */
-	char failed[64][300];	/* "ns/name/hash" that failed to plan: no retry */
-	int n_failed;
-	char last_err[1024];	/* why the last pod could not be created */
-	bool initial_done;
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- processes ------------------------------------------------------------ */
-
-static void cgroup_join_self(const char *cg)
-{
-	char p[LAB_PATH + 16], pid[16];
-	int fd;
-
-	lab_fmt(p, sizeof(p), "%s/cgroup.procs", cg);
-	lab_fmt(pid, sizeof(pid), "%d", (int)getpid());
-	fd = open(p, O_WRONLY);
-	if (fd < 0 || write(fd, pid, strlen(pid)) < 0) {
-		fprintf(stderr, "join cgroup %s: %s\n", p, strerror(errno));
-		_exit(126);
-	}
-	close(fd);
-}
-
-static int open_ns(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		fprintf(stderr, "open %s: %s\n", path, strerror(errno));
-		_exit(126);
-	}
-	return fd;
-}
-
-/* Child side: stdio to the log, cgroup, namespaces, exec. Reports an exec
- * failure's errno on errfd (CLOEXEC, so a successful exec closes it). */
-static void proc_child(const struct sup_proc *p, const struct sup_pod *pod, int errfd)
-{
-	sigset_t all;
-	int fd, netfd, utsfd = -1, mntfd = -1, e;
-	char a[16];
-
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	setsid();
-	fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	if (fd >= 0) {
-		dup2(fd, 1);
-		dup2(fd, 2);
-		close(fd);
-	}
-	fd = open("/dev/null", O_RDONLY);
-	dup2(fd, 0);
-	if (fd > 2)
-		close(fd);
-	/* Nothing but stdio crosses into the pod's program. */
-	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-	/* Join the cgroup before exec, so the program's first connect() is
-	 * already under the node's BPF hooks. */
-	cgroup_join_self(p->cgroup);
-	netfd = open_ns(p->netns);
-	if (p->uts[0])
-		utsfd = open_ns(p->uts);
-	if (p->mnt[0])
-		mntfd = open_ns(p->mnt);
-	if (setns(netfd, CLONE_NEWNET) || (utsfd >= 0 && setns(utsfd, CLONE_NEWUTS)) ||
-	    (mntfd >= 0 && setns(mntfd, CLONE_NEWNS))) {
-		fprintf(stderr, "setns: %s\n", strerror(errno));
-		_exit(126);
-	}
-	if (chdir("/"))
-		_exit(126);
-	if (pod) {
-		setenv("POD_NAME", pod->name, 1);
-		setenv("POD_NAMESPACE", pod->ns, 1);
-		setenv("POD_IP", lab_ip4_str(pod->ip, a), 1);
-		setenv("HOSTNAME", pod->name, 1);
-	}
-	execvp(p->argv[0], p->argv);
-	e = errno;
-	fprintf(stderr, "exec %s: %s\n", p->argv[0], strerror(e));
-	if (write(errfd, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(127);
-}
-
-/* Start p; 0 when exec succeeded, -errno of the exec otherwise. */
-static int proc_start(struct sup_proc *p, const struct sup_pod *pod)
-{
-	int efd[2], e = 0, ret = 0;
-	ssize_t n;
-	pid_t pid;
-	FILE *log;
-
-	if (pipe2(efd, O_CLOEXEC))
-		return -errno;
-	log = fopen(p->log, "ae");
-	if (log) {
-		time_t now = time(NULL);
-		char ts[64];
-
-		strftime(ts, sizeof(ts), "%FT%TZ", gmtime(&now));
-		fprintf(log, "--- %s zerohop lab: start %s (restart %d):", ts, p->name, p->restarts);
-		for (int i = 0; p->argv[i]; i++)
-			fprintf(log, " %s", p->argv[i]);
-		fprintf(log, "\n");
-		fclose(log);
-	}
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		close(efd[0]);
-		close(efd[1]);
-		return ret;
-	}
-	if (pid == 0) {
-		close(efd[0]);
-		proc_child(p, pod, efd[1]);
-	}
-	close(efd[1]);
-	while ((n = read(efd[0], &e, sizeof(e))) < 0 && errno == EINTR)
-		;
-	close(efd[0]);
-	p->pid = pid;
-	p->started_ms = now_ms();
-	if (n == sizeof(e)) {
-		p->exec_errno = e;
-		ret = -e;	/* the child exits 127; SIGCHLD reaps it */
-	} else {
-		p->exec_errno = 0;
-		p->ever_execd = true;
-	}
-	return ret;
-}
-
-/* A process exited: plan the restart with backoff. */
-static void proc_exited(struct sup_proc *p, int status, const char *who)
-{
-	uint64_t now = now_ms(), ran = now - p->started_ms;
-
-	if (WIFEXITED(status))
-		zh_info("%s: %s exited with status %d after %llu ms", who, p->name,
-			WEXITSTATUS(status), (unsigned long long)ran);
-	else
-		zh_info("%s: %s killed by signal %d after %llu ms", who, p->name,
-			WTERMSIG(status), (unsigned long long)ran);
-	p->pid = 0;
-	p->exited_once = true;
-	if (ran >= BACKOFF_RESET_MS)
-		p->backoff_ms = 0;
-	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;
-	if (p->backoff_ms > BACKOFF_MAX_MS)
-		p->backoff_ms = BACKOFF_MAX_MS;
-	p->next_ms = now + p->backoff_ms;
-	p->restarts++;
-}
-
-static void proc_free(struct sup_proc *p)
-{
-	for (int i = 0; p->argv && p->argv[i]; i++)
-		free(p->argv[i]);
-	free(p->argv);
-	p->argv = NULL;
-}
-
-/* ---- cgroups ----------------------------------------------------------------- */
-
-static bool cgroup_populated(const char *cg)
-{
-	char p[LAB_PATH + 16], buf[256];
-
-	lab_fmt(p, sizeof(p), "%s/cgroup.events", cg);
-	if (lab_read_file(p, buf, sizeof(buf)) < 0)
-		return false;
-	return strstr(buf, "populated 1") != NULL;
-}
-
-/* SIGTERM every process of the cgroup, wait up to STOP_GRACE_MS, then
- * cgroup.kill; reaps our own children meanwhile. */
-static void cgroup_signal(const char *cg, int sig)
-{
-	char p[LAB_PATH + 16], buf[4096], *save = NULL;
-
-	lab_fmt(p, sizeof(p), "%s/cgroup.procs", cg);
-	if (lab_read_file(p, buf, sizeof(buf)) > 0)
-		for (char *s = strtok_r(buf, "\n", &save); s; s = strtok_r(NULL, "\n", &save))
-			if (atoi(s) > 1)
-				kill(atoi(s), sig);
-}
-
-static void cgroup_stop(const char *cg)
-{
-	char p[LAB_PATH + 16];
-	uint64_t end = now_ms() + STOP_GRACE_MS;
-
-	cgroup_signal(cg, SIGTERM);
-	while (cgroup_populated(cg) && now_ms() < end)
-		usleep(5000);
-	if (cgroup_populated(cg)) {
-		lab_fmt(p, sizeof(p), "%s/cgroup.kill", cg);
-		if (lab_write_sys(p, "1"))	/* before 5.14: pid by pid */
-			cgroup_signal(cg, SIGKILL);
-		end = now_ms() + 2000;
-		while (cgroup_populated(cg) && now_ms() < end)
-			usleep(2000);
-	}
-}
-
-/* ---- pod records -------------------------------------------------------------- */
+#include "sup_int.h"
 
 static void pod_write_info(struct sup *s, struct sup_pod *pod)
 {
@@ -505,7 +220,7 @@ static int pick_node(struct sup *s, const char *node_name)
 static void pod_free(struct sup_pod *pod)
 {
 	for (int i = 0; i < pod->n_procs; i++)
-		proc_free(&pod->procs[i]);
+		sup_proc_free(&pod->procs[i]);
 	free(pod->procs);
 	lab_plan_free(&pod->plan);
 	free(pod->yaml_meta);
@@ -513,7 +228,7 @@ static void pod_free(struct sup_pod *pod)
 	free(pod);
 }
 
-static bool failed_has(struct sup *s, const char *key)
+bool sup_failed_has(struct sup *s, const char *key)
 {
 	for (int i = 0; i < s->n_failed; i++)
 		if (!strcmp(s->failed[i], key))
@@ -524,7 +239,7 @@ static bool failed_has(struct sup *s, const char *key)
 static void failed_add(struct sup *s, const char *key, const char *why)
 {
 	lab_fmt(s->last_err, sizeof(s->last_err), "%s", why);
-	if (s->n_failed < 64 && !failed_has(s, key))
+	if (s->n_failed < 64 && !sup_failed_has(s, key))
 		lab_fmt(s->failed[s->n_failed++], sizeof(s->failed[0]), "%s", key);
 }
 
@@ -532,10 +247,10 @@ static void pod_delete(struct sup *s, struct sup_pod *pod);
 static bool agents_synced(struct sup *s, uint64_t gen);
 
 /* Create a pod from spec; returns the pod (STARTING) or NULL (logged). */
-static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *name,
-				  const char *owner, const char *hash,
-				  const struct md_labels *labels, const struct md_labels *annotations,
-				  const struct md_pod_spec *spec, const char *file, int line)
+struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
+			       const char *owner, const char *hash,
+			       const struct md_labels *labels, const struct md_labels *annotations,
+			       const struct md_pod_spec *spec, const char *file, int line)
 {
 	char dir[LAB_PATH], cg[LAB_PATH], errbuf[512], key[300];
 	struct sup_pod *pod = zh_calloc(1, sizeof(*pod));
@@ -568,7 +283,7 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 	lab_fmt(pod->hash, sizeof(pod->hash), "%s", hash);
 	pod->node = node;
 	pod->seq = ++s->seq;
-	pod->created_ms = now_ms();
+	pod->created_ms = sup_now_ms();
 	if (alloc_ip(s, node, &pod->ip)) {
 		zh_err("pod %s/%s: node %s has no free pod address", ns, name,
 		       s->t.nodes[node].name);
@@ -613,7 +328,7 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 		pod_publish(s, pod, "Pending", false);
 		if (pod->published) {
 			pod->isolate_gen = ss_generation(s->ss);
-			pod->isolate_until = now_ms() + ISOLATE_MS;
+			pod->isolate_until = sup_now_ms() + ISOLATE_MS;
 		}
 	}
 	for (int i = 0; i < pod->n_procs; i++) {
@@ -631,11 +346,11 @@ static struct sup_pod *pod_create(struct sup *s, const char *ns, const char *nam
 			p->next_ms = UINT64_MAX - 1;	/* held: isolate_check() starts it */
 			continue;
 		}
-		ret = proc_start(p, pod);
+		ret = sup_proc_start(p, pod);
 		if (ret) {
 			zh_err("%s:%d: pod %s/%s: container %s: exec %s: %s", file, line, ns, name,
 			       p->name, p->argv[0], strerror(-ret));
-			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+			p->next_ms = sup_now_ms() + BACKOFF_MIN_MS;
 		}
 	}
 	zh_info("pod %s/%s created on %s%s", ns, name, s->t.nodes[node].name,
@@ -682,7 +397,7 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 	s->n_pods--;
 	if (pod->state == POD_TERMINATING)
 		zh_info("pod %s/%s deleted (%llu ms after termination began)", pod->ns, pod->name,
-			(unsigned long long)(now_ms() - pod->term_start));
+			(unsigned long long)(sup_now_ms() - pod->term_start));
 	else
 		zh_info("pod %s/%s deleted", pod->ns, pod->name);
 	pod_free(pod);
@@ -707,7 +422,7 @@ static void pod_delete(struct sup *s, struct sup_pod *pod)
 	pod_no_restart(pod);
 	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
 			    pod->name);
-	cgroup_stop(cg);
+	sup_cgroup_stop(cg);
 	pod_finish(s, pod);
 }
 
@@ -716,9 +431,9 @@ static void pod_delete(struct sup *s, struct sup_pod *pod)
  * the pod through SYNC and DRAIN (RUNNING pods: they are endpoints) or
  * straight to STOP (a pod that never ran is no endpoint). Never blocks.
  * A pod already TERMINATING is left alone. */
-static void pod_terminate(struct sup *s, struct sup_pod *pod)
+void sup_pod_terminate(struct sup *s, struct sup_pod *pod)
 {
-	uint64_t now = now_ms();
+	uint64_t now = sup_now_ms();
 	bool endpoint = pod->state == POD_RUNNING;
 
 	if (pod->state == POD_TERMINATING)
@@ -758,23 +473,23 @@ static void term_step(struct sup *s, struct sup_pod *pod, uint64_t now)
 	case TERM_DRAIN:
 		if (now < pod->term_until)
 			return;
-		cgroup_signal(cg, SIGTERM);
+		sup_cgroup_signal(cg, SIGTERM);
 		pod->term = TERM_STOP;
 		pod->term_until = now + STOP_GRACE_MS;
 		/* fall through */
 	case TERM_STOP:
-		if (!cgroup_populated(cg))
+		if (!sup_cgroup_populated(cg))
 			break;
 		if (now < pod->term_until)
 			return;
 		lab_fmt(p, sizeof(p), "%s/cgroup.kill", cg);
 		if (lab_write_sys(p, "1"))	/* before 5.14: pid by pid */
-			cgroup_signal(cg, SIGKILL);
+			sup_cgroup_signal(cg, SIGKILL);
 		pod->term = TERM_KILL;
 		pod->term_until = now + KILL_WAIT_MS;
 		return;
 	case TERM_KILL:
-		if (cgroup_populated(cg)) {
+		if (sup_cgroup_populated(cg)) {
 			if (now < pod->term_until)
 				return;
 			zh_warn("pod %s/%s: processes left after cgroup.kill; removing the pod anyway",
@@ -787,7 +502,7 @@ static void term_step(struct sup *s, struct sup_pod *pod, uint64_t now)
 
 static void term_check(struct sup *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = sup_now_ms();
 	struct sup_pod *pod, *next;
 
 	for (pod = s->pods; pod; pod = next) {
@@ -851,7 +566,7 @@ static bool pod_ports_ready(struct sup_pod *pod)
 
 static void ready_check(struct sup *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = sup_now_ms();
 
 	for (struct sup_pod *pod = s->pods; pod; pod = pod->next) {
 		bool all_execd = true, any_exited = false;
@@ -879,197 +594,6 @@ static void ready_check(struct sup *s)
 }
 
 /* ---- reconcile ------------------------------------------------------------------ */
-
-static struct sup_pod *find_pod(struct sup *s, const char *ns, const char *name)
-{
-	for (struct sup_pod *p = s->pods; p; p = p->next)
-		if (!strcmp(p->ns, ns) && !strcmp(p->name, name))
-			return p;
-	return NULL;
-}
-
-static void deploy_pod_name(const char *deploy, const char *hash, char *buf, size_t len)
-{
-	static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
-	char sfx[6];
-
-	for (int i = 0; i < 5; i++)
-		sfx[i] = alnum[random() % (sizeof(alnum) - 1)];
-	sfx[5] = 0;
-	lab_fmt(buf, len, "%s-%s-%s", deploy, hash, sfx);
-}
-
-/* Pick a pod of deployment d to terminate, never one already TERMINATING:
- * not-RUNNING first, then (want_new: newest, else oldest) among those
- * matching want_new. */
-static struct sup_pod *deploy_victim(struct sup *s, const struct md_deployment *d,
-				     const char *hash, bool want_new)
-{
-	struct sup_pod *best = NULL;
-
-	for (struct sup_pod *p = s->pods; p; p = p->next) {
-		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name) ||
-		    p->state == POD_TERMINATING)
-			continue;
-		if (!strcmp(p->hash, hash) != want_new)
-			continue;
-		if (!best) {
-			best = p;
-			continue;
-		}
-		if ((p->state == POD_RUNNING) != (best->state == POD_RUNNING)) {
-			if (p->state != POD_RUNNING)
-				best = p;
-			continue;
-		}
-		if (want_new ? p->seq > best->seq : p->seq < best->seq)
-			best = p;
-	}
-	return best;
-}
-
-static void reconcile_deployment(struct sup *s, const struct md_deployment *d)
-{
-	char hash[16], name[256], key[300];
-	int n_new = 0, n_old = 0, new_ready = 0, old_ready = 0, r = d->replicas;
-
-	lab_plan_hash(&d->template, &d->template_labels, hash);
-	lab_fmt(key, sizeof(key), "%s/%s/%s", d->meta.ns, d->meta.name, hash);
-	for (struct sup_pod *p = s->pods; p; p = p->next) {
-		/* Invariant 2: a TERMINATING pod counts for nothing. */
-		if (strcmp(p->ns, d->meta.ns) || strcmp(p->owner, d->meta.name) ||
-		    p->state == POD_TERMINATING)
-			continue;
-		if (!strcmp(p->hash, hash)) {
-			n_new++;
-			new_ready += p->state == POD_RUNNING;
-		} else {
-			n_old++;
-			old_ready += p->state == POD_RUNNING;
-		}
-	}
-	/* Too many pods of the current template: remove the surplus. */
-	while (n_new > r) {
-		struct sup_pod *v = deploy_victim(s, d, hash, true);
-
-		new_ready -= v->state == POD_RUNNING;
-		pod_terminate(s, v);
-		n_new--;
-	}
-	/* Old pods that are not available can go at any time. */
-	while (n_old > 0) {
-		struct sup_pod *v = deploy_victim(s, d, hash, false);
-
-		if (v->state == POD_RUNNING)
-			break;
-		pod_terminate(s, v);
-		n_old--;
-	}
-	/* Surge (invariant 2): with old pods left, one new pod at a time;
-	 * without, create all missing pods at once. */
-	while (n_new < r && (n_old == 0 || n_new + n_old < r + 1) && !failed_has(s, key)) {
-		struct md_labels labels = d->template_labels;
-
-		do
-			deploy_pod_name(d->meta.name, hash, name, sizeof(name));
-		while (find_pod(s, d->meta.ns, name));
-		if (!pod_create(s, d->meta.ns, name, d->meta.name, hash, &labels,
-				&d->template_annotations, &d->template, d->meta.file, d->meta.line))
-			break;
-		n_new++;
-		if (n_old)
-			break;
-	}
-	/* Remove old RUNNING pods while more than r pods stay available. */
-	while (n_old > 0 && new_ready + old_ready > r) {
-		struct sup_pod *v = deploy_victim(s, d, hash, false);
-
-		old_ready -= v->state == POD_RUNNING;
-		pod_terminate(s, v);
-		n_old--;
-	}
-}
-
-static void reconcile(struct sup *s)
-{
-	const struct md_state *w = s->want;
-	struct sup_pod *p, *next;
-
-	if (!w)
-		return;
-	/* Pods that lost their manifest, their Deployment, or changed spec. */
-	for (p = s->pods; p; p = next) {
-		next = p->next;
-		if (p->state == POD_TERMINATING)
-			continue;
-		if (p->owner[0]) {
-			bool keep = false;
-
-			for (int i = 0; i < w->n_deployments && !keep; i++)
-				keep = !strcmp(w->deployments[i].meta.ns, p->ns) &&
-				       !strcmp(w->deployments[i].meta.name, p->owner);
-			if (!keep)
-				pod_terminate(s, p);
-		} else {
-			const struct md_pod *mp = md_find_pod(w, p->ns, p->name);
-			char hash[16];
-
-			if (mp && !mp->has_status)
-				lab_plan_hash(&mp->spec, &mp->meta.labels, hash);
-			if (!mp || mp->has_status || strcmp(hash, p->hash))
-				pod_terminate(s, p);
-		}
-	}
-	/* System pods (kube-system: cluster DNS) first, and workloads only once
-	 * they run, as a cluster's DNS is up before its applications: nginx
-	 * resolves its upstreams when it starts. ready_check() bounds the wait. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < w->n_pods; i++) {
-			const struct md_pod *mp = &w->pods[i];
-			char hash[16], key[300];
-
-			if (mp->has_status || (pass == 0) != !strcmp(mp->meta.ns, "kube-system") ||
-			    find_pod(s, mp->meta.ns, mp->meta.name))
-				continue;
-			lab_plan_hash(&mp->spec, &mp->meta.labels, hash);
-			lab_fmt(key, sizeof(key), "%s/%s/%s", mp->meta.ns, mp->meta.name, hash);
-			if (failed_has(s, key))
-				continue;
-			pod_create(s, mp->meta.ns, mp->meta.name, "", hash, &mp->meta.labels,
-				   &mp->meta.annotations, &mp->spec, mp->meta.file, mp->meta.line);
-		}
-		if (pass == 0)
-			for (p = s->pods; p; p = p->next)
-				if (!strcmp(p->ns, "kube-system") && p->state == POD_STARTING)
-					return;
-	}
-	for (int i = 0; i < w->n_deployments; i++)
-		reconcile_deployment(s, &w->deployments[i]);
-}
-
-/* Load the desired state: the applied manifests only (runtime pods are ours). */
-static void load_want(struct sup *s)
-{
-	char dir[LAB_PATH], ebuf[1024];
-	struct md_state *st = md_state_new();
-	struct md_err err = { 0 };
-	int ret;
-
-	lab_fmt(dir, sizeof(dir), "%s/manifests", ss_dir(s->ss));
-	ret = md_state_add_dir(st, dir, &err);
-	if (ret == -ENOENT)
-		ret = 0;
-	if (!ret)
-		ret = md_state_finish(st, &err);
-	if (ret) {
-		zh_err("desired state not loaded, keeping the previous one: %s",
-		       md_err_str(&err, ebuf, sizeof(ebuf)));
-		md_state_free(st);
-		return;
-	}
-	md_state_free(s->want);
-	s->want = st;
-}
 
 /* ---- agents ---------------------------------------------------------------------- */
 
@@ -1116,8 +640,8 @@ static void agents_start(struct sup *s)
 			node);
 		lab_fmt(p->cgroup, sizeof(p->cgroup), "%s/../system/agent-%s", cg, node);
 		lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, node);
-		if (proc_start(p, NULL))
-			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+		if (sup_proc_start(p, NULL))
+			p->next_ms = sup_now_ms() + BACKOFF_MIN_MS;
 	}
 }
 
@@ -1141,7 +665,7 @@ static bool agents_ready(struct sup *s, uint64_t since)
 {
 	char pin[LAB_PATH];
 
-	if (now_ms() - since > READY_MS)
+	if (sup_now_ms() - since > READY_MS)
 		return true;
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		zh_pin_dir(pin, sizeof(pin), s->t.lab, s->t.nodes[i].name);
@@ -1184,15 +708,15 @@ static void proxies_start(struct sup *s)
 		if (mkdir(p->cgroup, 0755) && errno != EEXIST)
 			zh_warn("mkdir %s: %s", p->cgroup, strerror(errno));
 		lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, node);
-		if (proc_start(p, NULL))
-			p->next_ms = now_ms() + BACKOFF_MIN_MS;
+		if (sup_proc_start(p, NULL))
+			p->next_ms = sup_now_ms() + BACKOFF_MIN_MS;
 	}
 }
 
 /* Every proxy listens on its capture port, has failed, or READY_MS passed. */
 static bool proxies_ready(struct sup *s, uint64_t since)
 {
-	if (now_ms() - since > READY_MS)
+	if (sup_now_ms() - since > READY_MS)
 		return true;
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		const struct sup_proc *p = &s->proxies[i];
@@ -1235,7 +759,7 @@ static void reap(struct sup *s)
 				if (pod->procs[i].pid != pid)
 					continue;
 				lab_fmt(who, sizeof(who), "pod %s/%s", pod->ns, pod->name);
-				proc_exited(&pod->procs[i], status, who);
+				sup_proc_exited(&pod->procs[i], status, who);
 				if (pod->state == POD_TERMINATING)
 					pod->procs[i].next_ms = UINT64_MAX;	/* invariant 8 */
 				pod_write_info(s, pod);
@@ -1243,7 +767,7 @@ static void reap(struct sup *s)
 		for (int i = 0; i < s->t.n_nodes; i++)
 			if (s->agents[i].pid == pid || s->proxies[i].pid == pid) {
 				lab_fmt(who, sizeof(who), "node %s", s->t.nodes[i].name);
-				proc_exited(s->agents[i].pid == pid ? &s->agents[i] : &s->proxies[i],
+				sup_proc_exited(s->agents[i].pid == pid ? &s->agents[i] : &s->proxies[i],
 					    status, who);
 				write_node_info(s);
 			}
@@ -1281,7 +805,7 @@ static bool agents_synced(struct sup *s, uint64_t gen)
  * have the pod (its policy is in force), or after ISOLATE_MS with a warning. */
 static void isolate_check(struct sup *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = sup_now_ms();
 
 	for (struct sup_pod *pod = s->pods; pod; pod = pod->next) {
 		if (!pod->isolate_gen)
@@ -1296,7 +820,7 @@ static void isolate_check(struct sup *s)
 		pod->created_ms = now;	/* READY_MS counts from the start */
 		for (int i = 0; i < pod->n_procs; i++) {
 			struct sup_proc *p = &pod->procs[i];
-			int ret = proc_start(p, pod);
+			int ret = sup_proc_start(p, pod);
 
 			if (ret) {
 				zh_err("pod %s/%s: container %s: exec %s: %s", pod->ns, pod->name,
@@ -1311,7 +835,7 @@ static void isolate_check(struct sup *s)
 /* Start processes whose backoff expired; returns ms until the next one. */
 static int restart_due(struct sup *s)
 {
-	uint64_t now = now_ms(), next = UINT64_MAX;
+	uint64_t now = sup_now_ms(), next = UINT64_MAX;
 
 	for (struct sup_pod *pod = s->pods; pod; pod = pod->next)
 		for (int i = 0; i < pod->n_procs; i++) {
@@ -1320,7 +844,7 @@ static int restart_due(struct sup *s)
 			if (p->pid || p->next_ms == UINT64_MAX)
 				continue;
 			if (p->next_ms <= now) {
-				proc_start(p, pod);
+				sup_proc_start(p, pod);
 				pod_write_info(s, pod);
 			} else if (p->next_ms < next) {
 				next = p->next_ms;
@@ -1333,7 +857,7 @@ static int restart_due(struct sup *s)
 		if (!p->argv || p->pid)
 			continue;
 		if (p->next_ms <= now) {
-			proc_start(p, NULL);
+			sup_proc_start(p, NULL);
 			write_node_info(s);
 		} else if (p->next_ms < next) {
 			next = p->next_ms;
@@ -1410,7 +934,7 @@ static int sup_timeout(struct sup *s, int restart_ms, uint64_t dirty_at)
 {
 	int timeout = restart_ms;
 
-	uint64_t now = now_ms();
+	uint64_t now = sup_now_ms();
 
 	for (struct sup_pod *p = s->pods; p; p = p->next) {
 		int t = timeout;
@@ -1437,7 +961,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 {
 	struct sup *s = zh_calloc(1, sizeof(*s));
 	char sd[LAB_PATH], msg[1024];
-	uint64_t start = now_ms(), dirty_at = 0;
+	uint64_t start = sup_now_ms(), dirty_at = 0;
 	struct pollfd pfd[2];
 	int ret;
 
@@ -1461,7 +985,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		/* Then the proxies (they share the capture maps the agents
 		 * pinned), listening before any pod starts (invariant 7). */
 		if (!t->nft) {
-			uint64_t px_start = now_ms();
+			uint64_t px_start = sup_now_ms();
 
 			proxies_start(s);
 			write_node_info(s);
@@ -1472,7 +996,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		}
 	}
 	write_node_info(s);
-	load_want(s);
+	sup_load_want(s);
 	if (!s->want) {
 		lab_fmt(msg, sizeof(msg), "cannot load the desired state (see supervisor.log)\n");
 		goto fatal;
@@ -1484,14 +1008,14 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		int restart_ms;
 
 		reap(s);
-		if (dirty_at && now_ms() >= dirty_at) {
+		if (dirty_at && sup_now_ms() >= dirty_at) {
 			dirty_at = 0;
-			load_want(s);
+			sup_load_want(s);
 		}
 		/* Before reconcile: a pod finished here frees its name for a
 		 * re-created Pod in the same round (invariant 8). */
 		term_check(s);
-		reconcile(s);
+		sup_reconcile(s);
 		isolate_check(s);
 		ready_check(s);
 		restart_ms = restart_due(s);
@@ -1502,7 +1026,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 				strcat(msg, "\n");
 				goto fatal;
 			}
-			if (st == 0 && now_ms() - start > INITIAL_TIMEOUT_MS) {
+			if (st == 0 && sup_now_ms() - start > INITIAL_TIMEOUT_MS) {
 				lab_fmt(msg, sizeof(msg), "pods not running after %d s\n",
 					INITIAL_TIMEOUT_MS / 1000);
 				goto fatal;
@@ -1517,7 +1041,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 				}
 				close(ready_fd);	/* lab up writes RUNDIR/ready */
 				zh_info("lab %s ready: %d pods in %llu ms", t->lab, s->n_pods,
-					(unsigned long long)(now_ms() - start));
+					(unsigned long long)(sup_now_ms() - start));
 			}
 		}
 		if (poll(pfd, 2, sup_timeout(s, restart_ms, dirty_at)) < 0 && errno != EINTR)
@@ -1525,7 +1049,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		if (pfd[1].revents & POLLIN) {
 			ss_watch_drain(s->ss);
 			if (!dirty_at)
-				dirty_at = now_ms() + DEBOUNCE_MS;
+				dirty_at = sup_now_ms() + DEBOUNCE_MS;
 		}
 		while (read(pfd[0].fd, &si, sizeof(si)) == sizeof(si)) {
 			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
