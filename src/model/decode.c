@@ -386,14 +386,102 @@ out:
 	return ret;
 }
 
+int dc_seq_each(struct dctx *c, const struct yn *map, const char *field, size_t size,
+		void **out, int *n_out, dc_item_fn fn, void *arg)
+{
+	const struct yn *s = yn_get(map, field);
+	size_t old, base;
+
+	if (!s)
+		return 0;
+	old = dc_push(c, field);
+	base = c->plen;
+	if (dc_seq(c, s, NULL))
+		return -EINVAL;
+	*out = ar_alloc(c->ar, (size_t)s->n * size);
+	for (int i = 0; i < s->n; i++) {
+		dc_push_idx(c, i);
+		if (fn(c, s->items[i], (char *)*out + (size_t)i * size, arg))
+			return -EINVAL;
+		dc_pop(c, base);
+	}
+	*n_out = s->n;
+	dc_pop(c, old);
+	return 0;
+}
+
 /* ---- pods --------------------------------------------------------------------- */
+
+/* Port names seen so far in the pod, and where this container's begin. */
+struct port_names {
+	const char **v;
+	int *n;
+	int first;
+};
+
+static int container_port(struct dctx *c, const struct yn *p, void *elem, void *arg)
+{
+	struct md_container_port *cp = elem;
+	struct port_names *pn = arg;
+	const char *why;
+	long long v;
+	bool has;
+
+	if (dc_map(c, p, NULL) || dc_int(c, p, "containerPort", 1, 65535, &v, &has) ||
+	    dc_str(c, p, "name", false, &cp->name) ||
+	    dc_proto(c, p, "protocol", true, &cp->proto, NULL))
+		return -EINVAL;
+	if (!has)
+		return dc_fail(c, p, "containerPort", "is required");
+	cp->port = (uint16_t)v;
+	if (cp->name) {
+		if ((why = md_check_port_name(cp->name)))
+			return dc_fail(c, yn_get(p, "name"), "name", "invalid port name \"%s\": %s",
+				       cp->name, why);
+		/* unique within the container, as Kubernetes checks */
+		for (int j = pn->first; j < *pn->n; j++)
+			if (!strcmp(pn->v[j], cp->name))
+				return dc_fail(c, yn_get(p, "name"), "name",
+					       "duplicate port name \"%s\" in container", cp->name);
+		pn->v[(*pn->n)++] = cp->name;
+	}
+	return 0;
+}
+
+static int volume_mount(struct dctx *c, const struct yn *m, void *elem, void *arg)
+{
+	struct md_volume_mount *vm = elem;
+
+	(void)arg;
+	if (dc_map(c, m, NULL) || dc_str(c, m, "name", true, &vm->name) ||
+	    dc_str(c, m, "mountPath", true, &vm->mount_path) ||
+	    dc_str(c, m, "subPath", false, &vm->sub_path))
+		return -EINVAL;
+	return 0;
+}
+
+static int pod_volume(struct dctx *c, const struct yn *v, void *elem, void *arg)
+{
+	struct md_volume *vol = elem;
+	const struct yn *cm;
+
+	(void)arg;
+	if (dc_map(c, v, NULL) || dc_str(c, v, "name", true, &vol->name))
+		return -EINVAL;
+	cm = yn_get(v, "configMap");
+	if (cm) {
+		dc_push(c, "configMap");
+		if (dc_map(c, cm, NULL) || dc_str(c, cm, "name", true, &vol->configmap))
+			return -EINVAL;
+	}
+	return 0;
+}
 
 static int dc_container(struct dctx *c, const struct yn *n, struct md_container *k,
 			const char **names, int *n_names)
 {
-	const struct yn *ports, *mounts;
+	struct port_names pn = { names, n_names, *n_names };
 	const char *why;
-	int first = *n_names;
 
 	if (dc_map(c, n, NULL) || dc_str(c, n, "name", true, &k->name) ||
 	    dc_str(c, n, "image", false, &k->image) ||
@@ -402,69 +490,10 @@ static int dc_container(struct dctx *c, const struct yn *n, struct md_container 
 		return -EINVAL;
 	if ((why = md_check_dns_label(k->name)))
 		return dc_fail(c, yn_get(n, "name"), "name", "invalid container name: %s", why);
-	ports = yn_get(n, "ports");
-	if (ports) {
-		size_t old = dc_push(c, "ports");
-		size_t base = c->plen;
-
-		if (dc_seq(c, ports, NULL))
-			return -EINVAL;
-		k->ports = ar_alloc(c->ar, (size_t)ports->n * sizeof(*k->ports));
-		for (int i = 0; i < ports->n; i++) {
-			const struct yn *p = ports->items[i];
-			struct md_container_port *cp = &k->ports[i];
-			long long v;
-			bool has;
-
-			dc_push_idx(c, i);
-			if (dc_map(c, p, NULL) ||
-			    dc_int(c, p, "containerPort", 1, 65535, &v, &has) ||
-			    dc_str(c, p, "name", false, &cp->name) ||
-			    dc_proto(c, p, "protocol", true, &cp->proto, NULL))
-				return -EINVAL;
-			if (!has)
-				return dc_fail(c, p, "containerPort", "is required");
-			cp->port = (uint16_t)v;
-			if (cp->name) {
-				if ((why = md_check_port_name(cp->name)))
-					return dc_fail(c, yn_get(p, "name"), "name",
-						       "invalid port name \"%s\": %s", cp->name, why);
-				/* unique within the container, as Kubernetes checks */
-				for (int j = first; j < *n_names; j++)
-					if (!strcmp(names[j], cp->name))
-						return dc_fail(c, yn_get(p, "name"), "name",
-							       "duplicate port name \"%s\" in container",
-							       cp->name);
-				names[(*n_names)++] = cp->name;
-			}
-			dc_pop(c, base);
-		}
-		k->n_ports = ports->n;
-		dc_pop(c, old);
-	}
-	mounts = yn_get(n, "volumeMounts");
-	if (mounts) {
-		size_t old = dc_push(c, "volumeMounts");
-		size_t base = c->plen;
-
-		if (dc_seq(c, mounts, NULL))
-			return -EINVAL;
-		k->mounts = ar_alloc(c->ar, (size_t)mounts->n * sizeof(*k->mounts));
-		for (int i = 0; i < mounts->n; i++) {
-			const struct yn *m = mounts->items[i];
-			struct md_volume_mount *vm = &k->mounts[i];
-
-			dc_push_idx(c, i);
-			if (dc_map(c, m, NULL) || dc_str(c, m, "name", true, &vm->name) ||
-			    dc_str(c, m, "mountPath", true, &vm->mount_path) ||
-			    dc_str(c, m, "subPath", false, &vm->sub_path))
-				return -EINVAL;
-			dc_pop(c, base);
-		}
-		k->n_mounts = mounts->n;
-		dc_pop(c, old);
-	}
-	return 0;
+	return dc_seq_each(c, n, "ports", sizeof(*k->ports), (void **)&k->ports, &k->n_ports,
+			   container_port, &pn) ||
+	       dc_seq_each(c, n, "volumeMounts", sizeof(*k->mounts), (void **)&k->mounts,
+			   &k->n_mounts, volume_mount, NULL) ? -EINVAL : 0;
 }
 
 static int count_ports(const struct yn *containers)
@@ -483,7 +512,7 @@ static int count_ports(const struct yn *containers)
 /* spec of a Pod or of a Deployment's template; path is at the spec. */
 static int dc_pod_spec(struct dctx *c, const struct yn *spec, struct md_pod_spec *ps)
 {
-	const struct yn *cs, *vols;
+	const struct yn *cs;
 	const char **names;
 	int n_names = 0;
 	size_t old;
@@ -514,32 +543,8 @@ static int dc_pod_spec(struct dctx *c, const struct yn *spec, struct md_pod_spec
 	}
 	ps->n_containers = cs->n;
 	dc_pop(c, old);
-	vols = yn_get(spec, "volumes");
-	if (vols) {
-		old = dc_push(c, "volumes");
-		base = c->plen;
-		if (dc_seq(c, vols, NULL))
-			return -EINVAL;
-		ps->volumes = ar_alloc(c->ar, (size_t)vols->n * sizeof(*ps->volumes));
-		for (int i = 0; i < vols->n; i++) {
-			const struct yn *v = vols->items[i], *cm;
-
-			dc_push_idx(c, i);
-			if (dc_map(c, v, NULL) || dc_str(c, v, "name", true, &ps->volumes[i].name))
-				return -EINVAL;
-			cm = yn_get(v, "configMap");
-			if (cm) {
-				dc_push(c, "configMap");
-				if (dc_map(c, cm, NULL) ||
-				    dc_str(c, cm, "name", true, &ps->volumes[i].configmap))
-					return -EINVAL;
-			}
-			dc_pop(c, base);
-		}
-		ps->n_volumes = vols->n;
-		dc_pop(c, old);
-	}
-	return 0;
+	return dc_seq_each(c, spec, "volumes", sizeof(*ps->volumes), (void **)&ps->volumes,
+			   &ps->n_volumes, pod_volume, NULL);
 }
 
 static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, bool *has_status)

@@ -10,35 +10,6 @@
 
 #include "md_int.h"
 
-/* Decodes one item of a sequence into elem (zeroed arena memory). */
-typedef int (*dc_item_fn)(struct dctx *c, const struct yn *item, void *elem, void *arg);
-
-/* The optional sequence map[field]: an arena array of its items, each
- * decoded by fn with the error path FIELD[i]. Absent: 0, outputs untouched. */
-static int dc_seq_each(struct dctx *c, const struct yn *map, const char *field, size_t size,
-		       void **out, int *n_out, dc_item_fn fn, void *arg)
-{
-	const struct yn *s = yn_get(map, field);
-	size_t old, base;
-
-	if (!s)
-		return 0;
-	old = dc_push(c, field);
-	base = c->plen;
-	if (dc_seq(c, s, NULL))
-		return -EINVAL;
-	*out = ar_alloc(c->ar, (size_t)s->n * size);
-	for (int i = 0; i < s->n; i++) {
-		dc_push_idx(c, i);
-		if (fn(c, s->items[i], (char *)*out + (size_t)i * size, arg))
-			return -EINVAL;
-		dc_pop(c, base);
-	}
-	*n_out = s->n;
-	dc_pop(c, old);
-	return 0;
-}
-
 /* ---- TrafficSplit ------------------------------------------------------------------ */
 
 static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint64_t *out)

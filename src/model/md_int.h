@@ -268,6 +268,12 @@ int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *f
 
 int dc_map(struct dctx *c, const struct yn *n, const char *field);	/* 0 if a mapping */
 int dc_seq(struct dctx *c, const struct yn *n, const char *field);
+/* Decodes one item of a sequence into elem (zeroed arena memory). */
+typedef int (*dc_item_fn)(struct dctx *c, const struct yn *item, void *elem, void *arg);
+/* The optional sequence map[field]: an arena array of its items, each
+ * decoded by fn with the error path FIELD[i]. Absent: 0, outputs untouched. */
+int dc_seq_each(struct dctx *c, const struct yn *map, const char *field, size_t size,
+		void **out, int *n_out, dc_item_fn fn, void *arg);
 /* Scalar string; required -> error when absent. *out NULL when absent. */
 int dc_str(struct dctx *c, const struct yn *map, const char *field, bool required, char **out);
 /* Integer in [min, max]; *present tells whether given (may be NULL). */
