@@ -6,8 +6,10 @@
  * (BPF_ENABLE_STATS: an fd, so the machine-wide setting goes back off by
  * itself even if we are killed; kernel.bpf_stats_enabled is not touched),
  * finds the programs behind the pinned policy links of each PIN_DIR
- * (pol_link_ingress, pol_link_egress, pol_link_connect4: exactly the lab's
- * own programs, never another lab's), reads run_cnt and run_time_ns, runs
+ * (pol_link_ingress, pol_link_egress, pol_link_connect4, pol_link_sockops:
+ * exactly the lab's own programs, never another lab's; a link not pinned —
+ * the per-packet pair on a node without an isolated pod — is skipped with
+ * a note on stderr), reads run_cnt and run_time_ns, runs
  * COMMAND, reads them again. Prints one line per program and a total:
  *
  *	PIN_DIR/pol_link_ingress runs N ns T ns/run R
@@ -29,7 +31,10 @@
 
 #define MAX_PROGS 48
 
-static const char *const links[] = { "pol_link_ingress", "pol_link_egress", "pol_link_connect4" };
+/* The policy's links (include/zerohop/policy.h pol_link_names); the
+ * per-packet pair is pinned only on nodes where some pod is isolated. */
+static const char *const links[] = { "pol_link_ingress", "pol_link_egress", "pol_link_connect4",
+				     "pol_link_sockops" };
 
 struct prog {
 	char name[600];
@@ -76,6 +81,10 @@ int main(int argc, char **argv)
 
 			snprintf(p->name, sizeof(p->name), "%s/%s", argv[i], links[l]);
 			lfd = bpf_obj_get(p->name);
+			if (lfd < 0 && errno == ENOENT) {
+				fprintf(stderr, "netpol_cost: %s: not pinned, skipped\n", p->name);
+				continue;
+			}
 			if (lfd < 0) {
 				fprintf(stderr, "netpol_cost: %s: %s\n", p->name, strerror(errno));
 				goto out;
