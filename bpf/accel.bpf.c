@@ -4,7 +4,8 @@
  * Design note
  * -----------
  * zh_accel_sockops runs on the node's cgroup (so for every pod of the node, in
- * the pods' own network namespaces). When an IPv4 TCP socket becomes
+ * the pods' own network namespaces), and on the node proxy's cgroup
+ * (invariant 9). When an IPv4 TCP socket becomes
  * established and both of its ends are on this node — both addresses in
  * accel_local (this node's pods), or loopback inside one netns — it gets a
  * per-socket record (accel_sk) and goes into accel_sockhash under its own key
@@ -64,6 +65,20 @@
  *     lost after --accel off): that only costs the lookup, never a redirect.
  *     A peer that publishes itself while a sender is past the check is the
  *     same race as a sender past the lookup (docs/accel.md, Known limits).
+ *  9. Node proxy legs: the agent also attaches this sock_ops program (and
+ *     the setsockopt one) to the node L7 proxy's own cgroup (outside the
+ *     node's, so the LB's connect4 never captures the proxy's upstream
+ *     connections), and lists the proxy's endpoints in accel_proxy: its
+ *     capture listener NODE_IP:15001 and its upstream source address (.1
+ *     of the node's pod range, any port). A connection between a local pod
+ *     and such an endpoint is then short-circuited on both ends: client pod
+ *     <-> proxy (the pod connected to a ClusterIP rewritten to the capture
+ *     address) and proxy <-> backend pod of this node. Keys are the usual
+ *     ones (netns 0: neither end is loopback; the pod address is unique on
+ *     the node and the proxy endpoint is the node's), and every other
+ *     invariant holds unchanged (policy generation, skip ports, closing).
+ *     A proxy endpoint with a socket outside the attached cgroups never
+ *     enters the map, so its peer only falls back (no peer key).
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -145,6 +160,34 @@ static __always_inline int accel_both_local(__u32 lip, __u32 rip)
 	       bpf_map_lookup_elem(&accel_local, &rip);
 }
 
+/* One of the node proxy's endpoints (invariant 9): exactly ip:port, or ip
+ * with any port (port 0 in the map: the proxy's upstream source address). */
+static __always_inline int accel_is_proxy(__u32 ip, __u32 port)
+{
+	struct zh_accel_proxy_ep ep = { .ip4 = ip, .port = port };
+
+	if (bpf_map_lookup_elem(&accel_proxy, &ep))
+		return 1;
+	ep.port = 0;
+	return bpf_map_lookup_elem(&accel_proxy, &ep) != NULL;
+}
+
+/* Which connections may be short-circuited: 0 none, 1 both ends local
+ * (pods of this node, or loopback), 2 a local pod and the node proxy
+ * (invariant 9). Symmetric: both sockets of one connection agree. */
+static __always_inline int accel_pair(const struct zh_accel_key *k)
+{
+	if (accel_both_local(k->local_ip4, k->remote_ip4))
+		return 1;
+	if (bpf_map_lookup_elem(&accel_local, &k->local_ip4) &&
+	    accel_is_proxy(k->remote_ip4, k->remote_port))
+		return 2;
+	if (bpf_map_lookup_elem(&accel_local, &k->remote_ip4) &&
+	    accel_is_proxy(k->local_ip4, k->local_port))
+		return 2;
+	return 0;
+}
+
 static __always_inline int accel_skipped_port(__u32 lport, __u32 rport)
 {
 	return bpf_map_lookup_elem(&accel_skip, &lport) ||
@@ -156,12 +199,13 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 	struct zh_accel_key key = {};
 	struct zh_accel_sk *st;
 	struct bpf_sock *sk;
+	int pair;
 
-	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED) ||
-	    !accel_both_local(skops->local_ip4, skops->remote_ip4))
+	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED))
 		return;
 	accel_key_from_sockops(&key, skops);
-	if (accel_skipped_port(key.local_port, key.remote_port))
+	pair = accel_pair(&key);
+	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
 		return;
 	sk = skops->sk;
 	if (!sk)
@@ -185,6 +229,8 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 	/* Ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 	accel_count(ZH_ACCEL_ST_SOCKETS, 1);
+	if (pair == 2)
+		accel_count(ZH_ACCEL_ST_PROXY, 1);
 }
 
 /* sock_ops only: the verifier allows sockhash deletes in sock_ops, not in

@@ -54,6 +54,17 @@ struct {
 	__type(value, __u8);
 } accel_skip SEC(".maps");
 
+/* The node L7 proxy's endpoints (struct zh_accel_proxy_ep -> 1): its
+ * capture listener ip:port and its upstream source address (port 0). A
+ * connection between a local pod and one of them is short-circuited
+ * (invariant 9 of accel.bpf.c). Written by ag_accel_set_proxy. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_PROXY);
+	__type(key, struct zh_accel_proxy_ep);
+	__type(value, __u8);
+} accel_proxy SEC(".maps");
+
 /* Counters, index enum zh_accel_stat. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

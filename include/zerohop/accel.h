@@ -7,16 +7,21 @@
  * else takes the normal path untouched. Design and invariants: bpf/accel.bpf.c;
  * user-facing behaviour: docs/accel.md.
  *
- * Programs attach to the node's cgroup only (never a cgroup root).
+ * Programs attach to the node's cgroup, and to the node L7 proxy's own
+ * cgroup when given (ag_accel_attach_proxy); never to a cgroup root.
  * Pinned objects (all under pin_dir, e.g. /sys/fs/bpf/zerohop/LAB/NODE/):
  *	accel_sockops_link	bpf_link of the sock_ops program on the node cgroup
  *	accel_setsockopt_link	bpf_link of the cgroup/setsockopt program (SO_RCVLOWAT)
+ *	accel_sockops_proxy_link, accel_setsockopt_proxy_link
+ *				the same two on the node L7 proxy's cgroup
+ *				(ag_accel_attach_proxy), when given
  *	accel_sockops		sock_ops program
  *	accel_setsockopt	cgroup/setsockopt program
  *	accel_msg		sk_msg program (attached to accel_sockhash)
  *	accel_sockhash		the sockhash of short-circuited sockets
  *	accel_local		local endpoints (this node's pod IPv4s)
  *	accel_skip		ports never short-circuited (ag_accel_set_skip_ports)
+ *	accel_proxy		the node proxy's endpoints (ag_accel_set_proxy)
  *	accel_stats		per-CPU counters (struct zh_accel_stats_v in abi/accel.h)
  *	accel_cfg		runtime settings (enum zh_accel_cfg), e.g. policy generation
  * Ownership: the pins own the datapath; struct ag_accel only holds fds.
@@ -39,7 +44,10 @@ struct ag_accel_stats {
 	uint64_t skipped;	/* established sockets not inserted although both ends local (e.g. map full) */
 	uint64_t demoted;	/* sockets moved to the normal path by a policy generation change */
 	uint64_t released;	/* sockets taken out early, queue empty (half-close, SO_RCVLOWAT) */
+	uint64_t proxy;		/* of sockets: inserted as a node proxy leg (pod <-> proxy) */
 };
+
+struct zh_accel_proxy_ep;	/* abi/accel.h */
 
 /* Load, or adopt when already pinned, the programs and maps under pin_dir
  * (created when missing). enable=1: attach sock_ops to cgroup_path through a
@@ -68,6 +76,21 @@ int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n);
  * which the kernel does not serve from the short-circuit queue. Applies to
  * connections established afterwards. 0 / -errno (-E2BIG above 256). */
 int ag_accel_set_skip_ports(struct ag_accel *a, const uint16_t *ports, int n);
+
+/* The node L7 proxy (docs/accel.md "Node proxy legs"): also attach the
+ * sock_ops and setsockopt programs to the proxy's own cgroup, a non-root
+ * cgroup2 directory that is neither the node cgroup given to ag_accel_open
+ * nor one of its ancestors (-EPERM). Idempotent like the node links (a link
+ * on another cgroup is replaced). NULL or "" detaches the proxy links. A
+ * handle opened with enable=0 has no node link: nothing is attached.
+ * 0 / -errno (the proxy links are then removed). */
+int ag_accel_attach_proxy(struct ag_accel *a, const char *cgroup_path);
+
+/* Replace the set of node proxy endpoints: a connection between a local pod
+ * and one of them is short-circuited (port 0: any port of that address).
+ * The agent lists the capture listener (zh_l7cap_cfg[0]) and the proxy's
+ * upstream source address. 0 / -errno (-E2BIG above ZH_ACCEL_MAX_PROXY). */
+int ag_accel_set_proxy(struct ag_accel *a, const struct zh_accel_proxy_ep *eps, int n);
 
 /* Counters summed over CPUs; active is the current sockhash size. 0 / -errno. */
 int ag_accel_stats(struct ag_accel *a, struct ag_accel_stats *out);

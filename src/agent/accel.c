@@ -10,14 +10,19 @@
  * Invariants
  *  1. Either all of PIN_MAPS + PIN_PROGS are pinned, or none: a partial set
  *     (a crash between pins) is removed and loaded afresh by ag_accel_open.
- *  2. At most one link per program (sock_ops, setsockopt) per pin_dir, on the
- *     cgroup given last;
+ *  2. At most one link per program (sock_ops, setsockopt) and slot (node,
+ *     proxy) per pin_dir, on the cgroup given last for that slot;
  *     re-opening with the same cgroup keeps it (no double attach, no gap).
  *  3. Never attach to a cgroup root (DESIGN.md s4): the path must be a
  *     non-root cgroup2 directory (it has cgroup.events).
  *  4. Turning acceleration off never frees the sockhash under live sockets
  *     (that would drop bytes queued in their short-circuit queues): it removes
  *     the link and sets accel_cfg[DISABLED]; only ag_accel_close(a, 1) unpins.
+ *  5. The proxy slot (ag_accel_attach_proxy) is the node L7 proxy's own
+ *     cgroup, given by whoever runs the proxy (the lab: --proxy-cgroup): a
+ *     non-root cgroup2 directory (invariant 3) that is neither the node
+ *     cgroup nor one of its ancestors (it would cover more than the proxy).
+ *     Turning acceleration off removes both slots' links.
  *
  * States of a pin_dir
  *
@@ -30,6 +35,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +58,7 @@ enum accel_obj {
 	AO_STATS,
 	AO_CFG,
 	AO_SKIP,
+	AO_PROXY,
 	AO_SOCKOPS,
 	AO_MSG,
 	AO_SOCKOPT,
@@ -63,24 +70,33 @@ static const char *const accel_pin_names[AO__MAX] = {
 	[AO_STATS] = "accel_stats",
 	[AO_CFG] = "accel_cfg",
 	[AO_SKIP] = "accel_skip",
+	[AO_PROXY] = "accel_proxy",
 	[AO_SOCKOPS] = "accel_sockops",
 	[AO_MSG] = "accel_msg",
 	[AO_SOCKOPT] = "accel_setsockopt",
 };
 
-/* The cgroup links: program, attach type, pin name. */
+/* Which cgroup a link is on: the node's (pods below it) or the node
+ * proxy's (invariant 5). */
+enum accel_slot { AS_NODE, AS_PROXY };
+
+/* The cgroup links: program, attach type, slot, pin name. */
 static const struct {
 	enum accel_obj prog;
 	enum bpf_attach_type type;
+	enum accel_slot slot;
 	const char *pin;
 } accel_links[] = {
-	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, "accel_sockops_link" },
-	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, "accel_setsockopt_link" },
+	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, AS_NODE, "accel_sockops_link" },
+	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, AS_NODE, "accel_setsockopt_link" },
+	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, AS_PROXY, "accel_sockops_proxy_link" },
+	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, AS_PROXY, "accel_setsockopt_proxy_link" },
 };
 #define ACCEL_NLINKS (int)(sizeof(accel_links) / sizeof(accel_links[0]))
 
 struct ag_accel {
 	char pin_dir[256];
+	char node_cg[256];	/* the node cgroup attached to ("": off) */
 	int fd[AO__MAX];	/* -1 when absent (disabled and never loaded) */
 };
 
@@ -153,6 +169,7 @@ static int accel_load_and_pin(struct ag_accel *a)
 	fds[AO_STATS] = bpf_map__fd(skel->maps.accel_stats);
 	fds[AO_CFG] = bpf_map__fd(skel->maps.accel_cfg);
 	fds[AO_SKIP] = bpf_map__fd(skel->maps.accel_skip);
+	fds[AO_PROXY] = bpf_map__fd(skel->maps.accel_proxy);
 	fds[AO_SOCKOPS] = bpf_program__fd(skel->progs.zh_accel_sockops);
 	fds[AO_MSG] = bpf_program__fd(skel->progs.zh_accel_msg);
 	fds[AO_SOCKOPT] = bpf_program__fd(skel->progs.zh_accel_setsockopt);
@@ -272,21 +289,25 @@ out:
 	return err;
 }
 
-static int accel_link(struct ag_accel *a, const char *cg)
+static int accel_link(struct ag_accel *a, const char *cg, enum accel_slot slot)
 {
 	int l, err = 0;
 
 	for (l = 0; l < ACCEL_NLINKS && !err; l++)
-		err = accel_link_one(a, cg, l);
+		if (accel_links[l].slot == slot)
+			err = accel_link_one(a, cg, l);
 	return err;
 }
 
-static void accel_unlink(const char *dir)
+/* Detach and unpin the links of one slot, or of all (slot < 0). */
+static void accel_unlink_slot(const char *dir, int slot)
 {
 	char p[300];
 	int l, lfd;
 
 	for (l = 0; l < ACCEL_NLINKS; l++) {
+		if (slot >= 0 && (int)accel_links[l].slot != slot)
+			continue;
 		if (accel_path(p, sizeof(p), dir, accel_links[l].pin))
 			continue;
 		lfd = bpf_obj_get(p);
@@ -296,6 +317,11 @@ static void accel_unlink(const char *dir)
 		}
 		unlink(p);
 	}
+}
+
+static void accel_unlink(const char *dir)
+{
+	accel_unlink_slot(dir, -1);
 }
 
 int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
@@ -355,9 +381,10 @@ int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
 		zh_err("accel: attaching sk_msg to the sockhash: %s", strerror(-err));
 		goto err_close;
 	}
-	err = accel_link(a, cgroup_path);
+	err = accel_link(a, cgroup_path, AS_NODE);
 	if (err)
 		goto err_close;
+	snprintf(a->node_cg, sizeof(a->node_cg), "%s", cgroup_path);
 	*out = a;
 	return 0;
 
@@ -451,6 +478,78 @@ out:
 	return err;
 }
 
+/* Invariant 5: `proxy` must not be the node cgroup or one of its
+ * ancestors (it would cover pods, or more). */
+static int accel_check_proxy_cgroup(const char *node, const char *proxy)
+{
+	char rn[PATH_MAX], rp[PATH_MAX];
+	size_t lp;
+
+	if (!realpath(proxy, rp)) {
+		zh_err("accel: proxy cgroup %s: %s", proxy, strerror(errno));
+		return -errno;
+	}
+	if (!*node || !realpath(node, rn))
+		return 0;	/* no node slot to compare with */
+	lp = strlen(rp);
+	if (!strcmp(rn, rp) || (!strncmp(rn, rp, lp) && rn[lp] == '/')) {
+		zh_err("accel: proxy cgroup %s is the node cgroup %s or above it; refusing to attach",
+		       proxy, node);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int ag_accel_attach_proxy(struct ag_accel *a, const char *cgroup_path)
+{
+	int err;
+
+	if (a->fd[AO_SOCKOPS] < 0)
+		return 0;	/* never loaded here (off from the start) */
+	if (!cgroup_path || !*cgroup_path || !*a->node_cg) {
+		accel_unlink_slot(a->pin_dir, AS_PROXY);
+		return 0;
+	}
+	err = accel_check_proxy_cgroup(a->node_cg, cgroup_path);
+	if (!err)
+		err = accel_link(a, cgroup_path, AS_PROXY);
+	if (err)
+		accel_unlink_slot(a->pin_dir, AS_PROXY);
+	return err;
+}
+
+int ag_accel_set_proxy(struct ag_accel *a, const struct zh_accel_proxy_ep *eps, int n)
+{
+	struct zh_accel_proxy_ep key, next, old[ZH_ACCEL_MAX_PROXY];
+	int fd = a->fd[AO_PROXY], i, j, nold = 0, err;
+	__u8 one = 1;
+
+	if (fd < 0)
+		return 0;	/* never loaded here */
+	if (n < 0 || n > ZH_ACCEL_MAX_PROXY)
+		return -E2BIG;
+	for (err = bpf_map_get_next_key(fd, NULL, &next); !err && nold < ZH_ACCEL_MAX_PROXY;
+	     err = bpf_map_get_next_key(fd, &key, &next)) {
+		key = next;
+		old[nold++] = key;
+	}
+	/* Make before break, as ag_accel_set_local. */
+	for (i = 0; i < n; i++) {
+		key = eps[i];
+		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+			return -errno;
+	}
+	for (i = 0; i < nold; i++) {
+		int keep = 0;
+
+		for (j = 0; j < n && !keep; j++)
+			keep = eps[j].ip4 == old[i].ip4 && eps[j].port == old[i].port;
+		if (!keep)
+			bpf_map_delete_elem(fd, &old[i]);
+	}
+	return 0;
+}
+
 int ag_accel_set_policy_gen(struct ag_accel *a, uint32_t gen)
 {
 	if (a->fd[AO_CFG] < 0)
@@ -487,6 +586,7 @@ static int accel_read_stats(int stats_fd, int hash_fd, struct ag_accel_stats *ou
 	out->skipped = sum[ZH_ACCEL_ST_SKIPPED];
 	out->demoted = sum[ZH_ACCEL_ST_DEMOTED];
 	out->released = sum[ZH_ACCEL_ST_RELEASED];
+	out->proxy = sum[ZH_ACCEL_ST_PROXY];
 	/* The ground truth for "active": walk the sockhash itself. */
 	for (err = bpf_map_get_next_key(hash_fd, NULL, &next); !err;
 	     err = bpf_map_get_next_key(hash_fd, &key, &next)) {

@@ -13,7 +13,11 @@
  *         ag_compile_update() when the load was an in-place pod patch,
  *         else ag_compile();
  *         ag_lb_sync() (or ag_nft_apply() in --mode nft);
- *         ag_accel_set_local(this node's pod IPs); back to IDLE.
+ *         ag_accel_set_local(this node's pod IPs);
+ *         set_proxy_eps() (the node proxy's endpoints, when --proxy-cgroup);
+ *         back to IDLE. While the proxy has not published its capture
+ *         address yet (zh_l7cap_cfg[0] empty), IDLE also wakes every
+ *         PROXY_POLL_MS to look again (A8).
  *
  * Invariants:
  *  A1. The watch is drained *before* the state is read, so a change that
@@ -43,6 +47,13 @@
  *      change. A new pod (also a Pending one, which must be isolated before
  *      its command starts), a deleted pod or a label change is never
  *      incremental.
+ *  A8. Node proxy legs (docs/accel.md): with --accel on and --proxy-cgroup,
+ *      accel's programs are attached to the proxy's cgroup too, and
+ *      accel_proxy holds exactly the proxy's capture address (read from the
+ *      zh_l7cap_cfg pin the proxy writes) and its upstream source address
+ *      (pol_node_proxy_ip of this node in the state's Cluster). Without
+ *      --proxy-cgroup accel_proxy is emptied: no pod socket is inserted for
+ *      a peer that could never be in the sockhash.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -54,14 +65,19 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/signalfd.h>
+#include <arpa/inet.h>
+
+#include <bpf/bpf.h>
 
 #include "zerohop/abi/accel.h"
+#include "zerohop/abi/l7cap.h"
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
+#include "zerohop/policy.h"
 #include "zerohop/state.h"
 #include "policy_glue.h"
 
@@ -73,6 +89,7 @@ struct agent {
 	char cgroup[256];
 	char state_dir[256];
 	char pin_dir[256];
+	char proxy_cg[256];	/* --proxy-cgroup: the node proxy's cgroup ("": none) */
 	enum ag_mode mode;
 	int accel;		/* 1 on, 0 off */
 	/* --accel-skip-ports: never short-circuited (host order); applied
@@ -93,7 +110,14 @@ struct agent {
 	struct ag_compiled *c;
 	uint64_t token;
 	int n_incr;		/* incremental syncs since the last full one */
+	/* A8: the endpoints last written to accel_proxy; pending while the
+	 * proxy's capture address is not known yet */
+	struct zh_accel_proxy_ep proxy_eps[2];
+	int n_proxy_eps;
+	bool proxy_pending;
 };
+
+#define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
 
 /* A6: a full load and compile after this many incremental syncs. */
 #define AG_FULL_EVERY 64
@@ -125,6 +149,65 @@ static void set_local_pods(struct agent *a, const struct md_state *st)
 	if (ret)
 		zh_warn("agent: accel local endpoints: %s", strerror(-ret));
 	free(ips);
+}
+
+/* A8: the node proxy's endpoints into accel_proxy: its capture address
+ * (zh_l7cap_cfg[0], written by the proxy when it starts) and its upstream
+ * source address (.1 of this node's pod range). */
+static void set_proxy_eps(struct agent *a)
+{
+	struct zh_accel_proxy_ep eps[2] = {};
+	struct zh_l7cap_cfg cfg = {};
+	char p[320];
+	uint32_t zero = 0;
+	int n = 0, fd, ret;
+
+	if (!a->acc)
+		return;
+	a->proxy_pending = false;
+	if (a->proxy_cg[0]) {
+		snprintf(p, sizeof(p), "%s/%s", a->pin_dir, ZH_L7CAP_CFG_MAP);
+		fd = bpf_obj_get(p);
+		if (fd >= 0) {
+			if (bpf_map_lookup_elem(fd, &zero, &cfg))
+				memset(&cfg, 0, sizeof(cfg));
+			close(fd);
+		}
+		if (cfg.proxy_ip && cfg.proxy_port)
+			eps[n++] = (struct zh_accel_proxy_ep){ .ip4 = cfg.proxy_ip,
+							       .port = ntohs(cfg.proxy_port) };
+		else
+			a->proxy_pending = true;
+		for (int i = 0; a->st && i < a->st->cluster.n_nodes; i++) {
+			const char *name = a->st->cluster.nodes[i].name;
+			uint32_t pip;
+
+			if (!name || strcmp(name, a->node))
+				continue;
+			pip = pol_node_proxy_ip(&a->st->cluster, i);
+			if (pip)
+				eps[n++] = (struct zh_accel_proxy_ep){ .ip4 = pip, .port = 0 };
+			break;
+		}
+	}
+	if (n == a->n_proxy_eps && !memcmp(eps, a->proxy_eps, sizeof(eps[0]) * n))
+		return;
+	ret = ag_accel_set_proxy(a->acc, eps, n);
+	if (ret) {
+		zh_warn("agent: accel proxy endpoints: %s", strerror(-ret));
+		return;
+	}
+	memcpy(a->proxy_eps, eps, sizeof(eps[0]) * n);
+	a->n_proxy_eps = n;
+	for (int i = 0; i < n; i++) {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &eps[i].ip4, ip, sizeof(ip));
+		if (eps[i].port)
+			zh_info("agent: accel proxy endpoint %s:%u", ip, eps[i].port);
+		else
+			zh_info("agent: accel proxy endpoint %s (any port)", ip);
+	}
 }
 
 /* Merge delta b (a second load in the same sync) into a. */
@@ -232,6 +315,7 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant)
 		set_local_pods(a, a->st);
+	set_proxy_eps(a);
 	if (a->destroy_stale && a->lb) {
 		const struct zh_lb_backend *gone;
 		int n_gone = ag_lb_gone(a->lb, &gone), killed = 0;
@@ -278,11 +362,17 @@ static int run(struct agent *a)
 	for (;;) {
 		double start;
 
-		if (poll(pfd, 2, -1) < 0) {
+		int np = poll(pfd, 2, a->proxy_pending ? PROXY_POLL_MS : -1);
+
+		if (np < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = -errno;
 			break;
+		}
+		if (np == 0) {
+			set_proxy_eps(a);	/* A8 */
+			continue;
 		}
 		if (pfd[1].revents)
 			break;
@@ -308,6 +398,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: zerohop agent --node NODE [--lab LAB] [--cgroup PATH] [--state DIR]\n"
 		"                     [--pin-dir DIR] [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
+		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
@@ -384,6 +475,7 @@ int cli_agent(int argc, char **argv)
 		{ "pin-dir", required_argument, NULL, 'p' },
 		{ "accel", required_argument, NULL, 'a' },
 		{ "accel-skip-ports", required_argument, NULL, 'S' },
+		{ "proxy-cgroup", required_argument, NULL, 'P' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "debounce-ms", required_argument, NULL, 'd' },
 		{ "once", no_argument, NULL, 'o' },
@@ -394,7 +486,7 @@ int cli_agent(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent a = { .accel = 1, .debounce_ms = 1 };
+	struct agent a = { .accel = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
 	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
 	bool cleanup = false;
@@ -417,6 +509,13 @@ int cli_agent(int argc, char **argv)
 		case 'a':
 			if (on_off("--accel", optarg, &a.accel))
 				return 2;
+			break;
+		case 'P':
+			if (snprintf(a.proxy_cg, sizeof(a.proxy_cg), "%s", optarg) >=
+			    (int)sizeof(a.proxy_cg)) {
+				fprintf(stderr, "zerohop agent: --proxy-cgroup: path too long\n");
+				return 2;
+			}
 			break;
 		case 'S':
 			if (parse_skip_ports(optarg, a.skip_ports, &a.n_skip))
@@ -552,7 +651,20 @@ int cli_agent(int argc, char **argv)
 		else if (a.n_skip)
 			zh_info("agent: accel skips %d port(s), first %u", a.n_skip,
 				(unsigned)a.skip_ports[0]);
+		/* A8: the node proxy's legs; without the flag (or with accel
+		 * off) any proxy link of an earlier run is removed. A failure
+		 * leaves pod-to-pod acceleration running. */
+		ret = ag_accel_attach_proxy(a.acc, a.accel ? a.proxy_cg : NULL);
+		if (ret) {
+			zh_warn("agent: accel on the proxy cgroup %s: %s (proxy legs take the normal path)",
+				a.proxy_cg, strerror(-ret));
+			a.proxy_cg[0] = '\0';
+		} else if (a.accel && a.proxy_cg[0]) {
+			zh_info("agent: accel also on the node proxy cgroup %s", a.proxy_cg);
+		}
 	}
+	if (!a.acc || !a.accel)
+		a.proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
 	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
 		a.node, a.lab, a.mode == AG_MODE_NFT ? "nft" : "bpf", a.accel ? "on" : "off",
 		a.destroy_stale ? "on" : "off", a.cgroup, a.pin_dir, a.state_dir);

@@ -604,7 +604,7 @@ static void agents_start(struct sup *s)
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		struct sup_proc *p = &s->agents[i];
 		const char *node = s->t.nodes[i].name;
-		char **v = zh_calloc(20, sizeof(char *));
+		char **v = zh_calloc(24, sizeof(char *));
 		int n = 0;
 
 		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, node);
@@ -633,6 +633,19 @@ static void agents_start(struct sup *s)
 		if (s->t.nft) {
 			v[n++] = zh_strdup("--mode");
 			v[n++] = zh_strdup("nft");
+		} else {
+			/* The node proxy's cgroup (proxies_start), made here so
+			 * the agent can attach the same-node short-circuit to it
+			 * before the proxy starts (docs/accel.md "Node proxy
+			 * legs"); the lab made it, so attaching there is safe. */
+			char pcg[LAB_PATH], lcg[LAB_PATH];
+
+			lab_lab_cgroup_path(lcg, sizeof(lcg), s->t.lab);
+			lab_fmt(pcg, sizeof(pcg), "%s/system/proxy-%s", lcg, node);
+			if (mkdir(pcg, 0755) && errno != EEXIST)
+				zh_warn("mkdir %s: %s", pcg, strerror(errno));
+			v[n++] = zh_strdup("--proxy-cgroup");
+			v[n++] = zh_strdup(pcg);
 		}
 		p->argv = v;
 		lab_fmt(p->name, sizeof(p->name), "agent");

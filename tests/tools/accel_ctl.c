@@ -6,6 +6,10 @@
  *   accel_ctl stats PIN_DIR                    counters as key=value lines (fresh process)
  *   accel_ctl gen CGROUP PIN_DIR N             set the policy generation (adopts)
  *   accel_ctl skip CGROUP PIN_DIR [PORT ...]   set the ports never short-circuited
+ *   accel_ctl proxy CGROUP PIN_DIR [IP[:PORT] ...]  set the node proxy endpoints
+ *                                              (no PORT: any port; benchmarks)
+ *   accel_ctl keys PIN_DIR                     sockhash keys, one socket a line:
+ *                                              LOCAL_IP:PORT REMOTE_IP:PORT
  *
  * each tests/tools file is built alone, so this compiles the contract's
  * implementation in directly: exactly the code the agent links. */
@@ -21,7 +25,8 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: accel_ctl on CGROUP PIN_DIR [IP...] | off PIN_DIR | "
-			"cleanup PIN_DIR | stats PIN_DIR | gen CGROUP PIN_DIR N | skip CGROUP PIN_DIR [PORT...]\n");
+			"cleanup PIN_DIR | stats PIN_DIR | gen CGROUP PIN_DIR N | skip CGROUP PIN_DIR [PORT...] | "
+			"proxy CGROUP PIN_DIR [IP[:PORT]...] | keys PIN_DIR\n");
 	return 2;
 }
 
@@ -80,12 +85,52 @@ int main(int argc, char **argv)
 		err = ag_accel_read_pinned_stats(argv[2], &s);
 		if (!err)
 			printf("sockets=%llu\nactive=%llu\nmsgs=%llu\nbytes=%llu\nfallbacks=%llu\n"
-			       "removed=%llu\nskipped=%llu\ndemoted=%llu\nreleased=%llu\n",
+			       "removed=%llu\nskipped=%llu\ndemoted=%llu\nreleased=%llu\nproxy=%llu\n",
 			       (unsigned long long)s.sockets, (unsigned long long)s.active,
 			       (unsigned long long)s.msgs, (unsigned long long)s.bytes,
 			       (unsigned long long)s.fallbacks, (unsigned long long)s.removed,
 			       (unsigned long long)s.skipped, (unsigned long long)s.demoted,
-			       (unsigned long long)s.released);
+			       (unsigned long long)s.released, (unsigned long long)s.proxy);
+	} else if (!strcmp(argv[1], "proxy") && argc >= 4) {
+		struct zh_accel_proxy_ep eps[ZH_ACCEL_MAX_PROXY];
+
+		for (i = 4; i < argc && n < ZH_ACCEL_MAX_PROXY; i++) {
+			char ip[32], *colon;
+			unsigned long port = 0;
+
+			snprintf(ip, sizeof(ip), "%s", argv[i]);
+			colon = strchr(ip, ':');
+			if (colon) {
+				*colon = '\0';
+				port = strtoul(colon + 1, NULL, 10);
+			}
+			if (inet_pton(AF_INET, ip, &eps[n].ip4) != 1 || port > 65535) {
+				fprintf(stderr, "accel_ctl: argument %d: bad endpoint '%s'\n", i, argv[i]);
+				return 2;
+			}
+			eps[n++].port = (uint32_t)port;
+		}
+		err = ag_accel_open(argv[2], argv[3], 1, &a);
+		if (!err)
+			err = ag_accel_set_proxy(a, eps, n);
+		ag_accel_close(a, 0);
+	} else if (!strcmp(argv[1], "keys")) {
+		struct zh_accel_key key, next;
+		char p[300], l[INET_ADDRSTRLEN], r[INET_ADDRSTRLEN];
+		int fd;
+
+		snprintf(p, sizeof(p), "%s/accel_sockhash", argv[2]);
+		fd = bpf_obj_get(p);
+		err = fd < 0 ? -errno : 0;
+		for (i = fd < 0 ? -1 : bpf_map_get_next_key(fd, NULL, &next); !i;
+		     i = bpf_map_get_next_key(fd, &key, &next)) {
+			key = next;
+			printf("%s:%u %s:%u\n", inet_ntop(AF_INET, &key.local_ip4, l, sizeof(l)),
+			       key.local_port, inet_ntop(AF_INET, &key.remote_ip4, r, sizeof(r)),
+			       key.remote_port);
+		}
+		if (fd >= 0)
+			close(fd);
 	} else {
 		return usage();
 	}

@@ -10,6 +10,18 @@
 #define ZH_ACCEL_MAX_SOCKS	65536	/* sockhash entries: established short-circuited sockets */
 #define ZH_ACCEL_MAX_LOCAL	4096	/* local endpoints (this node's pod IPv4s) */
 #define ZH_ACCEL_MAX_SKIP_PORTS	256	/* ports excluded from the short-circuit */
+#define ZH_ACCEL_MAX_PROXY	16	/* node proxy endpoints (accel_proxy) */
+
+/* A node L7 proxy endpoint (accel_proxy key): a connection between one of
+ * this node's pods and this endpoint is short-circuited like a pod-to-pod
+ * one, when the proxy's own cgroup carries the sock_ops link too
+ * (ag_accel_attach_proxy). port 0 = any port of ip (the proxy's upstream
+ * source address); else exactly ip:port (its capture listener). */
+struct zh_accel_proxy_ep {
+	__u32 ip4;		/* network byte order */
+	__u32 port;		/* host byte order; 0: any */
+};
+_Static_assert(sizeof(struct zh_accel_proxy_ep) == 8, "zh_accel_proxy_ep layout");
 
 /* Sockhash key: one socket, as seen from its own side. Built by ONE helper
  * (bpf/lib/accel_key.h) from a sock_ops or an sk_msg context.
@@ -36,6 +48,8 @@ enum zh_accel_stat {
 	ZH_ACCEL_ST_DEMOTED,		/* sockets demoted by a policy generation change */
 	ZH_ACCEL_ST_RELEASED,		/* sockets taken out early with an empty queue
 					 * (half-close, SO_RCVLOWAT) */
+	ZH_ACCEL_ST_PROXY,		/* of SOCKETS: inserted as a node proxy leg
+					 * (one end in accel_proxy) */
 	ZH_ACCEL_ST__MAX,
 };
 

@@ -31,7 +31,7 @@
 
 #define BPF_FS_MAGIC 0xcafe4a11
 
-static char cgroot[256], cg[300], pin[300], oldcg[1024];
+static char cgroot[256], cg[300], pcg[320], pin[300], oldcg[1024];
 
 static int find_cgroup2(void)
 {
@@ -146,10 +146,10 @@ static int pinned(const char *name)
 	return access(p, F_OK) == 0;
 }
 
-static __u32 link_prog_count(void)
+static __u32 link_prog_count_at(const char *path)
 {
 	__u32 ids[8], cnt = 8;
-	int fd = open(cg, O_RDONLY | O_DIRECTORY);
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
 
 	if (fd < 0)
 		return 99;
@@ -157,6 +157,11 @@ static __u32 link_prog_count(void)
 		cnt = 99;
 	close(fd);
 	return cnt;
+}
+
+static __u32 link_prog_count(void)
+{
+	return link_prog_count_at(cg);
 }
 
 int main(void)
@@ -181,6 +186,7 @@ int main(void)
 	}
 	snprintf(cg, sizeof(cg), "%s/zhS-unit-%d", cgroot, getpid());
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/zerohop/zhS-unit-%d/node", getpid());
+	snprintf(pcg, sizeof(pcg), "%s-proxy", cg);
 	remember_cgroup();
 	ok(mkdir(cg, 0755) == 0, "made cgroup %s", cg);
 
@@ -214,6 +220,37 @@ int main(void)
 	is_int(link_prog_count(), 1, "still one sock_ops program on the cgroup");
 	ag_accel_close(b, 0);
 	b = NULL;
+
+	/* The node proxy's cgroup (docs/accel.md "Node proxy legs"): a
+	 * sibling of the node cgroup; the root and the node cgroup itself are
+	 * refused; idempotent; NULL detaches. */
+	{
+		struct zh_accel_proxy_ep eps[ZH_ACCEL_MAX_PROXY + 1] = {
+			{ .ip4 = htonl(0x0afa0001), .port = 15001 },
+			{ .ip4 = htonl(0x0af40001), .port = 0 },
+		};
+
+		ok(mkdir(pcg, 0755) == 0, "made proxy cgroup %s", pcg);
+		is_int(ag_accel_attach_proxy(a, cgroot), -EPERM, "proxy slot: the cgroup root is refused");
+		is_int(ag_accel_attach_proxy(a, cg), -EPERM, "proxy slot: the node cgroup itself is refused");
+		ok(!pinned("accel_sockops_proxy_link"), "no proxy link after a refusal");
+		is_int(ag_accel_attach_proxy(a, pcg), 0, "proxy slot: a sibling cgroup is accepted");
+		ok(pinned("accel_sockops_proxy_link") && pinned("accel_setsockopt_proxy_link"),
+		   "proxy links pinned");
+		is_int(ag_accel_attach_proxy(a, pcg), 0, "attaching the proxy slot again");
+		is_int(link_prog_count_at(pcg), 1, "one sock_ops program on the proxy cgroup");
+		is_int(link_prog_count(), 1, "still one on the node cgroup");
+		is_int(ag_accel_set_proxy(a, eps, 2), 0, "set_proxy with 2 endpoints");
+		is_int(count_keys("accel_proxy"), 2, "2 proxy endpoints in the map");
+		is_int(ag_accel_set_proxy(a, eps + 1, 1), 0, "set_proxy with 1 of them");
+		is_int(count_keys("accel_proxy"), 1, "the other one was removed");
+		is_int(ag_accel_set_proxy(a, eps, ZH_ACCEL_MAX_PROXY + 1), -E2BIG, "too many: -E2BIG");
+		is_int(ag_accel_attach_proxy(a, NULL), 0, "proxy slot detached (NULL)");
+		ok(!pinned("accel_sockops_proxy_link") && link_prog_count_at(pcg) == 0,
+		   "no proxy link, no program on the proxy cgroup");
+		is_int(link_prog_count(), 1, "the node link stays");
+		is_int(ag_accel_attach_proxy(a, pcg), 0, "proxy slot attached again (for the off case)");
+	}
 
 	/* Real sockets: this process, in the cgroup, in a private netns. */
 	if (unshare(CLONE_NEWNET) || lo_up()) {
@@ -271,6 +308,8 @@ out_close:
 	is_int(err, 0, "open(enable=0)");
 	ok(!pinned("accel_sockops_link") && !pinned("accel_setsockopt_link"), "links removed");
 	is_int(link_prog_count(), 0, "no sock_ops program on the cgroup");
+	ok(!pinned("accel_sockops_proxy_link") && !pinned("accel_setsockopt_proxy_link") &&
+	   link_prog_count_at(pcg) == 0, "proxy links removed too");
 	ok(pinned("accel_stats"), "counters still pinned");
 	/* Cleanup. */
 	ag_accel_close(a, 1);
@@ -284,5 +323,6 @@ out_close:
 out_cg:
 	ag_accel_close(a, 1);
 	ok(rmdir(cg) == 0, "cgroup removed");
+	rmdir(pcg);
 	return done_testing();
 }
