@@ -81,8 +81,14 @@ YAML
 # program: docs/benchmarks/policy.md). Let the client reuse a TIME_WAIT
 # port after 1 s, as load generators are run (tcp_tw_reuse=1; the lab pod's
 # own network namespace, nothing outside the lab changes).
-ip netns exec "$LAB-p-default-client" sysctl -qw net.ipv4.tcp_tw_reuse=1 ||
-	{ echo "bench_conn.sh: cannot set tcp_tw_reuse in the client pod's netns" >&2; exit 1; }
+# Even so, the size measured right after another one found the ports of
+# that run (under 1 s old) still unusable, and ran ~25 % slower whatever
+# its policy count (200 after 0: 0.78x in every order-2 position of a
+# quiet run). So the client also gets the whole port range (1024-65535):
+# connect() then finds a free port at once.
+ip netns exec "$LAB-p-default-client" sysctl -qw net.ipv4.tcp_tw_reuse=1 \
+	net.ipv4.ip_local_port_range="1024 65535" ||
+	{ echo "bench_conn.sh: cannot set tcp_tw_reuse / ip_local_port_range in the client pod's netns" >&2; exit 1; }
 python3 - "$TMP" "$SIZES" <<'PY'
 import sys
 tmp = sys.argv[1]
@@ -106,6 +112,18 @@ for n in map(int, sys.argv[2].split()):
                         f"[{{podSelector: {{matchLabels: {{app: nobody-{i}}}}}}}]}}]}}\n")
 PY
 SERVER=$("$ZH" lab status --lab $LAB -o json | python3 -c 'import json,sys; print([p["ip"] for p in json.load(sys.stdin)["pods"] if p["name"]=="server"][0])')
+# Fixed CPUs: the server on CPU 1, the client on CPU 0. Left to the
+# scheduler, the pair sometimes shares a CPU and sometimes not, and whole
+# runs land at ~6,500 or ~9,500 conn/s whatever the policy count (a
+# bimodal spread that hid any 3 % effect). Needs 2 CPUs; PIN=0 turns it off.
+PIN=${PIN:-1}
+[ "$(nproc)" -ge 2 ] || PIN=0
+CLIENT_CPU=()
+if [ "$PIN" = 1 ]; then
+	SPID=$("$ZH" lab status --lab $LAB -o json | python3 -c 'import json,sys; print([p["pid"] for p in json.load(sys.stdin)["pods"] if p["name"]=="server"][0])')
+	taskset -apc 1 "$SPID" >/dev/null || { echo "bench_conn.sh: cannot pin the server (pid $SPID)" >&2; exit 1; }
+	CLIENT_CPU=(taskset -c 0)
+fi
 URL="http://$SERVER:8080/echo?size=1024"
 PINS=/sys/fs/bpf/zerohop/$LAB
 [ -z "$COST" ] || [ -x "$TOOLS/netpol_cost" ] || { echo "no $TOOLS/netpol_cost (make first)"; exit 1; }
@@ -126,11 +144,11 @@ for r in $(seq "$ROUNDS"); do
 		rm -f "$TMP/b.json"
 		if [ -n "$COST" ]; then
 			"$TOOLS/netpol_cost" "$PINS/node-a" "$PINS/node-b" -- \
-				"$ZH" lab exec --lab $LAB client -- "$ZH" bench $LOADARGS -c 1 --keepalive=false \
+				"$ZH" lab exec --lab $LAB client -- "${CLIENT_CPU[@]}" "$ZH" bench $LOADARGS -c 1 --keepalive=false \
 				--json "$TMP/b.json" --quiet "$URL" >"$TMP/cost.txt" 2>"$TMP/cost.err"
 			cost=$(awk '/^total/ {print $5, $3}' "$TMP/cost.txt")
 		else
-			"$ZH" lab exec --lab $LAB client -- "$ZH" bench $LOADARGS -c 1 --keepalive=false \
+			"$ZH" lab exec --lab $LAB client -- "${CLIENT_CPU[@]}" "$ZH" bench $LOADARGS -c 1 --keepalive=false \
 				--json "$TMP/b.json" --quiet "$URL" >/dev/null 2>&1
 			cost=""
 		fi
