@@ -18,7 +18,8 @@
 # requests per CPU-second of the proxy process; median and spread. The
 # accel proxy counter is checked to move for both contenders (with accel on).
 # Usage: scripts/bench-proxy-lab.sh [PAIRS=5] [DUR=5s] [CONNS=64]
-# Environment: B=build dir (build), LAB (A5), ACCEL (on|off, on).
+# Environment: B=build dir (build), LAB (A5), ACCEL (on|off, on), PINCPU
+# (1: proxies on CPU 1, load and server on CPU 0; 0: unpinned).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
@@ -110,6 +111,19 @@ if [ "$ACCEL" = on ]; then
 	"$TOOLS/accel_ctl" proxy "$NCG" "$PIN" "$NODE_IP:15001" "$PXA" "$NODE_IP:15002" ||
 		{ echo "accel_ctl proxy failed" >&2; exit 1; }
 fi
+# Fixed CPUs (PINCPU=1, the default on 2+ CPUs): the proxy under test on
+# CPU 1, the load (wrk) and the echo server on CPU 0, the same for both
+# contenders. Unpinned, the three busy processes share 2 CPUs as the
+# scheduler places them and pairs swing 0.7-2.6x; pinned, the proxy's own
+# CPU is what limits it, which is what the comparison is about.
+WRKCPU=()
+if [ "${PINCPU:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+	EPID=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="echo") | .pid')
+	taskset -apc 0 "$EPID" >/dev/null && taskset -apc 1 "$ZPID" >/dev/null &&
+		taskset -apc 1 "$HPID" >/dev/null || { echo "taskset failed" >&2; exit 1; }
+	WRKCPU=(taskset -c 0)
+	echo "# pinned: proxies on CPU 1 (zerohop $ZPID, haproxy $HPID), echo ($EPID) and wrk on CPU 0"
+fi
 echo "# lab $LAB accel $ACCEL: node-a $NODE_IP, echo $ECHO_IP, proxy address $PXA; zerohop proxy pid $ZPID, haproxy pid $HPID ($(haproxy -v | head -1 | awk '{print $3}'))"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -117,7 +131,7 @@ pstat() { "$TOOLS/accel_ctl" stats "$PIN" 2>/dev/null | sed -n 's/^proxy=//p'; }
 rps() { # URL PID → "requests/s requests-per-proxy-CPU-second accel-proxy-sockets"
 	local t0 t1 r p0 p1
 	t0=$(ticks "$2"); p0=$(pstat)
-	r=$("$ZH" lab exec --lab $LAB client -- wrk -t1 -c"$CONNS" -d"$DUR" "$1" |
+	r=$("$ZH" lab exec --lab $LAB client -- "${WRKCPU[@]}" wrk -t1 -c"$CONNS" -d"$DUR" "$1" |
 		awk '/^Requests\/sec/ {print $2}')
 	t1=$(ticks "$2"); p1=$(pstat)
 	awk -v r="$r" -v d="${DUR%s}" -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \

@@ -91,7 +91,7 @@ ssize_t buf_read_fd(struct buf *b, int fd, size_t max)
 	} else {
 		buf_reserve(b, max);
 	}
-	n = read(fd, buf_tail(b), max);
+	n = recv(fd, buf_tail(b), max, 0);
 	if (n < 0)
 		return -errno;
 	b->data += (size_t)n;
