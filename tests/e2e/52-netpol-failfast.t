@@ -6,16 +6,8 @@
 # out); drops are counted per reason and per policy. The policy datapath is
 # loaded by the node agents (docs/policy.md).
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t52
-TOOLS=$(dirname "$ZH")/tests/tools
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-[ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_probe (make first)"
-command -v jq >/dev/null || skip_all "no jq"
-TMP=$(mktemp -d /tmp/zh-t52.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/netpol_lab.sh"
+netpol_lab_setup t52 netpol_probe
 
 cat >"$TMP/app.yaml" <<YAML
 apiVersion: v1

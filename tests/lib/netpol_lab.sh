@@ -1,4 +1,4 @@
-# netpol_lab.sh — shared pieces of the lab NetworkPolicy tests (54–56), on
+# netpol_lab.sh — shared pieces of the lab NetworkPolicy tests (52, 54–56), on
 # top of lab_test.sh. Source after tap.sh:
 #	netpol_lab_setup LAB TOOL...	lab_test_setup LAB, and skip unless
 #					every TOOL exists under $TOOLS
