@@ -22,6 +22,7 @@
 # (1: proxies on CPU 1, load and server on CPU 0; 0: unpinned).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/haproxy.sh"
 B=${B:-build}
 ZH=$ROOT/$B/zerohop
 TOOLS=$(dirname "$ZH")/tests/tools
@@ -79,22 +80,7 @@ ECHO_IP=$("$ZH" get --lab $LAB pods -o json | jq -r '.[] | select(.name=="echo")
 PXA=${ECHO_IP%.*}.1
 ZPID=$("$ZH" lab status --lab $LAB -o json | jq -r '.nodes[] | select(.name=="node-a") | .proxyPid')
 
-cat >"$TMP/haproxy.cfg" <<CFG
-global
-	nbthread 1
-	maxconn 9000
-defaults
-	mode http
-	timeout connect 5s
-	timeout client 60s
-	timeout server 60s
-	http-reuse always
-frontend fe
-	bind $NODE_IP:15002
-	default_backend be
-backend be
-	server s1 $ECHO_IP:8080 source $PXA
-CFG
+haproxy_cfg "$NODE_IP:15002" $ECHO_IP:8080 source $PXA >"$TMP/haproxy.cfg"
 # Join the proxy cgroup first, so the listener (and every socket it
 # accepts) and the upstream sockets are the proxy cgroup's.
 "$ZH" lab exec --lab $LAB --node node-a -- sh -c \

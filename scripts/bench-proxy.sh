@@ -18,6 +18,7 @@ PAIRS=${1:-5}
 DUR=${2:-5s}
 CONNS=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/haproxy.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
 PY=$(command -v /usr/bin/python3 || command -v python3)
 for t in wrk nginx haproxy "$ZH" "$PY"; do
@@ -64,22 +65,7 @@ YAML
 "$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web -f "$TMP/m.yaml" 2>"$TMP/zp.err" &
 ZPID=$!
 PIDS+=($ZPID)
-cat >"$TMP/haproxy.cfg" <<CFG
-global
-	nbthread 1
-	maxconn 9000
-defaults
-	mode http
-	timeout connect 5s
-	timeout client 60s
-	timeout server 60s
-	http-reuse always
-frontend fe
-	bind 127.0.0.1:$HP
-	default_backend be
-backend be
-	server s1 127.0.0.1:$EP
-CFG
+haproxy_cfg "127.0.0.1:$HP" 127.0.0.1:$EP >"$TMP/haproxy.cfg"
 haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.err" &
 HPID=$!
 PIDS+=($HPID)
