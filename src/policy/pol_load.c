@@ -808,22 +808,10 @@ void pol_close(struct pol *p, int unpin)
 	if (!p)
 		return;
 	for (int i = 0; i < POL_N_LINKS; i++) {
-		if (!p->link[i])
-			continue;
-		if (unpin) {
-			bpf_link__unpin(p->link[i]);
-			bpf_link__detach(p->link[i]);
-		}
-		bpf_link__destroy(p->link[i]);
-	}
-	if (unpin) {
-		/* links pinned by an earlier opener that this one did not adopt */
-		for (int i = 0; i < POL_N_LINKS; i++) {
-			char path[PATH_MAX + 64];
-
-			snprintf(path, sizeof(path), "%s/%s", p->pin_dir, pol_link_names[i]);
-			unlink(path);
-		}
+		if (unpin)
+			detach_one(p, i);	/* also an earlier opener's pin we did not adopt */
+		else if (p->link[i])
+			bpf_link__destroy(p->link[i]);	/* the pinned link stays attached */
 	}
 	if (unpin && p->skel) {
 		struct bpf_map *map;
