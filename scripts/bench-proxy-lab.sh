@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# bench-proxy-lab.sh — the node L7 proxy against HAProxy *in the lab*, both
-# in the proxy's place: same node network namespace, same cgroup
-# (zerohop-LAB/system/proxy-node-a), so with --accel on both get the
-# same-node short-circuit on both legs (docs/accel.md "Node proxy legs").
+# bench-proxy-lab.sh — the node L7 proxy against HAProxy and nginx *in the
+# lab*, every contender in the proxy's place: same node network namespace,
+# same cgroup (zerohop-LAB/system/proxy-node-a), so with --accel on all get
+# the same-node short-circuit on both legs (docs/accel.md "Node proxy legs").
 #   Z  zerohop proxy as the lab runs it (capture mode): the client pod asks
 #      the ClusterIP of a Service annotated zerohop.io/l7 with an HTTPRoute
 #      (PathPrefix /, as scripts/bench-proxy.sh), connect4
 #      sends it to NODE_IP:15001; the proxy routes each request and checks
 #      NetworkPolicy (none here), upstream from the node proxy address .1
-#   H  HAProxy (nbthread 1, http-reuse always, as scripts/bench-proxy.sh),
+#   H  HAProxy (scripts/lib/haproxy.sh: nbthread 1, http-reuse always),
 #      started in the proxy cgroup, bind NODE_IP:15002, upstream `source`
-#      the node proxy address; NODE_IP:15002 is added to accel_proxy by hand
-#      (accel_ctl proxy), as the agent does for 15001
+#      the node proxy address
+#   N  nginx (scripts/lib/nginx.sh: 1 worker, upstream keepalive), the same
+#      way, bind NODE_IP:15003, proxy_bind the node proxy address
+#   NODE_IP:15002 and :15003 are added to accel_proxy by hand (accel_ctl
+#   proxy), as the agent does for 15001.
 # Client: wrk -t1 -cCONNS -dDUR in a client pod on node-a; server: zerohop
-# echo --threads 1 in a pod on node-a; 1 KiB responses, keep-alive. Runs
-# interleaved Z H, H Z, ...; per pair the ratios Z/H of requests/s and of
-# requests per CPU-second of the proxy process; median and spread. The
-# accel proxy counter is checked to move for both contenders (with accel on).
+# echo --threads 1 in a pod on node-a; 1 KiB responses, keep-alive.
+# 1. Max rate: interleaved rounds (the order rotates), per round the ratios
+#    Z/H and Z/N of requests/s and of requests per CPU-second of the proxy
+#    process; median and spread. The accel proxy counter must move.
+# 2. p99 at a fixed rate of half HAProxy's median max: `zerohop bench -c
+#    CONNS -qps HALF` (open loop, coordinated-omission corrected) in the
+#    client pod, Z and H interleaved, PAIRS pairs; ratio of p99s.
 # Usage: scripts/bench-proxy-lab.sh [PAIRS=5] [DUR=5s] [CONNS=64]
 # Environment: B=build dir (build), LAB (A5), ACCEL (on|off, on), PINCPU
-# (1: proxies on CPU 1, load and server on CPU 0; 0: unpinned).
+# (1: proxies on CPU 1, load and server on CPU 0; 0: unpinned), QUOTA (a
+# percentage of one CPU: every proxy is limited to it by a cgroup-v1 cpu
+# quota, so the proxy, not the load side, is what saturates; unset: no
+# quota), PHASES ("max p99", the default; either alone).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
+source "$ROOT/scripts/lib/nginx.sh"
 B=${B:-build}
 ZH=$ROOT/$B/zerohop
 TOOLS=$(dirname "$ZH")/tests/tools
@@ -31,11 +41,18 @@ DUR=${2:-5s}
 CONNS=${3:-64}
 LAB=${LAB:-A5}
 ACCEL=${ACCEL:-on}
-for t in wrk haproxy jq "$ZH" "$TOOLS/accel_ctl"; do
+for t in wrk haproxy nginx jq "$ZH" "$TOOLS/accel_ctl"; do
 	command -v "$t" >/dev/null || { echo "missing $t (make deps; make B=$B)" >&2; exit 1; }
 done
 TMP=$(mktemp -d /tmp/zh-pxlab.XXXXXX)
-trap '"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+QCG=
+cleanup() {
+	"$ZH" lab down --lab $LAB >/dev/null 2>&1
+	# The quota group empties when the lab's processes end.
+	[ -n "$QCG" ] && for _ in 1 2 3 4 5; do rmdir "$QCG" 2>/dev/null && break; sleep 0.2; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
 
 cat >"$TMP/m.yaml" <<YAML
@@ -80,37 +97,63 @@ ECHO_IP=$("$ZH" get --lab $LAB pods -o json | jq -r '.[] | select(.name=="echo")
 PXA=${ECHO_IP%.*}.1
 ZPID=$("$ZH" lab status --lab $LAB -o json | jq -r '.nodes[] | select(.name=="node-a") | .proxyPid')
 
+# start_in_proxy_cgroup NAME URL CMD... — start CMD in node-a's network
+# namespace after joining the proxy cgroup (so its listener, every socket
+# it accepts and its upstream sockets are the proxy cgroup's), wait until
+# URL answers from the client pod; prints the new process's pid.
+start_in_proxy_cgroup() {
+	local name=$1 url=$2 pid= known
+	shift 2
+	known=$(cat "$PCG/cgroup.procs")
+	"$ZH" lab exec --lab $LAB --node node-a -- sh -c \
+		"echo \$\$ > $PCG/cgroup.procs && exec $*" >/dev/null 2>"$TMP/$name.err" &
+	for _ in $(seq 50); do
+		pid=$(grep -vxF "$known" "$PCG/cgroup.procs" | head -1)
+		[ -n "$pid" ] && "$ZH" lab exec --lab $LAB client -- curl -s -o /dev/null "$url" && break
+		sleep 0.1
+	done
+	[ -n "$pid" ] || { echo "$name did not start: $(cat "$TMP/$name.err")" >&2; return 1; }
+	echo "$pid"
+}
 haproxy_cfg "$NODE_IP:15002" $ECHO_IP:8080 source $PXA >"$TMP/haproxy.cfg"
-# Join the proxy cgroup first, so the listener (and every socket it
-# accepts) and the upstream sockets are the proxy cgroup's.
-"$ZH" lab exec --lab $LAB --node node-a -- sh -c \
-	"echo \$\$ > $PCG/cgroup.procs && exec haproxy -f $TMP/haproxy.cfg -db" \
-	>/dev/null 2>"$TMP/haproxy.err" &
-for _ in $(seq 50); do
-	HPID=$(grep -vx "$ZPID" "$PCG/cgroup.procs" | head -1)
-	[ -n "$HPID" ] && "$ZH" lab exec --lab $LAB client -- curl -s -o /dev/null \
-		"http://$NODE_IP:15002/?size=1024" && break
-	sleep 0.1
-done
-[ -n "$HPID" ] || { echo "haproxy did not start: $(cat "$TMP/haproxy.err")" >&2; exit 1; }
+nginx_cfg "$TMP" "$NODE_IP:15003" "$ECHO_IP:8080" "$PXA" >"$TMP/nginx.conf"
+HPID=$(start_in_proxy_cgroup haproxy "http://$NODE_IP:15002/?size=1024" \
+	haproxy -f "$TMP/haproxy.cfg" -db) || exit 1
+NPID=$(start_in_proxy_cgroup nginx "http://$NODE_IP:15003/?size=1024" \
+	nginx -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log") || exit 1
 if [ "$ACCEL" = on ]; then
-	"$TOOLS/accel_ctl" proxy "$NCG" "$PIN" "$NODE_IP:15001" "$PXA" "$NODE_IP:15002" ||
+	"$TOOLS/accel_ctl" proxy "$NCG" "$PIN" "$NODE_IP:15001" "$PXA" "$NODE_IP:15002" "$NODE_IP:15003" ||
 		{ echo "accel_ctl proxy failed" >&2; exit 1; }
 fi
 # Fixed CPUs (PINCPU=1, the default on 2+ CPUs): the proxy under test on
-# CPU 1, the load (wrk) and the echo server on CPU 0, the same for both
-# contenders. Unpinned, the three busy processes share 2 CPUs as the
+# CPU 1, the load (wrk) and the echo server on CPU 0, the same for every
+# contender. Unpinned, the three busy processes share 2 CPUs as the
 # scheduler places them and pairs swing 0.7-2.6x; pinned, the proxy's own
 # CPU is what limits it, which is what the comparison is about.
 WRKCPU=()
+EPID=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="echo") | .pid')
 if [ "${PINCPU:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-	EPID=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="echo") | .pid')
 	taskset -apc 0 "$EPID" >/dev/null && taskset -apc 1 "$ZPID" >/dev/null &&
-		taskset -apc 1 "$HPID" >/dev/null || { echo "taskset failed" >&2; exit 1; }
+		taskset -apc 1 "$HPID" >/dev/null && taskset -apc 1 "$NPID" >/dev/null ||
+		{ echo "taskset failed" >&2; exit 1; }
 	WRKCPU=(taskset -c 0)
-	echo "# pinned: proxies on CPU 1 (zerohop $ZPID, haproxy $HPID), echo ($EPID) and wrk on CPU 0"
+	echo "# pinned: proxies on CPU 1 (zerohop $ZPID, haproxy $HPID, nginx $NPID), echo ($EPID) and load on CPU 0"
 fi
-echo "# lab $LAB accel $ACCEL: node-a $NODE_IP, echo $ECHO_IP, proxy address $PXA; zerohop proxy pid $ZPID, haproxy pid $HPID ($(haproxy -v | head -1 | awk '{print $3}'))"
+# QUOTA=P: every proxy process may use at most P % of one CPU (cgroup v1
+# cpu controller, a group of this run's own). With the load side on a CPU
+# of its own and the proxy held below it, the proxy is what saturates, so
+# raw requests/s compare the proxies' capacity directly on 2 cores.
+if [ -n "${QUOTA:-}" ]; then
+	[ -d /sys/fs/cgroup/cpu ] || { echo "QUOTA needs the cgroup v1 cpu controller at /sys/fs/cgroup/cpu" >&2; exit 1; }
+	QCG=/sys/fs/cgroup/cpu/zerohop-$LAB-proxyquota
+	mkdir -p "$QCG" && echo 100000 >"$QCG/cpu.cfs_period_us" &&
+		echo $((QUOTA * 1000)) >"$QCG/cpu.cfs_quota_us" || { echo "cannot set the quota" >&2; exit 1; }
+	for p in $ZPID $HPID $NPID; do
+		for t in /proc/$p/task/*; do echo "${t##*/}" >"$QCG/tasks"; done
+	done
+	echo "# quota: each proxy at most $QUOTA % of one CPU ($QCG)"
+fi
+echo "# lab $LAB accel $ACCEL: node-a $NODE_IP, echo $ECHO_IP, proxy address $PXA; zerohop $ZPID, haproxy $HPID ($(haproxy -v | head -1 | awk '{print $3}')), nginx $NPID ($(nginx -v 2>&1 | sed 's/.*\///'))"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 pstat() { "$TOOLS/accel_ctl" stats "$PIN" 2>/dev/null | sed -n 's/^proxy=//p'; }
@@ -126,21 +169,62 @@ rps() { # URL PID → "requests/s requests-per-proxy-CPU-second accel-proxy-sock
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 spread() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s..%s", lo, hi}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f\n", (b > 0 ? a / b : 0)}'; }
 
-ZURL="http://10.96.0.71/?size=1024"
-HURL="http://$NODE_IP:15002/?size=1024"
-: >"$TMP/rh"; : >"$TMP/ch"
-echo "== wrk -t1 -c$CONNS -d$DUR /?size=1024 in a pod, interleaved x$PAIRS"
-echo "   (each: requests/s, requests per CPU-second of the proxy process, accel proxy sockets inserted)"
-for i in $(seq "$PAIRS"); do
-	if [ $((i % 2)) -eq 1 ]; then
-		read -r z zc zp < <(rps "$ZURL" "$ZPID"); read -r h hc hp < <(rps "$HURL" "$HPID")
-	else
-		read -r h hc hp < <(rps "$HURL" "$HPID"); read -r z zc zp < <(rps "$ZURL" "$ZPID")
-	fi
-	echo "pair $i: zerohop $z ($zc/cpu-s, +$zp accel proxy sockets)  haproxy $h ($hc/cpu-s, +$hp)"
-	awk -v a="$z" -v b="$h" 'BEGIN {printf "%.2f\n", a / b}' >>"$TMP/rh"
-	awk -v a="$zc" -v b="$hc" 'BEGIN {printf "%.2f\n", (b > 0 ? a / b : 0)}' >>"$TMP/ch"
-done
-echo "req/s zerohop/haproxy: median $(median <"$TMP/rh") (spread $(spread <"$TMP/rh"))"
-echo "req per proxy CPU-s zerohop/haproxy: median $(median <"$TMP/ch") (spread $(spread <"$TMP/ch"))"
+declare -A URL=([z]="http://10.96.0.71/?size=1024" [h]="http://$NODE_IP:15002/?size=1024"
+	[n]="http://$NODE_IP:15003/?size=1024")
+declare -A PID=([z]=$ZPID [h]=$HPID [n]=$NPID)
+PHASES=${PHASES:-max p99}
+HALF=${HALF:-}
+if [[ " $PHASES " = *" max "* ]]; then
+	: >"$TMP/h"; : >"$TMP/rh"; : >"$TMP/ch"; : >"$TMP/rn"; : >"$TMP/cn"
+	echo "== wrk -t1 -c$CONNS -d$DUR /?size=1024 in a pod, interleaved rounds x$PAIRS (the order rotates)"
+	echo "   (each: requests/s, requests per CPU-second of the proxy process, accel proxy sockets inserted)"
+	ORDERS=("z h n" "h n z" "n z h")
+	for i in $(seq "$PAIRS"); do
+		declare -A R=() C=() P=()
+		for c in ${ORDERS[$(( (i - 1) % 3 ))]}; do
+			read -r "R[$c]" "C[$c]" "P[$c]" < <(rps "${URL[$c]}" "${PID[$c]}")
+		done
+		echo "round $i: zerohop ${R[z]} (${C[z]}/cpu-s, +${P[z]})  haproxy ${R[h]} (${C[h]}/cpu-s, +${P[h]})  nginx ${R[n]} (${C[n]}/cpu-s, +${P[n]})"
+		echo "${R[h]}" >>"$TMP/h"
+		ratio "${R[z]}" "${R[h]}" >>"$TMP/rh"; ratio "${C[z]}" "${C[h]}" >>"$TMP/ch"
+		ratio "${R[z]}" "${R[n]}" >>"$TMP/rn"; ratio "${C[z]}" "${C[n]}" >>"$TMP/cn"
+	done
+	echo "req/s zerohop/haproxy: median $(median <"$TMP/rh") (spread $(spread <"$TMP/rh"))"
+	echo "req/s zerohop/nginx: median $(median <"$TMP/rn") (spread $(spread <"$TMP/rn"))"
+	echo "req per proxy CPU-s zerohop/haproxy: median $(median <"$TMP/ch") (spread $(spread <"$TMP/ch"))"
+	echo "req per proxy CPU-s zerohop/nginx: median $(median <"$TMP/cn") (spread $(spread <"$TMP/cn"))"
+	HALF=$(median <"$TMP/h" | awk '{printf "%d", $1 / 2}')
+fi
+if [[ " $PHASES " = *" p99 "* ]]; then
+	[ -n "$HALF" ] || { echo "PHASES=p99 alone needs HALF=req/s" >&2; exit 1; }
+	echo "== p99 at $HALF req/s (half of HAProxy's median max): zerohop bench -c $CONNS -qps $HALF -t $DUR in a pod, interleaved x$PAIRS"
+	echo "   (each: p50 and p99 in ms, CO-corrected; proxy CPU share)"
+	# context switches of the echo server (the load side's CPU): how the
+	# proxy's send pattern shows up on the other side
+	csw() { awk '/ctxt_switches/ {s += $2} END {print s}' /proc/"$EPID"/task/*/status; }
+	p99() { # URL PID → "p50 p99 cpu% echo-context-switches-per-request" (ms)
+		local t0 t1 s0 s1
+		t0=$(ticks "$2"); s0=$(csw)
+		"$ZH" lab exec --lab $LAB client -- "${WRKCPU[@]}" "$ZH" bench -c "$CONNS" -qps "$HALF" --spin "${SPIN:-0}" \
+			-t "$DUR" --warmup 1s --quiet --json "$TMP/j.json" "$1" >/dev/null 2>&1
+		t1=$(ticks "$2"); s1=$(csw)
+		jq -r --arg cs "$(awk -v d=$((s1 - s0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" --arg cpu "$(awk -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v d="${DUR%s}" \
+			'BEGIN {printf "%.0f", 100 * c / hz / (d + 1)}')" \
+			'[.DurationHistogram.Percentiles[] | select(.Percentile == 50 or .Percentile == 99) | .Value * 1000]
+			 | "\(.[0]) \(.[1]) \($cpu) \($cs)"' "$TMP/j.json"
+	}
+	: >"$TMP/rp"
+	for i in $(seq "$PAIRS"); do
+		if [ $((i % 2)) -eq 1 ]; then
+			read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID"); read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID")
+		else
+			read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID"); read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID")
+		fi
+		printf 'pair %d: zerohop p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)  haproxy p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)\n' \
+			"$i" "$z50" "$z99" "$zc" "$zs" "$h50" "$h99" "$hc" "$hs"
+		ratio "$z99" "$h99" >>"$TMP/rp"
+	done
+	echo "p99 zerohop/haproxy: median $(median <"$TMP/rp") (spread $(spread <"$TMP/rp"))"
+fi

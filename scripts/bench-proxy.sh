@@ -19,6 +19,7 @@ DUR=${2:-5s}
 CONNS=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
+source "$ROOT/scripts/lib/nginx.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
 PY=$(command -v /usr/bin/python3 || command -v python3)
 for t in wrk nginx haproxy "$ZH" "$PY"; do
@@ -69,26 +70,8 @@ haproxy_cfg "127.0.0.1:$HP" 127.0.0.1:$EP >"$TMP/haproxy.cfg"
 haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.err" &
 HPID=$!
 PIDS+=($HPID)
-mkdir -p "$TMP/logs"
-cat >"$TMP/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-master_process off;
-pid $TMP/nginx.pid;
-error_log $TMP/logs/error.log;
-events { worker_connections 20000; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	upstream be { server 127.0.0.1:$EP; keepalive 128; keepalive_requests 1000000; }
-	server {
-		listen 127.0.0.1:$NP;
-		location / { proxy_pass http://be; proxy_http_version 1.1;
-			     proxy_set_header Connection ""; }
-	}
-}
-CONF
-nginx -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/logs/error.log" &
+nginx_cfg "$TMP" "127.0.0.1:$NP" "127.0.0.1:$EP" >"$TMP/nginx.conf"
+nginx -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" &
 NPID=$!
 PIDS+=($NPID)
 for p in $ZP $HP $NP; do

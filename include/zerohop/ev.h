@@ -21,6 +21,10 @@
  *   is a no-op. Timers with equal deadlines fire in the order they were added.
  *   A timer added from a timer callback with a past deadline fires in the next
  *   iteration, never in the same pass (no livelock).
+ * - ev_set_before_poll() installs one hook run at the start of every
+ *   iteration, before the loop waits (Redis's beforeSleep): where work the
+ *   previous iteration's callbacks batched (deferred sends) is flushed. It
+ *   must leave nothing that needs doing before the next event.
  * - ev_run() returns 0 after ev_stop(), or -errno on a fatal epoll error.
  *   ev_stop() takes effect after the current iteration's callbacks.
  */
@@ -38,6 +42,7 @@ struct ev_loop;
 
 typedef void ev_file_cb(struct ev_loop *loop, int fd, int events, void *arg);
 typedef void ev_timer_cb(struct ev_loop *loop, uint64_t id, void *arg);
+typedef void ev_hook_cb(struct ev_loop *loop, void *arg);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t ev_now_ns(void);
@@ -53,6 +58,9 @@ void ev_del(struct ev_loop *loop, int fd);
 /* Fire cb at absolute monotonic time deadline_ns. Returns a timer id (> 0). */
 uint64_t ev_timer_add(struct ev_loop *loop, uint64_t deadline_ns, ev_timer_cb *cb, void *arg);
 void ev_timer_del(struct ev_loop *loop, uint64_t id);
+
+/* One hook per loop; cb NULL removes it. */
+void ev_set_before_poll(struct ev_loop *loop, ev_hook_cb *cb, void *arg);
 
 int ev_run(struct ev_loop *loop);
 void ev_stop(struct ev_loop *loop);

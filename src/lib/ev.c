@@ -61,6 +61,8 @@ struct ev_loop {
 	uint32_t nheap;
 	uint64_t next_seq;
 	uint64_t armed_ns;	/* 0 = disarmed */
+	ev_hook_cb *before_poll;
+	void *before_poll_arg;
 };
 
 uint64_t ev_now_ns(void)
@@ -319,11 +321,19 @@ static int run_timers(struct ev_loop *loop)
 	return ran;
 }
 
+void ev_set_before_poll(struct ev_loop *loop, ev_hook_cb *cb, void *arg)
+{
+	loop->before_poll = cb;
+	loop->before_poll_arg = arg;
+}
+
 int ev_run_once(struct ev_loop *loop, int timeout_ms)
 {
 	struct ev_api_event evs[256];
 	int i, n, ran = 0, timer_seen = 0;
 
+	if (loop->before_poll)
+		loop->before_poll(loop, loop->before_poll_arg);
 	n = ev_api_poll(loop->epfd, evs, 256, timeout_ms);
 	if (n < 0)
 		return n;

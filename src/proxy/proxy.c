@@ -231,6 +231,8 @@ static void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
 
 	(void)loop;
 	(void)fd;
+	if (events & EV_WRITE)
+		c->wr.blocked = false;	/* room again: queue the rest (wq.c) */
 	if ((events & (EV_READ | EV_ERROR)) && px_conn_want_read(c)) {
 		px_buf_get(c->srv, &c->in);
 		n = buf_read_fd(&c->in, c->fd, 0);
@@ -247,7 +249,7 @@ static void px_conn_update(struct px_conn *c)
 	struct px_server *s = c->srv;
 	int mask = 0;
 
-	if (c->out.data)
+	if (c->out.data && c->wr.slot < 0)	/* wq.c invariant 3 */
 		mask |= EV_WRITE;
 	if (px_conn_want_read(c))
 		mask |= EV_READ;
@@ -293,16 +295,10 @@ void px_conn_progress(struct px_conn *c)
 		if (st->up && st->rs != RS_CONNECT) {
 			if (px_pump_req(st) || px_pump_resp(st))
 				continue;
-			if (st->up && st->up->out.data) {
-				ssize_t n = buf_write_fd(&st->up->out, st->up->fd);
-
-				if (n < 0 && n != -EAGAIN) {
-					st->up->eof = true;
-					if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
-						px_stream_fail(st, 502, px_err_upstream_closed);
-					continue;
-				}
-			}
+			/* sent before the loop waits; a reset takes the
+			 * error path in wq.c's up_sent */
+			if (st->up && st->up->out.data)
+				px_wq_add(s, &st->up->wr);
 		}
 		if (st->rq == RQ_DONE && st->rs == RS_DONE) {
 			px_stream_end(st);
@@ -359,6 +355,7 @@ static void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		c->srv = s;
 		c->fd = cfd;
 		c->mask = -1;
+		px_wr_init(&c->wr, PX_WR_CONN);
 		if (peer.ss.ss_family == AF_INET) {
 			struct sockaddr_in *sin = (struct sockaddr_in *)&peer.ss;
 
@@ -604,6 +601,7 @@ int px_serve(const struct px_config *cfg)
 	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;
 	s.sweep_ns = s.sweep_ns < 10 * PX_MS ? 10 * PX_MS : s.sweep_ns > 1000 * PX_MS ?
 		     1000 * PX_MS : s.sweep_ns;
+	s.sq.ring_fd = -1;	/* sendq_free on every path (set up below) */
 	if (getrandom(&s.rng, sizeof(s.rng), 0) != sizeof(s.rng) || !s.rng)
 		s.rng = ev_now_ns() | 1;
 	if (cfg->service) {
@@ -692,7 +690,15 @@ int px_serve(const struct px_config *cfg)
 		ev_add(s.loop, s.sfd, EV_READ, px_signal_cb, &s);
 	zh_info("proxy: listening on %s (%s)", cfg->listen,
 		s.explicit_mode ? cfg->service : "capture");
+	/* deferred sends (wq.c): one io_uring batch per loop turn, or send(2)
+	 * per socket where io_uring is unavailable */
+	if (getenv("ZEROHOP_NO_URING"))
+		s.sq.ring_fd = -1;
+	else if ((rc = sendq_init(&s.sq)))
+		zh_info("proxy: io_uring unavailable (%s): sends one by one", strerror(-rc));
+	ev_set_before_poll(s.loop, px_wq_flush, &s);
 	rc = ev_run(s.loop);
+	px_wq_flush(s.loop, &s);	/* what the last turn queued */
 out:
 	/* close what is still open (a drain deadline or SIGINT): each client
 	 * connection's stream is logged and counted, its upstream closed */
@@ -712,6 +718,9 @@ out:
 		close(s.lfd);
 	if (s.loop)
 		ev_loop_free(s.loop);
+	sendq_free(&s.sq);
+	free(s.wq);
+	free(s.wq_run);
 	if (s.alog)
 		fclose(s.alog);
 	px_table_unref(s.tbl);

@@ -13,6 +13,7 @@
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
 #include "zerohop/proxy.h"
+#include "zerohop/sendq.h"
 
 struct bpf_link;
 struct zh_l7cap;
@@ -60,11 +61,23 @@ enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
 struct px_server;
 struct px_stream;
 
+/* A socket whose output buffer the write queue sends (wq.c design note):
+ * embedded in a client connection and in an upstream connection. */
+enum px_wr_kind { PX_WR_CONN, PX_WR_UP };
+struct px_wr {
+	int slot;		/* index in the queue it is in, -1 = not queued */
+	bool in_run;		/* ...which is the batch being sent (wq_run) */
+	bool blocked;		/* last send short or -EAGAIN: wait for EV_WRITE */
+	uint8_t kind;		/* enum px_wr_kind */
+	ssize_t res;		/* the batch's result for it */
+};
+
 struct px_up {
 	struct px_server *srv;
 	int fd;
 	int mask;
 	struct buf in, out;
+	struct px_wr wr;	/* out's sends */
 	uint32_t ip;		/* network order */
 	uint16_t port;
 	bool connecting;
@@ -82,6 +95,7 @@ struct px_conn {
 	int fd;
 	int mask;
 	struct buf in, out;
+	struct px_wr wr;	/* out's sends */
 	size_t last_len;	/* parser resume point */
 	uint32_t peer_ip;
 	uint16_t peer_port;
@@ -205,12 +219,29 @@ struct px_server {
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
 	uint64_t n_pol_denied[2];	/* by enum pol_dir */
 	uint32_t src_ip;	/* upstream source: this node's proxy address, 0 = any */
+	/* deferred sends (wq.c design note) */
+	struct sendq sq;
+	struct px_wr **wq, **wq_run;	/* queued; the batch being sent */
+	unsigned n_wq, cap_wq, n_run, cap_run;
+	uint64_t n_wq_flushes, n_wq_sends;
 };
 
 #define PX_MS	1000000ULL
 
 uint64_t px_rand(struct px_server *s);
 bool px_name_is(const struct h1_header *h, const char *name);
+
+/* wq.c: deferred sends. px_wq_add queues w's output to be sent before the
+ * loop next waits (not when blocked: EV_WRITE re-arms it); px_wq_del takes
+ * a closing socket out; px_wq_flush sends everything queued (the loop's
+ * before-poll hook, and once more before the proxy exits). */
+static inline void px_wr_init(struct px_wr *w, enum px_wr_kind kind)
+{
+	*w = (struct px_wr){ .slot = -1, .kind = (uint8_t)kind };
+}
+void px_wq_add(struct px_server *s, struct px_wr *w);
+void px_wq_del(struct px_server *s, struct px_wr *w);
+void px_wq_flush(struct ev_loop *loop, void *arg);
 
 /* stats.c: counters keyed by route and backend names (kept across route
  * reloads), and the --stats-addr listener's accept callback. */

@@ -240,21 +240,18 @@ void px_conn_close(struct px_conn *c)
 		c->next->prev = c->prev;
 	ev_del(s->loop, c->fd);
 	close(c->fd);
+	px_wq_del(s, &c->wr);
 	px_buf_drop(s, &c->in);
 	px_buf_drop(s, &c->out);
 	s->active--;
 	free(c);
 }
 
+/* The bytes go out before the loop next waits (wq.c). */
 void px_flush(struct px_conn *c)
 {
-	ssize_t n;
-
-	while (c->out.data) {
-		n = buf_write_fd(&c->out, c->fd);
-		if (n <= 0)
-			break;
-	}
+	if (c->out.data)
+		px_wq_add(c->srv, &c->wr);
 }
 
 /* Answer locally; the stream (if any) is complete on the response side. A

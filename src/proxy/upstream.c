@@ -42,6 +42,7 @@ void px_up_close(struct px_up *u)
 	h->n_conns--;
 	if (h->pend_head)
 		px_pool_kick(s, u->host);	/* a connection slot freed */
+	px_wq_del(s, &u->wr);
 	ev_del(s->loop, u->fd);
 	close(u->fd);
 	px_buf_drop(s, &u->in);
@@ -106,6 +107,7 @@ static int px_up_connect(struct px_server *s, int host, struct px_up **out)
 	u->host = host;
 	u->connecting = true;
 	u->mask = -1;
+	px_wr_init(&u->wr, PX_WR_UP);
 	h->n_conns++;
 	*out = u;
 	return 0;
@@ -145,7 +147,7 @@ void px_up_update(struct px_up *u)
 	} else if (u->connecting) {
 		mask = EV_WRITE;
 	} else {
-		if (u->out.data)
+		if (u->out.data && u->wr.slot < 0)	/* wq.c invariant 3 */
 			mask |= EV_WRITE;
 		if (st->rs != RS_DONE && !u->eof && st->c->out.data < PX_HIGH)
 			mask |= EV_READ;
@@ -580,15 +582,8 @@ void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		st->rs = RS_HEAD;
 		px_stream_arm(st);	/* the connect deadline no longer applies */
 	}
-	if (u->out.data) {
-		n = buf_write_fd(&u->out, u->fd);
-		if (n < 0 && n != -EAGAIN) {
-			u->eof = true;
-			if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
-				px_stream_fail(st, 502, px_err_upstream_closed);
-			goto progress;
-		}
-	}
+	if (events & EV_WRITE)
+		u->wr.blocked = false;	/* room again: progress queues the rest (wq.c) */
 	if ((events & (EV_READ | EV_ERROR)) && !u->eof && c->out.data < PX_HIGH) {
 		px_buf_get(u->srv, &u->in);
 		n = buf_read_fd(&u->in, u->fd, 0);

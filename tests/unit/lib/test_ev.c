@@ -245,6 +245,44 @@ static void test_fds(void)
 	ev_loop_free(loop);
 }
 
+static int hook_calls;
+
+/* The hook writes what the same iteration's poll then finds readable. */
+static void hook_cb(struct ev_loop *loop, void *arg)
+{
+	(void)loop;
+	hook_calls++;
+	if (write(*(int *)arg, "h", 1) != 1)
+		diag("hook write failed");
+}
+
+static void test_before_poll(void)
+{
+	struct ev_loop *loop = ev_loop_new(4);
+	struct fdt t = { 0 };
+	int sv[2], n;
+	char c;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0) {
+		ok(0, "socketpair: %s", strerror(errno));
+		return;
+	}
+	ev_add(loop, sv[0], EV_READ, read_cb, &t);
+	ev_set_before_poll(loop, hook_cb, &sv[1]);
+	n = ev_run_once(loop, 100);
+	ok(n == 1 && hook_calls == 1 && t.reads == 1,
+	   "the before-poll hook runs first: its send is read in the same iteration");
+	while (read(sv[0], &c, 1) == 1)
+		;
+	ev_set_before_poll(loop, NULL, NULL);
+	n = ev_run_once(loop, 20);
+	ok(n == 0 && hook_calls == 1, "a removed hook no longer runs");
+	ev_del(loop, sv[0]);
+	close(sv[0]);
+	close(sv[1]);
+	ev_loop_free(loop);
+}
+
 static void test_del_in_callback(void)
 {
 	struct ev_loop *loop = ev_loop_new(64);
@@ -346,6 +384,7 @@ int main(void)
 	test_timer_delete();
 	test_no_livelock();
 	test_fds();
+	test_before_poll();
 	test_del_in_callback();
 	test_self_delete();
 	test_edge();

@@ -1,0 +1,186 @@
+/* wq.c — the proxy's deferred sends.
+ *
+ * Design note. Per request the proxy sends twice (the request upstream, the
+ * response to the client). On this VM a system call's entry and exit cost
+ * about as much as a short-circuited send itself, so the sends a loop
+ * iteration produces are not made where they arise: the socket is queued,
+ * and before the loop next waits (ev_set_before_poll, Redis's beforeSleep)
+ * every queued output buffer goes out in one batch: one io_uring_enter for
+ * the whole batch (sendq.h), not one send(2) each. HAProxy and h2o likewise
+ * send at the end of their loop turn, not per event.
+ *
+ *   producer (px_flush, px_conn_progress)      px_wq_flush (before poll)
+ *   ------------------------------------      -------------------------------
+ *   out gains bytes -> px_wq_add(w)     --->   swap wq <-> wq_run; one sendq
+ *                                              batch of every run entry's out;
+ *                                              then, per entry: consume what
+ *                                              was sent; short or -EAGAIN ->
+ *                                              blocked (EV_WRITE); error ->
+ *                                              the connection's error path;
+ *                                              progress the connection (may
+ *                                              queue more: next round)
+ *
+ * States of one px_wr: idle (slot -1) -> queued (slot in wq) -> in the batch
+ * (slot in wq_run, in_run) -> idle, or blocked (idle + blocked) until its
+ * EV_WRITE clears blocked and the connection queues again.
+ *
+ * Invariants:
+ *  1. A queued or in-batch socket is in exactly one slot; px_wq_del (called
+ *     by every close) empties that slot, so a batch never touches a freed
+ *     connection: results are only recorded during sendq_flush, and acted on
+ *     after it, skipping slots emptied meanwhile.
+ *  2. A socket is queued at most once, so one batch never holds two sends on
+ *     one fd (sendq.h's rule) and bytes go out in buffer order.
+ *  3. While queued, a socket does not ask for EV_WRITE (px_conn_update,
+ *     px_up_update): no epoll_ctl churn on the fast path. A blocked socket
+ *     does, and is not queued again until EV_WRITE fires.
+ *  4. px_wq_flush returns with nothing queued: rounds repeat while acting on
+ *     results queued more (a pipelined request, a close after the last
+ *     byte). Each round only sends bytes already buffered; no socket is read
+ *     here, so the rounds end.
+ */
+#include "px_int.h"
+
+#include <errno.h>
+#include <stddef.h>
+
+#define WR_OF(w, type) ((type *)(void *)((char *)(w) - offsetof(type, wr)))
+
+static struct buf *wr_out(struct px_wr *w)
+{
+	return w->kind == PX_WR_CONN ? &WR_OF(w, struct px_conn)->out
+				     : &WR_OF(w, struct px_up)->out;
+}
+
+static int wr_fd(struct px_wr *w)
+{
+	return w->kind == PX_WR_CONN ? WR_OF(w, struct px_conn)->fd : WR_OF(w, struct px_up)->fd;
+}
+
+void px_wq_add(struct px_server *s, struct px_wr *w)
+{
+	if (w->slot >= 0 || w->blocked)
+		return;		/* invariants 2 and 3 */
+	if (s->n_wq == s->cap_wq) {
+		s->cap_wq = s->cap_wq ? 2 * s->cap_wq : 64;
+		s->wq = zh_realloc(s->wq, s->cap_wq * sizeof(*s->wq));
+	}
+	w->slot = (int)s->n_wq;
+	w->in_run = false;
+	s->wq[s->n_wq++] = w;
+}
+
+void px_wq_del(struct px_server *s, struct px_wr *w)
+{
+	if (w->slot < 0)
+		return;
+	(w->in_run ? s->wq_run : s->wq)[w->slot] = NULL;	/* invariant 1 */
+	w->slot = -1;
+	w->in_run = false;
+}
+
+static void record(void *tag, ssize_t res, void *arg)
+{
+	(void)arg;
+	((struct px_wr *)tag)->res = res;
+}
+
+/* The client is gone (reset, or closed its read side): nothing more can be
+ * delivered on this connection. */
+static void conn_sent(struct px_conn *c)
+{
+	ssize_t res = c->wr.res;
+
+	if (res < 0 && res != -EAGAIN) {
+		px_conn_close(c);
+		return;
+	}
+	if (res > 0)
+		buf_consume(&c->out, (size_t)res);
+	if (c->out.data)
+		c->wr.blocked = true;
+	px_conn_progress(c);
+}
+
+/* The upstream is gone: retry or fail the stream as a reset (the error path
+ * the send in px_conn_progress had). */
+static void up_sent(struct px_up *u)
+{
+	struct px_stream *st = u->st;
+	ssize_t res = u->wr.res;
+
+	if (res < 0 && res != -EAGAIN) {
+		struct px_conn *c;
+
+		u->eof = true;
+		if (!st) {
+			px_up_update(u);
+			return;
+		}
+		c = st->c;
+		if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+			px_stream_fail(st, 502, px_err_upstream_closed);
+		px_conn_progress(c);
+		return;
+	}
+	if (res > 0)
+		buf_consume(&u->out, (size_t)res);
+	if (u->out.data)
+		u->wr.blocked = true;
+	if (st)
+		px_conn_progress(st->c);
+	else
+		px_up_update(u);
+}
+
+void px_wq_flush(struct ev_loop *loop, void *arg)
+{
+	struct px_server *s = arg;
+
+	(void)loop;
+	while (s->n_wq) {	/* invariant 4 */
+		struct px_wr **t = s->wq;
+		unsigned i, cap = s->cap_wq;
+
+		/* this round's batch becomes wq_run; new queueing goes to wq */
+		s->wq = s->wq_run;
+		s->cap_wq = s->cap_run;
+		s->wq_run = t;
+		s->cap_run = cap;
+		s->n_run = s->n_wq;
+		s->n_wq = 0;
+		for (i = 0; i < s->n_run; i++) {
+			struct px_wr *w = s->wq_run[i];
+			struct buf *b;
+
+			if (!w)
+				continue;
+			w->in_run = true;
+			b = wr_out(w);
+			w->res = 0;
+			if (!b->data)
+				continue;
+			if (!sendq_add(&s->sq, wr_fd(w), buf_head(b), b->data, w)) {
+				sendq_flush(&s->sq, record, NULL);
+				sendq_add(&s->sq, wr_fd(w), buf_head(b), b->data, w);
+			}
+			s->n_wq_sends++;
+		}
+		sendq_flush(&s->sq, record, NULL);
+		s->n_wq_flushes++;
+		for (i = 0; i < s->n_run; i++) {
+			struct px_wr *w = s->wq_run[i];
+
+			if (!w)
+				continue;	/* closed by an earlier entry's progress */
+			s->wq_run[i] = NULL;
+			w->slot = -1;
+			w->in_run = false;
+			if (w->kind == PX_WR_CONN)
+				conn_sent(WR_OF(w, struct px_conn));
+			else
+				up_sent(WR_OF(w, struct px_up));
+		}
+		s->n_run = 0;
+	}
+}
