@@ -21,14 +21,20 @@
 #    Z/H and Z/N of requests/s and of requests per CPU-second of the proxy
 #    process; median and spread. The accel proxy counter must move.
 # 2. p99 at a fixed rate of half HAProxy's median max: `zerohop bench -c
-#    CONNS -qps HALF` (open loop, coordinated-omission corrected) in the
-#    client pod, Z and H interleaved, PAIRS pairs; ratio of p99s.
+#    CONNS -qps HALF --spin 0` (open loop, coordinated-omission corrected)
+#    in the client pod, Z and H interleaved, P99PAIRS pairs; ratio of p99s.
+#    --spin 0: the load generator shares CPU 0 with the echo server, and
+#    busy-waiting for send times (its default, widened to the VM's timer
+#    lateness) took that CPU from the server: every latency then measured
+#    the starved server (p50 4-6 ms for both proxies), not the proxies.
 # Usage: scripts/bench-proxy-lab.sh [PAIRS=5] [DUR=5s] [CONNS=64]
 # Environment: B=build dir (build), LAB (A5), ACCEL (on|off, on), PINCPU
 # (1: proxies on CPU 1, load and server on CPU 0; 0: unpinned), QUOTA (a
 # percentage of one CPU: every proxy is limited to it by a cgroup-v1 cpu
 # quota, so the proxy, not the load side, is what saturates; unset: no
-# quota), PHASES ("max p99", the default; either alone).
+# quota; with a quota the default PHASES is "max": a proxy held at its quota
+# is throttled, so the p99 phase runs without one, at HALF req/s given),
+# PHASES ("max p99" by default; either alone), P99PAIRS (PAIRS), HALF.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
@@ -174,7 +180,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f\n", (b > 0 ? a / b : 0)}'
 declare -A URL=([z]="http://10.96.0.71/?size=1024" [h]="http://$NODE_IP:15002/?size=1024"
 	[n]="http://$NODE_IP:15003/?size=1024")
 declare -A PID=([z]=$ZPID [h]=$HPID [n]=$NPID)
-PHASES=${PHASES:-max p99}
+if [ -n "${QUOTA:-}" ]; then PHASES=${PHASES:-max}; else PHASES=${PHASES:-max p99}; fi
+[ -n "${QUOTA:-}" ] && [[ " $PHASES " = *" p99 "* ]] &&
+	{ echo "QUOTA and the p99 phase do not mix (a throttled proxy): run p99 without QUOTA" >&2; exit 1; }
 HALF=${HALF:-}
 if [[ " $PHASES " = *" max "* ]]; then
 	: >"$TMP/h"; : >"$TMP/rh"; : >"$TMP/ch"; : >"$TMP/rn"; : >"$TMP/cn"
@@ -199,7 +207,7 @@ if [[ " $PHASES " = *" max "* ]]; then
 fi
 if [[ " $PHASES " = *" p99 "* ]]; then
 	[ -n "$HALF" ] || { echo "PHASES=p99 alone needs HALF=req/s" >&2; exit 1; }
-	echo "== p99 at $HALF req/s (half of HAProxy's median max): zerohop bench -c $CONNS -qps $HALF -t $DUR in a pod, interleaved x$PAIRS"
+	echo "== p99 at $HALF req/s (half of HAProxy's median max): zerohop bench -c $CONNS -qps $HALF --spin ${SPIN:-0} -t $DUR in a pod, interleaved x${P99PAIRS:-$PAIRS}"
 	echo "   (each: p50 and p99 in ms, CO-corrected; proxy CPU share)"
 	# context switches of the echo server (the load side's CPU): how the
 	# proxy's send pattern shows up on the other side
@@ -216,7 +224,7 @@ if [[ " $PHASES " = *" p99 "* ]]; then
 			 | "\(.[0]) \(.[1]) \($cpu) \($cs)"' "$TMP/j.json"
 	}
 	: >"$TMP/rp"
-	for i in $(seq "$PAIRS"); do
+	for i in $(seq "${P99PAIRS:-$PAIRS}"); do
 		if [ $((i % 2)) -eq 1 ]; then
 			read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID"); read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID")
 		else

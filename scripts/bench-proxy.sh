@@ -116,7 +116,7 @@ echo "req per proxy CPU-s zerohop/nginx:   median $(median <"$TMP/cn") (spread $
 HALF=$(median <"$TMP/h" | awk '{printf "%d", $1 / 2}')
 echo "== p99 at $HALF req/s (half of HAProxy's median max), zerohop bench -c $CONNS -qps $HALF -t $DUR, interleaved x$PAIRS"
 p99() { # PORT → p99 in ms
-	"$ZH" bench -c "$CONNS" -qps "$HALF" -t "$DUR" --warmup 1s --quiet --json "$TMP/j.json" \
+	"$ZH" bench -c "$CONNS" -qps "$HALF" --spin 0 -t "$DUR" --warmup 1s --quiet --json "$TMP/j.json" \
 		"http://127.0.0.1:$1/?size=1024" >/dev/null 2>&1
 	"$PY" -c 'import json,sys; j=json.load(open(sys.argv[1]))
 print("%.3f" % (1000 * [p["Value"] for p in j["DurationHistogram"]["Percentiles"] if p["Percentile"] == 99][0]))' "$TMP/j.json"

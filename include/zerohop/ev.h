@@ -25,6 +25,12 @@
  *   iteration, before the loop waits (Redis's beforeSleep): where work the
  *   previous iteration's callbacks batched (deferred sends) is flushed. It
  *   must leave nothing that needs doing before the next event.
+ * - ev_set_after_poll() installs one hook that sees the whole batch of
+ *   ready file events after the wait and before any callback runs (where a
+ *   proxy receives on every ready socket with one batched call). The
+ *   callbacks then run as usual, and still only for files not deleted
+ *   meanwhile. ev_iteration() numbers iterations, so a callback can tell
+ *   that the hook already served its file in this one.
  * - ev_run() returns 0 after ev_stop(), or -errno on a fatal epoll error.
  *   ev_stop() takes effect after the current iteration's callbacks.
  */
@@ -44,6 +50,15 @@ typedef void ev_file_cb(struct ev_loop *loop, int fd, int events, void *arg);
 typedef void ev_timer_cb(struct ev_loop *loop, uint64_t id, void *arg);
 typedef void ev_hook_cb(struct ev_loop *loop, void *arg);
 
+/* One ready file event, as the after-poll hook sees it. */
+struct ev_ready {
+	int fd;
+	int events;		/* what its callback will get */
+	ev_file_cb *cb;
+	void *arg;
+};
+typedef void ev_ready_cb(struct ev_loop *loop, const struct ev_ready *r, int n, void *arg);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t ev_now_ns(void);
 
@@ -61,6 +76,8 @@ void ev_timer_del(struct ev_loop *loop, uint64_t id);
 
 /* One hook per loop; cb NULL removes it. */
 void ev_set_before_poll(struct ev_loop *loop, ev_hook_cb *cb, void *arg);
+void ev_set_after_poll(struct ev_loop *loop, ev_ready_cb *cb, void *arg);
+uint64_t ev_iteration(const struct ev_loop *loop);	/* starts at 1 in the first */
 
 int ev_run(struct ev_loop *loop);
 void ev_stop(struct ev_loop *loop);

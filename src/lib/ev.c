@@ -63,6 +63,9 @@ struct ev_loop {
 	uint64_t armed_ns;	/* 0 = disarmed */
 	ev_hook_cb *before_poll;
 	void *before_poll_arg;
+	ev_ready_cb *after_poll;
+	void *after_poll_arg;
+	uint64_t iter;
 };
 
 uint64_t ev_now_ns(void)
@@ -327,38 +330,77 @@ void ev_set_before_poll(struct ev_loop *loop, ev_hook_cb *cb, void *arg)
 	loop->before_poll_arg = arg;
 }
 
+void ev_set_after_poll(struct ev_loop *loop, ev_ready_cb *cb, void *arg)
+{
+	loop->after_poll = cb;
+	loop->after_poll_arg = arg;
+}
+
+uint64_t ev_iteration(const struct ev_loop *loop)
+{
+	return loop->iter;
+}
+
+/* What evs[i] fires, or 0 (the timerfd, a stale or uninterested fd). */
+static int ev_fire(struct ev_loop *loop, uint64_t d, int got)
+{
+	int fd = (int)(uint32_t)d;
+	struct ev_file *f;
+
+	if (d == EV_TIMERFD_DATA || fd >= loop->nfiles)
+		return 0;
+	f = &loop->files[fd];
+	/* Invariant 2: a stale event for a deleted (maybe re-added) fd. */
+	if (!f->mask || f->gen != (uint32_t)(d >> 32))
+		return 0;
+	if (got & EV_ERROR)
+		got |= f->mask & (EV_READ | EV_WRITE);
+	got &= f->mask | EV_ERROR;
+	return got & (EV_READ | EV_WRITE | EV_ERROR) ? got : 0;
+}
+
+static void ev_after_poll(struct ev_loop *loop, const struct ev_api_event *evs, int n)
+{
+	struct ev_ready r[256];
+	int i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		int fire = ev_fire(loop, evs[i].data, evs[i].events), fd = (int)(uint32_t)evs[i].data;
+
+		if (fire)
+			r[k++] = (struct ev_ready){ .fd = fd, .events = fire,
+						    .cb = loop->files[fd].cb,
+						    .arg = loop->files[fd].arg };
+	}
+	if (k)
+		loop->after_poll(loop, r, k, loop->after_poll_arg);
+}
+
 int ev_run_once(struct ev_loop *loop, int timeout_ms)
 {
 	struct ev_api_event evs[256];
 	int i, n, ran = 0, timer_seen = 0;
 
+	loop->iter++;
 	if (loop->before_poll)
 		loop->before_poll(loop, loop->before_poll_arg);
 	n = ev_api_poll(loop->epfd, evs, 256, timeout_ms);
 	if (n < 0)
 		return n;
+	if (loop->after_poll)
+		ev_after_poll(loop, evs, n);
 	for (i = 0; i < n; i++) {
 		uint64_t d = evs[i].data;
-		int fd = (int)(uint32_t)d, got = evs[i].events;
-		struct ev_file *f;
-		int fire;
+		int fd = (int)(uint32_t)d, fire;
 
 		if (d == EV_TIMERFD_DATA) {
 			timer_seen = 1;
 			continue;
 		}
-		if (fd >= loop->nfiles)
+		fire = ev_fire(loop, d, evs[i].events);
+		if (!fire)
 			continue;
-		f = &loop->files[fd];
-		/* Invariant 2: a stale event for a deleted (maybe re-added) fd. */
-		if (!f->mask || f->gen != (uint32_t)(d >> 32))
-			continue;
-		if (got & EV_ERROR)
-			got |= f->mask & (EV_READ | EV_WRITE);
-		fire = got & (f->mask | EV_ERROR);
-		if (!(fire & (EV_READ | EV_WRITE | EV_ERROR)))
-			continue;
-		f->cb(loop, fd, fire, f->arg);
+		loop->files[fd].cb(loop, fd, fire, loop->files[fd].arg);
 		ran++;
 	}
 	if (timer_seen) {

@@ -212,7 +212,7 @@ uint64_t px_rand(struct px_server *s)
  * EV_READ and gates the read, so a level-triggered event we would not serve
  * never stays armed (no spinning). Reading stays armed across requests (no
  * epoll_ctl per request); pipelined bytes simply wait in c->in. */
-static bool px_conn_want_read(const struct px_conn *c)
+bool px_conn_want_read(const struct px_conn *c)
 {
 	const struct px_stream *st = c->st;
 	size_t lim = c->srv->lim.max_head + c->srv->lim.max_line;
@@ -224,16 +224,16 @@ static bool px_conn_want_read(const struct px_conn *c)
 	return c->in.data < (lim > PX_HIGH ? lim : PX_HIGH);
 }
 
-static void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
+void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
 	struct px_conn *c = arg;
 	ssize_t n;
 
-	(void)loop;
 	(void)fd;
 	if (events & EV_WRITE)
-		c->wr.blocked = false;	/* room again: queue the rest (wq.c) */
-	if ((events & (EV_READ | EV_ERROR)) && px_conn_want_read(c)) {
+		c->wr.blocked = false;	/* room again: queue the rest (batch.c) */
+	if ((events & (EV_READ | EV_ERROR)) && c->rd_iter != ev_iteration(loop) &&
+	    px_conn_want_read(c)) {	/* (px_rd_batch did not read it) */
 		px_buf_get(c->srv, &c->in);
 		n = buf_read_fd(&c->in, c->fd, 0);
 		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
@@ -249,7 +249,7 @@ static void px_conn_update(struct px_conn *c)
 	struct px_server *s = c->srv;
 	int mask = 0;
 
-	if (c->out.data && c->wr.slot < 0)	/* wq.c invariant 3 */
+	if (c->out.data && c->wr.slot < 0)	/* batch.c invariant 3 */
 		mask |= EV_WRITE;
 	if (px_conn_want_read(c))
 		mask |= EV_READ;
@@ -296,7 +296,7 @@ void px_conn_progress(struct px_conn *c)
 			if (px_pump_req(st) || px_pump_resp(st))
 				continue;
 			/* sent before the loop waits; a reset takes the
-			 * error path in wq.c's up_sent */
+			 * error path in batch.c's up_sent */
 			if (st->up && st->up->out.data)
 				px_wq_add(s, &st->up->wr);
 		}
@@ -601,7 +601,7 @@ int px_serve(const struct px_config *cfg)
 	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;
 	s.sweep_ns = s.sweep_ns < 10 * PX_MS ? 10 * PX_MS : s.sweep_ns > 1000 * PX_MS ?
 		     1000 * PX_MS : s.sweep_ns;
-	s.sq.ring_fd = -1;	/* sendq_free on every path (set up below) */
+	s.sq.ring_fd = -1;	/* ioq_free on every path (set up below) */
 	if (getrandom(&s.rng, sizeof(s.rng), 0) != sizeof(s.rng) || !s.rng)
 		s.rng = ev_now_ns() | 1;
 	if (cfg->service) {
@@ -690,13 +690,14 @@ int px_serve(const struct px_config *cfg)
 		ev_add(s.loop, s.sfd, EV_READ, px_signal_cb, &s);
 	zh_info("proxy: listening on %s (%s)", cfg->listen,
 		s.explicit_mode ? cfg->service : "capture");
-	/* deferred sends (wq.c): one io_uring batch per loop turn, or send(2)
+	/* deferred sends (batch.c): one io_uring batch per loop turn, or send(2)
 	 * per socket where io_uring is unavailable */
 	if (getenv("ZEROHOP_NO_URING"))
 		s.sq.ring_fd = -1;
-	else if ((rc = sendq_init(&s.sq)))
+	else if ((rc = ioq_init(&s.sq)))
 		zh_info("proxy: io_uring unavailable (%s): sends one by one", strerror(-rc));
 	ev_set_before_poll(s.loop, px_wq_flush, &s);
+	ev_set_after_poll(s.loop, px_rd_batch, &s);
 	rc = ev_run(s.loop);
 	px_wq_flush(s.loop, &s);	/* what the last turn queued */
 out:
@@ -718,7 +719,7 @@ out:
 		close(s.lfd);
 	if (s.loop)
 		ev_loop_free(s.loop);
-	sendq_free(&s.sq);
+	ioq_free(&s.sq);
 	free(s.wq);
 	free(s.wq_run);
 	if (s.alog)

@@ -13,7 +13,7 @@
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
 #include "zerohop/proxy.h"
-#include "zerohop/sendq.h"
+#include "zerohop/ioq.h"
 
 struct bpf_link;
 struct zh_l7cap;
@@ -61,7 +61,7 @@ enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
 struct px_server;
 struct px_stream;
 
-/* A socket whose output buffer the write queue sends (wq.c design note):
+/* A socket whose output buffer the write queue sends (batch.c design note):
  * embedded in a client connection and in an upstream connection. */
 enum px_wr_kind { PX_WR_CONN, PX_WR_UP };
 struct px_wr {
@@ -78,6 +78,7 @@ struct px_up {
 	int mask;
 	struct buf in, out;
 	struct px_wr wr;	/* out's sends */
+	uint64_t rd_iter;	/* loop iteration whose batch already read it */
 	uint32_t ip;		/* network order */
 	uint16_t port;
 	bool connecting;
@@ -96,6 +97,7 @@ struct px_conn {
 	int mask;
 	struct buf in, out;
 	struct px_wr wr;	/* out's sends */
+	uint64_t rd_iter;	/* loop iteration whose batch already read it */
 	size_t last_len;	/* parser resume point */
 	uint32_t peer_ip;
 	uint16_t peer_port;
@@ -219,11 +221,11 @@ struct px_server {
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
 	uint64_t n_pol_denied[2];	/* by enum pol_dir */
 	uint32_t src_ip;	/* upstream source: this node's proxy address, 0 = any */
-	/* deferred sends (wq.c design note) */
-	struct sendq sq;
+	/* deferred sends (batch.c design note) */
+	struct ioq sq;
 	struct px_wr **wq, **wq_run;	/* queued; the batch being sent */
 	unsigned n_wq, cap_wq, n_run, cap_run;
-	uint64_t n_wq_flushes, n_wq_sends;
+	uint64_t n_wq_flushes, n_wq_sends, n_rd_batches, n_rd_recvs;
 };
 
 #define PX_MS	1000000ULL
@@ -231,7 +233,7 @@ struct px_server {
 uint64_t px_rand(struct px_server *s);
 bool px_name_is(const struct h1_header *h, const char *name);
 
-/* wq.c: deferred sends. px_wq_add queues w's output to be sent before the
+/* batch.c: deferred sends. px_wq_add queues w's output to be sent before the
  * loop next waits (not when blocked: EV_WRITE re-arms it); px_wq_del takes
  * a closing socket out; px_wq_flush sends everything queued (the loop's
  * before-poll hook, and once more before the proxy exits). */
@@ -242,6 +244,10 @@ static inline void px_wr_init(struct px_wr *w, enum px_wr_kind kind)
 void px_wq_add(struct px_server *s, struct px_wr *w);
 void px_wq_del(struct px_server *s, struct px_wr *w);
 void px_wq_flush(struct ev_loop *loop, void *arg);
+/* batch.c: the loop's after-poll hook: one batched receive for every ready
+ * client and upstream connection that wants to read (each then marked with
+ * rd_iter, so its callback does not receive again). */
+void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *arg);
 
 /* stats.c: counters keyed by route and backend names (kept across route
  * reloads), and the --stats-addr listener's accept callback. */
@@ -314,6 +320,7 @@ void px_up_close(struct px_up *u);
 void px_up_release(struct px_up *u, bool reusable);
 void px_up_update(struct px_up *u);
 void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg);
+bool px_up_want_read(const struct px_up *u);
 uint64_t px_min_dl(uint64_t a, uint64_t b);	/* earliest deadline, 0 = none */
 void px_budget_request(struct px_server *s);
 void px_replay_add(struct px_stream *st, const void *p, size_t n);
@@ -322,6 +329,10 @@ bool px_stream_retry(struct px_stream *st, bool eligible);
 void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg);
 void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
 void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+
+/* proxy.c: client connection events. */
+void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg);
+bool px_conn_want_read(const struct px_conn *c);
 
 /* stream.c: request head -> stream, replies, pumps, stream end. */
 int px_stream_start(struct px_conn *c);

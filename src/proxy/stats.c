@@ -92,6 +92,20 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_overflow, (unsigned long long)s->n_pending_timeouts,
 		   s->n_pending, (unsigned long long)s->n_pending_total,
 		   (unsigned long long)s->n_max_reqs_closed);
+	/* batched socket I/O (batch.c): 1 with io_uring, 0 on send/recv */
+	buf_printf(b, "# TYPE zerohop_proxy_io_uring gauge\n"
+		   "zerohop_proxy_io_uring %d\n"
+		   "# TYPE zerohop_proxy_send_batches_total counter\n"
+		   "zerohop_proxy_send_batches_total %llu\n"
+		   "# TYPE zerohop_proxy_batched_sends_total counter\n"
+		   "zerohop_proxy_batched_sends_total %llu\n"
+		   "# TYPE zerohop_proxy_recv_batches_total counter\n"
+		   "zerohop_proxy_recv_batches_total %llu\n"
+		   "# TYPE zerohop_proxy_batched_recvs_total counter\n"
+		   "zerohop_proxy_batched_recvs_total %llu\n",
+		   ioq_uring(&s->sq), (unsigned long long)s->n_wq_flushes,
+		   (unsigned long long)s->n_wq_sends, (unsigned long long)s->n_rd_batches,
+		   (unsigned long long)s->n_rd_recvs);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

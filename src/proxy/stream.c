@@ -247,7 +247,7 @@ void px_conn_close(struct px_conn *c)
 	free(c);
 }
 
-/* The bytes go out before the loop next waits (wq.c). */
+/* The bytes go out before the loop next waits (batch.c). */
 void px_flush(struct px_conn *c)
 {
 	if (c->out.data)

@@ -147,7 +147,7 @@ void px_up_update(struct px_up *u)
 	} else if (u->connecting) {
 		mask = EV_WRITE;
 	} else {
-		if (u->out.data && u->wr.slot < 0)	/* wq.c invariant 3 */
+		if (u->out.data && u->wr.slot < 0)	/* batch.c invariant 3 */
 			mask |= EV_WRITE;
 		if (st->rs != RS_DONE && !u->eof && st->c->out.data < PX_HIGH)
 			mask |= EV_READ;
@@ -553,6 +553,12 @@ void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg)
 
 /* ---- event handlers ------------------------------------------------------------ */
 
+/* A stream's connected upstream with room on the client side for more. */
+bool px_up_want_read(const struct px_up *u)
+{
+	return u->st && !u->connecting && !u->eof && u->st->c->out.data < PX_HIGH;
+}
+
 void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
 	struct px_up *u = arg;
@@ -560,7 +566,6 @@ void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
 	struct px_conn *c;
 	ssize_t n;
 
-	(void)loop;
 	(void)fd;
 	if (!st) {		/* idle in the pool: the peer closed or sent junk */
 		if (!(events & (EV_READ | EV_ERROR)))
@@ -583,8 +588,9 @@ void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		px_stream_arm(st);	/* the connect deadline no longer applies */
 	}
 	if (events & EV_WRITE)
-		u->wr.blocked = false;	/* room again: progress queues the rest (wq.c) */
-	if ((events & (EV_READ | EV_ERROR)) && !u->eof && c->out.data < PX_HIGH) {
+		u->wr.blocked = false;	/* room again: progress queues the rest (batch.c) */
+	if ((events & (EV_READ | EV_ERROR)) && u->rd_iter != ev_iteration(loop) &&
+	    px_up_want_read(u)) {	/* (px_rd_batch did not read it) */
 		px_buf_get(u->srv, &u->in);
 		n = buf_read_fd(&u->in, u->fd, 0);
 		if (n == 0 || (n < 0 && n != -EAGAIN))

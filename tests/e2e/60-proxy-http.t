@@ -372,6 +372,14 @@ ok $? "per route and backend counters by status class"
 echo "$m" | grep -q 'zerohop_proxy_request_duration_seconds{route="default/web#13",backend="default/v1",quantile="0.99"}'
 ok $? "per route and backend latency quantiles"
 echo "$m" | grep -q '^zerohop_proxy_active_connections '; ok $? "active connections gauge"
+# batched socket I/O (src/proxy/batch.c): io_uring unless ZEROHOP_NO_URING
+# (60-proxy-http-plain.t runs this file that way), and the pipelined and
+# split runs above gave it batches of more than one send and receive
+want=1; [ -n "${ZEROHOP_NO_URING:-}" ] && want=0
+is "$(echo "$m" | awk '$1 == "zerohop_proxy_io_uring" {print $2}')" "$want" \
+	"batched I/O on $([ $want = 1 ] && echo io_uring || echo 'send(2)/recv(2) (ZEROHOP_NO_URING)')"
+ok "$(echo "$m" | awk '$1 == "zerohop_proxy_batched_sends_total" {s = $2} $1 == "zerohop_proxy_send_batches_total" {b = $2} END {print (s > b && b > 0) ? 0 : 1}')" \
+	"sends went out in batches (more sends than batches)"
 grep -q '"GET /exact HTTP/1.1" 200 .* default/web#0 default/v2 127.0.0.1:' "$TMP/access.log"
 ok $? "access log line names route, backend and endpoint"
 

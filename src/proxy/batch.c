@@ -1,17 +1,25 @@
-/* wq.c — the proxy's deferred sends.
+/* batch.c — the proxy's batched socket I/O: receives after the wait,
+ * sends before the next one.
  *
- * Design note. Per request the proxy sends twice (the request upstream, the
- * response to the client). On this VM a system call's entry and exit cost
- * about as much as a short-circuited send itself, so the sends a loop
- * iteration produces are not made where they arise: the socket is queued,
- * and before the loop next waits (ev_set_before_poll, Redis's beforeSleep)
- * every queued output buffer goes out in one batch: one io_uring_enter for
- * the whole batch (sendq.h), not one send(2) each. HAProxy and h2o likewise
- * send at the end of their loop turn, not per event.
+ * Design note. Per request the proxy receives twice and sends twice (the
+ * request from the client and to the upstream, the response back). On this
+ * VM a system call's entry and exit cost about as much as a short-circuited
+ * send or receive itself, so neither is made where it arises:
+ *  - receives: after epoll returns, the loop's after-poll hook
+ *    (px_rd_batch) sees every ready file; each client or upstream
+ *    connection that wants to read gets one receive into its buffer, all in
+ *    one io_uring_enter (ioq.h). Each is marked with the iteration
+ *    (rd_iter), and its callback then only acts on the bytes;
+ *  - sends: the socket is queued, and before the loop next waits
+ *    (ev_set_before_poll, Redis's beforeSleep) every queued output buffer
+ *    goes out in one batch (px_wq_flush).
+ * HAProxy and h2o likewise send at the end of their loop turn, not per
+ * event. With io_uring unavailable, ioq falls back to one call each, in the
+ * same places.
  *
  *   producer (px_flush, px_conn_progress)      px_wq_flush (before poll)
  *   ------------------------------------      -------------------------------
- *   out gains bytes -> px_wq_add(w)     --->   swap wq <-> wq_run; one sendq
+ *   out gains bytes -> px_wq_add(w)     --->   swap wq <-> wq_run; one ioq
  *                                              batch of every run entry's out;
  *                                              then, per entry: consume what
  *                                              was sent; short or -EAGAIN ->
@@ -27,10 +35,10 @@
  * Invariants:
  *  1. A queued or in-batch socket is in exactly one slot; px_wq_del (called
  *     by every close) empties that slot, so a batch never touches a freed
- *     connection: results are only recorded during sendq_flush, and acted on
+ *     connection: results are only recorded during ioq_flush, and acted on
  *     after it, skipping slots emptied meanwhile.
  *  2. A socket is queued at most once, so one batch never holds two sends on
- *     one fd (sendq.h's rule) and bytes go out in buffer order.
+ *     one fd (ioq.h's rule) and bytes go out in buffer order.
  *  3. While queued, a socket does not ask for EV_WRITE (px_conn_update,
  *     px_up_update): no epoll_ctl churn on the fast path. A blocked socket
  *     does, and is not queued again until EV_WRITE fires.
@@ -38,6 +46,12 @@
  *     results queued more (a pipelined request, a close after the last
  *     byte). Each round only sends bytes already buffered; no socket is read
  *     here, so the rounds end.
+ *  5. px_rd_batch only fills buffers and sets the read flags (rd_eof, eof)
+ *     the callbacks would have set; it runs no callback and frees nothing,
+ *     so every connection it saw is alive when its results are applied.
+ *     A connection it read but whose callback an earlier callback
+ *     suppressed (closed: the loop skips stale files) just loses bytes it
+ *     would have lost anyway.
  */
 #include "px_int.h"
 
@@ -160,13 +174,13 @@ void px_wq_flush(struct ev_loop *loop, void *arg)
 			w->res = 0;
 			if (!b->data)
 				continue;
-			if (!sendq_add(&s->sq, wr_fd(w), buf_head(b), b->data, w)) {
-				sendq_flush(&s->sq, record, NULL);
-				sendq_add(&s->sq, wr_fd(w), buf_head(b), b->data, w);
+			if (!ioq_send(&s->sq, wr_fd(w), buf_head(b), b->data, w)) {
+				ioq_flush(&s->sq, record, NULL);
+				ioq_send(&s->sq, wr_fd(w), buf_head(b), b->data, w);
 			}
 			s->n_wq_sends++;
 		}
-		sendq_flush(&s->sq, record, NULL);
+		ioq_flush(&s->sq, record, NULL);
 		s->n_wq_flushes++;
 		for (i = 0; i < s->n_run; i++) {
 			struct px_wr *w = s->wq_run[i];
@@ -182,5 +196,93 @@ void px_wq_flush(struct ev_loop *loop, void *arg)
 				up_sent(WR_OF(w, struct px_up));
 		}
 		s->n_run = 0;
+	}
+}
+
+/* ---- receives (px_rd_batch) ---------------------------------------------- */
+
+struct rd_ent {
+	void *obj;		/* px_conn or px_up */
+	bool conn;
+	ssize_t res;
+};
+
+static void rd_record(void *tag, ssize_t res, void *arg)
+{
+	(void)arg;
+	((struct rd_ent *)tag)->res = res;
+}
+
+/* Room for a receive, as buf_read_fd gives it. */
+static void rd_room(struct px_server *s, struct buf *b)
+{
+	px_buf_get(s, b);
+	if (buf_room(b) < 4096)
+		buf_reserve(b, 4096);
+}
+
+void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *arg)
+{
+	struct px_server *s = arg;
+	struct rd_ent e[256];
+	uint64_t it = ev_iteration(loop), now = 0;
+	int i, k = 0;
+
+	for (i = 0; i < n && k < (int)(sizeof(e) / sizeof(e[0])); i++) {
+		struct buf *b;
+		int fd;
+
+		if (!(r[i].events & (EV_READ | EV_ERROR)))
+			continue;
+		if (r[i].cb == px_conn_cb && px_conn_want_read(r[i].arg)) {
+			struct px_conn *c = r[i].arg;
+
+			b = &c->in;
+			fd = c->fd;
+			e[k] = (struct rd_ent){ .obj = c, .conn = true };
+		} else if (r[i].cb == px_up_cb && px_up_want_read(r[i].arg)) {
+			struct px_up *u = r[i].arg;
+
+			b = &u->in;
+			fd = u->fd;
+			e[k] = (struct rd_ent){ .obj = u, .conn = false };
+		} else {
+			continue;
+		}
+		rd_room(s, b);
+		if (!ioq_recv(&s->sq, fd, buf_tail(b), buf_room(b), &e[k]))
+			break;	/* (a full batch: the rest read in their callbacks) */
+		k++;
+	}
+	if (k < 2) {	/* nothing to batch: the callback's own recv is as cheap */
+		s->sq.n = 0;
+		return;
+	}
+	ioq_flush(&s->sq, rd_record, NULL);
+	s->n_rd_batches++;
+	s->n_rd_recvs += (uint64_t)k;
+	for (i = 0; i < k; i++) {
+		ssize_t res = e[i].res;
+		bool end = res == 0 || (res < 0 && res != -EAGAIN && res != -EINTR);
+
+		if (e[i].conn) {
+			struct px_conn *c = e[i].obj;
+
+			c->rd_iter = it;
+			if (res > 0) {
+				c->in.data += (size_t)res;
+				c->last_active = now ? now : (now = ev_now_ns());
+			}
+			if (end)
+				c->rd_eof = true;
+		} else {
+			struct px_up *u = e[i].obj;
+
+			u->rd_iter = it;
+			if (res > 0)
+				u->in.data += (size_t)res;
+			if (end)
+				u->eof = true;
+		}
 	}
 }

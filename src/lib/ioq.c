@@ -1,15 +1,17 @@
-/* sendq.c — batched nonblocking sends over a minimal io_uring (contract in
- * include/zerohop/sendq.h).
+/* ioq.c — batched nonblocking sends and receives over a minimal io_uring
+ * (contract in include/zerohop/ioq.h).
  *
- * Why every send completes inside io_uring_enter: the SQEs carry
+ * Why every operation completes inside io_uring_enter: the SQEs carry
  * MSG_DONTWAIT, which makes the kernel mark the request no-wait
- * (REQ_F_NOWAIT): a socket without room completes with -EAGAIN instead of
- * arming a poll and finishing later. A send with room copies its bytes
- * during the submit, inline on this thread. So one
+ * (REQ_F_NOWAIT): a socket without room (send) or without data (recv)
+ * completes with -EAGAIN instead of arming a poll and finishing later. The
+ * others copy their bytes during the submit, inline on this thread. So one
  * io_uring_enter(n, min_complete = n, GETEVENTS) submits the batch and
  * returns with all n completions posted; none is ever in flight afterwards,
- * and the caller's buffers are free again — the same semantics as n send(2)
- * calls, at the price of one system call.
+ * and the caller's buffers are free again — the same semantics as n
+ * send(2)/recv(2) calls, at the price of one system call. (The wait for
+ * stragglers below is a safety net: if a kernel ever punted one, a buffer
+ * would still not be handed back early.)
  *
  * Ring layout (io_uring(7)): the SQ ring (head, tail, mask, array), the SQE
  * array and the CQ ring (head, tail, mask, cqes) are three mmaps (two with
@@ -17,7 +19,7 @@
  * only consumer of CQEs: a release store publishes the SQ tail, an acquire
  * load reads the CQ tail.
  */
-#include "zerohop/sendq.h"
+#include "zerohop/ioq.h"
 
 #include <errno.h>
 #include <linux/io_uring.h>
@@ -37,7 +39,7 @@ static int ring_enter(int fd, unsigned submit, unsigned wait, unsigned flags)
 	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, flags, NULL, 0);
 }
 
-static void unmap_all(struct sendq *q)
+static void unmap_all(struct ioq *q)
 {
 	if (q->sqes)
 		munmap(q->sqes, q->sqes_len);
@@ -48,7 +50,7 @@ static void unmap_all(struct sendq *q)
 	q->sqes = q->cq_map = q->sq_map = NULL;
 }
 
-int sendq_init(struct sendq *q)
+int ioq_init(struct ioq *q)
 {
 	struct io_uring_params p;
 	int fd, err;
@@ -56,7 +58,7 @@ int sendq_init(struct sendq *q)
 	memset(q, 0, sizeof(*q));
 	q->ring_fd = -1;
 	memset(&p, 0, sizeof(p));
-	fd = ring_setup(SENDQ_MAX, &p);
+	fd = ring_setup(IOQ_MAX, &p);
 	if (fd < 0)
 		return -errno;
 	q->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
@@ -103,7 +105,7 @@ fail:
 	return err;
 }
 
-void sendq_free(struct sendq *q)
+void ioq_free(struct ioq *q)
 {
 	if (q->ring_fd >= 0) {
 		unmap_all(q);
@@ -113,34 +115,43 @@ void sendq_free(struct sendq *q)
 	q->n = 0;
 }
 
-bool sendq_uring(const struct sendq *q)
+bool ioq_uring(const struct ioq *q)
 {
 	return q->ring_fd >= 0;
 }
 
-bool sendq_add(struct sendq *q, int fd, const void *p, size_t len, void *tag)
+bool ioq_send(struct ioq *q, int fd, const void *p, size_t len, void *tag)
 {
-	if (q->n == SENDQ_MAX)
+	if (q->n == IOQ_MAX)
 		return false;
-	q->ent[q->n++] = (struct sendq_ent){ .fd = fd, .p = p, .len = len, .tag = tag };
+	q->ent[q->n++] = (struct ioq_ent){ .fd = fd, .p = (void *)p, .len = len, .tag = tag };
 	return true;
 }
 
-static unsigned flush_plain(struct sendq *q, sendq_done_cb *done, void *arg)
+bool ioq_recv(struct ioq *q, int fd, void *p, size_t len, void *tag)
+{
+	if (q->n == IOQ_MAX)
+		return false;
+	q->ent[q->n++] = (struct ioq_ent){ .fd = fd, .recv = true, .p = p, .len = len, .tag = tag };
+	return true;
+}
+
+static unsigned flush_plain(struct ioq *q, ioq_done_cb *done, void *arg)
 {
 	unsigned i, n = q->n;
 
 	q->n = 0;
 	for (i = 0; i < n; i++) {
-		ssize_t r = send(q->ent[i].fd, q->ent[i].p, q->ent[i].len,
-				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		struct ioq_ent *e = &q->ent[i];
+		ssize_t r = e->recv ? recv(e->fd, e->p, e->len, MSG_DONTWAIT)
+				    : send(e->fd, e->p, e->len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		done(q->ent[i].tag, r < 0 ? -errno : r, arg);
 	}
 	return n;
 }
 
-unsigned sendq_flush(struct sendq *q, sendq_done_cb *done, void *arg)
+unsigned ioq_flush(struct ioq *q, ioq_done_cb *done, void *arg)
 {
 	unsigned i, n = q->n, tail, head, got = 0;
 	struct io_uring_sqe *sqes = q->sqes;
@@ -149,7 +160,7 @@ unsigned sendq_flush(struct sendq *q, sendq_done_cb *done, void *arg)
 
 	if (!n)
 		return 0;
-	if (q->ring_fd < 0 || n == 1)	/* one send: send(2) is as cheap */
+	if (q->ring_fd < 0 || n == 1)	/* one operation: a plain call is as cheap */
 		return flush_plain(q, done, arg);
 	tail = *q->sq_tail;
 	for (i = 0; i < n; i++) {
@@ -157,11 +168,11 @@ unsigned sendq_flush(struct sendq *q, sendq_done_cb *done, void *arg)
 		struct io_uring_sqe *e = &sqes[idx];
 
 		memset(e, 0, sizeof(*e));
-		e->opcode = IORING_OP_SEND;
+		e->opcode = q->ent[i].recv ? IORING_OP_RECV : IORING_OP_SEND;
 		e->fd = q->ent[i].fd;
 		e->addr = (unsigned long)q->ent[i].p;
 		e->len = (unsigned)q->ent[i].len;
-		e->msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+		e->msg_flags = q->ent[i].recv ? MSG_DONTWAIT : MSG_DONTWAIT | MSG_NOSIGNAL;
 		e->user_data = i;
 		q->sq_array[idx] = idx;
 	}
