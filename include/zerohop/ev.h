@@ -78,6 +78,8 @@ void ev_timer_del(struct ev_loop *loop, uint64_t id);
 void ev_set_before_poll(struct ev_loop *loop, ev_hook_cb *cb, void *arg);
 void ev_set_after_poll(struct ev_loop *loop, ev_ready_cb *cb, void *arg);
 uint64_t ev_iteration(const struct ev_loop *loop);	/* starts at 1 in the first */
+/* Before sleeping in a wait, poll without sleeping for up to ns (0: off). */
+void ev_set_busy_poll(struct ev_loop *loop, uint64_t ns);
 
 int ev_run(struct ev_loop *loop);
 void ev_stop(struct ev_loop *loop);

@@ -233,6 +233,10 @@ struct px_config {
 	 * responses carry Connection: close, exit when no client connection is
 	 * left or after drain_timeout_ms (0 = 15000, Envoy's --drain-time-s). */
 	uint64_t drain_timeout_ms;
+	/* Busy polling (docs/proxy.md "Latency and busy polling"): before the
+	 * loop sleeps, poll without sleeping this long, so a vCPU that would
+	 * halt between requests stays awake. 0 = off (the default). */
+	uint64_t busy_poll_us;
 };
 
 /* Runs until SIGINT, or SIGTERM then the drain (a second SIGTERM or a

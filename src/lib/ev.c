@@ -66,6 +66,7 @@ struct ev_loop {
 	ev_ready_cb *after_poll;
 	void *after_poll_arg;
 	uint64_t iter;
+	uint64_t busy_ns;	/* poll without sleeping this long first */
 };
 
 uint64_t ev_now_ns(void)
@@ -336,6 +337,11 @@ void ev_set_after_poll(struct ev_loop *loop, ev_ready_cb *cb, void *arg)
 	loop->after_poll_arg = arg;
 }
 
+void ev_set_busy_poll(struct ev_loop *loop, uint64_t ns)
+{
+	loop->busy_ns = ns;
+}
+
 uint64_t ev_iteration(const struct ev_loop *loop)
 {
 	return loop->iter;
@@ -384,7 +390,15 @@ int ev_run_once(struct ev_loop *loop, int timeout_ms)
 	loop->iter++;
 	if (loop->before_poll)
 		loop->before_poll(loop, loop->before_poll_arg);
-	n = ev_api_poll(loop->epfd, evs, 256, timeout_ms);
+	n = ev_api_poll(loop->epfd, evs, 256, loop->busy_ns ? 0 : timeout_ms);
+	if (n == 0 && loop->busy_ns && timeout_ms != 0) {
+		uint64_t end = ev_now_ns() + loop->busy_ns;
+
+		while (n == 0 && ev_now_ns() < end)
+			n = ev_api_poll(loop->epfd, evs, 256, 0);
+		if (n == 0)
+			n = ev_api_poll(loop->epfd, evs, 256, timeout_ms);
+	}
 	if (n < 0)
 		return n;
 	if (loop->after_poll)

@@ -24,13 +24,16 @@ static void px_usage(FILE *f)
 		"  --stats-addr ADDR:PORT   serve Prometheus text (GET any path)\n"
 		"  --access-log FILE        append one line per request (docs/proxy.md)\n"
 		"  --max-line N --max-head N --max-headers N   request parser limits\n"
+		"                           (defaults 8192, 65536, 100)\n"
 		"  --connect-timeout DUR    upstream connect timeout (1s) → 503\n"
 		"  --client-idle-timeout DUR    close idle client connections (300s)\n"
 		"  --upstream-idle-timeout DUR  close pooled idle upstreams (60s)\n"
 		"  --outlier-base-ejection DUR  outlier ejection time, x ejections (30s)\n"
 		"  --outlier-consecutive N  failed tries in a row that eject (5)\n"
 		"  --drain-timeout DUR      SIGTERM: finish in-flight requests, then exit (15s)\n"
-		"                           (defaults 8192, 65536, 100)\n");
+		"  --busy-poll DUR          poll this long (e.g. 50us) before sleeping: lower\n"
+		"                           latency for CPU (0, off; default from the\n"
+		"                           environment ZEROHOP_PROXY_BUSY_POLL, else 0)\n");
 }
 
 static int px_size_opt(const char *name, const char *v, size_t *out)
@@ -57,6 +60,27 @@ static int px_dur_opt(const char *name, const char *v, uint64_t *out)
 	return 0;
 }
 
+/* --busy-poll: "0", "N" or "Nus" (microseconds), "Nms"; at most 10 ms. */
+static int px_busy_opt(const char *from, const char *v, uint64_t *out)
+{
+	char *end;
+	unsigned long long n = strtoull(v, &end, 10);
+
+	if (end == v)
+		goto bad;
+	if (!strcmp(end, "ms"))
+		n *= 1000;
+	else if (*end && strcmp(end, "us"))
+		goto bad;
+	if (n > 10000)
+		goto bad;
+	*out = n;
+	return 0;
+bad:
+	fprintf(stderr, "zerohop proxy: %s %s: want a duration from 0 to 10ms, like 50us\n", from, v);
+	return -EINVAL;
+}
+
 int cli_proxy(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -77,6 +101,7 @@ int cli_proxy(int argc, char **argv)
 		{ "outlier-base-ejection", required_argument, NULL, 7 },
 		{ "outlier-consecutive", required_argument, NULL, 8 },
 		{ "drain-timeout", required_argument, NULL, 9 },
+		{ "busy-poll", required_argument, NULL, 10 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -88,6 +113,9 @@ int cli_proxy(int argc, char **argv)
 	int c, rc;
 
 	zh_log_init("zerohop proxy", ZH_INFO);
+	if (getenv("ZEROHOP_PROXY_BUSY_POLL") &&
+	    px_busy_opt("ZEROHOP_PROXY_BUSY_POLL", getenv("ZEROHOP_PROXY_BUSY_POLL"), &cfg.busy_poll_us))
+		return 2;
 	cfg.files = zh_calloc(argc + 1, sizeof(char *));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:h", opts, NULL)) != -1) {
@@ -108,6 +136,7 @@ int cli_proxy(int argc, char **argv)
 		case 6: if (px_dur_opt("upstream-idle-timeout", optarg, &cfg.upstream_idle_ms)) goto bad; break;
 		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
 		case 9: if (px_dur_opt("drain-timeout", optarg, &cfg.drain_timeout_ms)) goto bad; break;
+		case 10: if (px_busy_opt("--busy-poll", optarg, &cfg.busy_poll_us)) goto bad; break;
 		case 8: {
 			size_t v;
 

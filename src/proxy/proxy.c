@@ -698,6 +698,8 @@ int px_serve(const struct px_config *cfg)
 		zh_info("proxy: io_uring unavailable (%s): sends one by one", strerror(-rc));
 	ev_set_before_poll(s.loop, px_wq_flush, &s);
 	ev_set_after_poll(s.loop, px_rd_batch, &s);
+	s.busy_poll_us = cfg->busy_poll_us;
+	ev_set_busy_poll(s.loop, 1000ULL * cfg->busy_poll_us);
 	rc = ev_run(s.loop);
 	px_wq_flush(s.loop, &s);	/* what the last turn queued */
 out:

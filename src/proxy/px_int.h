@@ -226,6 +226,7 @@ struct px_server {
 	struct px_wr **wq, **wq_run;	/* queued; the batch being sent */
 	unsigned n_wq, cap_wq, n_run, cap_run;
 	uint64_t n_wq_flushes, n_wq_sends, n_rd_batches, n_rd_recvs;
+	uint64_t busy_poll_us;	/* --busy-poll */
 };
 
 #define PX_MS	1000000ULL

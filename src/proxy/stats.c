@@ -102,10 +102,12 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "# TYPE zerohop_proxy_recv_batches_total counter\n"
 		   "zerohop_proxy_recv_batches_total %llu\n"
 		   "# TYPE zerohop_proxy_batched_recvs_total counter\n"
-		   "zerohop_proxy_batched_recvs_total %llu\n",
+		   "zerohop_proxy_batched_recvs_total %llu\n"
+		   "# TYPE zerohop_proxy_busy_poll_microseconds gauge\n"
+		   "zerohop_proxy_busy_poll_microseconds %llu\n",
 		   ioq_uring(&s->sq), (unsigned long long)s->n_wq_flushes,
 		   (unsigned long long)s->n_wq_sends, (unsigned long long)s->n_rd_batches,
-		   (unsigned long long)s->n_rd_recvs);
+		   (unsigned long long)s->n_rd_recvs, (unsigned long long)s->busy_poll_us);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

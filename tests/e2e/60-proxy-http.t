@@ -373,15 +373,21 @@ echo "$m" | grep -q 'zerohop_proxy_request_duration_seconds{route="default/web#1
 ok $? "per route and backend latency quantiles"
 echo "$m" | grep -q '^zerohop_proxy_active_connections '; ok $? "active connections gauge"
 # batched socket I/O (src/proxy/batch.c): io_uring unless ZEROHOP_NO_URING
-# (60-proxy-http-plain.t runs this file that way), and the pipelined and
-# split runs above gave it batches of more than one send and receive
+# (60-proxy-http-alt.t runs this file that way, busy polling too), and the
+# pipelined and split runs above gave it batches of more than one send
 want=1; [ -n "${ZEROHOP_NO_URING:-}" ] && want=0
+is "$(echo "$m" | awk '$1 == "zerohop_proxy_busy_poll_microseconds" {print $2}')" \
+	"$([ -n "${ZEROHOP_PROXY_BUSY_POLL:-}" ] && echo 50 || echo 0)" "busy polling as configured"
 is "$(echo "$m" | awk '$1 == "zerohop_proxy_io_uring" {print $2}')" "$want" \
 	"batched I/O on $([ $want = 1 ] && echo io_uring || echo 'send(2)/recv(2) (ZEROHOP_NO_URING)')"
 ok "$(echo "$m" | awk '$1 == "zerohop_proxy_batched_sends_total" {s = $2} $1 == "zerohop_proxy_send_batches_total" {b = $2} END {print (s > b && b > 0) ? 0 : 1}')" \
 	"sends went out in batches (more sends than batches)"
 grep -q '"GET /exact HTTP/1.1" 200 .* default/web#0 default/v2 127.0.0.1:' "$TMP/access.log"
 ok $? "access log line names route, backend and endpoint"
+
+out=$("$ZH" proxy --busy-poll 20x --listen 127.0.0.1:1 --service default/web -f "$TMP/base.yaml" 2>&1)
+is "$?:$(echo "$out" | head -1)" "2:zerohop proxy: --busy-poll 20x: want a duration from 0 to 10ms, like 50us" \
+	"a bad --busy-poll is refused, naming the flag"
 
 kill -TERM $PX; wait $PX; rc=$?
 is "$rc" 0 "SIGTERM stops the proxy cleanly"

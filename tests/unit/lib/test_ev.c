@@ -283,6 +283,39 @@ static void test_before_poll(void)
 	ev_loop_free(loop);
 }
 
+/* Busy polling first polls without sleeping, then still honours the
+ * timeout, and delivers what arrives either way. */
+static void test_busy_poll(void)
+{
+	struct ev_loop *loop = ev_loop_new(4);
+	struct fdt t = { 0 };
+	uint64_t t0, el;
+	int sv[2], n;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0) {
+		ok(0, "socketpair: %s", strerror(errno));
+		return;
+	}
+	ev_add(loop, sv[0], EV_READ, read_cb, &t);
+	ev_set_busy_poll(loop, 2 * MS);
+	t0 = ev_now_ns();
+	n = ev_run_once(loop, 30);
+	el = ev_now_ns() - t0;
+	ok(n == 0 && el >= 30 * MS, "busy poll: nothing ready, the wait still lasts its timeout (%llu us)",
+	   (unsigned long long)(el / US));
+	if (write(sv[1], "x", 1) != 1)
+		diag("write failed");
+	t0 = ev_now_ns();
+	n = ev_run_once(loop, 1000);
+	el = ev_now_ns() - t0;
+	ok(n == 1 && t.reads == 1 && el < 500 * MS, "busy poll: a ready socket is served at once");
+	is_int(ev_run_once(loop, 0), 0, "busy poll: timeout 0 does not spin");
+	ev_del(loop, sv[0]);
+	close(sv[0]);
+	close(sv[1]);
+	ev_loop_free(loop);
+}
+
 static void test_del_in_callback(void)
 {
 	struct ev_loop *loop = ev_loop_new(64);
@@ -385,6 +418,7 @@ int main(void)
 	test_no_livelock();
 	test_fds();
 	test_before_poll();
+	test_busy_poll();
 	test_del_in_callback();
 	test_self_delete();
 	test_edge();
