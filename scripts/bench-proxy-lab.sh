@@ -34,7 +34,10 @@
 # quota, so the proxy, not the load side, is what saturates; unset: no
 # quota; with a quota the default PHASES is "max": a proxy held at its quota
 # is throttled, so the p99 phase runs without one, at HALF req/s given),
-# PHASES ("max p99" by default; either alone), P99PAIRS (PAIRS), HALF.
+# PHASES ("max p99" by default; either alone), P99PAIRS (PAIRS), HALF,
+# BUSY (a duration: zerohop's proxies run with --busy-poll BUSY, through
+# ZEROHOP_PROXY_BUSY_POLL, and HAProxy with busy-polling; nginx has none:
+# the latency mode of both p99 contenders, at the price of a CPU each).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
@@ -93,6 +96,7 @@ spec:
   nodeName: node-a
   containers: [{name: c, command: ["sleep", "100000"]}]
 YAML
+if [ -n "${BUSY:-}" ]; then export ZEROHOP_PROXY_BUSY_POLL=$BUSY HAPROXY_BUSY=1; fi
 "$ZH" lab up --lab $LAB --accel "$ACCEL" -f "$TMP/m.yaml" >"$TMP/up.log" 2>&1 || { cat "$TMP/up.log"; exit 1; }
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 PCG=$CG/zerohop-$LAB/system/proxy-node-a
@@ -159,6 +163,7 @@ if [ -n "${QUOTA:-}" ]; then
 	done
 	echo "# quota: each proxy at most $QUOTA % of one CPU ($QCG)"
 fi
+[ -n "${BUSY:-}" ] && echo "# busy polling: zerohop --busy-poll $BUSY, haproxy busy-polling"
 echo "# lab $LAB accel $ACCEL: node-a $NODE_IP, echo $ECHO_IP, proxy address $PXA; zerohop $ZPID, haproxy $HPID ($(haproxy -v | head -1 | awk '{print $3}')), nginx $NPID ($(nginx -v 2>&1 | sed 's/.*\///'))"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -177,6 +182,18 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 spread() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s..%s", lo, hi}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f\n", (b > 0 ? a / b : 0)}'; }
 
+# Only the contender under test runs: HAProxy and nginx are stopped
+# (SIGSTOP) while the others are measured, so an idle contender's timers, or
+# HAProxy's busy-polling (which spins even when idle), never take CPU 1 from
+# the one measured. (The lab's zerohop proxy sleeps when idle.)
+hold() { # KEY: stop every contender we started but KEY's, which runs
+	local k
+	for k in h n; do
+		if [ "$k" = "$1" ]; then kill -CONT "${PID[$k]}"; else kill -STOP "${PID[$k]}"; fi
+	done
+}
+release() { kill -CONT "$HPID" "$NPID"; }
+trap 'release 2>/dev/null; cleanup' EXIT
 declare -A URL=([z]="http://10.96.0.71/?size=1024" [h]="http://$NODE_IP:15002/?size=1024"
 	[n]="http://$NODE_IP:15003/?size=1024")
 declare -A PID=([z]=$ZPID [h]=$HPID [n]=$NPID)
@@ -192,7 +209,9 @@ if [[ " $PHASES " = *" max "* ]]; then
 	for i in $(seq "$PAIRS"); do
 		declare -A R=() C=() P=()
 		for c in ${ORDERS[$(( (i - 1) % 3 ))]}; do
+			hold "$c"
 			read -r "R[$c]" "C[$c]" "P[$c]" < <(rps "${URL[$c]}" "${PID[$c]}")
+			release
 		done
 		echo "round $i: zerohop ${R[z]} (${C[z]}/cpu-s, +${P[z]})  haproxy ${R[h]} (${C[h]}/cpu-s, +${P[h]})  nginx ${R[n]} (${C[n]}/cpu-s, +${P[n]})"
 		echo "${R[h]}" >>"$TMP/h"
@@ -226,9 +245,11 @@ if [[ " $PHASES " = *" p99 "* ]]; then
 	: >"$TMP/rp"
 	for i in $(seq "${P99PAIRS:-$PAIRS}"); do
 		if [ $((i % 2)) -eq 1 ]; then
-			read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID"); read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID")
+			hold z; read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID")
+			hold h; read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID"); release
 		else
-			read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID"); read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID")
+			hold h; read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID")
+			hold z; read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID"); release
 		fi
 		printf 'pair %d: zerohop p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)  haproxy p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)\n' \
 			"$i" "$z50" "$z99" "$zc" "$zs" "$h50" "$h99" "$hc" "$hs"

@@ -7,13 +7,17 @@
 #					(ADDR:PORT), one backend server whose
 #					words are SERVER... (e.g. "ADDR:PORT
 #					source ADDR")
+# HAPROXY_BUSY=1 adds `busy-polling` (HAProxy's own answer to a VM's
+# halted-vCPU wake-up latency: never sleep in the poller), to compare with
+# `zerohop proxy --busy-poll`.
 haproxy_cfg() {
 	local bind=$1
 	shift
 	cat <<CFG
 global
 	nbthread 1
-	maxconn 9000
+	maxconn 9000${HAPROXY_BUSY:+
+	busy-polling}
 defaults
 	mode http
 	timeout connect 5s
