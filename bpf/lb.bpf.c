@@ -28,6 +28,8 @@
  *     flips the service value in one map update, then deletes the old slot.
  *  2. A live slot is never rewritten in place, so the pointer lb_pick returns
  *     stays consistent for the rest of the program run.
+ *     A slot may be deleted under a program that read its service before
+ *     a flip and was preempted; lb_pick_fresh then re-reads the service.
  *  3. count == 0 means "service without ready endpoints": connect and
  *     sendmsg fail at once with ECONNREFUSED (bpf_set_retval), never hang.
  *  4. Sockets whose destination is not a service are never touched.
@@ -62,6 +64,32 @@ static __always_inline struct zh_lb_svc_val *lb_svc_of(__u32 ip4, __u32 port, __
 	k.port = (__be16)port;
 	k.proto = proto;
 	return bpf_map_lookup_elem(&zh_lb_svc, &k);
+}
+
+/* lb_pick on the service value *svcp, read at the start of this run. The
+ * value is complete when read (invariant 1), but this program can be
+ * preempted (cgroup programs run preemptible, and a vCPU can be descheduled
+ * by its host) between reading it and reading its alias entry, long enough
+ * for the agent to flip the service and delete the old slot: seen once in
+ * test_lb_kernel under load. Then re-read the service and pick again from
+ * its current, complete slot; a miss after that is counted (must stay 0). */
+static __always_inline const struct zh_lb_backend *
+lb_pick_fresh(struct zh_lb_svc_val **svcp, __u32 vip, __u32 vport, __u8 proto)
+{
+	const struct zh_lb_backend *be = lb_pick(*svcp);
+	int i;
+
+	for (i = 0; !be && i < 2; i++) {
+		struct zh_lb_svc_val *s = lb_svc_of(vip, vport, proto);
+
+		if (!s || !s->count)
+			break;
+		*svcp = s;
+		be = lb_pick(s);
+	}
+	if (!be)
+		lb_count(ZH_LB_STAT_ALIAS_MISS);
+	return be;
 }
 
 static __always_inline int lb_refuse(__u32 stat)
@@ -127,7 +155,7 @@ int zh_lb_connect4(struct bpf_sock_addr *ctx)
 		return lb_l7_redirect(ctx, svc, vip, vport);
 	if (svc->count == 0)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
-	be = lb_pick(svc);
+	be = lb_pick_fresh(&svc, vip, vport, ctx->protocol);
 	if (!be)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 
@@ -154,7 +182,7 @@ int zh_lb_sendmsg4(struct bpf_sock_addr *ctx)
 		return 1;
 	if (svc->count == 0)
 		return lb_refuse(ZH_LB_STAT_SENDMSG_NOBACKEND);
-	be = lb_pick(svc);
+	be = lb_pick_fresh(&svc, vip, vport, IPPROTO_UDP);
 	if (!be)
 		return lb_refuse(ZH_LB_STAT_SENDMSG_NOBACKEND);
 

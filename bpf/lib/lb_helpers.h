@@ -45,7 +45,9 @@ static __always_inline void lb_count(__u32 stat)
 /* Weighted random backend of svc, O(1): two random numbers, one lookup.
  * Returns a pointer into the alias map value (valid for this program run:
  * the agent never rewrites a live slot, it writes the other slot and flips),
- * or NULL when the entry is missing (counted; must never happen). */
+ * or NULL when the entry is missing: svc was read before a sync flipped it
+ * and deleted its old slot (the caller re-reads the service, lb.bpf.c
+ * lb_pick_fresh). */
 static __always_inline const struct zh_lb_backend *
 lb_pick(const struct zh_lb_svc_val *svc)
 {
@@ -58,10 +60,8 @@ lb_pick(const struct zh_lb_svc_val *svc)
 	/* Multiply-shift instead of %: no division, bias below 2^-20. */
 	k.idx = (__u16)(((__u64)r * svc->count) >> 32);
 	v = bpf_map_lookup_elem(&zh_lb_alias, &k);
-	if (!v) {
-		lb_count(ZH_LB_STAT_ALIAS_MISS);
+	if (!v)
 		return NULL;
-	}
 	return bpf_get_prandom_u32() < v->threshold ? &v->a : &v->b;
 }
 

@@ -201,6 +201,11 @@ void px_wq_flush(struct ev_loop *loop, void *arg)
 
 /* ---- receives (px_rd_batch) ---------------------------------------------- */
 
+/* Receives per batch. Each holds a 16 KiB buffer until its callback runs,
+ * so this bounds what a batch takes from the buffer pool (1 MiB); beyond
+ * 64 the system call is amortised anyway. The rest read in their callbacks. */
+#define PX_RD_BATCH 64
+
 struct rd_ent {
 	void *obj;		/* px_conn or px_up */
 	bool conn;
@@ -224,7 +229,7 @@ static void rd_room(struct px_server *s, struct buf *b)
 void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *arg)
 {
 	struct px_server *s = arg;
-	struct rd_ent e[256];
+	struct rd_ent e[PX_RD_BATCH];
 	uint64_t it = ev_iteration(loop), now = 0;
 	int i, k = 0;
 
@@ -275,6 +280,8 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 			}
 			if (end)
 				c->rd_eof = true;
+			if (!c->in.data)
+				px_buf_put(s, &c->in);	/* nothing came: as an idle conn */
 		} else {
 			struct px_up *u = e[i].obj;
 
@@ -283,6 +290,8 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 				u->in.data += (size_t)res;
 			if (end)
 				u->eof = true;
+			if (!u->in.data)
+				px_buf_put(s, &u->in);
 		}
 	}
 }
