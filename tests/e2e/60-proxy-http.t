@@ -365,6 +365,32 @@ ok $(( hwm < 30720 ? 0 : 1 )) "peak RSS stays under 30 MiB (${hwm} KiB)"
 code=$(curl -s -o "$TMP/big" -w '%{http_code}' "$U/big?size=262144")
 is "$code:$(stat -c %s "$TMP/big")" "200:262144" "256 KiB response streamed back"
 
+# ---- clients that reset while their answer is on its way ---------------------------------
+# 20 clients ask for 1 MiB after 30 ms and reset (SO_LINGER 0) while it is
+# being sent: whichever the proxy sees first (a failed batched send, batch.c,
+# or the error on a read), each connection is closed, nothing is left
+# behind, and the proxy keeps serving.
+"$PY" - "$P" <<'PY'
+import socket, struct, sys, time
+port = int(sys.argv[1]); socks = []
+for i in range(20):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /?size=1048576&delay=30ms HTTP/1.1\r\nHost: web\r\n\r\n")
+    socks.append(s)
+time.sleep(0.05)   # the answers are being sent
+for s in socks:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+PY
+act=
+for _ in $(seq 40); do
+	act=$(curl -s "http://127.0.0.1:$S/metrics" | awk '$1 == "zerohop_proxy_active_connections" {print $2}')
+	[ "$act" = 0 ] && break
+	sleep 0.05
+done
+is "$act" 0 "20 clients reset during their 1 MiB answers: every connection closed"
+is "$(name "$U/exact")" v2 "and the proxy still serves"
+
 # ---- observability --------------------------------------------------------------------------
 m=$(curl -s "http://127.0.0.1:$S/metrics")
 echo "$m" | grep -q 'zerohop_proxy_requests_total{route="default/web#12",backend="default/v3",class="2xx"}'
