@@ -227,32 +227,34 @@ fi
 if [[ " $PHASES " = *" p99 "* ]]; then
 	[ -n "$HALF" ] || { echo "PHASES=p99 alone needs HALF=req/s" >&2; exit 1; }
 	echo "== p99 at $HALF req/s (half of HAProxy's median max): zerohop bench -c $CONNS -qps $HALF --spin ${SPIN:-0} -t $DUR in a pod, interleaved x${P99PAIRS:-$PAIRS}"
-	echo "   (each: p50 and p99 in ms, CO-corrected; proxy CPU share)"
+	echo "   (each: p50 and p99 in ms, CO-corrected; proxy CPU share; context switches per request of the echo server and of the proxy)"
 	# context switches of the echo server (the load side's CPU): how the
 	# proxy's send pattern shows up on the other side
-	csw() { awk '/ctxt_switches/ {s += $2} END {print s}' /proc/"$EPID"/task/*/status; }
-	p99() { # URL PID → "p50 p99 cpu% echo-context-switches-per-request" (ms)
-		local t0 t1 s0 s1
-		t0=$(ticks "$2"); s0=$(csw)
+	csw() { awk '/ctxt_switches/ {s += $2} END {print s}' /proc/"${1:-$EPID}"/task/*/status; }
+	# and the proxy's own (each one a sleep and a wake-up between requests)
+	p99() { # URL PID → "p50 p99 cpu% echo-csw/req proxy-csw/req" (ms)
+		local t0 t1 s0 s1 x0 x1
+		t0=$(ticks "$2"); s0=$(csw); x0=$(csw "$2")
 		"$ZH" lab exec --lab $LAB client -- "${WRKCPU[@]}" "$ZH" bench -c "$CONNS" -qps "$HALF" --spin "${SPIN:-0}" \
 			-t "$DUR" --warmup 1s --quiet --json "$TMP/j.json" "$1" >/dev/null 2>&1
-		t1=$(ticks "$2"); s1=$(csw)
-		jq -r --arg cs "$(awk -v d=$((s1 - s0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" --arg cpu "$(awk -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v d="${DUR%s}" \
+		t1=$(ticks "$2"); s1=$(csw); x1=$(csw "$2")
+		jq -r --arg cs "$(awk -v d=$((s1 - s0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" \
+			--arg ps "$(awk -v d=$((x1 - x0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" --arg cpu "$(awk -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v d="${DUR%s}" \
 			'BEGIN {printf "%.0f", 100 * c / hz / (d + 1)}')" \
 			'[.DurationHistogram.Percentiles[] | select(.Percentile == 50 or .Percentile == 99) | .Value * 1000]
-			 | "\(.[0]) \(.[1]) \($cpu) \($cs)"' "$TMP/j.json"
+			 | "\(.[0]) \(.[1]) \($cpu) \($cs) \($ps)"' "$TMP/j.json"
 	}
 	: >"$TMP/rp"
 	for i in $(seq "${P99PAIRS:-$PAIRS}"); do
 		if [ $((i % 2)) -eq 1 ]; then
-			hold z; read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID")
-			hold h; read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID"); release
+			hold z; read -r z50 z99 zc zs zp < <(p99 "${URL[z]}" "$ZPID")
+			hold h; read -r h50 h99 hc hs hp < <(p99 "${URL[h]}" "$HPID"); release
 		else
-			hold h; read -r h50 h99 hc hs < <(p99 "${URL[h]}" "$HPID")
-			hold z; read -r z50 z99 zc zs < <(p99 "${URL[z]}" "$ZPID"); release
+			hold h; read -r h50 h99 hc hs hp < <(p99 "${URL[h]}" "$HPID")
+			hold z; read -r z50 z99 zc zs zp < <(p99 "${URL[z]}" "$ZPID"); release
 		fi
-		printf 'pair %d: zerohop p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)  haproxy p50 %.3f p99 %.3f ms (cpu %s%%, echo %s csw/req)\n' \
-			"$i" "$z50" "$z99" "$zc" "$zs" "$h50" "$h99" "$hc" "$hs"
+		printf 'pair %d: zerohop p50 %.3f p99 %.3f ms (cpu %s%%, csw/req echo %s proxy %s)  haproxy p50 %.3f p99 %.3f ms (cpu %s%%, csw/req echo %s proxy %s)\n' \
+			"$i" "$z50" "$z99" "$zc" "$zs" "$zp" "$h50" "$h99" "$hc" "$hs" "$hp"
 		ratio "$z99" "$h99" >>"$TMP/rp"
 	done
 	echo "p99 zerohop/haproxy: median $(median <"$TMP/rp") (spread $(spread <"$TMP/rp"))"
