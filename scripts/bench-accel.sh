@@ -184,7 +184,7 @@ run() {	# WORKLOAD MODE I -> "qps p50"
 	fi
 	echo "$(jq .ActualQPS "$f") $(jq '.DurationHistogram.Percentiles[] | select(.Percentile==50) | .Value' "$f")"
 }
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+source "$ROOT/scripts/lib/stats.sh"	# median
 idx_of() { local i; for i in "${!modes[@]}"; do [ "${modes[$i]}" = "$1" ] && echo "$i"; done; }
 # ratio FILE N D F: per round, mode N over mode D; F 0 = req/s, 1 = p50
 ratio() { awk -v n="$2" -v d="$3" -v f="$4" '{ print $(2 * n + 1 + f) / $(2 * d + 1 + f) }' "$1"; }

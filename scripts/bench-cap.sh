@@ -70,7 +70,7 @@ run() {	# WORKLOAD CONTENDER ROUND -> "req/s p50_seconds"
 		--json "$f" "http://${VIP[$2]}/?size=1024" >/dev/null 2>>"$OUT/bench.err"
 	echo "$(jq .ActualQPS "$f") $(jq '.DurationHistogram.Percentiles[] | select(.Percentile==50) | .Value' "$f")"
 }
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+source "$ROOT/scripts/lib/stats.sh"	# median
 
 echo "| workload | l4 req/s | l7 req/s | l7/l4 req/s: median [min–max] | l7/l4 p50 |"
 echo "|---|---|---|---|---|"

@@ -42,6 +42,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
 source "$ROOT/scripts/lib/nginx.sh"
+source "$ROOT/scripts/lib/stats.sh"
 B=${B:-build}
 ZH=$ROOT/$B/zerohop
 TOOLS=$(dirname "$ZH")/tests/tools
@@ -166,21 +167,17 @@ fi
 [ -n "${BUSY:-}" ] && echo "# busy polling: zerohop --busy-poll $BUSY, haproxy busy-polling"
 echo "# lab $LAB accel $ACCEL: node-a $NODE_IP, echo $ECHO_IP, proxy address $PXA; zerohop $ZPID, haproxy $HPID ($(haproxy -v | head -1 | awk '{print $3}')), nginx $NPID ($(nginx -v 2>&1 | sed 's/.*\///'))"
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 pstat() { "$TOOLS/accel_ctl" stats "$PIN" 2>/dev/null | sed -n 's/^proxy=//p'; }
 rps() { # URL PID → "requests/s requests-per-proxy-CPU-second accel-proxy-sockets"
 	local t0 t1 r p0 p1
-	t0=$(ticks "$2"); p0=$(pstat)
+	t0=$(proc_ticks "$2"); p0=$(pstat)
 	r=$("$ZH" lab exec --lab $LAB client -- "${WRKCPU[@]}" wrk -t1 -c"$CONNS" -d"$DUR" "$1" |
 		awk '/^Requests\/sec/ {print $2}')
-	t1=$(ticks "$2"); p1=$(pstat)
+	t1=$(proc_ticks "$2"); p1=$(pstat)
 	awk -v r="$r" -v d="${DUR%s}" -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
 		-v p=$(( ${p1:-0} - ${p0:-0} )) \
 		'BEGIN {printf "%s %.0f %d\n", r, (c > 0 ? r * d / (c / hz) : 0), p}'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-spread() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s..%s", lo, hi}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f\n", (b > 0 ? a / b : 0)}'; }
 
 # Only the contender under test runs: HAProxy and nginx are stopped
 # (SIGSTOP) while the others are measured, so an idle contender's timers, or
@@ -234,10 +231,10 @@ if [[ " $PHASES " = *" p99 "* ]]; then
 	# and the proxy's own (each one a sleep and a wake-up between requests)
 	p99() { # URL PID → "p50 p99 cpu% echo-csw/req proxy-csw/req" (ms)
 		local t0 t1 s0 s1 x0 x1
-		t0=$(ticks "$2"); s0=$(csw); x0=$(csw "$2")
+		t0=$(proc_ticks "$2"); s0=$(csw); x0=$(csw "$2")
 		"$ZH" lab exec --lab $LAB client -- "${WRKCPU[@]}" "$ZH" bench -c "$CONNS" -qps "$HALF" --spin "${SPIN:-0}" \
 			-t "$DUR" --warmup 1s --quiet --json "$TMP/j.json" "$1" >/dev/null 2>&1
-		t1=$(ticks "$2"); s1=$(csw); x1=$(csw "$2")
+		t1=$(proc_ticks "$2"); s1=$(csw); x1=$(csw "$2")
 		jq -r --arg cs "$(awk -v d=$((s1 - s0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" \
 			--arg ps "$(awk -v d=$((x1 - x0)) -v q="$HALF" -v t="${DUR%s}" 'BEGIN {printf "%.2f", d / (q * (t + 1))}')" --arg cpu "$(awk -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v d="${DUR%s}" \
 			'BEGIN {printf "%.0f", 100 * c / hz / (d + 1)}')" \

@@ -20,6 +20,7 @@ CONNS=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
 source "$ROOT/scripts/lib/nginx.sh"
+source "$ROOT/scripts/lib/stats.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
 PY=$(command -v /usr/bin/python3 || command -v python3)
 for t in wrk nginx haproxy "$ZH" "$PY"; do
@@ -81,18 +82,15 @@ for p in $ZP $HP $NP; do
 	done
 done
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rps() { # PORT PID → "requests/s requests-per-proxy-CPU-second"
 	local t0 t1 r
-	t0=$(ticks "$2")
+	t0=$(proc_ticks "$2")
 	r=$(wrk -t1 -c"$CONNS" -d"$DUR" "http://127.0.0.1:$1/?size=1024" |
 		awk '/^Requests\/sec/ {print $2}')
-	t1=$(ticks "$2")
+	t1=$(proc_ticks "$2")
 	awk -v r="$r" -v d="${DUR%s}" -v c=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
 		'BEGIN {printf "%s %.0f\n", r, (c > 0 ? r * d / (c / hz) : 0)}'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-spread() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s..%s", lo, hi}'; }
 
 if [ "$PAIRS" -gt 0 ]; then
 echo "== max rate: wrk -t1 -c$CONNS -d$DUR /?size=1024, interleaved zerohop haproxy nginx x$PAIRS"
@@ -103,10 +101,10 @@ for i in $(seq "$PAIRS"); do
 	read -r n nc < <(rps $NP $NPID)
 	echo "pair $i: zerohop $z ($zc/cpu-s)  haproxy $h ($hc/cpu-s)  nginx $n ($nc/cpu-s)"
 	echo "$h" >>"$TMP/h"
-	awk -v a="$z" -v b="$h" 'BEGIN {printf "%.3f\n", a / b}' >>"$TMP/rh"
-	awk -v a="$z" -v b="$n" 'BEGIN {printf "%.3f\n", a / b}' >>"$TMP/rn"
-	awk -v a="$zc" -v b="$hc" 'BEGIN {printf "%.3f\n", b ? a / b : 0}' >>"$TMP/ch"
-	awk -v a="$zc" -v b="$nc" 'BEGIN {printf "%.3f\n", b ? a / b : 0}' >>"$TMP/cn"
+	ratio "$z" "$h" >>"$TMP/rh"
+	ratio "$z" "$n" >>"$TMP/rn"
+	ratio "$zc" "$hc" >>"$TMP/ch"
+	ratio "$zc" "$nc" >>"$TMP/cn"
 done
 echo "req/s zerohop/haproxy: median $(median <"$TMP/rh") (spread $(spread <"$TMP/rh"))"
 echo "req/s zerohop/nginx:   median $(median <"$TMP/rn") (spread $(spread <"$TMP/rn"))"
@@ -125,7 +123,7 @@ print("%.3f" % (1000 * [p["Value"] for p in j["DurationHistogram"]["Percentiles"
 for i in $(seq "$PAIRS"); do
 	z=$(p99 $ZP); h=$(p99 $HP)
 	echo "pair $i: p99 zerohop ${z} ms  haproxy ${h} ms"
-	awk -v a="$z" -v b="$h" 'BEGIN {printf "%.3f\n", a / b}' >>"$TMP/rp"
+	ratio "$z" "$h" >>"$TMP/rp"
 done
 echo "p99 zerohop/haproxy: median $(median <"$TMP/rp") (spread $(spread <"$TMP/rp"))"
 fi

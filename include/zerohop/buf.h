@@ -62,7 +62,11 @@ void buf_append(struct buf *b, const void *p, size_t n);
 /* printf at the tail, growing as needed; returns bytes added. */
 size_t buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* recv() up to max bytes (0 = the current room, at least 4 KiB) from the
+/* Room for one receive at the tail: the current room, made at least 4 KiB
+ * first. What buf_read_fd(b, fd, 0) reads into, for callers that receive
+ * another way (a batched receive, ioq.h). */
+size_t buf_read_room(struct buf *b);
+/* recv() up to max bytes (0 = buf_read_room) from the
  * socket fd into the tail. Returns bytes read, 0 at EOF, or -errno
  * (-EAGAIN when none). A socket only: recv, not read, because read goes
  * through the VFS file-position lock (fdget_pos), ~3 % of the proxy's CPU. */

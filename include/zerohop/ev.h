@@ -31,6 +31,9 @@
  *   callbacks then run as usual, and still only for files not deleted
  *   meanwhile. ev_iteration() numbers iterations, so a callback can tell
  *   that the hook already served its file in this one.
+ * - ev_set_busy_poll(ns): before sleeping in a wait, the loop polls without
+ *   sleeping for up to ns; a wait with nothing ready can then last up to ns
+ *   longer than its timeout. A timeout of 0 never spins.
  * - ev_run() returns 0 after ev_stop(), or -errno on a fatal epoll error.
  *   ev_stop() takes effect after the current iteration's callbacks.
  */

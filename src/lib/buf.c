@@ -80,17 +80,21 @@ size_t buf_printf(struct buf *b, const char *fmt, ...)
 	return (size_t)n;
 }
 
+size_t buf_read_room(struct buf *b)
+{
+	if (buf_room(b) < 4096)
+		buf_reserve(b, 4096);
+	return buf_room(b);
+}
+
 ssize_t buf_read_fd(struct buf *b, int fd, size_t max)
 {
 	ssize_t n;
 
-	if (!max) {
-		if (buf_room(b) < 4096)
-			buf_reserve(b, 4096);
-		max = buf_room(b);
-	} else {
+	if (!max)
+		max = buf_read_room(b);
+	else
 		buf_reserve(b, max);
-	}
 	n = recv(fd, buf_tail(b), max, 0);
 	if (n < 0)
 		return -errno;

@@ -218,14 +218,6 @@ static void rd_record(void *tag, ssize_t res, void *arg)
 	((struct rd_ent *)tag)->res = res;
 }
 
-/* Room for a receive, as buf_read_fd gives it. */
-static void rd_room(struct px_server *s, struct buf *b)
-{
-	px_buf_get(s, b);
-	if (buf_room(b) < 4096)
-		buf_reserve(b, 4096);
-}
-
 void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *arg)
 {
 	struct px_server *s = arg;
@@ -235,6 +227,7 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 
 	for (i = 0; i < n && k < (int)(sizeof(e) / sizeof(e[0])); i++) {
 		struct buf *b;
+		size_t room;
 		int fd;
 
 		if (!(r[i].events & (EV_READ | EV_ERROR)))
@@ -254,8 +247,9 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 		} else {
 			continue;
 		}
-		rd_room(s, b);
-		if (!ioq_recv(&s->sq, fd, buf_tail(b), buf_room(b), &e[k]))
+		px_buf_get(s, b);
+		room = buf_read_room(b);	/* may move the data: before buf_tail */
+		if (!ioq_recv(&s->sq, fd, buf_tail(b), room, &e[k]))
 			break;	/* (a full batch: the rest read in their callbacks) */
 		k++;
 	}
@@ -275,7 +269,7 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 
 			c->rd_iter = it;
 			if (res > 0) {
-				c->in.data += (size_t)res;
+				buf_produce(&c->in, (size_t)res);
 				c->last_active = now ? now : (now = ev_now_ns());
 			}
 			if (end)
@@ -287,7 +281,7 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 
 			u->rd_iter = it;
 			if (res > 0)
-				u->in.data += (size_t)res;
+				buf_produce(&u->in, (size_t)res);
 			if (end)
 				u->eof = true;
 			if (!u->in.data)
