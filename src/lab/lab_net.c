@@ -367,8 +367,8 @@ static int pod_ns_child(const char *lab, const char *pod, const struct lab_mount
 	return 0;
 }
 
-int lab_pod_ns_create(const char *lab, const char *ns, const char *pod,
-		      const struct lab_mount *mounts, int n_mounts)
+static int pod_ns_create_once(const char *lab, const char *ns, const char *pod,
+			      const struct lab_mount *mounts, int n_mounts)
 {
 	char netp[LAB_PATH], utsp[LAB_PATH], mntp[LAB_PATH], name[256], c;
 	int sync1[2], sync2[2], status, ret = 0;
@@ -452,4 +452,26 @@ void lab_pod_ns_destroy(const char *lab, const char *ns, const char *pod)
 	lab_pod_nsfile(p, sizeof(p), lab, ns, pod, "mnt");
 	umount2(p, MNT_DETACH);
 	unlink(p);
+}
+
+/* Inside a mount namespace other than the host's first one (`unshare -m`,
+ * as a fresh-machine test or a container runs us), binding a just-made
+ * pod's mount namespace file fails now and then with EINVAL on this kernel
+ * (6.18), while a fresh attempt with new namespaces succeeds: seen on about
+ * one pod in three with other labs busy, never in the initial namespace.
+ * So a failed attempt is undone in full (lab_pod_ns_destroy) and retried,
+ * a few times. */
+#define POD_NS_TRIES 8
+
+int lab_pod_ns_create(const char *lab, const char *ns, const char *pod,
+		      const struct lab_mount *mounts, int n_mounts)
+{
+	int ret = -EINVAL;
+
+	for (int i = 0; i < POD_NS_TRIES && ret == -EINVAL; i++) {
+		if (i)
+			usleep(2000 << i);
+		ret = pod_ns_create_once(lab, ns, pod, mounts, n_mounts);
+	}
+	return ret;
 }
