@@ -84,6 +84,8 @@ struct lab_topo {
 	 * `lab up`); they are not in lab.conf. */
 	int drain_ms;		/* --drain-delay: unpublished pod keeps running this long */
 	char accel_skip_ports[1024];	/* --accel-skip-ports, passed to every agent; "" none */
+	bool keep_going;	/* --keep-going: a node daemon that cannot start leaves
+				 * the lab up, degraded, instead of failing `lab up` */
 };
 
 /* Pod termination (docs/lab.md "Pod termination"): a removed pod is
@@ -121,6 +123,24 @@ struct lab_pod_info {
 int lab_pod_find(const char *lab, const char *ref, struct lab_pod_info *out);
 /* Every pod of the lab, sorted by namespace/name; *out freed by the caller. */
 int lab_pod_list(const char *lab, struct lab_pod_info **out, int *n);
+
+/* ---- node daemons as the supervisor records them (RUNDIR/nodes/NODE/info) */
+
+struct lab_daemon_info {
+	int pid;		/* 0 when not running */
+	int restarts;
+	char state[24];		/* None, Starting, Running, CrashLoopBackOff, Waiting */
+	char log[256];		/* its log file, "" when there is none */
+	char error[256];	/* its last error line, "" when none */
+};
+
+struct lab_node_daemons {
+	struct lab_daemon_info agent, proxy;
+};
+
+/* Read NODE's daemons; a node never written yet reads as all zero, with
+ * state "Unknown". 0, or -errno of reading the file. */
+int lab_node_daemons_read(const char *lab, const char *node, struct lab_node_daemons *out);
 
 /* ---- stepping into namespaces ----------------------------------------- */
 

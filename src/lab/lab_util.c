@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "zerohop/lab.h"
+#include "zerohop/mounts.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "lab_int.h"
@@ -54,34 +55,20 @@ char *lab_ip4_str(uint32_t ip, char *buf)
 const char *lab_cgroup_root(bool do_mount)
 {
 	static char root[LAB_PATH];
-	char line[1024];
-	FILE *f;
+	int ret;
 
 	if (root[0])
 		return root;
-	/* Reuse any cgroup2 mount (hybrid hosts have /sys/fs/cgroup/unified). */
-	f = fopen("/proc/self/mountinfo", "r");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			char mp[LAB_PATH], *sep = strstr(line, " - cgroup2 ");
-
-			if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", mp) != 1)
-				continue;
-			lab_fmt(root, sizeof(root), "%s", mp);
-			break;
-		}
-		fclose(f);
-	}
-	if (root[0])
-		return root;
-	if (!do_mount)
-		return NULL;
-	lab_mkdirs(ZH_RUN_ROOT "/cgroup2", 0755);
-	if (mount("cgroup2", ZH_RUN_ROOT "/cgroup2", "cgroup2", 0, NULL) && errno != EBUSY) {
-		lab_err("mount cgroup2 at %s: %s", ZH_RUN_ROOT "/cgroup2", strerror(errno));
+	ret = do_mount ? zh_cgroup2_ensure(root, sizeof(root)) : zh_cgroup2_find(root, sizeof(root));
+	if (ret == 1)
+		fprintf(stderr, "zerohop lab: no cgroup2 hierarchy was mounted: mounted one at %s\n",
+			root);
+	if (ret < 0) {
+		if (do_mount)
+			lab_err("mount cgroup2 at %s: %s", ZH_CGROUP2_OWN, strerror(-ret));
+		root[0] = 0;
 		return NULL;
 	}
-	lab_fmt(root, sizeof(root), "%s", ZH_RUN_ROOT "/cgroup2");
 	return root;
 }
 
@@ -696,4 +683,48 @@ int lab_join_pod(const char *lab, const struct lab_pod_info *pod)
 		return ret;
 	return join_file(lab_pod_nsfile(p, sizeof(p), lab, pod->ns, pod->name, "mnt"),
 			 CLONE_NEWNS);
+}
+
+/* ---- node daemons (RUNDIR/nodes/NODE/info, written by lab_sup.c) ---------- */
+
+int lab_node_daemons_read(const char *lab, const char *node, struct lab_node_daemons *out)
+{
+	char path[LAB_PATH], line[600];
+	FILE *f;
+
+	memset(out, 0, sizeof(*out));
+	lab_fmt(out->agent.state, sizeof(out->agent.state), "Unknown");
+	lab_fmt(out->proxy.state, sizeof(out->proxy.state), "Unknown");
+	lab_fmt(path, sizeof(path), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, lab, node);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		struct lab_daemon_info *d;
+		char *key = line, *v = strchr(line, ' ');
+
+		if (!v)
+			continue;
+		*v++ = 0;
+		v[strcspn(v, "\n")] = 0;
+		if (!strncmp(key, "agent_", 6))
+			d = &out->agent;
+		else if (!strncmp(key, "proxy_", 6))
+			d = &out->proxy;
+		else
+			continue;
+		key += 6;
+		if (!strcmp(key, "pid"))
+			d->pid = atoi(v);
+		else if (!strcmp(key, "restarts"))
+			d->restarts = atoi(v);
+		else if (!strcmp(key, "state"))
+			lab_fmt(d->state, sizeof(d->state), "%s", v);
+		else if (!strcmp(key, "log"))
+			lab_fmt(d->log, sizeof(d->log), "%s", v);
+		else if (!strcmp(key, "error"))
+			lab_fmt(d->error, sizeof(d->error), "%s", v);
+	}
+	fclose(f);
+	return 0;
 }

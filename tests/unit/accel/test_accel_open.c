@@ -27,6 +27,7 @@
 
 #include "tap.h"
 #include "zerohop/accel.h"
+#include "zerohop/mounts.h"
 #include "zerohop/abi/accel.h"
 
 #define BPF_FS_MAGIC 0xcafe4a11
@@ -178,11 +179,11 @@ int main(void)
 		printf("1..0 # SKIP needs root and a cgroup2 mount\n");
 		return 0;
 	}
-	if (statfs("/sys/fs/bpf", &sfs) || sfs.f_type != BPF_FS_MAGIC) {
-		if (mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL)) {
-			printf("1..0 # SKIP no bpffs at /sys/fs/bpf\n");
-			return 0;
-		}
+	/* As the agent does at start (mounts.h): the product mounts bpffs. */
+	if (zh_bpffs_ensure(ZH_BPFFS) < 0 || statfs("/sys/fs/bpf", &sfs) ||
+	    sfs.f_type != BPF_FS_MAGIC) {
+		printf("1..0 # SKIP no bpffs at /sys/fs/bpf\n");
+		return 0;
 	}
 	snprintf(cg, sizeof(cg), "%s/zhS-unit-%d", cgroot, getpid());
 	snprintf(pin, sizeof(pin), "/sys/fs/bpf/zerohop/zhS-unit-%d/node", getpid());

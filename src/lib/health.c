@@ -1,0 +1,64 @@
+/* health.c — a node daemon's published health file (see health.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zerohop/health.h"
+
+int zh_health_write(const char *path, const struct zh_health *h)
+{
+	char tmp[4096];
+	FILE *f;
+	int ret = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	/* error is one line: a newline inside would start a new key */
+	fprintf(f, "pid %d\nstate %s\ngeneration %llu\nsyncs %llu\nerror %.*s\n", h->pid,
+		h->state, (unsigned long long)h->generation, (unsigned long long)h->syncs,
+		(int)strcspn(h->error, "\n"), h->error);
+	if (ferror(f))
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+int zh_health_read(const char *path, struct zh_health *h)
+{
+	char line[512];
+	FILE *f = fopen(path, "re");
+
+	memset(h, 0, sizeof(*h));
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *v = strchr(line, ' ');
+
+		if (!v)
+			continue;
+		*v++ = 0;
+		v[strcspn(v, "\n")] = 0;
+		if (!strcmp(line, "pid"))
+			h->pid = atoi(v);
+		else if (!strcmp(line, "state"))
+			snprintf(h->state, sizeof(h->state), "%s", v);
+		else if (!strcmp(line, "generation"))
+			h->generation = strtoull(v, NULL, 10);
+		else if (!strcmp(line, "syncs"))
+			h->syncs = strtoull(v, NULL, 10);
+		else if (!strcmp(line, "error"))
+			snprintf(h->error, sizeof(h->error), "%s", v);
+	}
+	fclose(f);
+	return h->pid > 0 ? 0 : -EINVAL;
+}
