@@ -54,6 +54,11 @@
  *      (pol_node_proxy_ip of this node in the state's Cluster). Without
  *      --proxy-cgroup accel_proxy is emptied: no pod socket is inserted for
  *      a peer that could never be in the sockhash.
+ *  A9. With --health-file, every sync ends by publishing the generation in
+ *      force (written after the maps, like zh_lb_meta, so a reader never
+ *      sees a generation the kernel does not have yet), and "degraded"
+ *      with the error when the sync failed (A3: the previous generation is
+ *      still the one in force). The lab waits on this file, not on maps.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -74,8 +79,10 @@
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
+#include "zerohop/health.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
+#include "zerohop/mounts.h"
 #include "zerohop/paths.h"
 #include "zerohop/policy.h"
 #include "zerohop/state.h"
@@ -115,6 +122,9 @@ struct agent {
 	struct zh_accel_proxy_ep proxy_eps[2];
 	int n_proxy_eps;
 	bool proxy_pending;
+	/* A9: --health-file, rewritten after every sync (health.h) */
+	const char *health_file;
+	struct zh_health health;
 };
 
 #define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
@@ -239,6 +249,28 @@ static void drop_kept(struct agent *a)
 	a->token = 0;
 }
 
+/* A9: after every sync; a failed write is logged, never fatal. */
+static void health_publish(struct agent *a, int sync_ret, uint64_t gen)
+{
+	struct zh_health *h = &a->health;
+	int ret;
+
+	h->pid = (int)getpid();
+	h->syncs++;
+	if (!sync_ret) {
+		h->generation = gen;
+		h->error[0] = '\0';
+	} else if (!h->error[0]) {
+		snprintf(h->error, sizeof(h->error), "%s", strerror(-sync_ret));
+	}
+	snprintf(h->state, sizeof(h->state), "%s", sync_ret ? "degraded" : "ready");
+	if (!a->health_file)
+		return;
+	ret = zh_health_write(a->health_file, h);
+	if (ret)
+		zh_warn("agent: health file %s: %s", a->health_file, strerror(-ret));
+}
+
 static int sync_once(struct agent *a)
 {
 	struct ag_sync_stats s = {};
@@ -269,6 +301,7 @@ static int sync_once(struct agent *a)
 	if (ret) {
 		zh_err("agent: state %s: %s (previous state stays in force)", a->state_dir,
 		       md_err_str(&err, ebuf, sizeof(ebuf)));
+		snprintf(a->health.error, sizeof(a->health.error), "state: %.240s", ebuf);
 		drop_kept(a);	/* a first load may have patched a->st */
 		goto out;
 	}
@@ -294,6 +327,7 @@ static int sync_once(struct agent *a)
 		ret = ag_compile(a->st, &c, ebuf, sizeof(ebuf));
 		if (ret) {
 			zh_err("agent: compile: %s (previous state stays in force)", ebuf);
+			snprintf(a->health.error, sizeof(a->health.error), "compile: %.240s", ebuf);
 			drop_kept(a);
 			goto out;
 		}
@@ -311,6 +345,8 @@ static int sync_once(struct agent *a)
 	t2 = now_ms();
 	if (ret) {
 		zh_err("agent: sync generation %llu: %s", (unsigned long long)gen, strerror(-ret));
+		snprintf(a->health.error, sizeof(a->health.error), "sync generation %llu: %s",
+			 (unsigned long long)gen, strerror(-ret));
 		goto out;
 	}
 	if (!incr || d.pol_relevant)
@@ -336,6 +372,7 @@ static int sync_once(struct agent *a)
 		t2 - t1);
 out:
 	ss_delta_free(&d);
+	health_publish(a, ret, gen);
 	return ret;
 }
 
@@ -401,6 +438,7 @@ static void usage(void)
 		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
+		"                     [--health-file PATH]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -483,6 +521,7 @@ int cli_agent(int argc, char **argv)
 		{ "bench-latency", required_argument, NULL, 'B' },
 		{ "destroy-stale", required_argument, NULL, 'D' },
 		{ "filename", required_argument, NULL, 'f' },
+		{ "health-file", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -545,6 +584,7 @@ int cli_agent(int argc, char **argv)
 				return 2;
 			break;
 		case 'B': bench_rounds = atoi(optarg); break;
+		case 'H': a.health_file = optarg; break;
 		case 'f':
 			if (n_files == 16) {
 				fprintf(stderr, "zerohop agent: at most 16 -f files\n");
@@ -621,6 +661,16 @@ int cli_agent(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "zerohop agent: state %s: %s\n", a.state_dir, strerror(-ret));
 		return 1;
+	}
+	/* A fresh machine has no BPF filesystem: mount it, as Cilium does
+	 * (never unmounted: pins must outlive the agent). */
+	ret = zh_bpffs_for(a.pin_dir);
+	if (ret == 1) {
+		zh_info("agent: no BPF filesystem was mounted at %s: mounted one", ZH_BPFFS);
+	} else if (ret < 0) {
+		fprintf(stderr, "zerohop agent: cannot mount a BPF filesystem at %s: %s\n", ZH_BPFFS,
+			strerror(-ret));
+		goto out;
 	}
 	if (a.mode == AG_MODE_BPF) {
 		struct ag_lb_opts o = { .cgroup = a.cgroup, .pin_dir = a.pin_dir };

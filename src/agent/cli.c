@@ -493,6 +493,26 @@ static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 		printf("]\n");
 }
 
+/* On a lab, say which node agents are not serving and why (the counters
+ * above are the kernel's: a node whose agent is down keeps its last
+ * programmed state, a node that never had one has nothing to show). */
+static void stats_daemons_say(const char *lab)
+{
+	struct lab_topo t;
+
+	if (lab_topo_read(lab, &t))
+		return;
+	for (int i = 0; i < t.n_nodes; i++) {
+		struct lab_node_daemons nd;
+
+		if (!t.mesh || lab_node_daemons_read(lab, t.nodes[i].name, &nd) ||
+		    !strcmp(nd.agent.state, "Running"))
+			continue;
+		printf("node %s: agent %s%s%s (see zerohop lab status --lab %s)\n", t.nodes[i].name,
+		       nd.agent.state, nd.agent.error[0] ? ": " : "", nd.agent.error, lab);
+	}
+}
+
 static int get_stats(const struct cli_opts *o)
 {
 	char root[256], pin[512];
@@ -506,6 +526,7 @@ static int get_stats(const struct cli_opts *o)
 	if (!d) {
 		fprintf(stderr, "zerohop get stats: no pinned agents for lab %s (%s: %s)\n", lab, root,
 			strerror(errno));
+		stats_daemons_say(lab);
 		return -ENOENT;
 	}
 	if (o->json)
@@ -567,6 +588,8 @@ static int get_stats(const struct cli_opts *o)
 		printf("}\n");
 	if (!n && !o->json)
 		printf("no agent maps pinned under %s\n", root);
+	if (!o->json)
+		stats_daemons_say(lab);
 	return 0;
 }
 

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: zerohop lab up [--lab NAME] [-f FILE ...] [--overlay vxlan] [--no-mesh]\n"
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
-		"                      [--service-proxy nft] [--drain-delay DUR]\n"
+		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -295,7 +295,7 @@ static int check_skip_ports(const char *list)
 }
 
 static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool mesh, int accel,
-		  bool nft, const char *skip_ports, int drain_ms)
+		  bool nft, const char *skip_ports, int drain_ms, bool keep_going)
 {
 	struct lab_topo *t = zh_calloc(1, sizeof(*t));
 	struct md_state *st = md_state_new();
@@ -333,6 +333,7 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 	t->accel = accel;
 	t->nft = nft;
 	t->drain_ms = drain_ms;
+	t->keep_going = keep_going;
 	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s", skip_ports ? skip_ports : "");
 	r = readlink("/proc/self/exe", t->zerohop, sizeof(t->zerohop) - 1);
 	if (r <= 0) {
@@ -466,6 +467,11 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 		       overlay ? ", vxlan overlay" : "", mesh ? "" : ", no mesh",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
+		/* --keep-going: up, but say loudly what does not work */
+		if (!strncmp(line, "ok degraded: ", 13))
+			fprintf(stderr, "zerohop lab: lab %s is DEGRADED: %s\n"
+				"zerohop lab: pods on that node stay Pending; see zerohop lab status --lab %s\n",
+				lab, line + 13, lab);
 	}
 	ret = 0;
 	goto out;
@@ -502,25 +508,31 @@ static void json_str(const char *s)
 	putchar('"');
 }
 
-static int node_agent_pid(const char *lab, const char *node)
+static void json_daemon(const char *key, const struct lab_daemon_info *d)
 {
-	char p[LAB_PATH], buf[128];
-
-	lab_fmt(p, sizeof(p), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, lab, node);
-	if (lab_read_file(p, buf, sizeof(buf)) <= 0 || strncmp(buf, "agent_pid ", 10))
-		return 0;
-	return atoi(buf + 10);
+	printf(",\"%s\":{\"state\":", key);
+	json_str(d->state);
+	printf(",\"pid\":%d,\"restarts\":%d,\"last_error\":", d->pid, d->restarts);
+	if (d->error[0])
+		json_str(d->error);
+	else
+		printf("null");
+	printf(",\"log\":");
+	if (d->log[0])
+		json_str(d->log);
+	else
+		printf("null");
+	printf("}");
 }
 
-/* The node L7 proxy's pid from the same info file (lab_sup.c), 0 if none. */
-static int node_proxy_pid(const char *lab, const char *node)
+/* "Running", or "CrashLoopBackOff (3)" with the restarts, kubectl-like. */
+static const char *daemon_cell(const struct lab_daemon_info *d, char *buf, size_t len)
 {
-	char p[LAB_PATH], buf[256], *v;
-
-	lab_fmt(p, sizeof(p), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, lab, node);
-	if (lab_read_file(p, buf, sizeof(buf)) <= 0 || !(v = strstr(buf, "\nproxy_pid ")))
-		return 0;
-	return atoi(v + 11);
+	if (d->restarts && strcmp(d->state, "None"))
+		lab_fmt(buf, len, "%s (%d)", d->state, d->restarts);
+	else
+		lab_fmt(buf, len, "%s", d->state);
+	return buf;
 }
 
 static int lab_status(const char *lab, bool json)
@@ -550,11 +562,15 @@ static int lab_status(const char *lab, bool json)
 		for (int i = 0; i < t.n_nodes; i++) {
 			printf("%s{\"name\":", i ? "," : "");
 			json_str(t.nodes[i].name);
-			printf(",\"ip\":\"%s\",\"podCIDR\":\"%s/%d\",\"netns\":\"%s-%s\",\"agentPid\":%d,\"proxyPid\":%d}",
+			struct lab_node_daemons nd;
+
+			lab_node_daemons_read(lab, t.nodes[i].name, &nd);
+			printf(",\"ip\":\"%s\",\"podCIDR\":\"%s/%d\",\"netns\":\"%s-%s\",\"agentPid\":%d,\"proxyPid\":%d",
 			       lab_ip4_str(t.nodes[i].ip, a), lab_ip4_str(t.nodes[i].pod_net, b),
-			       t.nodes[i].pod_len, lab, t.nodes[i].name,
-			       node_agent_pid(lab, t.nodes[i].name),
-			       node_proxy_pid(lab, t.nodes[i].name));
+			       t.nodes[i].pod_len, lab, t.nodes[i].name, nd.agent.pid, nd.proxy.pid);
+			json_daemon("agent", &nd.agent);
+			json_daemon("proxy", &nd.proxy);
+			printf("}");
 		}
 		printf("],\"pods\":[");
 		for (int i = 0; i < n; i++) {
@@ -581,17 +597,35 @@ static int lab_status(const char *lab, bool json)
 	} else {
 		printf("lab %s: %s, supervisor pid %d%s%s\n", lab, up ? "up" : "NOT RUNNING", sup,
 		       t.overlay ? ", vxlan overlay" : "", t.mesh ? "" : ", no mesh");
-		printf("%-16s %-15s %-18s %-10s %s\n", "NODE", "IP", "POD CIDR", "AGENT PID",
-		       "PROXY PID");
+		printf("%-12s %-12s %-15s %-22s %-7s %-22s %s\n", "NODE", "IP", "POD CIDR",
+		       "AGENT", "PID", "PROXY", "PID");
 		for (int i = 0; i < t.n_nodes; i++) {
-			char cidr[32];
+			char cidr[32], ac[48], pc[48];
+			struct lab_node_daemons nd;
 
+			lab_node_daemons_read(lab, t.nodes[i].name, &nd);
 			lab_fmt(cidr, sizeof(cidr), "%s/%d", lab_ip4_str(t.nodes[i].pod_net, b),
 				t.nodes[i].pod_len);
-			printf("%-16s %-15s %-18s %-10d %d\n", t.nodes[i].name,
+			printf("%-12s %-12s %-15s %-22s %-7d %-22s %d\n", t.nodes[i].name,
 			       lab_ip4_str(t.nodes[i].ip, a), cidr,
-			       node_agent_pid(lab, t.nodes[i].name),
-			       node_proxy_pid(lab, t.nodes[i].name));
+			       daemon_cell(&nd.agent, ac, sizeof(ac)), nd.agent.pid,
+			       daemon_cell(&nd.proxy, pc, sizeof(pc)), nd.proxy.pid);
+		}
+		/* What is wrong, in one line each, as kubectl describe would */
+		for (int i = 0; i < t.n_nodes; i++) {
+			struct lab_node_daemons nd;
+			const struct lab_daemon_info *ds[2];
+
+			lab_node_daemons_read(lab, t.nodes[i].name, &nd);
+			ds[0] = &nd.agent;
+			ds[1] = &nd.proxy;
+			for (int k = 0; k < 2; k++)
+				if (ds[k]->error[0] || (strcmp(ds[k]->state, "Running") &&
+							strcmp(ds[k]->state, "None")))
+					printf("  %s %s: %s: %s%s%s\n", t.nodes[i].name,
+					       k ? "proxy" : "agent", ds[k]->state,
+					       ds[k]->error[0] ? ds[k]->error : "no error logged",
+					       ds[k]->log[0] ? "; log " : "", ds[k]->log);
 		}
 		printf("\n%-14s %-40s %-12s %-15s %-11s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
 		       "PHASE", "PID", "RESTARTS");
@@ -654,6 +688,7 @@ int cli_lab(int argc, char **argv)
 		{ "service-proxy", required_argument, NULL, 'S' },
 		{ "accel-skip-ports", required_argument, NULL, 'P' },
 		{ "drain-delay", required_argument, NULL, 'D' },
+		{ "keep-going", no_argument, NULL, 'K' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
@@ -663,7 +698,7 @@ int cli_lab(int argc, char **argv)
 	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
-	bool up_only = false;
+	bool up_only = false, keep_going = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -732,6 +767,10 @@ int cli_lab(int argc, char **argv)
 			}
 			up_only = true;
 			break;
+		case 'K':
+			keep_going = true;
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -764,7 +803,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports and --drain-delay are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay and --keep-going are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -776,7 +815,8 @@ int cli_lab(int argc, char **argv)
 			lab_err("--service-proxy nft is programmed by the node agents; drop --no-mesh");
 			goto out;
 		}
-		ret = lab_up(lab, files, n_files, overlay, mesh, accel, nft, skip_ports, drain_ms);
+		ret = lab_up(lab, files, n_files, overlay, mesh, accel, nft, skip_ports, drain_ms,
+			     keep_going);
 	} else if (!strcmp(sub, "down")) {
 		ret = lab_down(lab, true) ? 1 : 0;
 	} else if (!strcmp(sub, "status")) {

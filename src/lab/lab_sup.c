@@ -23,7 +23,7 @@
  *	                   │     sup_pod_terminate(): ss_put_pod(deletionTimestamp)
  *	                   │                      (generation G)
  *	                   │                         ▼
- *	                   │         TERMINATING/SYNC   every agent's zh_lb_meta
+ *	                   │         TERMINATING/SYNC   every agent's published
  *	                   │                         │  generation >= G, or
  *	                   │                         │  TERM_SYNC_MS passed
  *	                   │                         ▼
@@ -76,8 +76,9 @@
  * 6. With agents (mesh on, BPF mode), a new pod is isolated before its
  *    command starts: sup_pod_create() publishes it Pending with its IP (Endpoints
  *    use Running pods only, so no Service sends it traffic) and holds its
- *    containers; isolate_check() starts them once every agent's zh_lb_meta
- *    generation (written after its policy sync) has reached the generation
+ *    containers; isolate_check() starts them once every agent's published
+ *    generation (its health file, written after its policy and map sync:
+ *    agent.c A9) has reached the generation
  *    of that write, or after ISOLATE_MS with a warning (an agent down must
  *    not stop the lab). Then it goes STARTING -> RUNNING as before.
  * 7. With agents in BPF mode, one `zerohop proxy --node NODE` per node
@@ -91,6 +92,26 @@
  *    so a connection the datapath chose before the removal reaches a live
  *    pod. Its containers are not restarted meanwhile, and its name stays
  *    taken: a Pod re-created under the same name starts once it is gone.
+ * 9. A node daemon is judged by what it publishes, never by its private
+ *    maps: an agent is ready once its health file names a synced generation
+ *    (under its current pid), a proxy once it listens on its capture port.
+ *    At start-up every agent, then every proxy, must become ready before
+ *    any pod starts; one that exits first or is not ready within
+ *    DAEMON_READY_MS fails `lab up` with its own last log line (or, with
+ *    --keep-going, leaves the lab up and says it is degraded). A pod becomes
+ *    RUNNING only on a node whose agent is ready (sup_node_serving), so no
+ *    pod is published as an endpoint with no mesh under it.
+ *
+ * Node daemon states (struct sup_proc of agents[] and proxies[], shown by
+ * `lab status` from RUNDIR/nodes/NODE/info, written by write_node_info):
+ *
+ *	  sup_proc_start()        daemons_refresh(): health file /
+ *	 ───────────────▶ Starting ────── listening socket ──────▶ Running
+ *	                     │                                       │
+ *	                     └──────── exit (reap) ───────┬──────────┘
+ *	                                                   ▼
+ *	          restart_due() after backoff ◀── CrashLoopBackOff (last_error =
+ *	                                            the last line of its log)
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -111,7 +132,7 @@
 #include <bpf/bpf.h>
 
 #include "zerohop/abi/l7cap.h"
-#include "zerohop/abi/lb.h"
+#include "zerohop/health.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/model.h"
@@ -579,6 +600,10 @@ static void ready_check(struct sup *s)
 		}
 		if (!all_execd)
 			continue;
+		/* Not Running (an endpoint) on a node whose agent does not
+		 * serve it: its policy and Services would not be in force. */
+		if (!sup_node_serving(s, pod->node))
+			continue;
 		if (!pod_ports_ready(pod)) {
 			if (!any_exited && now - pod->created_ms < READY_MS)
 				continue;
@@ -622,6 +647,11 @@ static void agents_start(struct sup *s)
 		v[n++] = zh_strdup(sd);
 		v[n++] = zh_strdup("--pin-dir");
 		v[n++] = zh_strdup(pin);
+		lab_fmt(p->health, sizeof(p->health), "%s/%s/nodes/%s/agent.health", ZH_RUN_ROOT,
+			s->t.lab, node);
+		unlink(p->health);	/* a file of an earlier run says nothing of this one */
+		v[n++] = zh_strdup("--health-file");
+		v[n++] = zh_strdup(p->health);
 		if (s->t.accel >= 0) {
 			v[n++] = zh_strdup("--accel");
 			v[n++] = zh_strdup(s->t.accel ? "on" : "off");
@@ -658,36 +688,18 @@ static void agents_start(struct sup *s)
 	}
 }
 
-static bool dir_nonempty(const char *path)
+/* What the agent of this run published (health.h), or -ENOENT/-ESRCH when
+ * it published nothing yet or the file is an earlier process's. */
+static int agent_health(const struct sup_proc *p, struct zh_health *h)
 {
-	DIR *d = opendir(path);
-	struct dirent *e;
-	bool found = false;
+	int ret;
 
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d)))
-		found = e->d_name[0] != '.';
-	closedir(d);
-	return found;
-}
-
-/* An agent counts as ready when it has pinned something, exited, or after
- * READY_MS: pods then start under its hooks from their first connect. */
-static bool agents_ready(struct sup *s, uint64_t since)
-{
-	char pin[LAB_PATH];
-
-	if (sup_now_ms() - since > READY_MS)
-		return true;
-	for (int i = 0; i < s->t.n_nodes; i++) {
-		zh_pin_dir(pin, sizeof(pin), s->t.lab, s->t.nodes[i].name);
-		if (s->agents[i].exited_once || s->agents[i].exec_errno)
-			continue;
-		if (!dir_nonempty(pin))
-			return false;
-	}
-	return true;
+	if (!p->pid)
+		return -ESRCH;
+	ret = zh_health_read(p->health, h);
+	if (ret)
+		return ret;
+	return h->pid == (int)p->pid ? 0 : -ESRCH;
 }
 
 /* ---- node proxies (invariant 7) ------------------------------------------------ */
@@ -726,34 +738,113 @@ static void proxies_start(struct sup *s)
 	}
 }
 
-/* Every proxy listens on its capture port, has failed, or READY_MS passed. */
-static bool proxies_ready(struct sup *s, uint64_t since)
-{
-	if (sup_now_ms() - since > READY_MS)
-		return true;
-	for (int i = 0; i < s->t.n_nodes; i++) {
-		const struct sup_proc *p = &s->proxies[i];
+/* ---- node daemons' readiness and state (lab status) ----------------------- */
 
-		if (!p->argv || p->exited_once || p->exec_errno)
-			continue;
-		if (!p->pid || !proc_net_has(p->pid, "tcp", ZH_L7CAP_PORT, true))
-			return false;
+/* Look again at every running node daemon not known ready yet: an agent is
+ * ready once it published a synced generation, a proxy once it listens on
+ * its capture port. A degraded agent (its last sync failed) stays ready:
+ * the kernel serves its last good generation; its error is shown. Returns
+ * true when some daemon's state changed. */
+static bool daemons_refresh(struct sup *s)
+{
+	bool changed = false;
+
+	for (int i = 0; i < s->t.n_nodes; i++) {
+		struct sup_proc *a = &s->agents[i], *x = &s->proxies[i];
+		struct zh_health h;
+
+		if (a->argv && a->pid && agent_health(a, &h) == 0) {
+			bool ready = h.generation > 0;
+			const char *err = strcmp(h.state, "ready") ? h.error : "";
+
+			if (ready != a->ready || (ready && strcmp(err, a->last_error))) {
+				a->ready = ready;
+				lab_fmt(a->last_error, sizeof(a->last_error), "%s", err);
+				changed = true;
+			}
+		}
+		if (x->argv && x->pid && !x->ready &&
+		    proc_net_has(x->pid, "tcp", ZH_L7CAP_PORT, true)) {
+			x->ready = true;
+			x->last_error[0] = '\0';
+			changed = true;
+		}
 	}
-	return true;
+	return changed;
+}
+
+/* kubectl's words for a container: Running once ready, Starting before,
+ * CrashLoopBackOff while waiting to be restarted after an exit. */
+static const char *daemon_state(const struct sup_proc *p)
+{
+	if (!p->argv)
+		return "None";
+	if (p->pid)
+		return p->ready ? "Running" : "Starting";
+	return p->exited_once || p->exec_errno ? "CrashLoopBackOff" : "Waiting";
+}
+
+bool sup_node_serving(const struct sup *s, int i)
+{
+	return !s->t.mesh || s->agents[i].ready;
 }
 
 static void write_node_info(struct sup *s)
 {
-	char path[LAB_PATH], buf[160];
+	char path[LAB_PATH], buf[1024];
 
 	for (int i = 0; i < s->t.n_nodes; i++) {
+		const struct sup_proc *a = &s->agents[i], *x = &s->proxies[i];
+
 		lab_fmt(path, sizeof(path), "%s/%s/nodes/%s/info", ZH_RUN_ROOT, s->t.lab,
 			s->t.nodes[i].name);
-		/* agent_pid first: lab status reads it by prefix */
-		lab_fmt(buf, sizeof(buf), "agent_pid %d\nagent_restarts %d\nproxy_pid %d\nproxy_restarts %d\n",
-			(int)s->agents[i].pid, s->agents[i].restarts, (int)s->proxies[i].pid,
-			s->proxies[i].restarts);
+		/* lab_node_info_read() parses this */
+		lab_fmt(buf, sizeof(buf),
+			"agent_pid %d\nagent_restarts %d\nagent_state %s\nagent_log %s\nagent_error %s\n"
+			"proxy_pid %d\nproxy_restarts %d\nproxy_state %s\nproxy_log %s\nproxy_error %s\n",
+			(int)a->pid, a->restarts, daemon_state(a), a->argv ? a->log : "", a->last_error,
+			(int)x->pid, x->restarts, daemon_state(x), x->argv ? x->log : "", x->last_error);
 		lab_write_str(path, buf);
+	}
+}
+
+static void reap(struct sup *s);
+
+/* Start-up (lab up): wait until every daemon of ps[] is ready. A daemon
+ * that exits first, or is not ready within DAEMON_READY_MS, fails the wait
+ * with its own error line and log in msg: 0 all ready, -1 failed. */
+static int daemons_wait(struct sup *s, struct sup_proc *ps, const char *what, char *msg,
+			size_t len)
+{
+	uint64_t start = sup_now_ms();
+
+	for (;;) {
+		bool all = true;
+
+		reap(s);
+		daemons_refresh(s);
+		for (int i = 0; i < s->t.n_nodes; i++) {
+			struct sup_proc *p = &ps[i];
+
+			if (!p->argv || p->ready)
+				continue;
+			all = false;
+			if (p->exited_once || p->exec_errno) {
+				lab_fmt(msg, len, "node %s: %s cannot start: %s (log %s)",
+					s->t.nodes[i].name, what,
+					p->last_error[0] ? p->last_error : "exited", p->log);
+				return -1;
+			}
+			if (sup_now_ms() - start > DAEMON_READY_MS) {
+				lab_fmt(msg, len, "node %s: %s not ready after %d s%s%s (log %s)",
+					s->t.nodes[i].name, what, DAEMON_READY_MS / 1000,
+					p->last_error[0] ? ": " : "", p->last_error, p->log);
+				return -1;
+			}
+		}
+		if (all)
+			return 0;
+		usleep(20000);
 	}
 }
 
@@ -787,31 +878,18 @@ static void reap(struct sup *s)
 	}
 }
 
-/* Has every agent that records its applied generation (zh_lb_meta, pinned;
- * abi/lb.h) reached gen? Read from the pin directly, as `zerohop get stats`
- * does, so the lab needs none of the agent's code. A node with nothing
- * readable pinned (agent in nft mode, or not up) does not hold pods back:
- * ISOLATE_MS bounds the rest. */
+/* Has every running agent published (health.h; A9 in agent.c) a
+ * generation >= gen? An agent that is down does not hold pods back:
+ * ISOLATE_MS and TERM_SYNC_MS bound the rest. */
 static bool agents_synced(struct sup *s, uint64_t gen)
 {
-	char pin[LAB_PATH], path[LAB_PATH + 16];
-	uint32_t key = ZH_LB_META_GENERATION;
-	uint64_t have;
-	bool synced = true;
-	int fd, ret;
+	struct zh_health h;
 
-	for (int i = 0; i < s->t.n_nodes && synced; i++) {
-		zh_pin_dir(pin, sizeof(pin), s->t.lab, s->t.nodes[i].name);
-		lab_fmt(path, sizeof(path), "%s/zh_lb_meta", pin);
-		fd = bpf_obj_get(path);
-		if (fd < 0)
-			continue;
-		ret = bpf_map_lookup_elem(fd, &key, &have);
-		close(fd);
-		if (!ret && have < gen)
-			synced = false;
-	}
-	return synced;
+	for (int i = 0; i < s->t.n_nodes; i++)
+		if (s->agents[i].argv && agent_health(&s->agents[i], &h) == 0 &&
+		    h.generation < gen)
+			return false;
+	return true;
 }
 
 /* Release held pods (invariant 6): start their containers once the agents
@@ -895,9 +973,11 @@ static int initial_status(struct sup *s, char *msg, size_t len)
 					strerror(p->procs[i].exec_errno));
 				return -1;
 			}
-		if (p->state == POD_STARTING)
+		/* --keep-going: a pod held on a node whose agent does not
+		 * serve stays Pending, and does not hold `lab up` */
+		if (p->state == POD_STARTING && !(s->t.keep_going && !sup_node_serving(s, p->node)))
 			return 0;
-		have += p->state == POD_RUNNING;
+		have += p->state == POD_RUNNING || p->state == POD_STARTING;
 	}
 	if (s->n_failed) {
 		lab_fmt(msg, len, "%s", s->last_err);
@@ -987,24 +1067,36 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		lab_fmt(msg, sizeof(msg), "state source %s: %s\n", sd, strerror(-ret));
 		goto fatal;
 	}
-	/* Agents first: pods are under the datapath from their first connect. */
+	/* Agents first: pods are under the datapath from their first connect.
+	 * An agent or proxy that cannot start fails `lab up` with its own
+	 * error line (invariant 9), unless --keep-going. */
 	if (t->mesh) {
 		agents_start(s);
 		write_node_info(s);
-		while (!agents_ready(s, start)) {
-			usleep(20000);
-			reap(s);
+		if (daemons_wait(s, s->agents, "agent", s->degraded, sizeof(s->degraded))) {
+			write_node_info(s);
+			if (!t->keep_going) {
+				lab_fmt(msg, sizeof(msg), "%s\n", s->degraded);
+				goto fatal;
+			}
+			zh_err("%s; going on (--keep-going)", s->degraded);
 		}
 		/* Then the proxies (they share the capture maps the agents
 		 * pinned), listening before any pod starts (invariant 7). */
 		if (!t->nft) {
-			uint64_t px_start = sup_now_ms();
+			char pmsg[sizeof(s->degraded)];
 
 			proxies_start(s);
 			write_node_info(s);
-			while (!proxies_ready(s, px_start)) {
-				usleep(20000);
-				reap(s);
+			if (daemons_wait(s, s->proxies, "node proxy", pmsg, sizeof(pmsg))) {
+				write_node_info(s);
+				if (!t->keep_going) {
+					lab_fmt(msg, sizeof(msg), "%s\n", pmsg);
+					goto fatal;
+				}
+				zh_err("%s; going on (--keep-going)", pmsg);
+				if (!s->degraded[0])
+					lab_fmt(s->degraded, sizeof(s->degraded), "%s", pmsg);
 			}
 		}
 	}
@@ -1029,6 +1121,11 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		 * re-created Pod in the same round (invariant 8). */
 		term_check(s);
 		sup_reconcile(s);
+		if (t->mesh && sup_now_ms() - s->refresh_ms >= 100) {
+			s->refresh_ms = sup_now_ms();
+			if (daemons_refresh(s))
+				write_node_info(s);
+		}
 		isolate_check(s);
 		ready_check(s);
 		restart_ms = restart_due(s);
@@ -1048,7 +1145,11 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 				s->initial_done = true;
 				/* A lab is up only if `lab up` said so: when it died
 				 * (killed), leave the pieces to the next up or down. */
-				if (write(ready_fd, "ok\n", 3) != 3) {
+				char ok[sizeof(s->degraded) + 16];
+
+				lab_fmt(ok, sizeof(ok), "ok%s%s\n", s->degraded[0] ? " degraded: " : "",
+					s->degraded);
+				if (write(ready_fd, ok, strlen(ok)) != (ssize_t)strlen(ok)) {
 					zh_err("lab up went away before the lab was ready; exiting (lab up or lab down cleans up)");
 					exit(1);
 				}

@@ -181,7 +181,8 @@ void sup_reconcile(struct sup *s)
 		}
 		if (pass == 0)
 			for (p = s->pods; p; p = p->next)
-				if (!strcmp(p->ns, "kube-system") && p->state == POD_STARTING)
+				if (!strcmp(p->ns, "kube-system") && p->state == POD_STARTING &&
+				    sup_node_serving(s, p->node))	/* else it waits for its agent */
 					return;
 	}
 	for (int i = 0; i < w->n_deployments; i++)

@@ -28,6 +28,7 @@
 #define KILL_WAIT_MS 2000	/* cgroup.kill until we stop waiting for the cgroup */
 #define DEBOUNCE_MS 20
 #define INITIAL_TIMEOUT_MS 120000
+#define DAEMON_READY_MS 30000	/* max wait for an agent's first sync / a proxy's listen */
 #define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
 #define TERM_SYNC_MS 2000	/* max wait for the agents to apply a removal (invariant 8) */
 #define PROXY_STATS_PORT 15090	/* node proxy's Prometheus text on NODE_IP (Istio's port) */
@@ -48,6 +49,11 @@ struct sup_proc {
 	bool ever_execd;	/* exec succeeded at least once */
 	bool exited_once;
 	int exec_errno;		/* last exec failure, 0 if none */
+	/* Node daemons (agents, proxies) only: */
+	bool ready;		/* this run became ready (agent synced, proxy listens) */
+	char health[LAB_PATH];	/* the agent's --health-file ("" for proxies) */
+	char last_error[256];	/* the last line it logged before exiting, or its
+				 * published sync error; "" if none */
 };
 
 enum pod_state { POD_STARTING, POD_RUNNING, POD_TERMINATING };
@@ -92,6 +98,8 @@ struct sup {
 	char failed[64][300];	/* "ns/name/hash" that failed to plan: no retry */
 	int n_failed;
 	char last_err[1024];	/* why the last pod could not be created */
+	char degraded[600];	/* --keep-going: the node daemon that could not start */
+	uint64_t refresh_ms;	/* last daemons_refresh() */
 	bool initial_done;
 };
 
@@ -101,8 +109,10 @@ uint64_t sup_now_ms(void);	/* CLOCK_MONOTONIC, ms */
  * an exec failure is recorded in p and counts as an exit. */
 int sup_proc_start(struct sup_proc *p, const struct sup_pod *pod);
 /* Record p's exit (status from waitpid) and schedule its restart with
- * backoff; who names it in the log. */
+ * backoff; who names it in the log. p->last_error gets the last line of
+ * p's log (its own error line, as `kubectl describe` shows it). */
 void sup_proc_exited(struct sup_proc *p, int status, const char *who);
+void sup_log_last_line(const char *path, char *buf, size_t len);
 void sup_proc_free(struct sup_proc *p);
 bool sup_cgroup_populated(const char *cg);
 void sup_cgroup_signal(const char *cg, int sig);	/* every process in cg */
@@ -122,5 +132,8 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 			       const struct md_pod_spec *spec, const char *file, int line);
 void sup_pod_terminate(struct sup *s, struct sup_pod *pod);	/* graceful (invariant 8) */
 bool sup_failed_has(struct sup *s, const char *key);	/* "ns/name/hash" failed to plan */
+/* Does node i's agent serve its pods (synced; always true without a mesh)?
+ * A pod becomes Running (an endpoint) only on a serving node. */
+bool sup_node_serving(const struct sup *s, int i);
 
 #endif

@@ -160,6 +160,37 @@ int sup_proc_start(struct sup_proc *p, const struct sup_pod *pod)
 }
 
 /* A process exited: plan the restart with backoff. */
+/* The last line of a process log that the process wrote itself (not one
+ * of our "--- ... start" markers), without its leading timestamp. */
+void sup_log_last_line(const char *path, char *buf, size_t len)
+{
+	char tail[4096], *line = NULL, *p;
+	ssize_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return;
+	if (lseek(fd, 0, SEEK_END) > (off_t)sizeof(tail) - 1)
+		lseek(fd, -(off_t)sizeof(tail) + 1, SEEK_END);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, tail, sizeof(tail) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	tail[n] = '\0';
+	for (p = strtok(tail, "\n"); p; p = strtok(NULL, "\n"))
+		if (strncmp(p, "--- ", 4) && p[strspn(p, " \t")])
+			line = p;
+	if (!line)
+		return;
+	/* zh_log lines start with "SECONDS.MILLIS " */
+	if (strspn(line, "0123456789.") > 0 && line[strspn(line, "0123456789.")] == ' ')
+		line += strspn(line, "0123456789.") + 1;
+	snprintf(buf, len, "%s", line);
+}
+
 void sup_proc_exited(struct sup_proc *p, int status, const char *who)
 {
 	uint64_t now = sup_now_ms(), ran = now - p->started_ms;
@@ -171,7 +202,9 @@ void sup_proc_exited(struct sup_proc *p, int status, const char *who)
 		zh_info("%s: %s killed by signal %d after %llu ms", who, p->name,
 			WTERMSIG(status), (unsigned long long)ran);
 	p->pid = 0;
+	p->ready = false;
 	p->exited_once = true;
+	sup_log_last_line(p->log, p->last_error, sizeof(p->last_error));
 	if (ran >= BACKOFF_RESET_MS)
 		p->backoff_ms = 0;
 	p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : BACKOFF_MIN_MS;

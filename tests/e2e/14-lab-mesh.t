@@ -76,8 +76,8 @@ for n in node-a node-b; do
 	is "$(grep '^0::' /proc/$A/cgroup)" "0::/zerohop-$LAB/system/agent-$n" \
 		"... in its own lab cgroup, not under the node's"
 	CMD=$(tr '\0' ' ' </proc/$A/cmdline)
-	echo "$CMD" | grep -q -- "agent --node $n --lab $LAB --cgroup $CG/zerohop-$LAB/$n --state /run/zerohop/$LAB/state --pin-dir /sys/fs/bpf/zerohop/$LAB/$n --accel off"
-	ok $? "... with the lab's node, cgroup, state, pin dir and --accel off"
+	echo "$CMD" | grep -q -- "agent --node $n --lab $LAB --cgroup $CG/zerohop-$LAB/$n --state /run/zerohop/$LAB/state --pin-dir /sys/fs/bpf/zerohop/$LAB/$n --health-file /run/zerohop/$LAB/nodes/$n/agent.health --accel off"
+	ok $? "... with the lab's node, cgroup, state, pin dir, health file and --accel off"
 done
 is "$(J '.pods[] | select(.namespace=="kube-system") | .name + "@" + .node + ":" + .phase')" \
 	"cluster-dns@node-a:Running" "cluster DNS pod on the first node"
