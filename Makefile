@@ -2,8 +2,9 @@
 #
 #   make          build build/zerohop (one binary, subcommands) and the BPF objects
 #   make deps     install what is missing, from Debian packages only (idempotent)
-#   make check    deps + build + every test (unit under ASan/UBSan, BPF, lab e2e) under prove
-#   make demo     deps + build + lab up + tour + seed experiments + lab down
+#   make check    deps + build + every test (unit under ASan/UBSan, BPF, lab e2e, the
+#                 tour from a fresh machine's state) under prove
+#   make demo     deps + build + doctor + lab up + tour + seed experiments + lab down
 #   make unit     unit tests only;  make e2e   lab tests only
 #
 # Adding code needs no edit here: every src/**/*.c is part of the binary,
@@ -118,7 +119,10 @@ e2e: all
 check: all $(UNIT_BINS)
 	$(PROVE) $(UNIT_BINS) $(E2E)
 
+# The doctor first: on a machine that cannot run the demo, its report (one
+# line per missing piece, with the fix) is the whole output.
 demo: all
+	./$(B)/zerohop doctor
 	ZH=$(CURDIR)/$(B)/zerohop bash scripts/tour.sh
 	./$(B)/zerohop demo
 

@@ -16,5 +16,6 @@ int cli_get(int argc, char **argv);	/* src/agent: get KIND */
 int cli_proxy(int argc, char **argv);	/* src/proxy: node L7 proxy */
 int cli_validate(int argc, char **argv);	/* src/model: parse + validate manifests */
 int cli_dns(int argc, char **argv);	/* src/agent: cluster DNS responder (runs in a pod) */
+int cli_doctor(int argc, char **argv);	/* src/doctor: is this machine ready for zerohop? */
 
 #endif

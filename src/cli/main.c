@@ -22,6 +22,7 @@ static const struct cli_cmd cmds[] = {
 	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
 	{ "validate", cli_validate, "validate -f FILE|DIR: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
+	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 };
 
 static int usage(FILE *f)
