@@ -121,8 +121,8 @@ for n in node-a node-b; do
 	is "$(readlink /proc/$P/ns/net)" "$(ip netns exec $LAB-$n readlink /proc/self/ns/net)" \
 		"... in $n's network namespace"
 done
-"$ZH" lab status --lab $LAB | grep -q "PROXY PID"
-ok $? "lab status shows a PROXY PID column"
+"$ZH" lab status --lab $LAB | grep -Eq "^NODE .* PROXY +PID$"
+ok $? "lab status shows PROXY state and PID columns"
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 ok $([ -e $PIN/zh_l7cap_sock ] && [ -e $PIN/zh_l7cap_orig ] && [ -e $PIN/zh_l7cap_cfg ]; echo $?) \
 	"capture maps pinned in $PIN"
