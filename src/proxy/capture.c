@@ -1,7 +1,7 @@
-/* capture.c — load bpf/l7cap.bpf.c for one lab node: maps pinned by name in
+/* capture.c — load bpf/l7cap.bpf.c for one node: maps pinned by name in
  * the node's pin dir (shared with the agent's connect4 hook), the sock_ops
- * program attached to the node's cgroup (created by the lab; never any other
- * cgroup, DESIGN.md 4.1). The attachment lives as long as the proxy.
+ * program attached to the node's cgroup (the one the agent serves; in the
+ * lab, one the lab made, never any other: docs/lab.md "Safety"). The attachment lives as long as the proxy.
  * Last, the proxy's address goes into zh_l7cap_cfg[0], where connect4 reads
  * where to redirect (abi/l7cap.h step 0). It is left there when the proxy
  * exits: connections then meet a closed port and are refused, which is
@@ -19,23 +19,19 @@
 #include <bpf/libbpf.h>
 
 #include "zerohop/abi/l7cap.h"
-#include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "l7cap.skel.h"
 #include "px_int.h"
 
-int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
+int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
 		    struct px_capture *cap)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
-	char pin[256], cg[512];
 	struct zh_l7cap *skel = NULL;
 	int cgfd = -1, rc;
 
 	memset(cap, 0, sizeof(*cap));
-	zh_pin_dir(pin, sizeof(pin), lab, node);
-	lab_node_cgroup_path(cg, sizeof(cg), lab, node);
 	rc = zh_mkdir_p(pin, 0700);
 	if (rc) {
 		zh_err("proxy: capture: pin dir %s: %s", pin, strerror(-rc));
@@ -44,7 +40,7 @@ int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 	cgfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cgfd < 0) {
 		rc = -errno;
-		zh_err("proxy: capture: node cgroup %s: %s (is the lab up?)", cg, strerror(errno));
+		zh_err("proxy: capture: node cgroup %s: %s", cg, strerror(errno));
 		goto fail;
 	}
 	oo.pin_root_path = pin;
@@ -81,8 +77,8 @@ int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
 	}
 	cap->orig_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig));
 	cap->skel = skel;
-	snprintf(cap->lab, sizeof(cap->lab), "%s", lab);
-	snprintf(cap->node, sizeof(cap->node), "%s", node);
+	snprintf(cap->pin_dir, sizeof(cap->pin_dir), "%s", pin);
+	snprintf(cap->cgroup, sizeof(cap->cgroup), "%s", cg);
 	cap->proxy_ip = proxy_ip;
 	close(cgfd);
 	return 0;
@@ -119,13 +115,13 @@ static uint32_t map_id(int fd)
 int px_capture_refresh(struct px_capture *cap)
 {
 	struct px_capture fresh;
-	char pin[256], path[320];
+	const char *pin = cap->pin_dir;
+	char path[320];
 	uint32_t pinned;
 	int fd;
 
 	if (!cap->skel)
 		return cap->orig_fd;
-	zh_pin_dir(pin, sizeof(pin), cap->lab, cap->node);
 	snprintf(path, sizeof(path), "%s/%s", pin, ZH_L7CAP_CFG_MAP);
 	fd = bpf_obj_get(path);
 	pinned = map_id(fd);
@@ -135,7 +131,7 @@ int px_capture_refresh(struct px_capture *cap)
 	if (!pinned || pinned == map_id(bpf_map__fd(cap->skel->maps.zh_l7cap_cfg)))
 		return cap->orig_fd;
 	/* new first, then the old one: no moment without a sock_ops program */
-	if (px_capture_open(cap->lab, cap->node, cap->proxy_ip, &fresh)) {
+	if (px_capture_open(cap->pin_dir, cap->cgroup, cap->proxy_ip, &fresh)) {
 		zh_warn("proxy: capture: the shared maps under %s were re-created; re-registering failed (retrying)",
 			pin);
 		return cap->orig_fd;

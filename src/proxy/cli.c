@@ -18,6 +18,8 @@ static void px_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zerohop proxy --node NODE [--lab LAB] [options]      capture mode (lab)\n"
+		"       zerohop proxy --node NODE --cgroup PATH --pin-dir DIR --node-ip IP\n"
+		"                     --state DIR [options]                  capture mode (any node)\n"
 		"       zerohop proxy --listen ADDR:PORT --service NS/NAME[:PORT]\n"
 		"                     (--state DIR | --lab LAB | -f FILE...) [options]   explicit mode\n"
 		"options:\n"
@@ -102,12 +104,15 @@ int cli_proxy(int argc, char **argv)
 		{ "outlier-consecutive", required_argument, NULL, 8 },
 		{ "drain-timeout", required_argument, NULL, 9 },
 		{ "busy-poll", required_argument, NULL, 10 },
+		{ "cgroup", required_argument, NULL, 11 },
+		{ "pin-dir", required_argument, NULL, 12 },
+		{ "node-ip", required_argument, NULL, 13 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct px_config cfg = { .capture_fd = -1 };
 	struct px_capture cap = { 0 };
-	const char *node = NULL, *lab = NULL;
+	const char *node = NULL, *lab = NULL, *cgroup = NULL, *pin_dir = NULL, *node_ip = NULL;
 	char state[512], listen[64];
 	struct rlimit rl;
 	int c, rc;
@@ -137,6 +142,9 @@ int cli_proxy(int argc, char **argv)
 		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
 		case 9: if (px_dur_opt("drain-timeout", optarg, &cfg.drain_timeout_ms)) goto bad; break;
 		case 10: if (px_busy_opt("--busy-poll", optarg, &cfg.busy_poll_us)) goto bad; break;
+		case 11: cgroup = optarg; break;
+		case 12: pin_dir = optarg; break;
+		case 13: node_ip = optarg; break;
 		case 8: {
 			size_t v;
 
@@ -175,23 +183,48 @@ int cli_proxy(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if ((cgroup || pin_dir || node_ip) && !(cgroup && pin_dir && node_ip)) {
+		fprintf(stderr, "zerohop proxy: --cgroup, --pin-dir and --node-ip go together "
+			"(or none: the lab's naming)\n");
+		goto bad;
+	}
 	if (node && !cfg.service) {
-		struct lab_topo topo;
-		const struct lab_node *ln;
+		char pin[256], cg[512];
+		uint32_t ip4;
 
-		lab = zh_lab_name(lab);
-		rc = lab_topo_read(lab, &topo);
-		if (rc) {
-			fprintf(stderr, "zerohop proxy: lab %s: %s (is it up?)\n", lab, strerror(-rc));
-			goto fail;
+		if (node_ip) {
+			/* A node of any kind: everything from the flags. */
+			if (inet_pton(AF_INET, node_ip, &ip4) != 1) {
+				fprintf(stderr, "zerohop proxy: --node-ip %s: not an IPv4 address\n",
+					node_ip);
+				goto bad;
+			}
+			snprintf(pin, sizeof(pin), "%s", pin_dir);
+			snprintf(cg, sizeof(cg), "%s", cgroup);
+		} else {
+			/* A lab node: its address, pins and cgroup by the lab's naming. */
+			struct lab_topo topo;
+			const struct lab_node *ln;
+
+			lab = zh_lab_name(lab);
+			rc = lab_topo_read(lab, &topo);
+			if (rc) {
+				fprintf(stderr, "zerohop proxy: lab %s: %s (is it up? else give --cgroup, --pin-dir and --node-ip)\n",
+					lab, strerror(-rc));
+				goto fail;
+			}
+			ln = lab_topo_node(&topo, node);
+			if (!ln) {
+				fprintf(stderr, "zerohop proxy: --node %s: no such node in lab %s\n", node,
+					lab);
+				rc = -ENOENT;
+				goto fail;
+			}
+			ip4 = ln->ip;
+			zh_pin_dir(pin, sizeof(pin), lab, node);
+			lab_node_cgroup_path(cg, sizeof(cg), lab, node);
 		}
-		ln = lab_topo_node(&topo, node);
-		if (!ln) {
-			fprintf(stderr, "zerohop proxy: --node %s: no such node in lab %s\n", node, lab);
-			rc = -ENOENT;
-			goto fail;
-		}
-		rc = px_capture_open(lab, node, ln->ip, &cap);
+		rc = px_capture_open(pin, cg, ip4, &cap);
 		if (rc)
 			goto fail;
 		cfg.capture_fd = cap.orig_fd;
@@ -199,7 +232,7 @@ int cli_proxy(int argc, char **argv)
 		if (!cfg.listen) {
 			char ip[INET_ADDRSTRLEN];
 
-			inet_ntop(AF_INET, &ln->ip, ip, sizeof(ip));
+			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
 			snprintf(listen, sizeof(listen), "%s:%d", ip, PX_OUTBOUND_PORT);
 			cfg.listen = listen;
 		}

@@ -23,12 +23,15 @@ struct px_capture {
 	struct zh_l7cap *skel;	/* owned */
 	struct bpf_link *link;	/* sock_ops on the node cgroup, owned */
 	int orig_fd;		/* zh_l7cap_orig map, owned dup */
-	char lab[64], node[64];	/* what it was opened for (px_capture_refresh) */
+	char pin_dir[256];	/* what it was opened for (px_capture_refresh) */
+	char cgroup[512];
 	uint32_t proxy_ip;
 };
 
-/* Load + pin + attach the capture program for a lab node. 0 or -errno. */
-int px_capture_open(const char *lab, const char *node, uint32_t proxy_ip,
+/* Load + pin (maps in pin_dir, shared with the agent) + attach (sock_ops
+ * on the node cgroup) the capture program; proxy_ip is this proxy's
+ * address, written to zh_l7cap_cfg. 0 or -errno. */
+int px_capture_open(const char *pin_dir, const char *cgroup, uint32_t proxy_ip,
 		    struct px_capture *cap);
 void px_capture_close(struct px_capture *cap);
 /* The shared maps were re-created under the pin dir (`agent --cleanup`, then
