@@ -4,7 +4,7 @@
 # zero corruption, zero hangs; an "agent restart" (re-open, adopt) in the
 # middle; the sockhash back to its starting size after close.
 #
-# Duration: ZH_SOAK_SECS, default 20 s in make check (the issue's 60 s run:
+# Duration: ZH_SOAK_SECS, default 20 s in make check (a 60 s run:
 # ZH_SOAK_SECS=60 prove tests/e2e/41-accel-soak.t; see docs/accel.md).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/40-accel-lib.sh"

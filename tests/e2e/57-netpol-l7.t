@@ -151,7 +151,7 @@ YAML
 } >"$TMP/np.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np.yaml" >"$TMP/apply.out" 2>&1
 ok $? "apply the policies" || sed 's/^/# /' "$TMP/apply.out"
-sleep 1.2	# in force within 1 s (issue 6); the proxy reloads within 20 ms
+sleep 1.2	# in force within 1 s; the proxy reloads within 20 ms
 
 # The client: HOST PORT, then request paths on stdin, one keep-alive
 # connection; a line "sleep S" waits. Prints "status hostname-prefix" per

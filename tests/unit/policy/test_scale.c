@@ -1,5 +1,5 @@
 /* test_scale.c — policy count does not change the cost that matters:
- * compile + load of 10,000 policies within 2 s (issue 6), a one-policy
+ * compile + load of 10,000 policies within 2 s, a one-policy
  * change on top of them loaded quickly, and the slow-path cost per new
  * connection flat from 0 to 50,000 non-matching policies (BPF_PROG_TEST_RUN
  * of a SYN that walks the whole slow path: the kernel's own duration, per
