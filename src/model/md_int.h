@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "zerohop/model.h"
+#include "zerohop/vec.h"	/* zh_grow: the model's growable arrays */
 
 /* ---- arena ------------------------------------------------------------ */
 
@@ -303,8 +304,5 @@ const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
-
-/* Grow a top-level array of st by one element; returns the new element (zeroed). */
-void *md_grow(void **arr, int *n, int *cap, size_t elem);
 
 #endif

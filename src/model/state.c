@@ -60,10 +60,7 @@ static void append(void **dst, int *n, int *cap, const void *src, int m, size_t 
 {
 	if (!m)
 		return;
-	if (*n + m > *cap) {
-		*cap = *n + m > *cap * 2 ? *n + m : *cap * 2;
-		*dst = zh_realloc(*dst, (size_t)*cap * elem);
-	}
+	zh_reserve(dst, cap, *n + m, elem);
 	memcpy((char *)*dst + (size_t)*n * elem, src, (size_t)m * elem);
 	*n += m;
 }
@@ -263,7 +260,7 @@ int md_state_add_file(struct md_state *st, const char *path, struct md_err *err)
 	return add_file_at(st, AT_FDCWD, path, path, err);
 }
 
-static bool manifest_name(const char *n)
+bool md_manifest_name(const char *n)
 {
 	size_t l = strlen(n);
 
@@ -292,12 +289,9 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 	if (!d)
 		return io_err(err, dir, errno, "cannot open directory");
 	while ((de = readdir(d))) {
-		if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+		if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			names = zh_realloc(names, (size_t)cap * sizeof(*names));
-		}
+		zh_reserve((void **)&names, &cap, n + 1, sizeof(*names));
 		names[n++] = zh_strdup(de->d_name);
 	}
 	if (n)
