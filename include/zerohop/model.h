@@ -431,6 +431,11 @@ struct md_state {
 struct md_state *md_state_new(void);
 void md_state_free(struct md_state *st);
 
+/* Whether a directory entry is a manifest: ends in .yaml, .yml or .json and
+ * does not start with '.' (temporary files). md_state_add_dir and the
+ * directory state source (state.h) read exactly these. */
+bool md_manifest_name(const char *name);
+
 /* Parse one file / buffer (multi-document YAML). All or nothing. */
 int md_state_add_file(struct md_state *st, const char *path, struct md_err *err);
 int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/run.h"
 
 struct demo {
 	char zh[PATH_MAX];	/* this binary */
@@ -48,21 +49,11 @@ static int sh(struct demo *d, const char *fmt, ...)
 	snprintf(full, sizeof(full), "{ echo '+ '%s; %s ; } >>%s 2>&1", "\"$0\"", cmd, d->log);
 	/* $0 trick: the echoed command is passed as an argument, not re-parsed */
 	{
-		char *argv[] = { "sh", "-c", full, cmd, NULL };
-		pid_t pid = fork();
-		int st;
+		char *argv[] = { "/bin/sh", "-c", full, cmd, NULL };
 
-		if (pid == 0) {
-			execv("/bin/sh", argv);
-			_exit(127);
-		}
-		if (pid < 0)
-			return -1;
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-		rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		rc = zh_run(argv);
 	}
-	return rc;
+	return rc < 0 ? -1 : rc;
 }
 
 /* Run a command and capture the first line of its stdout (stderr to log). */

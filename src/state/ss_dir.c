@@ -317,20 +317,9 @@ static void cdir_clear(struct ss_cdir *cd)
 	cd->cap_dirty = 0;
 }
 
-/* Same rule as md_state_add_dir() for which names are manifests. */
-static bool manifest_name(const char *n)
-{
-	size_t l = strlen(n);
-
-	if (n[0] == '.')
-		return false;
-	return (l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 4 && !strcmp(n + l - 4, ".yml")) ||
-	       (l > 5 && !strcmp(n + l - 5, ".json"));
-}
-
 static void dirty_add(struct ss_cdir *cd, const char *name)
 {
-	if (!cd->valid || !manifest_name(name))
+	if (!cd->valid || !md_manifest_name(name))
 		return;	/* a full scan comes anyway / never loaded */
 	if (cd->n_dirty == MAX_DIRTY) {
 		cd->valid = false;
@@ -452,7 +441,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 
 		dirty_clear(cd);
 		while ((de = readdir(d))) {
-			if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+			if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 				continue;
 			if (n_names == cap) {
 				cap = cap ? 2 * cap : 64;
