@@ -358,6 +358,13 @@ fail:
 	return ret;
 }
 
+struct md_file *md_file_get(struct md_file *f)
+{
+	if (f)
+		f->refs++;
+	return f;
+}
+
 void md_file_put(struct md_file *f)
 {
 	if (!f || --f->refs > 0)
@@ -421,6 +428,32 @@ int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *e
 int md_state_n_objects(const struct md_state *st)
 {
 	return md_priv(st)->n_objs;
+}
+
+void md_state_set_parse(struct md_state *st, enum md_parse_mode mode)
+{
+	md_priv(st)->keep_tree = mode == MD_PARSE_KEEP_TREE;
+	md_priv(st)->ident_only = mode == MD_PARSE_IDENT_ONLY;
+}
+
+void md_obj_id(const struct md_state *st, int i, struct md_obj_id *out)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	out->kind = o->kind;
+	out->ns = o->ns;
+	out->name = o->name;
+	out->file = o->file;
+	out->line = o->line;
+}
+
+int md_obj_yaml(const struct md_state *st, int i, char **text, size_t *len)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	if (!o->node)
+		return -EINVAL;
+	return yn_emit(o->node, text, len);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
