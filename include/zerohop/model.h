@@ -46,6 +46,9 @@ struct md_err {
 
 /* Format err as "FILE:LINE: FIELD: MESSAGE" into buf; returns buf. */
 const char *md_err_str(const struct md_err *err, char *buf, size_t len);
+/* Fill err for an I/O failure errno e on path ("WHAT: strerror(e)", no line
+ * or field); returns -e. */
+int md_err_io(struct md_err *err, const char *path, int e, const char *what);
 
 /* ---- common pieces ---------------------------------------------------- */
 

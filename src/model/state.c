@@ -189,15 +189,6 @@ int md_state_add_buf(struct md_state *st, const char *name, const char *buf, siz
 	return 0;
 }
 
-static int io_err(struct md_err *err, const char *path, int e, const char *what)
-{
-	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
-	err->line = 0;
-	err->field[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
-	return -e;
-}
-
 /* Read a whole file (name relative to dfd, or absolute) into a malloc'd,
  * NUL-terminated buffer. No fstat: manifests are small, the first read
  * usually gets everything. */
@@ -249,7 +240,7 @@ static int add_file_at(struct md_state *st, int dfd, const char *name, const cha
 		return ret;
 	ret = read_all(dfd, name, &buf, &len);
 	if (ret)
-		return io_err(err, path, -ret, "cannot read");
+		return md_err_io(err, path, -ret, "cannot read");
 	ret = md_state_add_buf(st, path, buf, len, err);
 	free(buf);
 	return ret;
@@ -287,7 +278,7 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 		return ret;
 	d = opendir(dir);
 	if (!d)
-		return io_err(err, dir, errno, "cannot open directory");
+		return md_err_io(err, dir, errno, "cannot open directory");
 	while ((de = readdir(d))) {
 		if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 			continue;
@@ -302,7 +293,7 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
 	for (int i = 0; i < n; i++) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path)) {
-			ret = io_err(err, dir, ENAMETOOLONG, names[i]);
+			ret = md_err_io(err, dir, ENAMETOOLONG, names[i]);
 			goto out;
 		}
 		ret = add_file_at(stg, dirfd(d), names[i], path, err);
@@ -338,7 +329,7 @@ int md_file_load(int dfd, const char *name, const char *path, struct md_file **o
 	f->st = md_state_new();
 	ret = read_all(dfd, name, &buf, &len);
 	if (ret) {
-		ret = io_err(err, path, -ret, "cannot read");
+		ret = md_err_io(err, path, -ret, "cannot read");
 		goto fail;
 	}
 	/* a cache holds thousands of these: blocks sized to the file (the

@@ -255,15 +255,6 @@ static int bump_generation(struct ss *s)
 	return write_atomic(s->dir, "generation", buf, (size_t)n);
 }
 
-static int io_err(struct md_err *err, const char *path, int e, const char *what)
-{
-	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
-	err->line = 0;
-	err->field[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
-	return -e;
-}
-
 /* ---- parse cache (design note on top) ------------------------------------- */
 
 static void dirty_clear(struct ss_cdir *cd)
@@ -432,7 +423,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 
 	d = opendir(cd->path);
 	if (!d)
-		return io_err(err, cd->path, errno, "cannot open directory");
+		return md_err_io(err, cd->path, errno, "cannot open directory");
 	dfd = dirfd(d);
 	chg_clear(cd);
 	cd->last_full = full;
@@ -693,7 +684,7 @@ static int add_stored(struct ss *s, struct md_state *st, char *const *skip, int 
 
 	d = opendir(s->mdir);
 	if (!d)
-		return io_err(err, s->mdir, errno, "cannot open directory");
+		return md_err_io(err, s->mdir, errno, "cannot open directory");
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
 
@@ -729,7 +720,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	fnames = obj_files(u, &names);
 	ret = lock(s, LOCK_EX);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto out;
 	}
 	ret = add_stored(s, u, names, n_in, err);
@@ -761,7 +752,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (changed[i]) {
 			ret = write_tmp(s->mdir, fnames[i], text, len, n_in == 1);
 			if (ret)
-				io_err(err, s->mdir, -ret, fnames[i]);
+				md_err_io(err, s->mdir, -ret, fnames[i]);
 			else
 				n_changed++;
 		}
@@ -775,7 +766,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (changed[i])
 			ret = commit_tmp(s->mdir, fnames[i]);
 		if (ret)
-			io_err(err, s->mdir, -ret, fnames[i]);
+			md_err_io(err, s->mdir, -ret, fnames[i]);
 		else
 			n_done = i + 1;
 	}
@@ -786,7 +777,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		fsync_dir(s->mdir);
 		ret = bump_generation(s);
 		if (ret)
-			io_err(err, s->dir, -ret, "cannot write generation");
+			md_err_io(err, s->dir, -ret, "cannot write generation");
 	}
 	free(changed);
 	unlock(s);
@@ -814,7 +805,7 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	fnames = obj_files(in, &names);
 	ret = lock(s, LOCK_EX);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto out;
 	}
 	for (int i = 0; i < n_in; i++) {
@@ -841,14 +832,14 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	for (int i = 0; i < n_in; i++) {
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (unlink(path) && errno != ENOENT) {
-			ret = io_err(err, path, errno, "cannot remove");
+			ret = md_err_io(err, path, errno, "cannot remove");
 			goto unlock;
 		}
 	}
 	fsync_dir(s->mdir);
 	ret = bump_generation(s);
 	if (ret)
-		io_err(err, s->dir, -ret, "cannot write generation");
+		md_err_io(err, s->dir, -ret, "cannot write generation");
 unlock:
 	unlock(s);
 out:
@@ -870,7 +861,7 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 
 	ret = lock(s, LOCK_SH);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto fail;
 	}
 	/* every finished writer's events are queued now (C1) */
@@ -946,7 +937,7 @@ int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss
 	memset(d, 0, sizeof(*d));
 	ret = lock(s, LOCK_SH);
 	if (ret)
-		return io_err(err, s->dir, -ret, "cannot lock the state");
+		return md_err_io(err, s->dir, -ret, "cannot lock the state");
 	watch_read(s);	/* C1 */
 	clock_gettime(CLOCK_REALTIME, &now);
 	s->epoch++;
