@@ -90,14 +90,14 @@ static int have(const char *prog)
 	return system(cmd) == 0;
 }
 
-static void lab_down(struct demo *d)
+static void demo_lab_down(struct demo *d)
 {
 	sh(d, "'%s' lab down --lab %s", d->zh, d->lab);
 }
 
-static int lab_up(struct demo *d, const char *manifest, const char *flags)
+static int demo_lab_up(struct demo *d, const char *manifest, const char *flags)
 {
-	lab_down(d);
+	demo_lab_down(d);
 	return sh(d, "'%s' lab up --lab %s %s -f %s/%s", d->zh, d->lab, flags, d->dir, manifest);
 }
 
@@ -200,15 +200,15 @@ static enum step_result step_kmesh(struct demo *d)
 	if (!have("curl") || !have("nginx"))
 		return skip("curl and nginx");
 	write_manifest(d, "kmesh.yaml", KMESH_YAML, d->lab);
-	if (lab_up(d, "kmesh.yaml", "--service-proxy nft"))
-		return lab_down(d), fail(d, "lab up --service-proxy nft (mesh off)");
+	if (demo_lab_up(d, "kmesh.yaml", "--service-proxy nft"))
+		return demo_lab_down(d), fail(d, "lab up --service-proxy nft (mesh off)");
 	if (kmesh_curls(d, &tt[0], &to[0]))
-		return lab_down(d), fail(d, "curl through nginx front, mesh off");
-	if (lab_up(d, "kmesh.yaml", ""))
-		return lab_down(d), fail(d, "lab up (mesh on)");
+		return demo_lab_down(d), fail(d, "curl through nginx front, mesh off");
+	if (demo_lab_up(d, "kmesh.yaml", ""))
+		return demo_lab_down(d), fail(d, "lab up (mesh on)");
 	if (kmesh_curls(d, &tt[1], &to[1]))
-		return lab_down(d), fail(d, "curl through nginx front, mesh on");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "curl through nginx front, mesh on");
+	demo_lab_down(d);
 	printf("      ours, mesh off (nftables DNAT): TTFB %.3f ms, total %.3f ms (medians of 200 "
 	       "curls)\n", tt[0], to[0]);
 	printf("      ours, mesh on (zerohop):        TTFB %.3f ms, total %.3f ms -> %+.1f %% / "
@@ -261,26 +261,26 @@ static enum step_result step_alibaba(struct demo *d)
 	if (!have("jq"))
 		return skip("jq (scripts/deps.sh installs it)");
 	write_manifest(d, "alibaba.yaml", ALIBABA_YAML, d->lab);
-	if (lab_up(d, "alibaba.yaml", "--no-mesh"))
+	if (demo_lab_up(d, "alibaba.yaml", "--no-mesh"))
 		return fail(d, "lab up --no-mesh");
 	if (pod_ip(d, "echo", ip, sizeof(ip)) || !ip[0])
-		return lab_down(d), fail(d, "echo pod IP");
+		return demo_lab_down(d), fail(d, "echo pod IP");
 	snprintf(url, sizeof(url), "http://%s:8080/echo?size=1024", ip);
 	if (bench_in_pod(d, url, "", &hq[0], &ha[0]))
-		return lab_down(d), fail(d, "bare HTTP bench");
+		return demo_lab_down(d), fail(d, "bare HTTP bench");
 	snprintf(url, sizeof(url), "tcp://%s:8078", ip);
 	if (bench_in_pod(d, url, "--payload-size 1024", &tq[0], &ta[0]))
-		return lab_down(d), fail(d, "bare TCP bench");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "bare TCP bench");
+	demo_lab_down(d);
 	printf("      ours, bare (pod IP, no mesh):   HTTP %.0f QPS avg %.3f ms;  TCP %.0f QPS "
 	       "avg %.3f ms\n", hq[0], ha[0], tq[0], ta[0]);
-	if (lab_up(d, "alibaba.yaml", "--accel on"))
-		return lab_down(d), fail(d, "lab up --accel on (mesh)");
+	if (demo_lab_up(d, "alibaba.yaml", "--accel on"))
+		return demo_lab_down(d), fail(d, "lab up --accel on (mesh)");
 	if (bench_in_pod(d, "http://echo:8080/echo?size=1024", "", &hq[1], &ha[1]))
-		return lab_down(d), fail(d, "mesh HTTP bench via Service echo");
+		return demo_lab_down(d), fail(d, "mesh HTTP bench via Service echo");
 	if (bench_in_pod(d, "tcp://echo:8078", "--payload-size 1024", &tq[1], &ta[1]))
-		return lab_down(d), fail(d, "mesh TCP bench via Service echo");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "mesh TCP bench via Service echo");
+	demo_lab_down(d);
 	printf("      ours, zerohop (Service, accel on): HTTP %.0f QPS avg %.3f ms;  TCP %.0f QPS "
 	       "avg %.3f ms\n", hq[1], ha[1], tq[1], ta[1]);
 	printf("      ratio zerohop/bare: HTTP %.2fx QPS (published 1.18x), TCP %.2fx QPS "
@@ -311,7 +311,7 @@ static enum step_result step_smi(struct demo *d)
 		       "apiVersion: v1\nkind: Pod\nmetadata: {name: client}\n"
 		       "spec:\n  nodeName: node-a\n  containers:\n  - name: c\n"
 		       "    image: busybox\n    command: [\"sleep\", \"100000\"]\n", d->lab);
-	lab_down(d);
+	demo_lab_down(d);
 	if (sh(d, "'%s' lab up --lab %s -f %s/smi.yaml -f %s/flaskapp-split.yaml", d->zh, d->lab,
 	       d->dir, d->dir))
 		return fail(d, "lab up with flaskapp-split.yaml");
@@ -319,8 +319,8 @@ static enum step_result step_smi(struct demo *d)
 	if (sh(d, "'%s' lab exec --lab %s client -- sh -c 'for i in $(seq 1000); do "
 	       "curl -s -m 2 http://flaskapp/debug | head -1; done' > %s/smi.out", d->zh, d->lab,
 	       d->dir))
-		return lab_down(d), fail(d, "1000 curls to http://flaskapp/debug");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "1000 curls to http://flaskapp/debug");
+	demo_lab_down(d);
 	if (!sh_out(d, out, sizeof(out), "grep -c 'on flaskapp-v1' %s/smi.out", d->dir))
 		v1 = atol(out);
 	if (!sh_out(d, out, sizeof(out), "grep -c 'on flaskapp-v2' %s/smi.out", d->dir))
@@ -382,18 +382,18 @@ static enum step_result step_romana(struct demo *d)
 		if (romana_manifest(d, counts[k]))
 			return fail(d, "writing the policy manifests");
 		snprintf(file, sizeof(file), "romana-%d.yaml", counts[k]);
-		if (lab_up(d, file, ""))
-			return lab_down(d), fail(d, "lab up with the policies");
+		if (demo_lab_up(d, file, ""))
+			return demo_lab_down(d), fail(d, "lab up with the policies");
 		if (pod_ip(d, "echo", ip, sizeof(ip)) || !ip[0])
-			return lab_down(d), fail(d, "echo pod IP");
+			return demo_lab_down(d), fail(d, "echo pod IP");
 		/* the measurement means nothing unless the policies are enforced */
 		if (sh(d, "'%s' lab exec --lab %s client -- curl -s -m 2 -o /dev/null http://%s:8080/",
 		       d->zh, d->lab, ip))
-			return lab_down(d), fail(d, "allowed client cannot connect");
+			return demo_lab_down(d), fail(d, "allowed client cannot connect");
 		/* the agent may apply policies a moment after `lab up`: give it 5 s */
 		if (!sh(d, "for i in 1 2 3 4 5; do '%s' lab exec --lab %s intruder -- curl -s -m 1 "
 			"-o /dev/null http://%s:8080/ || exit 1; sleep 1; done", d->zh, d->lab, ip)) {
-			lab_down(d);
+			demo_lab_down(d);
 			return skip("NetworkPolicy enforcement (a pod not allowed by any policy "
 				    "connected anyway)");
 		}
@@ -402,8 +402,8 @@ static enum step_result step_romana(struct demo *d)
 			   "'\"\\(.DurationHistogram.Avg * 1000) \\(.DurationHistogram.Percentiles[0]"
 			   ".Value * 1000)\"'", d->zh, d->lab, d->zh, ip) ||
 		    sscanf(out, "%lf %lf", &mean[k], &p50[k]) != 2)
-			return lab_down(d), fail(d, "bench --keepalive=false");
-		lab_down(d);
+			return demo_lab_down(d), fail(d, "bench --keepalive=false");
+		demo_lab_down(d);
 		printf("      ours, %5d policies: new-connection request mean %.3f ms, p50 %.3f ms"
 		       "%s\n", counts[k], mean[k], p50[k], k ? "" : " (baseline)");
 		if (k)
@@ -468,12 +468,12 @@ static enum step_result step_calico(struct demo *d)
 	snprintf(vx_lab, sizeof(vx_lab), "%s-vx", lab);
 	write_manifest(d, "iperf.yaml", IPERF_YAML, lab);
 	write_manifest(d, "iperf-vx.yaml", IPERF_YAML, vx_lab);
-	if (lab_up(d, "iperf.yaml", "--no-mesh")) {
+	if (demo_lab_up(d, "iperf.yaml", "--no-mesh")) {
 		r = fail(d, "lab up --no-mesh");
 		goto out;
 	}
 	d->lab = vx_lab;
-	if (lab_up(d, "iperf-vx.yaml", "--no-mesh --overlay vxlan")) {
+	if (demo_lab_up(d, "iperf-vx.yaml", "--no-mesh --overlay vxlan")) {
 		r = fail(d, "lab up --overlay vxlan");
 		goto out;
 	}
@@ -517,9 +517,9 @@ static enum step_result step_calico(struct demo *d)
 	       d->secs);
 out:
 	d->lab = vx_lab;
-	lab_down(d);
+	demo_lab_down(d);
 	d->lab = lab;
-	lab_down(d);
+	demo_lab_down(d);
 	return r;
 }
 
@@ -585,7 +585,7 @@ int cli_demo(int argc, char **argv)
 		fflush(stdout);
 	}
 	snprintf(d.log, sizeof(d.log), "%s/down.log", d.dir);
-	lab_down(&d);
+	demo_lab_down(&d);
 	printf("\n%d ran, %d skipped, %d failed\n", n_ok, n_skip, d.failed);
 	return d.failed ? 1 : 0;
 }
