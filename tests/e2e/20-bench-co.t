@@ -8,9 +8,8 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup bench-co
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
+loopback_tools bench_srv
 
 "$TOOLS/bench_srv" stall --stall-ms 200 --period-ms 1000 --max-time 60 >"$TMP/port" &
 PIDS+=($!)

@@ -6,9 +6,8 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup bench-err
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
+loopback_tools bench_srv
 
 # srv MODE: start bench_srv MODE, set PORT (not in a subshell: PIDS must grow)
 srv() {

@@ -6,10 +6,9 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup bench-rep
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
 command -v python3 >/dev/null || skip_all "python3 not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
+loopback_tools bench_srv
 
 "$TOOLS/bench_srv" ok --max-time 60 >"$TMP/port" &
 PIDS+=($!)

@@ -12,10 +12,7 @@ source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px60 21000 3000
 
 # ---- backends: three echo servers and a scripted bad upstream ----------------
-for k in 1 2 3; do
-	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "v$k" >/dev/null 2>"$TMP/echo$k.err" &
-	PIDS+=($!)
-done
+for k in 1 2 3; do lb_echo "v$k" $k; done
 cat >"$TMP/badsrv.py" <<'PY'
 # Scripted upstream: the request path picks the (possibly broken) answer.
 import socket, sys, threading

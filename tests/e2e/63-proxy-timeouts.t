@@ -10,8 +10,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px63 19000 1000
 
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
+lb_echo v1 1
 # A listener that never accepts, its queue filled: connects to it hang.
 cat >"$TMP/hole.py" <<'PY'
 import socket, sys, time

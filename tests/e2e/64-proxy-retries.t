@@ -13,8 +13,7 @@ loopback_setup px64 19000 1000
 P2=$((B + 7))
 S2=$((B + 8))
 
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
+lb_echo v1 1
 
 {
 	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc dead dead $((B + 5))

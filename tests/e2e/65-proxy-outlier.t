@@ -9,10 +9,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px65 19000 1000
 
-for k in 1 2; do
-	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "ok$k" >/dev/null 2>"$TMP/echo$k.err" &
-	PIDS+=($!)
-done
+for k in 1 2; do lb_echo "ok$k" $k; done
 # Always 500, keep-alive; one log line per request (the port it came to).
 cat >"$TMP/bad.py" <<'PY'
 import socket, sys, threading

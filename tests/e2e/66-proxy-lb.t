@@ -9,10 +9,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px66 19000 1000
 
-for k in 1 2; do
-	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "fast$k" >/dev/null 2>"$TMP/echo$k.err" &
-	PIDS+=($!)
-done
+for k in 1 2; do lb_echo "fast$k" $k; done
 # The slow endpoint: 10 ms per answer (the fast ones get ?delay=1ms).
 cat >"$TMP/slow.py" <<'PY'
 import socket, sys, threading, time

@@ -34,10 +34,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name e1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
-"$ZH" echo --http "127.0.0.1:$((B + 2))" --name e2 >/dev/null 2>"$TMP/echo2.err" &
-PIDS+=($!)
+lb_echo e1 1
+lb_echo e2 2
 
 { lb_svc web web $((B + 1)); lb_pod web-1 web; } >"$TMP/m.yaml"
 mkdir -p "$TMP/state"

@@ -9,6 +9,7 @@
 #		BASE..BASE+SPAN (spread by pid and tag, so parallel runs differ);
 #		without BASE no block is picked (B, P, S unset)
 #	P, S	B and B+9 (the proxy's listen and stats ports by convention)
+#	TOOLS	the helper programs ($ZH_TOOLS, else build/tests/tools)
 #	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
 #	PIDS	an array: append the PID of every background process started
 # and traps EXIT to kill and reap PIDS, then remove TMP.
@@ -16,10 +17,13 @@
 # Manifests for a proxy whose backends are processes on loopback (runtime
 # Pods with status podIP 127.0.0.1, Running, on node-a), each printed after
 # a `---` line:
+#	loopback_tools TOOL...		skip unless each TOOL is built in $TOOLS
 #	lb_pod NAME APP [PORT]		Pod labelled app=APP; PORT: a container
 #					port named http
 #	lb_svc NAME APP TARGETPORT	Service app=APP, port 80 -> TARGETPORT
-# and a readiness check for wait_until:
+# backends and a readiness check for wait_until:
+#	lb_echo NAME K			`zerohop echo` named NAME on 127.0.0.1:B+K
+#					(stderr in $TMP/echoK.err; PID in PIDS)
 #	lb_http_up PORT...		every http://127.0.0.1:PORT/ answers
 loopback_setup() {
 	local tag=$1 base=$2 span=$3 i mul
@@ -35,6 +39,7 @@ loopback_setup() {
 		P=$B
 		S=$((B + 9))
 	fi
+	TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
 	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
 	PIDS=()
 	trap loopback_cleanup EXIT
@@ -65,4 +70,14 @@ lb_svc() {
 lb_http_up() {
 	local p
 	for p in "$@"; do curl -s -o /dev/null "http://127.0.0.1:$p/" || return 1; done
+}
+
+lb_echo() {
+	"$ZH" echo --http "127.0.0.1:$((B + $2))" --name "$1" >/dev/null 2>"$TMP/echo$2.err" &
+	PIDS+=($!)
+}
+
+loopback_tools() {
+	local t
+	for t in "$@"; do [ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built (make)"; done
 }
