@@ -498,7 +498,7 @@ const char *md_check_dns_subdomain(const char *s);	/* RFC 1123 subdomain, <= 253
 /* How md_state_add_* parse into st from now on (default MD_PARSE_FULL). */
 enum md_parse_mode {
 	MD_PARSE_FULL,		/* typed objects, no YAML trees kept */
-	MD_PARSE_KEEP_TREE,	/* as FULL, plus each object's YAML for md_obj_yaml */
+	MD_PARSE_KEEP_TREE,	/* as FULL, plus each object's YAML for md_state_obj_yaml */
 	MD_PARSE_IDENT_ONLY,	/* apiVersion, kind and metadata only (deletes) */
 };
 void md_state_set_parse(struct md_state *st, enum md_parse_mode mode);
@@ -512,12 +512,12 @@ struct md_obj_id {
 	const char *file;	/* as given to md_state_add_* */
 	int line;		/* of the document's first line */
 };
-void md_obj_id(const struct md_state *st, int i, struct md_obj_id *out);
+void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out);
 
 /* Object i re-emitted as one YAML document (block style, scalars keep their
  * quoting); needs MD_PARSE_KEEP_TREE when it was parsed. *text is
  * malloc'd, the caller frees it. 0 or -EINVAL. */
-int md_obj_yaml(const struct md_state *st, int i, char **text, size_t *len);
+int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len);
 
 /* A parsed file (opaque): the decoded, unfinished objects of one manifest
  * file, reference counted. A state built with md_state_add_parsed shares

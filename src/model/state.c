@@ -427,7 +427,7 @@ void md_state_set_parse(struct md_state *st, enum md_parse_mode mode)
 	md_priv(st)->ident_only = mode == MD_PARSE_IDENT_ONLY;
 }
 
-void md_obj_id(const struct md_state *st, int i, struct md_obj_id *out)
+void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out)
 {
 	const struct md_obj *o = &md_priv(st)->objs[i];
 
@@ -438,7 +438,7 @@ void md_obj_id(const struct md_state *st, int i, struct md_obj_id *out)
 	out->line = o->line;
 }
 
-int md_obj_yaml(const struct md_state *st, int i, char **text, size_t *len)
+int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len)
 {
 	const struct md_obj *o = &md_priv(st)->objs[i];
 

@@ -662,7 +662,7 @@ static char **obj_files(const struct md_state *st, char ***sorted)
 		struct md_obj_id o;
 		char buf[600];
 
-		md_obj_id(st, i, &o);
+		md_state_obj_id(st, i, &o);
 		obj_file(&o, buf, sizeof(buf));
 		v[i] = zh_strdup(buf);
 	}
@@ -737,11 +737,11 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		char *text;
 		size_t len;
 
-		ret = md_obj_yaml(u, i, &text, &len);
+		ret = md_state_obj_yaml(u, i, &text, &len);
 		if (ret) {
 			struct md_obj_id o;
 
-			md_obj_id(u, i, &o);
+			md_state_obj_id(u, i, &o);
 			snprintf(err->file, sizeof(err->file), "%s", o.file);
 			err->line = o.line;
 			err->field[0] = 0;
@@ -814,7 +814,7 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (access(path, F_OK) == 0)
 			continue;
-		md_obj_id(in, i, &o);
+		md_state_obj_id(in, i, &o);
 		snprintf(err->file, sizeof(err->file), "%s", o.file);
 		err->line = o.line;
 		snprintf(err->field, sizeof(err->field), "metadata.name");
@@ -1024,7 +1024,7 @@ int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml)
 		goto out;
 	}
 	if (md_state_n_objects(st) == 1)
-		md_obj_id(st, 0, &o);
+		md_state_obj_id(st, 0, &o);
 	if (md_state_n_objects(st) != 1 || o.kind != MD_K_POD || strcmp(o.ns, ns) ||
 	    strcmp(o.name, name)) {
 		zh_warn("ss_put_pod %s/%s: the YAML must be exactly one Pod of that name", ns, name);
