@@ -6,8 +6,8 @@
 # after a letter, digit, '_', '$', '.', '/', '~', '-' or '<', so build/src/x.c,
 # $B/tests/x, /run/zerohop/docs/ and <bpf/libbpf.h> are not), made of
 # letters, digits and _ . - * /, and ending either in a file extension
-# (.c, .md, .bpf.c, ...) or in '/'. A token followed by '{' (a brace list,
-# a/{b,c}) is not one. '*' and '**' are globs: at least one file must match.
+# (.c, .md, .bpf.c, ...) or in '/'; a final '.' that ends a sentence is not
+# part of it. A token followed by '{' (a brace list, a/{b,c}) is not one. '*' and '**' are globs: at least one file must match.
 # Anything else (tests/e2e/32, src/lab as a folder name in prose) is prose.
 #
 # Where: README.md and docs/**/*.md whole; *.c *.h *.sh *.t *.py under src,
@@ -22,7 +22,7 @@ cd "$ROOT" || exit 1
 shopt -s globstar nullglob
 
 TOP='(src|include|bpf|tests|docs|scripts|examples)'
-PATH_RE="(?<![A-Za-z0-9_\$./~<-])$TOP/[A-Za-z0-9_.*/-]*(\.[A-Za-z0-9]+|/)(?![A-Za-z0-9_.*/{-])"
+PATH_RE="(?<![A-Za-z0-9_\$./~<-])$TOP/[A-Za-z0-9_.*/-]*(\.[A-Za-z0-9]+|/)(?![A-Za-z0-9_*/{-]|\.[A-Za-z0-9_*/-])"
 
 # FILE:LINE:TOKEN for every path token.
 scan() {
@@ -31,7 +31,7 @@ scan() {
 		-type f \( -name '*.md' -o -name '*.c' -o -name '*.h' -o -name '*.sh' \
 		-o -name '*.t' -o -name '*.py' \) 2>/dev/null | sort)
 	grep -HnoP "$PATH_RE" "${files[@]}"
-	grep -nP '^\s*#' Makefile | while IFS=: read -r ln text; do
+	[ -f Makefile ] && grep -nP '^\s*#' Makefile | while IFS=: read -r ln text; do
 		grep -oP "$PATH_RE" <<<"$text" | sed "s/^/Makefile:$ln:/"
 	done
 }
@@ -53,6 +53,22 @@ while IFS=: read -r file line tok; do
 	bad=$((bad + 1))
 done < <(scan)
 
-ok $([ "$n" -gt 100 ]; echo $?) "found $n path references (the scan works)"
+if [ -z "$ZH_PATHS_SELFTEST" ]; then
+	ok $([ "$n" -gt 100 ]; echo $?) "found $n path references (the scan works)"
+	# The check itself: a tree with one good and one wrong reference fails,
+	# naming the wrong one only. (The names are built from $S and $D so
+	# that this file does not name them itself.)
+	S=src D=docs
+	t=$(mktemp -d /tmp/zh-paths.XXXXXX)
+	mkdir -p "$t/$D" "$t/$S/lib"
+	printf 'See %s and %s, not %s.\n' "$S/lib/here.c" "$D/" "$S/lib/gone.c" >"$t/$D/a.md"
+	printf '/* %s */\n' "$S/lib/*.c" >"$t/$S/lib/here.c"
+	out=$(ZH_PATHS_SELFTEST=1 bash "$0" "$t" 2>&1)
+	rc=$?
+	rm -rf "$t"
+	ok $([ $rc -ne 0 ] && echo "$out" | grep -qF "$D/a.md:1: $S/lib/gone.c does not exist" &&
+		[ "$(echo "$out" | grep -c 'does not exist')" = 1 ]; echo $?) \
+		"a wrong reference fails the check, and only it is named"
+fi
 is "$bad" 0 "every path named in docs and sources exists"
 done_testing
