@@ -14,25 +14,10 @@
 #    in-flight request still finishes.
 # Backends: `zerohop echo` on loopback behind runtime Pods (podIP 127.0.0.1).
 source "$(dirname "$0")/../lib/tap.sh"
-source "$(dirname "$0")/../lib/loopback.sh"	# lb_pod, lb_svc
-
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-
-for i in $(seq 0 40); do
-	B=$((19000 + ($$ * 7 + i * 53) % 1000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-P=$B; S1=$((B + 8)); S2=$((B + 9))
-TMP=$(mktemp -d /tmp/zh-px68.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "$KEEP" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib/loopback.sh"
+LOOPBACK_SIG=INT	# the proxies are stopped at once, not drained
+loopback_setup px68 19000 1000
+S1=$((B + 8)); S2=$((B + 9))
 
 lb_echo e1 1
 lb_echo e2 2

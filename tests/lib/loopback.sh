@@ -12,7 +12,8 @@
 #	TOOLS	the helper programs ($ZH_TOOLS, else build/tests/tools)
 #	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
 #	PIDS	an array: append the PID of every background process started
-# and traps EXIT to kill and reap PIDS, then remove TMP.
+# and traps EXIT to kill (signal $LOOPBACK_SIG, default TERM) and reap PIDS,
+# then remove TMP (kept when $KEEP is set, for a look after a failure).
 #
 # Manifests for a proxy whose backends are processes on loopback (runtime
 # Pods with status podIP 127.0.0.1, Running, on node-a), each printed after
@@ -47,9 +48,9 @@ loopback_setup() {
 
 loopback_cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do kill -"${LOOPBACK_SIG:-TERM}" "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$TMP"
+	[ -n "$KEEP" ] || rm -rf "$TMP"
 }
 
 lb_pod() {
