@@ -2,7 +2,7 @@
 #
 #   make          build build/zerohop (one binary, subcommands) and the BPF objects
 #   make deps     install what is missing, from Debian packages only (idempotent)
-#   make check    deps + build + every test (unit under ASan/UBSan, BPF, lab e2e, the
+#   make check    deps + build + every test (unit under ASan/UBSan, lab e2e, lint, the
 #                 tour from a fresh machine's state) under prove
 #   make demo     deps + build + doctor + lab up + tour + seed experiments + lab down
 #   make unit     unit tests only;  make e2e   lab tests only
@@ -11,7 +11,8 @@
 # every bpf/*.bpf.c becomes build/bpf/NAME.bpf.o plus a skeleton header
 # build/bpf/NAME.skel.h, every tests/unit/**/test_*.c becomes one TAP test
 # binary linked with the ASan/UBSan build of src/ (minus the CLI entry point),
-# every tests/e2e/*.t and tests/bpf/*.t script runs under prove.
+# every tests/e2e/*.t and tests/lint/*.t script runs under prove (lint:
+# checks over the tree itself, such as tests/lint/paths.t).
 
 B        := build
 CC       ?= gcc
@@ -61,7 +62,7 @@ LIB_SRCS_FUZZ := src/lib/h1.c src/lib/log.c
 DEPS_STAMP := $(B)/.deps-ok
 
 PROVE    := prove --exec '' --timer
-E2E      := $(sort $(wildcard tests/bpf/*.t tests/e2e/*.t))
+E2E      := $(sort $(wildcard tests/e2e/*.t tests/lint/*.t))
 
 .PHONY: all deps check unit e2e demo clean fuzz tools
 # Keep intermediate objects (the sanitizer build) between runs.

@@ -29,7 +29,7 @@ int zh_l7cap_sockops(struct bpf_sock_ops *skops)
 
 	if (skops->op != BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || skops->family != 2 /* AF_INET */)
 		return 1;
-	/* remote_port is in network order in the upper half (DESIGN.md 5) */
+	/* remote_port is in network order in the upper half (bpf/lib/accel_key.h) */
 	if (skops->remote_ip4 != l7cap_cfg.proxy_ip ||
 	    (__u16)bpf_ntohl(skops->remote_port) != bpf_ntohs(l7cap_cfg.proxy_port))
 		return 1;

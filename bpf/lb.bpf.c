@@ -22,7 +22,7 @@
  *                                   in zh_lb_sock, so getpeername4 shows the
  *                                   VIP. Connected UDP stays at L4.
  *
- * Invariants (the agent, src/agent/sync.c, keeps 1-3):
+ * Invariants (the agent, ag_lb_sync in src/agent/lb.c, keeps 1-3):
  *  1. A zh_lb_svc value with count > 0 points at a slot whose entries
  *     0..count-1 all exist: the agent writes the other slot first, then
  *     flips the service value in one map update, then deletes the old slot.

@@ -479,7 +479,7 @@ int pol_sockops(struct bpf_sock_ops *skops)
 	st->orient = orient;
 	st->peer_ip = skops->remote_ip4;
 	/* remote_port: network order in the upper half; local_port: host
-	 * order (DESIGN.md 5) */
+	 * order (bpf/lib/accel_key.h states both) */
 	st->pport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
 	st->lport = bpf_htons((__u16)skops->local_port);
 	return 1;

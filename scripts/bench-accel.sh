@@ -13,11 +13,11 @@
 #               to the node cgroup instead (tests/tools/accel_bare: a textbook
 #               sock_ops + sk_msg and nothing else); on/ref = what our sk_msg
 #               path costs over the textbook one
-#   nomesh      no-mesh lab, nothing attached: the issue's "bare (pod IP, no
-#               mesh)"; Service traffic goes to the pod IP there
-#   nomesh-ref  no-mesh lab + the reference redirect: the issue's measured
-#               limit ("the node's cgroup carrying a bare sock_ops + sk_msg
-#               redirect and nothing else")
+#   nomesh      no-mesh lab, nothing attached: "bare (pod IP, no mesh)";
+#               Service traffic goes to the pod IP there
+#   nomesh-ref  no-mesh lab + the reference redirect: the measured limit
+#               (the node's cgroup carrying a bare sock_ops + sk_msg
+#               redirect and nothing else)
 # Workloads:
 #   tcp-pod    TCP echo 1 KiB, 64 connections, max rate, pod -> pod same node
 #   tcp-svc    same, pod -> Service ClusterIP (backend on the same node)
@@ -27,7 +27,7 @@
 # Usage: scripts/bench-accel.sh [PAIRS=5] [SECS=3]
 # Environment: B=build dir (build); MODES ("on off nomesh"; every non-base
 #   mode gets a ratio column); BASE (the ratios' denominator: nomesh when
-#   MODES has it, the issue's "bare", else off); WORKLOADS; LAB (S43; the
+#   MODES has it ("bare"), else off); WORKLOADS; LAB (S43; the
 #   no-mesh lab is LAB-n); OUT (/tmp/zhS-bench);
 #   THREADS (1); PROFILE=1: kernel BPF run-time stats on during the run (a
 #   global kernel setting, dropped when the script ends) and a table of

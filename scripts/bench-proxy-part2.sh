@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# proxy-part2.sh — the two part-2 proxy benchmarks of docs/benchmarks/proxy.md
+# proxy-part2.sh — the two part-2 proxy benchmarks of docs/benchmarks/log/proxy.md
 # (loopback ports 19500-19503 and 19600-19609 must be free).
 #   proxy-part2.sh idle OLD_ZEROHOP NEW_ZEROHOP [PAIRS] [DUR]
 #   proxy-part2.sh p2c ZEROHOP [PAIRS]

@@ -1,7 +1,7 @@
 /* accel_key.h — the one builder of sockhash keys (struct zh_accel_key), for
  * sock_ops and sk_msg contexts, and the "both ends on this node" test.
  *
- * Byte orders as the two contexts give them on this kernel (DESIGN.md s5):
+ * Byte orders as the two contexts give them (measured on kernel 6.x):
  * local_port is host order, remote_port is the be16 port shifted into the
  * upper half of a u32 in network order, so bpf_ntohl() yields the host-order
  * port. local_ip4/remote_ip4 are kept in network order.

@@ -2,7 +2,7 @@
 # gen-services.sh N [PODS] — print N Services (namespace bench), each selecting
 # its own app label, and PODS Running runtime pods per Service (default 0), as
 # one multi-document YAML stream. Used for the model's scale figures
-# (docs/benchmarks/model.md).
+# (docs/benchmarks/log/model.md).
 set -euo pipefail
 n=${1:?usage: gen-services.sh N [PODS_PER_SERVICE]}
 pods=${2:-0}

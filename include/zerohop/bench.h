@@ -152,4 +152,26 @@ int lg_series_read_json(const char *path, struct lg_series *s);
 int lg_report_text(FILE *f, const struct lg_series *s, size_t n);
 int lg_report_html(FILE *f, const char *title, const struct lg_series *s, size_t n);
 
+/* ---- one `zerohop bench` run (lg_bench.c) ---- */
+
+/* Where a run's results go: each path NULL (not written), "-" (stdout) or
+ * a file; the text summary goes to stdout, or to stderr when a machine
+ * format took stdout, unless quiet. */
+struct lg_outputs {
+	const char *json;	/* fortio-compatible JSON (lg_write_json) */
+	const char *hgrm;	/* HdrHistogram percentiles (lg_write_hgrm) */
+	const char *html;	/* self-contained report (lg_report_html) */
+	int quiet;		/* no text summary */
+};
+
+/* Run cfg (lg_run) and write every output. 0; 1 when the run or an output
+ * failed (said on stderr). cfg is the caller's; nothing is kept. */
+int lg_bench(const struct lg_config *cfg, const struct lg_outputs *out);
+
+/* An output file for flag (for messages): stdout for "-"; NULL with a
+ * message on stderr when it cannot be created. lg_out_close flushes or
+ * closes it: 0 or -EIO (said on stderr). */
+FILE *lg_out_open(const char *path, const char *flag);
+int lg_out_close(FILE *f, const char *path);
+
 #endif

@@ -8,7 +8,7 @@
 int cli_lab(int argc, char **argv);	/* src/lab:   lab up|down|status|exec */
 int cli_echo(int argc, char **argv);	/* src/bench: echo server */
 int cli_bench(int argc, char **argv);	/* src/bench: load generator, bench report */
-int cli_demo(int argc, char **argv);	/* src/bench: the seed experiments */
+int cli_demo(int argc, char **argv);	/* src/demo:  the seed experiments */
 int cli_agent(int argc, char **argv);	/* src/agent: node agent */
 int cli_apply(int argc, char **argv);	/* src/agent: apply -f (state source) */
 int cli_delete(int argc, char **argv);	/* src/agent: delete -f */

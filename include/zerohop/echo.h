@@ -1,5 +1,5 @@
 /* echo.h — the echo server's request parameters (prefix echo_), fortio's
- * query arguments (reference/loadgen.md 3.3), parsed apart from the server
+ * query arguments (docs/echo.md lists them), parsed apart from the server
  * so they can be tested alone. The server itself is cli_echo() (cli.h).
  *
  *   size=N | size=N:PCT,M:PCT...     response body bytes (else: echo / JSON)

@@ -45,6 +45,10 @@ enum h1_err {
 int h1_err_status(int err);
 const char *h1_err_str(int err);	/* constant string, compare by pointer */
 
+/* The reason phrase of an HTTP status (RFC 9110: "OK", "Not Found", ...),
+ * a constant string; `unknown` for a status without one here. */
+const char *h1_reason(int status, const char *unknown);
+
 struct h1_header {
 	const char *name;
 	size_t name_len;

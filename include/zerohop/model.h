@@ -46,6 +46,9 @@ struct md_err {
 
 /* Format err as "FILE:LINE: FIELD: MESSAGE" into buf; returns buf. */
 const char *md_err_str(const struct md_err *err, char *buf, size_t len);
+/* Fill err for an I/O failure errno e on path ("WHAT: strerror(e)", no line
+ * or field); returns -e. */
+int md_err_io(struct md_err *err, const char *path, int e, const char *what);
 
 /* ---- common pieces ---------------------------------------------------- */
 
@@ -431,6 +434,11 @@ struct md_state {
 struct md_state *md_state_new(void);
 void md_state_free(struct md_state *st);
 
+/* Whether a directory entry is a manifest: ends in .yaml, .yml or .json and
+ * does not start with '.' (temporary files). md_state_add_dir and the
+ * directory state source (state.h) read exactly these. */
+bool md_manifest_name(const char *name);
+
 /* Parse one file / buffer (multi-document YAML). All or nothing. */
 int md_state_add_file(struct md_state *st, const char *path, struct md_err *err);
 int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
@@ -458,6 +466,115 @@ int md_state_n_objects(const struct md_state *st);
 
 /* Labels of a namespace (implied ones included); never NULL. */
 const struct md_labels *md_namespace_labels(const struct md_state *st, const char *ns);
+
+/* ---- for state sources (src/state): parsed objects and files -----------
+ *
+ * A state source stores each object in a file of its own and reloads only
+ * what changed; these calls give it the objects as parsed (before
+ * md_state_finish) and reference-counted parsed files it can reuse. */
+
+enum md_kind {
+	MD_K_CLUSTER,
+	MD_K_NAMESPACE,
+	MD_K_CONFIGMAP,
+	MD_K_POD,
+	MD_K_DEPLOYMENT,
+	MD_K_SERVICE,
+	MD_K_TRAFFICSPLIT,
+	MD_K_HTTPROUTE,
+	MD_K_NETPOL,
+	MD_K__COUNT
+};
+
+const char *md_kind_name(enum md_kind k);	/* "Service" */
+const char *md_kind_lower(enum md_kind k);	/* "service" (file names) */
+bool md_kind_namespaced(enum md_kind k);
+
+/* Name checks (Kubernetes validation): NULL when valid, else a constant
+ * message saying why not. */
+const char *md_check_dns_label(const char *s);		/* RFC 1123 label, <= 63 */
+const char *md_check_dns_subdomain(const char *s);	/* RFC 1123 subdomain, <= 253 */
+
+/* How md_state_add_* parse into st from now on (default MD_PARSE_FULL). */
+enum md_parse_mode {
+	MD_PARSE_FULL,		/* typed objects, no YAML trees kept */
+	MD_PARSE_KEEP_TREE,	/* as FULL, plus each object's YAML for md_state_obj_yaml */
+	MD_PARSE_IDENT_ONLY,	/* apiVersion, kind and metadata only (deletes) */
+};
+void md_state_set_parse(struct md_state *st, enum md_parse_mode mode);
+
+/* Object i (0 <= i < md_state_n_objects) as parsed, in input order. The
+ * strings belong to st. */
+struct md_obj_id {
+	enum md_kind kind;
+	const char *ns;		/* NULL for cluster-scoped kinds */
+	const char *name;
+	const char *file;	/* as given to md_state_add_* */
+	int line;		/* of the document's first line */
+};
+void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out);
+
+/* Object i re-emitted as one YAML document (block style, scalars keep their
+ * quoting); needs MD_PARSE_KEEP_TREE when it was parsed. *text is
+ * malloc'd, the caller frees it. 0 or -EINVAL. */
+int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len);
+
+/* A parsed file (opaque): the decoded, unfinished objects of one manifest
+ * file, reference counted. A state built with md_state_add_parsed shares
+ * its objects and holds a reference until md_state_free; the result is
+ * exactly what md_state_add_file of the same files in the same order gives. */
+struct md_file;
+
+/* Read and parse dir/name (name relative to dfd, path for messages) into a
+ * new md_file with one reference. 0, or -errno/-EINVAL with err set. */
+int md_file_load(int dfd, const char *name, const char *path, struct md_file **out,
+		 struct md_err *err);
+struct md_file *md_file_get(struct md_file *f);	/* take a reference; NULL is fine */
+void md_file_put(struct md_file *f);	/* drop a reference; NULL is fine */
+/* Append f's objects to st (not finished) and take a reference on f. Fails
+ * like md_state_add_file would (second Cluster object); st is then unchanged. */
+int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *err);
+
+/* ---- incremental update of a finished state (finish.c) ------------------
+ *
+ * The common change at scale is one runtime pod updated in place by the
+ * kubelet (phase, IP, ports, node): it can only change the endpoints of the
+ * Services that select it. md_state_patch_pods() applies such updates to a
+ * finished state so that it becomes exactly what a full load of the new
+ * files would give (same arrays, same order, same endpoints):
+ *   - the pod keeps its slot in st->pods (endpoints point at slots);
+ *   - only "patchable" updates are accepted (md_pod_patchable()): both
+ *     versions are runtime pods (status present) with the same namespace,
+ *     name and labels (so the label index and the set of selecting
+ *     Services do not change) and each file holds exactly that one object;
+ *   - the endpoints of every Service selecting the pod are computed again
+ *     with the same code as md_state_finish() step 8.
+ * Anything else (a new or deleted pod, label change, any manifest) needs a
+ * full load. */
+
+/* Index in st->pods of the pod old_f defines, when new_f may replace it in
+ * place (rules above) and st was built from old_f's objects; else -1. */
+int md_pod_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f);
+/* Replace st->pods[idx[i]] by the pod of nf[i] for i < n (all checked with
+ * md_pod_patchable first: this never fails), take a reference on each nf[i],
+ * recompute the endpoints of the Services selecting them. *aff gets the
+ * indexes of those Services (sorted, unique; malloc'd, caller frees),
+ * *pol_relevant whether any pod changed what NetworkPolicy reads besides
+ * labels (IP, node, container ports) — a phase change alone does not. */
+void md_state_patch_pods(struct md_state *st, struct md_file *const *nf, const int *idx, int n,
+			 int **aff, int *n_aff, bool *pol_relevant);
+
+/* Services changed in place the same way: one Service per file, same
+ * namespace and name, same ports (number, protocol, name), same headless
+ * flag and same given clusterIP (so ClusterIP allocation, NetworkPolicy's
+ * VIPs, the map keys and the compiler's notes stay): selector and
+ * targetPort may change. md_svc_patchable() returns the index in
+ * st->services or -1; md_state_patch_svcs() replaces each and recomputes
+ * its endpoints (never fails once checked). */
+int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
+		     const struct md_file *new_f);
+void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const int *idx, int n);
 
 /* IPv4 helpers: parse "a.b.c.d" / "a.b.c.d/len" (network order). 0 / -EINVAL. */
 int md_parse_ipv4(const char *s, uint32_t *ip);

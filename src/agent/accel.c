@@ -13,7 +13,8 @@
  *  2. At most one link per program (sock_ops, setsockopt) and slot (node,
  *     proxy) per pin_dir, on the cgroup given last for that slot;
  *     re-opening with the same cgroup keeps it (no double attach, no gap).
- *  3. Never attach to a cgroup root (DESIGN.md s4): the path must be a
+ *  3. Never attach to a cgroup root (it would cover every process on the
+ *     machine, not the node's pods): the path must be a
  *     non-root cgroup2 directory (it has cgroup.events).
  *  4. Turning acceleration off never frees the sockhash under live sockets
  *     (that would drop bytes queued in their short-circuit queues): it removes
@@ -375,7 +376,7 @@ int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
 	if (err)
 		goto err_close;
 	/* Re-attaching the same program is harmless; bpftool's attach is not
-	 * used (DESIGN.md s5: it reported success and never ran). */
+	 * used (on this kernel it reported success and the program never ran). */
 	if (bpf_prog_attach(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT, 0)) {
 		err = -errno;
 		zh_err("accel: attaching sk_msg to the sockhash: %s", strerror(-err));

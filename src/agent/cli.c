@@ -16,6 +16,7 @@
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
+#include "zerohop/json.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
@@ -142,16 +143,7 @@ int cli_delete(int argc, char **argv)
 
 static void jstr(const char *s)
 {
-	putchar('"');
-	for (; s && *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
+	json_put_str(stdout, s);
 }
 
 static const char *ip_str(uint32_t ip, char *buf)

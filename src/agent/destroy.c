@@ -17,12 +17,12 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "zerohop/agent.h"
 #include "zerohop/log.h"
+#include "zerohop/run.h"
 #include "lb_destroy.skel.h"
 
 #define MAX_NS 4096
@@ -31,7 +31,7 @@
 static int iterate_in(int link_fd, const char *netns_path)
 {
 	pid_t pid;
-	int status;
+	int rc;
 
 	pid = fork();
 	if (pid < 0)
@@ -49,9 +49,8 @@ static int iterate_in(int link_fd, const char *netns_path)
 			;
 		_exit(0);
 	}
-	if (waitpid(pid, &status, 0) < 0)
-		return -errno;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	rc = zh_wait(pid);
+	return rc < 0 ? rc : rc ? -EIO : 0;
 }
 
 /* First pid of a cgroup, or 0. */

@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/wait.h>
 #include <arpa/inet.h>
 
 #include "zerohop/agent.h"
 #include "zerohop/log.h"
+#include "zerohop/run.h"
 
 #define NFT_TOTAL 100000	/* resolution of the weighted ranges */
 #define NFT_MASQ_MARK 0x4000	/* kube-proxy's masquerade bit */
@@ -126,19 +126,10 @@ int ag_nft_render(const struct ag_compiled *c, FILE *f)
 
 static int run_nft(const char *script_path)
 {
-	pid_t pid;
-	int status;
+	char *argv[] = { "nft", "-f", (char *)script_path, NULL };
+	int rc = zh_run(argv);
 
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		execlp("nft", "nft", "-f", script_path, (char *)NULL);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) < 0)
-		return -errno;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	return rc < 0 ? rc : rc ? -EIO : 0;
 }
 
 int ag_nft_apply(const struct ag_compiled *c)

@@ -47,6 +47,7 @@
 #include "zerohop/echo.h"
 #include "zerohop/ev.h"
 #include "zerohop/h1.h"
+#include "zerohop/json.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
 
@@ -137,38 +138,6 @@ static double rnd100(struct worker *w)
 	return (double)((w->rng * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 100.0;
 }
 
-static const char *reason(int status)
-{
-	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 417: return "Expectation Failed";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	}
-	return "Status";
-}
-
 static const char *http_date(struct worker *w)
 {
 	time_t now = time(NULL);
@@ -230,36 +199,6 @@ static void linger_done(struct ev_loop *loop, uint64_t id, void *arg)
 
 /* ---- response building ---- */
 
-static void json_str(struct buf *b, const char *s, size_t n)
-{
-	size_t i, run = 0;
-
-	buf_reserve(b, n + 2);
-	buf_append(b, "\"", 1);
-	for (i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f)
-			continue;
-		buf_append(b, s + run, i - run);
-		run = i + 1;
-		if (ch == '"')
-			buf_append(b, "\\\"", 2);
-		else if (ch == '\\')
-			buf_append(b, "\\\\", 2);
-		else if (ch == '\n')
-			buf_append(b, "\\n", 2);
-		else if (ch == '\r')
-			buf_append(b, "\\r", 2);
-		else if (ch == '\t')
-			buf_append(b, "\\t", 2);
-		else
-			buf_printf(b, "\\u%04x", ch);
-	}
-	buf_append(b, s + run, n - run);
-	buf_append(b, "\"", 1);
-}
-
 /* Decoded key or value into scratch as a JSON string (raw if undecodable). */
 static void json_decoded(struct buf *b, struct worker *w, const char *s, size_t n)
 {
@@ -267,9 +206,9 @@ static void json_decoded(struct buf *b, struct worker *w, const char *s, size_t 
 	int d = echo_url_decode(s, n, tmp, 1);
 
 	if (d < 0)
-		json_str(b, s, n);
+		json_buf_str(b, s, n);
 	else
-		json_str(b, tmp, (size_t)d);
+		json_buf_str(b, tmp, (size_t)d);
 	if (tmp != w->dec)
 		free(tmp);
 }
@@ -359,13 +298,13 @@ static void json_headers(struct buf *b, const struct h1_header *h, size_t nh)
 		if (!first)
 			buf_append(b, ",", 1);
 		first = 0;
-		json_str(b, lname, nl);
+		json_buf_str(b, lname, nl);
 		buf_append(b, ":", 1);
 		for (z = a + 1; z < nh && !more; z++)
 			more = h[z].name_len == h[a].name_len &&
 			       !strncasecmp(h[z].name, h[a].name, h[a].name_len);
 		if (!more) {
-			json_str(b, h[a].value, h[a].value_len);
+			json_buf_str(b, h[a].value, h[a].value_len);
 			continue;
 		}
 		{
@@ -380,7 +319,7 @@ static void json_headers(struct buf *b, const struct h1_header *h, size_t nh)
 					buf_append(&joined, ", ", 2);
 				buf_append(&joined, h[z].value, h[z].value_len);
 			}
-			json_str(b, buf_head(&joined), joined.data);
+			json_buf_str(b, buf_head(&joined), joined.data);
 			buf_free(&joined);
 		}
 	}
@@ -413,7 +352,7 @@ static void status_and_common(struct buf *o, struct worker *w, int status, int c
 	buf_append(o, "HTTP/1.1 ", 9);
 	append_u64(o, (uint64_t)status);
 	buf_append(o, " ", 1);
-	append_str(o, reason(status));
+	append_str(o, h1_reason(status, "Status"));
 	buf_append(o, "\r\nDate: ", 8);
 	append_str(o, http_date(w));
 	buf_append(o, "\r\nServer: zerohop-echo\r\n", 24);
@@ -436,7 +375,7 @@ static void status_and_common(struct buf *o, struct worker *w, int status, int c
 static void send_error(struct hconn *c, int status, const char *what)
 {
 	char msg[512];
-	int n = snprintf(msg, sizeof(msg), "%d %s: %s\n", status, reason(status), what);
+	int n = snprintf(msg, sizeof(msg), "%d %s: %s\n", status, h1_reason(status, "Status"), what);
 
 	if (n < 0 || (size_t)n >= sizeof(msg))
 		n = (int)strlen(msg);
@@ -563,9 +502,9 @@ static void respond(struct hconn *c, const struct h1_request *req, const struct 
 	} else {
 		buf_init(&tmp, 1024);
 		buf_append(&tmp, "{\"method\":", 10);
-		json_str(&tmp, req->method, req->method_len);
+		json_buf_str(&tmp, req->method, req->method_len);
 		buf_append(&tmp, ",\"path\":", 8);
-		json_str(&tmp, path, plen);
+		json_buf_str(&tmp, path, plen);
 		buf_append(&tmp, ",\"query\":", 9);
 		json_query(&tmp, w, q, qlen);
 		buf_append(&tmp, ",\"headers\":", 11);
@@ -573,11 +512,11 @@ static void respond(struct hconn *c, const struct h1_request *req, const struct 
 		buf_printf(&tmp, ",\"body_length\":%llu,\"protocol\":\"HTTP/1.%d\",\"remote\":",
 			   (unsigned long long)c->body_len, req->minor_version);
 		net_addr_str(&c->peer, peer, sizeof(peer));
-		json_str(&tmp, peer, strlen(peer));
+		json_buf_str(&tmp, peer, strlen(peer));
 		buf_append(&tmp, ",\"hostname\":", 12);
-		json_str(&tmp, w->srv->hostname, strlen(w->srv->hostname));
+		json_buf_str(&tmp, w->srv->hostname, strlen(w->srv->hostname));
 		buf_append(&tmp, ",\"name\":", 8);
-		json_str(&tmp, w->srv->name, strlen(w->srv->name));
+		json_buf_str(&tmp, w->srv->name, strlen(w->srv->name));
 		buf_append(&tmp, "}\n", 2);
 		ctype = "application/json";
 		out_body = buf_head(&tmp);

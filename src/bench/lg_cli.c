@@ -176,31 +176,6 @@ static char *read_file(const char *path, size_t *len)
 	return b;
 }
 
-static FILE *open_out(const char *path, const char *flag)
-{
-	FILE *f;
-
-	if (!strcmp(path, "-"))
-		return stdout;
-	f = fopen(path, "w");
-	if (!f)
-		fprintf(stderr, "zerohop bench: %s %s: %s\n", flag, path, strerror(errno));
-	return f;
-}
-
-static int close_out(FILE *f, const char *path)
-{
-	int bad = ferror(f);
-
-	if (f == stdout)
-		return fflush(f) || bad ? -EIO : 0;
-	if (fclose(f) || bad) {
-		fprintf(stderr, "zerohop bench: writing %s failed\n", path);
-		return -EIO;
-	}
-	return 0;
-}
-
 static int cmd_report(int argc, char **argv)
 {
 	struct lg_series *s = zh_calloc((size_t)argc, sizeof(*s));
@@ -244,9 +219,9 @@ static int cmd_report(int argc, char **argv)
 	}
 	lg_report_text(stdout, s, n);
 	if (html) {
-		FILE *f = open_out(html, "--html");
+		FILE *f = lg_out_open(html, "--html");
 
-		if (!f || lg_report_html(f, title, s, n) || close_out(f, html))
+		if (!f || lg_report_html(f, title, s, n) || lg_out_close(f, html))
 			goto out;
 	}
 	rc = 0;
@@ -257,233 +232,323 @@ out:
 	return rc;
 }
 
-#define NEED_ARG() do {								\
-	if (i + 1 >= argc) {							\
-		fprintf(stderr, "zerohop bench: %s needs a value\n", a);	\
-		goto out;							\
-	}									\
-	v = argv[++i];								\
-} while (0)
+/* ---- the option table of `zerohop bench` ---- */
+
+/* Everything the flags set: the run's config and where its results go. */
+struct bench_args {
+	struct lg_config cfg;
+	struct lg_outputs out;
+	const char *url;
+	char **headers;		/* -H values, argv strings; array owned */
+	char *body_file;	/* --body-file contents, owned */
+	int t_set;		/* -t given (else -n alone runs until N requests) */
+};
+
+/* A setter stores one flag's value (v NULL for a flag without one):
+ * 0, or -EINVAL for a bad value ("bad value" message), or -EIO when it
+ * already said why. */
+typedef int (*opt_set_fn)(struct bench_args *a, const char *v);
+
+static int set_conns(struct bench_args *a, const char *v)
+{
+	double d;
+
+	if (parse_num(v, 1, 100000, &d))
+		return -EINVAL;
+	a->cfg.conns = (int)d;
+	return 0;
+}
+
+static int set_duration(struct bench_args *a, const char *v)
+{
+	a->t_set = 1;
+	return parse_dur(v, &a->cfg.duration_ns);
+}
+
+static int set_requests(struct bench_args *a, const char *v)
+{
+	double d;
+
+	if (parse_num(v, 1, 1e15, &d))
+		return -EINVAL;
+	a->cfg.requests = (uint64_t)d;
+	return 0;
+}
+
+static int set_qps(struct bench_args *a, const char *v)
+{
+	return parse_num(v, 0, 1e8, &a->cfg.qps);
+}
+
+static int set_threads(struct bench_args *a, const char *v)
+{
+	double d;
+
+	if (parse_num(v, 1, 256, &d))
+		return -EINVAL;
+	a->cfg.threads = (int)d;
+	return 0;
+}
+
+static int set_warmup(struct bench_args *a, const char *v)
+{
+	return parse_dur(v, &a->cfg.warmup_ns);
+}
+
+static int set_timeout(struct bench_args *a, const char *v)
+{
+	return parse_dur(v, &a->cfg.timeout_ns) || !a->cfg.timeout_ns ? -EINVAL : 0;
+}
+
+static int set_spin(struct bench_args *a, const char *v)
+{
+	return parse_dur(v, &a->cfg.spin_ns);
+}
+
+static int set_nice(struct bench_args *a, const char *v)
+{
+	double d;
+
+	if (parse_num(v, -20, 19, &d))
+		return -EINVAL;
+	a->cfg.nice = (int)d;
+	return 0;
+}
+
+static int set_keepalive_off(struct bench_args *a, const char *v)
+{
+	a->cfg.keepalive = 0;
+	return 0;
+}
+
+static int set_keepalive_on(struct bench_args *a, const char *v)
+{
+	a->cfg.keepalive = 1;
+	return 0;
+}
+
+static int set_method(struct bench_args *a, const char *v)
+{
+	if (!*v || strpbrk(v, " \t\r\n"))
+		return -EINVAL;
+	a->cfg.method = v;
+	return 0;
+}
+
+static int set_header(struct bench_args *a, const char *v)
+{
+	if (!strchr(v, ':') || strpbrk(v, "\r\n") || *v == ':')
+		return -EINVAL;
+	a->headers[a->cfg.nheaders++] = (char *)v;
+	return 0;
+}
+
+static int set_body(struct bench_args *a, const char *v)
+{
+	a->cfg.body = v;
+	a->cfg.body_len = strlen(v);
+	return 0;
+}
+
+static int set_body_file(struct bench_args *a, const char *v)
+{
+	free(a->body_file);
+	a->body_file = read_file(v, &a->cfg.body_len);
+	if (!a->body_file) {
+		fprintf(stderr, "zerohop bench: --body-file %s: %s\n", v, strerror(errno));
+		return -EIO;
+	}
+	a->cfg.body = a->body_file;
+	return 0;
+}
+
+static int set_payload(struct bench_args *a, const char *v)
+{
+	double d;
+
+	if (parse_num(v, 1, 64 << 20, &d))
+		return -EINVAL;
+	a->cfg.payload_size = (size_t)d;
+	return 0;
+}
+
+static int set_json(struct bench_args *a, const char *v)
+{
+	a->out.json = v;
+	return 0;
+}
+
+static int set_hgrm(struct bench_args *a, const char *v)
+{
+	a->out.hgrm = v;
+	return 0;
+}
+
+static int set_html(struct bench_args *a, const char *v)
+{
+	a->out.html = v;
+	return 0;
+}
+
+static int set_label(struct bench_args *a, const char *v)
+{
+	a->cfg.label = v;
+	return 0;
+}
+
+static int set_quiet(struct bench_args *a, const char *v)
+{
+	a->out.quiet = 1;
+	return 0;
+}
+
+/* Each flag once, with its other spellings; usage() describes them. */
+static const struct bench_opt {
+	const char *names[3];	/* spellings, NULL-padded */
+	int has_value;
+	opt_set_fn set;
+} bench_opts[] = {
+	{ { "-c" }, 1, set_conns },
+	{ { "-t" }, 1, set_duration },
+	{ { "-n" }, 1, set_requests },
+	{ { "-qps", "--qps" }, 1, set_qps },
+	{ { "--threads" }, 1, set_threads },
+	{ { "--warmup" }, 1, set_warmup },
+	{ { "--timeout" }, 1, set_timeout },
+	{ { "--spin" }, 1, set_spin },
+	{ { "--nice" }, 1, set_nice },
+	{ { "--keepalive=false", "--keepalive=0" }, 0, set_keepalive_off },
+	{ { "--keepalive=true", "--keepalive", "--keepalive=1" }, 0, set_keepalive_on },
+	{ { "-X" }, 1, set_method },
+	{ { "-H" }, 1, set_header },
+	{ { "--body" }, 1, set_body },
+	{ { "--body-file" }, 1, set_body_file },
+	{ { "--payload-size" }, 1, set_payload },
+	{ { "--json" }, 1, set_json },
+	{ { "--hgrm" }, 1, set_hgrm },
+	{ { "--html" }, 1, set_html },
+	{ { "--label" }, 1, set_label },
+	{ { "--quiet", "-q" }, 0, set_quiet },
+};
+
+static const struct bench_opt *find_opt(const char *flag)
+{
+	for (size_t i = 0; i < sizeof(bench_opts) / sizeof(bench_opts[0]); i++)
+		for (int k = 0; k < 3 && bench_opts[i].names[k]; k++)
+			if (!strcmp(flag, bench_opts[i].names[k]))
+				return &bench_opts[i];
+	return NULL;
+}
+
+/* The defaults of usage(). */
+static void bench_defaults(struct bench_args *a, char **headers)
+{
+	a->cfg.conns = 16;
+	a->cfg.threads = 1;
+	a->cfg.duration_ns = 5000000000ULL;
+	a->cfg.timeout_ns = 10000000000ULL;
+	a->cfg.spin_ns = 50000;
+	a->cfg.keepalive = 1;
+	a->cfg.method = "GET";
+	a->cfg.payload_size = 1024;
+	a->cfg.headers = a->headers = headers;
+}
+
+/* argv into a through the table. 0; 1 after --help; -1 on an error (said). */
+static int parse_args(int argc, char **argv, struct bench_args *a)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *f = argv[i], *v = NULL;
+		const struct bench_opt *o;
+		int err;
+
+		if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+			usage(stdout);
+			return 1;
+		}
+		if (f[0] != '-') {
+			if (a->url) {
+				fprintf(stderr, "zerohop bench: more than one URL ('%s', '%s')\n",
+					a->url, f);
+				return -1;
+			}
+			a->url = f;
+			continue;
+		}
+		o = find_opt(f);
+		if (!o) {
+			fprintf(stderr, "zerohop bench: unknown flag '%s' (see zerohop bench --help)\n",
+				f);
+			return -1;
+		}
+		if (o->has_value) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "zerohop bench: %s needs a value\n", f);
+				return -1;
+			}
+			v = argv[++i];
+		}
+		err = o->set(a, v);
+		if (err == -EINVAL)
+			fprintf(stderr, "zerohop bench: %s: bad value '%s'\n", f, v);
+		if (err)
+			return -1;
+	}
+	return 0;
+}
+
+/* The combinations no single flag can judge. 0 or -1 (said). */
+static int check_args(struct bench_args *a)
+{
+	struct lg_config *cfg = &a->cfg;
+
+	if (!a->url) {
+		usage(stderr);
+		return -1;
+	}
+	if (parse_url(a->url, cfg))
+		return -1;
+	if (cfg->requests && !a->t_set)
+		cfg->duration_ns = 0;	/* -n alone: run until N requests */
+	if (!cfg->duration_ns && !cfg->requests) {
+		fprintf(stderr, "zerohop bench: -t 0 needs -n N\n");
+		return -1;
+	}
+	if (cfg->threads > cfg->conns) {
+		fprintf(stderr, "zerohop bench: --threads %d is more than -c %d connections\n",
+			cfg->threads, cfg->conns);
+		return -1;
+	}
+	if (cfg->tcp && (cfg->body || cfg->nheaders || strcmp(cfg->method, "GET"))) {
+		fprintf(stderr, "zerohop bench: -X/-H/--body are for http://; tcp:// sends "
+			"--payload-size bytes\n");
+		return -1;
+	}
+	if (!cfg->keepalive && cfg->tcp) {
+		fprintf(stderr, "zerohop bench: --keepalive=false is for http:// only\n");
+		return -1;
+	}
+	return 0;
+}
 
 int cli_bench(int argc, char **argv)
 {
-	struct lg_config cfg = { 0 };
-	struct lg_result res = { 0 };
-	const char *json = NULL, *hgrm = NULL, *html = NULL, *url = NULL, *v;
-	char **headers = zh_calloc((size_t)argc + 1, sizeof(char *));
-	char *body_file = NULL;
-	int quiet = 0, rc = 2, err, t_set = 0;
-	double d;
-	FILE *txt;
+	struct bench_args a = { 0 };
+	int rc;
 
-	if (argc >= 2 && !strcmp(argv[1], "report")) {
-		free(headers);
+	if (argc >= 2 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
+	bench_defaults(&a, zh_calloc((size_t)argc + 1, sizeof(char *)));
+	rc = parse_args(argc, argv, &a);
+	if (rc)
+		rc = rc > 0 ? 0 : 2;
+	else if (check_args(&a))
+		rc = 2;
+	else {
+		a.cfg.progress = !a.out.quiet && isatty(2);
+		rc = lg_bench(&a.cfg, &a.out);
 	}
-	cfg.conns = 16;
-	cfg.threads = 1;
-	cfg.duration_ns = 5000000000ULL;
-	cfg.timeout_ns = 10000000000ULL;
-	cfg.spin_ns = 50000;
-	cfg.keepalive = 1;
-	cfg.method = "GET";
-	cfg.payload_size = 1024;
-	cfg.headers = headers;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage(stdout);
-			rc = 0;
-			goto out;
-		} else if (!strcmp(a, "-c")) {
-			NEED_ARG();
-			if (parse_num(v, 1, 100000, &d))
-				goto bad;
-			cfg.conns = (int)d;
-		} else if (!strcmp(a, "-t")) {
-			NEED_ARG();
-			if (parse_dur(v, &cfg.duration_ns))
-				goto bad;
-			t_set = 1;
-		} else if (!strcmp(a, "-n")) {
-			NEED_ARG();
-			if (parse_num(v, 1, 1e15, &d))
-				goto bad;
-			cfg.requests = (uint64_t)d;
-		} else if (!strcmp(a, "-qps") || !strcmp(a, "--qps")) {
-			NEED_ARG();
-			if (parse_num(v, 0, 1e8, &cfg.qps))
-				goto bad;
-		} else if (!strcmp(a, "--threads")) {
-			NEED_ARG();
-			if (parse_num(v, 1, 256, &d))
-				goto bad;
-			cfg.threads = (int)d;
-		} else if (!strcmp(a, "--warmup")) {
-			NEED_ARG();
-			if (parse_dur(v, &cfg.warmup_ns))
-				goto bad;
-		} else if (!strcmp(a, "--timeout")) {
-			NEED_ARG();
-			if (parse_dur(v, &cfg.timeout_ns) || !cfg.timeout_ns)
-				goto bad;
-		} else if (!strcmp(a, "--spin")) {
-			NEED_ARG();
-			if (parse_dur(v, &cfg.spin_ns))
-				goto bad;
-		} else if (!strcmp(a, "--nice")) {
-			NEED_ARG();
-			if (parse_num(v, -20, 19, &d))
-				goto bad;
-			cfg.nice = (int)d;
-		} else if (!strcmp(a, "--keepalive=false") || !strcmp(a, "--keepalive=0")) {
-			cfg.keepalive = 0;
-		} else if (!strcmp(a, "--keepalive=true") || !strcmp(a, "--keepalive") ||
-			   !strcmp(a, "--keepalive=1")) {
-			cfg.keepalive = 1;
-		} else if (!strcmp(a, "-X")) {
-			NEED_ARG();
-			if (!*v || strpbrk(v, " \t\r\n"))
-				goto bad;
-			cfg.method = v;
-		} else if (!strcmp(a, "-H")) {
-			NEED_ARG();
-			if (!strchr(v, ':') || strpbrk(v, "\r\n") || *v == ':')
-				goto bad;
-			headers[cfg.nheaders++] = (char *)v;
-		} else if (!strcmp(a, "--body")) {
-			NEED_ARG();
-			cfg.body = v;
-			cfg.body_len = strlen(v);
-		} else if (!strcmp(a, "--body-file")) {
-			NEED_ARG();
-			free(body_file);
-			body_file = read_file(v, &cfg.body_len);
-			if (!body_file) {
-				fprintf(stderr, "zerohop bench: --body-file %s: %s\n", v,
-					strerror(errno));
-				goto out;
-			}
-			cfg.body = body_file;
-		} else if (!strcmp(a, "--payload-size")) {
-			NEED_ARG();
-			if (parse_num(v, 1, 64 << 20, &d))
-				goto bad;
-			cfg.payload_size = (size_t)d;
-		} else if (!strcmp(a, "--json")) {
-			NEED_ARG();
-			json = v;
-		} else if (!strcmp(a, "--hgrm")) {
-			NEED_ARG();
-			hgrm = v;
-		} else if (!strcmp(a, "--html")) {
-			NEED_ARG();
-			html = v;
-		} else if (!strcmp(a, "--label")) {
-			NEED_ARG();
-			cfg.label = v;
-		} else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-			quiet = 1;
-		} else if (a[0] == '-') {
-			fprintf(stderr, "zerohop bench: unknown flag '%s' (see zerohop bench --help)\n",
-				a);
-			goto out;
-		} else if (url) {
-			fprintf(stderr, "zerohop bench: more than one URL ('%s', '%s')\n", url, a);
-			goto out;
-		} else {
-			url = a;
-		}
-		continue;
-bad:
-		fprintf(stderr, "zerohop bench: %s: bad value '%s'\n", a, v);
-		goto out;
-	}
-	if (!url) {
-		usage(stderr);
-		goto out;
-	}
-	if (parse_url(url, &cfg))
-		goto out;
-	if (cfg.requests && !t_set)
-		cfg.duration_ns = 0;	/* -n alone: run until N requests */
-	if (!cfg.duration_ns && !cfg.requests) {
-		fprintf(stderr, "zerohop bench: -t 0 needs -n N\n");
-		goto out;
-	}
-	if (cfg.threads > cfg.conns) {
-		fprintf(stderr, "zerohop bench: --threads %d is more than -c %d connections\n",
-			cfg.threads, cfg.conns);
-		goto out;
-	}
-	if (cfg.tcp && (cfg.body || cfg.nheaders || strcmp(cfg.method, "GET"))) {
-		fprintf(stderr, "zerohop bench: -X/-H/--body are for http://; tcp:// sends "
-			"--payload-size bytes\n");
-		goto out;
-	}
-	if (!cfg.keepalive && cfg.tcp) {
-		fprintf(stderr, "zerohop bench: --keepalive=false is for http:// only\n");
-		goto out;
-	}
-	cfg.progress = !quiet && isatty(2);
-	rc = 1;
-	err = lg_run(&cfg, &res);
-	if (err) {
-		fprintf(stderr, "zerohop bench: run failed: %s\n", strerror(-err));
-		goto out;
-	}
-	/* text goes to stdout unless a machine format took stdout */
-	txt = (json && !strcmp(json, "-")) || (hgrm && !strcmp(hgrm, "-")) ? stderr : stdout;
-	if (!quiet)
-		lg_print_text(txt, &cfg, &res);
-	if (json) {
-		FILE *f = open_out(json, "--json");
-
-		if (!f || lg_write_json(f, &cfg, &res) || close_out(f, json))
-			goto out;
-	}
-	if (hgrm) {
-		FILE *f = open_out(hgrm, "--hgrm");
-
-		if (!f || lg_write_hgrm(f, res.lat) || close_out(f, hgrm))
-			goto out;
-	}
-	if (html) {
-		struct lg_series s = { 0 }, u = { 0 };
-		FILE *f = open_out(html, "--html");
-		uint64_t e = 0;
-
-		if (!f)
-			goto out;
-		for (int i = 0; i < LG_ERR__COUNT; i++)
-			e += res.errors[i];
-		lg_series_from_hist(&s, res.lat);
-		snprintf(s.label, sizeof(s.label), "%.200s", cfg.label ? cfg.label : cfg.url);
-		snprintf(s.mode, sizeof(s.mode), "%s", lg_mode_str(&cfg));
-		s.requested_qps = cfg.qps;
-		s.duration_s = (double)res.duration_ns / 1e9;
-		s.actual_qps = s.duration_s > 0 ? (double)res.responses / s.duration_s : 0;
-		s.errors = e;
-		if (cfg.qps > 0) {
-			u = s;
-			lg_series_from_hist(&u, res.ulat);
-			snprintf(u.label, sizeof(u.label), "%.200s (uncorrected)", s.label);
-			snprintf(u.mode, sizeof(u.mode), "uncorrected: from the actual send");
-			s.uncorrected = &u;
-		}
-		err = lg_report_html(f, cfg.label ? cfg.label : cfg.url, &s, 1);
-		s.uncorrected = NULL;
-		lg_series_free(&s);
-		lg_series_free(&u);
-		if (err || close_out(f, html))
-			goto out;
-	}
-	rc = 0;
-out:
-	if (res.lat)
-		lg_result_free(&res);
-	free(body_file);
-	free(headers);
+	free(a.body_file);
+	free(a.headers);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "zerohop/bench.h"
+#include "zerohop/json.h"
 #include "zerohop/log.h"
 
 const double lg_report_pcts[6] = { 50, 75, 90, 99, 99.9, 99.99 };
@@ -200,22 +201,6 @@ void lg_series_from_hist(struct lg_series *s, const struct hist *h)
 
 /* ---- JSON ---- */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 /* fortio HistogramData; scale converts ns (or bytes, scale 1) to output units */
 static void json_hist(FILE *f, const char *indent, const struct hist *h, double scale,
 		      int percentiles)
@@ -264,7 +249,7 @@ int lg_write_json(FILE *f, const struct lg_config *cfg, const struct lg_result *
 	else
 		snprintf(dur, sizeof(dur), "exactly %" PRIu64 " calls", cfg->requests);
 	fprintf(f, "{\n  \"RunType\": \"%s\",\n  \"Labels\": ", cfg->tcp ? "TCP" : "HTTP");
-	json_str(f, cfg->label ? cfg->label : "");
+	json_put_str(f, cfg->label ? cfg->label : "");
 	fprintf(f, ",\n  \"StartTime\": \"%s.%09" PRIu64 "Z\",\n", when,
 		(uint64_t)(r->start_realtime_ns % 1000000000ULL));
 	if (cfg->qps > 0)
@@ -276,13 +261,13 @@ int lg_write_json(FILE *f, const struct lg_config *cfg, const struct lg_result *
 	fprintf(f, "  \"ActualDuration\": %" PRIu64 ",\n", r->duration_ns);
 	fprintf(f, "  \"NumThreads\": %d,\n  \"NumConnections\": %d,\n", cfg->threads, cfg->conns);
 	fprintf(f, "  \"Version\": \"zerohop-bench 0.1\",\n  \"URL\": ");
-	json_str(f, cfg->url);
+	json_put_str(f, cfg->url);
 	fprintf(f, ",\n  \"Destination\": ");
-	json_str(f, cfg->url);
+	json_put_str(f, cfg->url);
 	fprintf(f, ",\n  \"DisableKeepAlive\": %s,\n", cfg->keepalive ? "false" : "true");
 	fprintf(f, "  \"HTTPReqTimeOut\": %" PRIu64 ",\n", cfg->timeout_ns);
 	fprintf(f, "  \"Loop\": \"%s\",\n  \"Mode\": ", cfg->qps > 0 ? "open" : "closed");
-	json_str(f, lg_mode_str(cfg));
+	json_put_str(f, lg_mode_str(cfg));
 	fprintf(f, ",\n  \"DurationHistogram\": ");
 	json_hist(f, "  ", r->lat, 1e9, 1);
 	fprintf(f, ",\n  \"UncorrectedDurationHistogram\": ");

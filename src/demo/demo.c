@@ -1,8 +1,8 @@
-/* demo.c — `zerohop demo`: the seed experiments of docs/DESIGN.md section 1,
+/* demo.c — `zerohop demo`: the seed experiments (docs/bench.md lists them),
  * reproduced in the lab, our figure printed beside the published one.
  *
- * Each step checks the capabilities it needs first (the lab, the mesh agent,
- * iperf3, jq) and prints "skipped: needs ..." when one is missing; a step
+ * Each step checks the capabilities it needs first (curl, nginx, iperf3, jq,
+ * policy really enforced) and prints "skipped: needs ..." when one is missing; a step
  * that runs and fails says "FAILED" with the command and its log. Nothing is
  * ever estimated or copied: every figure printed under "ours" was measured
  * in this run. Ratios only, since machines differ.
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/run.h"
 
 struct demo {
 	char zh[PATH_MAX];	/* this binary */
@@ -48,21 +49,11 @@ static int sh(struct demo *d, const char *fmt, ...)
 	snprintf(full, sizeof(full), "{ echo '+ '%s; %s ; } >>%s 2>&1", "\"$0\"", cmd, d->log);
 	/* $0 trick: the echoed command is passed as an argument, not re-parsed */
 	{
-		char *argv[] = { "sh", "-c", full, cmd, NULL };
-		pid_t pid = fork();
-		int st;
+		char *argv[] = { "/bin/sh", "-c", full, cmd, NULL };
 
-		if (pid == 0) {
-			execv("/bin/sh", argv);
-			_exit(127);
-		}
-		if (pid < 0)
-			return -1;
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-		rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		rc = zh_run(argv);
 	}
-	return rc;
+	return rc < 0 ? -1 : rc;
 }
 
 /* Run a command and capture the first line of its stdout (stderr to log). */
@@ -99,22 +90,14 @@ static int have(const char *prog)
 	return system(cmd) == 0;
 }
 
-static int zh_has(struct demo *d, const char *sub)
-{
-	char cmd[PATH_MAX + 64];
-
-	snprintf(cmd, sizeof(cmd), "'%s' %s --help >/dev/null 2>&1", d->zh, sub);
-	return system(cmd) == 0;
-}
-
-static void lab_down(struct demo *d)
+static void demo_lab_down(struct demo *d)
 {
 	sh(d, "'%s' lab down --lab %s", d->zh, d->lab);
 }
 
-static int lab_up(struct demo *d, const char *manifest, const char *flags)
+static int demo_lab_up(struct demo *d, const char *manifest, const char *flags)
 {
-	lab_down(d);
+	demo_lab_down(d);
 	return sh(d, "'%s' lab up --lab %s %s -f %s/%s", d->zh, d->lab, flags, d->dir, manifest);
 }
 
@@ -214,22 +197,18 @@ static enum step_result step_kmesh(struct demo *d)
 	double tt[2], to[2];
 
 	printf("      published: Istio adds ~2.65 ms per hop; Kmesh cut TTFB and total 23-30 %%\n");
-	if (!zh_has(d, "lab"))
-		return skip("`zerohop lab` (not built)");
-	if (!zh_has(d, "agent"))
-		return skip("the mesh agent (`zerohop agent`)");
-	if (!zh_has(d, "echo") || !have("curl") || !have("nginx"))
-		return skip("`zerohop echo`, curl and nginx");
+	if (!have("curl") || !have("nginx"))
+		return skip("curl and nginx");
 	write_manifest(d, "kmesh.yaml", KMESH_YAML, d->lab);
-	if (lab_up(d, "kmesh.yaml", "--service-proxy nft"))
-		return lab_down(d), fail(d, "lab up --service-proxy nft (mesh off)");
+	if (demo_lab_up(d, "kmesh.yaml", "--service-proxy nft"))
+		return demo_lab_down(d), fail(d, "lab up --service-proxy nft (mesh off)");
 	if (kmesh_curls(d, &tt[0], &to[0]))
-		return lab_down(d), fail(d, "curl through nginx front, mesh off");
-	if (lab_up(d, "kmesh.yaml", ""))
-		return lab_down(d), fail(d, "lab up (mesh on)");
+		return demo_lab_down(d), fail(d, "curl through nginx front, mesh off");
+	if (demo_lab_up(d, "kmesh.yaml", ""))
+		return demo_lab_down(d), fail(d, "lab up (mesh on)");
 	if (kmesh_curls(d, &tt[1], &to[1]))
-		return lab_down(d), fail(d, "curl through nginx front, mesh on");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "curl through nginx front, mesh on");
+	demo_lab_down(d);
 	printf("      ours, mesh off (nftables DNAT): TTFB %.3f ms, total %.3f ms (medians of 200 "
 	       "curls)\n", tt[0], to[0]);
 	printf("      ours, mesh on (zerohop):        TTFB %.3f ms, total %.3f ms -> %+.1f %% / "
@@ -276,40 +255,32 @@ static enum step_result step_alibaba(struct demo *d)
 {
 	double hq[2] = { 0 }, ha[2] = { 0 }, tq[2] = { 0 }, ta[2] = { 0 };
 	char ip[64], url[128];
-	int mesh;
 
 	printf("      published: fortio -c 64 -qps 0, 1 KiB, same node: HTTP 11461 -> 13521 QPS "
 	       "(+18 %%), TCP echo 54565 -> 85665 QPS (+57 %%), eBPF sockops short-circuit\n");
-	if (!zh_has(d, "lab"))
-		return skip("`zerohop lab` (not built)");
-	if (!zh_has(d, "echo"))
-		return skip("`zerohop echo` (not built)");
 	if (!have("jq"))
 		return skip("jq (scripts/deps.sh installs it)");
 	write_manifest(d, "alibaba.yaml", ALIBABA_YAML, d->lab);
-	if (lab_up(d, "alibaba.yaml", "--no-mesh"))
+	if (demo_lab_up(d, "alibaba.yaml", "--no-mesh"))
 		return fail(d, "lab up --no-mesh");
 	if (pod_ip(d, "echo", ip, sizeof(ip)) || !ip[0])
-		return lab_down(d), fail(d, "echo pod IP");
+		return demo_lab_down(d), fail(d, "echo pod IP");
 	snprintf(url, sizeof(url), "http://%s:8080/echo?size=1024", ip);
 	if (bench_in_pod(d, url, "", &hq[0], &ha[0]))
-		return lab_down(d), fail(d, "bare HTTP bench");
+		return demo_lab_down(d), fail(d, "bare HTTP bench");
 	snprintf(url, sizeof(url), "tcp://%s:8078", ip);
 	if (bench_in_pod(d, url, "--payload-size 1024", &tq[0], &ta[0]))
-		return lab_down(d), fail(d, "bare TCP bench");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "bare TCP bench");
+	demo_lab_down(d);
 	printf("      ours, bare (pod IP, no mesh):   HTTP %.0f QPS avg %.3f ms;  TCP %.0f QPS "
 	       "avg %.3f ms\n", hq[0], ha[0], tq[0], ta[0]);
-	mesh = zh_has(d, "agent");
-	if (!mesh)
-		return skip("the mesh agent (`zerohop agent`) for the zerohop side");
-	if (lab_up(d, "alibaba.yaml", "--accel on"))
-		return lab_down(d), fail(d, "lab up --accel on (mesh)");
+	if (demo_lab_up(d, "alibaba.yaml", "--accel on"))
+		return demo_lab_down(d), fail(d, "lab up --accel on (mesh)");
 	if (bench_in_pod(d, "http://echo:8080/echo?size=1024", "", &hq[1], &ha[1]))
-		return lab_down(d), fail(d, "mesh HTTP bench via Service echo");
+		return demo_lab_down(d), fail(d, "mesh HTTP bench via Service echo");
 	if (bench_in_pod(d, "tcp://echo:8078", "--payload-size 1024", &tq[1], &ta[1]))
-		return lab_down(d), fail(d, "mesh TCP bench via Service echo");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "mesh TCP bench via Service echo");
+	demo_lab_down(d);
 	printf("      ours, zerohop (Service, accel on): HTTP %.0f QPS avg %.3f ms;  TCP %.0f QPS "
 	       "avg %.3f ms\n", hq[1], ha[1], tq[1], ta[1]);
 	printf("      ratio zerohop/bare: HTTP %.2fx QPS (published 1.18x), TCP %.2fx QPS "
@@ -328,12 +299,6 @@ static enum step_result step_smi(struct demo *d)
 
 	printf("      published: Linkerd 2.4, weights 1 : 500m, 1000 curls -> 660 to v1 "
 	       "(expected 667)\n");
-	if (!zh_has(d, "lab"))
-		return skip("`zerohop lab` (not built)");
-	if (!zh_has(d, "agent"))
-		return skip("the mesh agent (`zerohop agent`, TrafficSplit)");
-	if (!zh_has(d, "echo"))
-		return skip("`zerohop echo` (not built)");
 	if (!have("curl"))
 		return skip("curl");
 	snprintf(cmd, sizeof(cmd), "cp examples/manifests/flaskapp-split.yaml %s/ 2>/dev/null",
@@ -346,7 +311,7 @@ static enum step_result step_smi(struct demo *d)
 		       "apiVersion: v1\nkind: Pod\nmetadata: {name: client}\n"
 		       "spec:\n  nodeName: node-a\n  containers:\n  - name: c\n"
 		       "    image: busybox\n    command: [\"sleep\", \"100000\"]\n", d->lab);
-	lab_down(d);
+	demo_lab_down(d);
 	if (sh(d, "'%s' lab up --lab %s -f %s/smi.yaml -f %s/flaskapp-split.yaml", d->zh, d->lab,
 	       d->dir, d->dir))
 		return fail(d, "lab up with flaskapp-split.yaml");
@@ -354,8 +319,8 @@ static enum step_result step_smi(struct demo *d)
 	if (sh(d, "'%s' lab exec --lab %s client -- sh -c 'for i in $(seq 1000); do "
 	       "curl -s -m 2 http://flaskapp/debug | head -1; done' > %s/smi.out", d->zh, d->lab,
 	       d->dir))
-		return lab_down(d), fail(d, "1000 curls to http://flaskapp/debug");
-	lab_down(d);
+		return demo_lab_down(d), fail(d, "1000 curls to http://flaskapp/debug");
+	demo_lab_down(d);
 	if (!sh_out(d, out, sizeof(out), "grep -c 'on flaskapp-v1' %s/smi.out", d->dir))
 		v1 = atol(out);
 	if (!sh_out(d, out, sizeof(out), "grep -c 'on flaskapp-v2' %s/smi.out", d->dir))
@@ -411,28 +376,24 @@ static enum step_result step_romana(struct demo *d)
 
 	printf("      published: 2000 requests, keep-alive off, 0 -> 200 policies: +0.05 ms per "
 	       "new connection (~+7 %%)\n");
-	if (!zh_has(d, "lab"))
-		return skip("`zerohop lab` (not built)");
-	if (!zh_has(d, "agent"))
-		return skip("the mesh agent (`zerohop agent`, NetworkPolicy)");
-	if (!zh_has(d, "echo") || !have("jq") || !have("curl"))
-		return skip("`zerohop echo`, jq and curl");
+	if (!have("jq") || !have("curl"))
+		return skip("jq and curl");
 	for (int k = 0; k < 3; k++) {
 		if (romana_manifest(d, counts[k]))
 			return fail(d, "writing the policy manifests");
 		snprintf(file, sizeof(file), "romana-%d.yaml", counts[k]);
-		if (lab_up(d, file, ""))
-			return lab_down(d), fail(d, "lab up with the policies");
+		if (demo_lab_up(d, file, ""))
+			return demo_lab_down(d), fail(d, "lab up with the policies");
 		if (pod_ip(d, "echo", ip, sizeof(ip)) || !ip[0])
-			return lab_down(d), fail(d, "echo pod IP");
+			return demo_lab_down(d), fail(d, "echo pod IP");
 		/* the measurement means nothing unless the policies are enforced */
 		if (sh(d, "'%s' lab exec --lab %s client -- curl -s -m 2 -o /dev/null http://%s:8080/",
 		       d->zh, d->lab, ip))
-			return lab_down(d), fail(d, "allowed client cannot connect");
+			return demo_lab_down(d), fail(d, "allowed client cannot connect");
 		/* the agent may apply policies a moment after `lab up`: give it 5 s */
 		if (!sh(d, "for i in 1 2 3 4 5; do '%s' lab exec --lab %s intruder -- curl -s -m 1 "
 			"-o /dev/null http://%s:8080/ || exit 1; sleep 1; done", d->zh, d->lab, ip)) {
-			lab_down(d);
+			demo_lab_down(d);
 			return skip("NetworkPolicy enforcement (a pod not allowed by any policy "
 				    "connected anyway)");
 		}
@@ -441,8 +402,8 @@ static enum step_result step_romana(struct demo *d)
 			   "'\"\\(.DurationHistogram.Avg * 1000) \\(.DurationHistogram.Percentiles[0]"
 			   ".Value * 1000)\"'", d->zh, d->lab, d->zh, ip) ||
 		    sscanf(out, "%lf %lf", &mean[k], &p50[k]) != 2)
-			return lab_down(d), fail(d, "bench --keepalive=false");
-		lab_down(d);
+			return demo_lab_down(d), fail(d, "bench --keepalive=false");
+		demo_lab_down(d);
 		printf("      ours, %5d policies: new-connection request mean %.3f ms, p50 %.3f ms"
 		       "%s\n", counts[k], mean[k], p50[k], k ? "" : " (baseline)");
 		if (k)
@@ -502,19 +463,17 @@ static enum step_result step_calico(struct demo *d)
 
 	printf("      published: Calico (plain L3) near host speed; overlays lost ~50 %%, "
 	       "Flannel down to ~10 %%\n");
-	if (!zh_has(d, "lab"))
-		return skip("`zerohop lab` (not built)");
 	if (!have("iperf3") || !have("jq"))
 		return skip("iperf3 and jq (scripts/deps.sh installs them)");
 	snprintf(vx_lab, sizeof(vx_lab), "%s-vx", lab);
 	write_manifest(d, "iperf.yaml", IPERF_YAML, lab);
 	write_manifest(d, "iperf-vx.yaml", IPERF_YAML, vx_lab);
-	if (lab_up(d, "iperf.yaml", "--no-mesh")) {
+	if (demo_lab_up(d, "iperf.yaml", "--no-mesh")) {
 		r = fail(d, "lab up --no-mesh");
 		goto out;
 	}
 	d->lab = vx_lab;
-	if (lab_up(d, "iperf-vx.yaml", "--no-mesh --overlay vxlan")) {
+	if (demo_lab_up(d, "iperf-vx.yaml", "--no-mesh --overlay vxlan")) {
 		r = fail(d, "lab up --overlay vxlan");
 		goto out;
 	}
@@ -558,9 +517,9 @@ static enum step_result step_calico(struct demo *d)
 	       d->secs);
 out:
 	d->lab = vx_lab;
-	lab_down(d);
+	demo_lab_down(d);
 	d->lab = lab;
-	lab_down(d);
+	demo_lab_down(d);
 	return r;
 }
 
@@ -626,8 +585,7 @@ int cli_demo(int argc, char **argv)
 		fflush(stdout);
 	}
 	snprintf(d.log, sizeof(d.log), "%s/down.log", d.dir);
-	if (zh_has(&d, "lab"))
-		lab_down(&d);
+	demo_lab_down(&d);
 	printf("\n%d ran, %d skipped, %d failed\n", n_ok, n_skip, d.failed);
 	return d.failed ? 1 : 0;
 }

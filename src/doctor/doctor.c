@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/json.h"
 #include "zerohop/mounts.h"
 
 enum verdict { V_OK, V_NOTE, V_WARN, V_FAIL };
@@ -40,20 +41,6 @@ struct doctor {
 };
 
 static const char *const verdict_word[] = { "ok", "note", "warn", "FAIL" };
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
 
 /* One result line: WHAT, what was found, and (not ok) the fix. */
 static void say(struct doctor *d, enum verdict v, const char *what, const char *fix,
@@ -70,12 +57,12 @@ static void say(struct doctor *d, enum verdict v, const char *what, const char *
 	d->n[v]++;
 	if (d->json) {
 		printf("%s{\"check\":", d->lines++ ? "," : "");
-		json_str(what);
+		json_put_str(stdout, what);
 		printf(",\"verdict\":\"%s\",\"found\":", verdict_word[v]);
-		json_str(found);
+		json_put_str(stdout, found);
 		printf(",\"fix\":");
 		if (fix && v != V_OK)
-			json_str(fix);
+			json_put_str(stdout, fix);
 		else
 			printf("null");
 		printf("}");

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/json.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/model.h"
@@ -496,16 +497,7 @@ out:
 
 static void json_str(const char *s)
 {
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
+	json_put_str(stdout, s);
 }
 
 static void json_daemon(const char *key, const struct lab_daemon_info *d)

@@ -228,20 +228,7 @@ int lab_read_file(const char *path, char *buf, size_t len)
 
 int lab_mkdirs(const char *path, int mode)
 {
-	char p[LAB_PATH];
-
-	lab_fmt(p, sizeof(p), "%s", path);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = 0;
-		if (mkdir(p, mode) && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	if (mkdir(p, mode) && errno != EEXIST)
-		return -errno;
-	return 0;
+	return zh_mkdir_p(path, (mode_t)mode);
 }
 
 static int rm_tree_at(int dfd, const char *name, dev_t dev)

@@ -247,16 +247,3 @@ void md_idx_free(struct md_idx *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-void *md_grow(void **arr, int *n, int *cap, size_t elem)
-{
-	char *p;
-
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 8;
-		*arr = zh_realloc(*arr, (size_t)*cap * elem);
-	}
-	p = (char *)*arr + (size_t)*n * elem;
-	memset(p, 0, elem);
-	(*n)++;
-	return p;
-}

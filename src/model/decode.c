@@ -550,7 +550,7 @@ static int dc_pod_spec(struct dctx *c, const struct yn *spec, struct md_pod_spec
 static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, bool *has_status)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_pod *p = md_grow((void **)&c->st->pods, &c->st->n_pods, &pv->cap_pod, sizeof(*p));
+	struct md_pod *p = zh_grow((void **)&c->st->pods, &c->st->n_pods, &pv->cap_pod, sizeof(*p));
 	const struct yn *spec = yn_get(root, "spec"), *status = yn_get(root, "status"), *owners;
 	size_t old;
 
@@ -610,7 +610,7 @@ static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, b
 static int dc_deployment(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_deployment *d = md_grow((void **)&c->st->deployments, &c->st->n_deployments,
+	struct md_deployment *d = zh_grow((void **)&c->st->deployments, &c->st->n_deployments,
 					  &pv->cap_dep, sizeof(*d));
 	const struct yn *spec = yn_get(root, "spec"), *tmpl, *tspec;
 	long long replicas = 1;
@@ -710,7 +710,7 @@ static int dc_service_ports(struct dctx *c, const struct yn *ports, struct md_se
 static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_service *s = md_grow((void **)&c->st->services, &c->st->n_services,
+	struct md_service *s = zh_grow((void **)&c->st->services, &c->st->n_services,
 				       &pv->cap_svc, sizeof(*s));
 	const struct yn *spec = yn_get(root, "spec"), *ports;
 	char *ip, *type;
@@ -865,7 +865,7 @@ static int dc_cluster(struct dctx *c, const struct yn *root)
 static int dc_configmap(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_configmap *cm = md_grow((void **)&c->st->configmaps, &c->st->n_configmaps,
+	struct md_configmap *cm = zh_grow((void **)&c->st->configmaps, &c->st->n_configmaps,
 					  &pv->cap_cm, sizeof(*cm));
 
 	cm->meta = *meta;
@@ -967,7 +967,7 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 	case MD_K_CLUSTER:
 		break;
 	case MD_K_NAMESPACE: {
-		struct md_namespace *ns = md_grow((void **)&c->st->namespaces,
+		struct md_namespace *ns = zh_grow((void **)&c->st->namespaces,
 						  &c->st->n_namespaces, &pv->cap_ns, sizeof(*ns));
 
 		ns->meta = meta;
@@ -998,7 +998,7 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 	if (r)
 		return r;
 record:
-	o = md_grow((void **)&pv->objs, &pv->n_objs, &pv->cap_objs, sizeof(*o));
+	o = zh_grow((void **)&pv->objs, &pv->n_objs, &pv->cap_objs, sizeof(*o));
 	o->kind = k;
 	o->ns = meta.ns;
 	o->name = meta.name;

@@ -37,7 +37,7 @@ static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint6
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_trafficsplit *t = md_grow((void **)&c->st->splits, &c->st->n_splits,
+	struct md_trafficsplit *t = zh_grow((void **)&c->st->splits, &c->st->n_splits,
 					    &pv->cap_split, sizeof(*t));
 	const struct yn *spec = yn_get(root, "spec"), *bs;
 	bool quantity = !strcmp(api, "split.smi-spec.io/v1alpha1");
@@ -385,7 +385,7 @@ static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_httproute *rt = md_grow((void **)&c->st->routes, &c->st->n_routes,
+	struct md_httproute *rt = zh_grow((void **)&c->st->routes, &c->st->n_routes,
 					  &pv->cap_route, sizeof(*rt));
 	const struct yn *spec = yn_get(root, "spec");
 	size_t old;
@@ -579,7 +579,7 @@ static int np_rules(struct dctx *c, const struct yn *spec, const char *field, co
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
-	struct md_netpol *np = md_grow((void **)&c->st->netpols, &c->st->n_netpols,
+	struct md_netpol *np = zh_grow((void **)&c->st->netpols, &c->st->n_netpols,
 				       &pv->cap_np, sizeof(*np));
 	const struct yn *spec = yn_get(root, "spec"), *types;
 	size_t old;

@@ -156,7 +156,7 @@ static int namespaces(struct md_state *st, struct md_err *err)
 			if (md_idx_get(ix, probe) >= 0)
 				continue;
 			key = join3(&pv->ar, "", '/', m->ns, 0, NULL);
-			ns = md_grow((void **)&st->namespaces, &st->n_namespaces, &pv->cap_ns,
+			ns = zh_grow((void **)&st->namespaces, &st->n_namespaces, &pv->cap_ns,
 				     sizeof(*ns));
 			ns->meta.name = m->ns;
 			ns->meta.labels.v = ar_alloc(&pv->ar, sizeof(struct md_kv));

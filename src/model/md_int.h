@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "zerohop/model.h"
+#include "zerohop/vec.h"	/* zh_grow: the model's growable arrays */
 
 /* ---- arena ------------------------------------------------------------ */
 
@@ -107,23 +108,6 @@ const struct yn *yn_get(const struct yn *map, const char *key);	/* NULL if absen
 
 /* ---- objects as parsed (for the state source) ------------------------- */
 
-enum md_kind {
-	MD_K_CLUSTER,
-	MD_K_NAMESPACE,
-	MD_K_CONFIGMAP,
-	MD_K_POD,
-	MD_K_DEPLOYMENT,
-	MD_K_SERVICE,
-	MD_K_TRAFFICSPLIT,
-	MD_K_HTTPROUTE,
-	MD_K_NETPOL,
-	MD_K__COUNT
-};
-
-const char *md_kind_name(enum md_kind k);	/* "Service" */
-const char *md_kind_lower(enum md_kind k);	/* "service" (file names) */
-bool md_kind_namespaced(enum md_kind k);
-
 struct md_obj {
 	enum md_kind kind;
 	const char *ns;		/* NULL for cluster-scoped kinds */
@@ -170,7 +154,7 @@ struct md_lent {
 
 /* ---- parsed files, shareable between states (the state source's cache) --
  *
- * A struct md_file holds the decoded, *unfinished* objects of one file in
+ * (Contract: model.h, "For state sources".) A struct md_file holds the decoded, *unfinished* objects of one file in
  * a staging state of its own. md_state_add_parsed() appends shallow copies
  * of its top-level objects to a state, so strings and sub-arrays are shared
  * with the file's arena; the few sub-arrays md_state_finish() writes into
@@ -186,56 +170,6 @@ struct md_file {
 	char *path;		/* as given to md_file_load */
 	struct md_state *st;	/* the file's objects, as md_state_add_buf made them */
 };
-
-/* Read and parse dir/name (name relative to dfd, path for messages) into a
- * new md_file with one reference. 0, or -errno/-EINVAL with err set. */
-int md_file_load(int dfd, const char *name, const char *path, struct md_file **out,
-		 struct md_err *err);
-void md_file_put(struct md_file *f);	/* drop a reference; NULL is fine */
-/* Append f's objects to st (not finished) and take a reference on f. Fails
- * like md_state_add_file would (second Cluster object); st is then unchanged. */
-int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *err);
-
-/* ---- incremental update of a finished state (finish.c) ------------------
- *
- * The common change at scale is one runtime pod updated in place by the
- * kubelet (phase, IP, ports, node): it can only change the endpoints of the
- * Services that select it. md_state_patch_pods() applies such updates to a
- * finished state so that it becomes exactly what a full load of the new
- * files would give (same arrays, same order, same endpoints):
- *   - the pod keeps its slot in st->pods (endpoints point at slots);
- *   - only "patchable" updates are accepted (md_pod_patchable()): both
- *     versions are runtime pods (status present) with the same namespace,
- *     name and labels (so the label index and the set of selecting
- *     Services do not change) and each file holds exactly that one object;
- *   - the endpoints of every Service selecting the pod are computed again
- *     with the same code as md_state_finish() step 8.
- * Anything else (a new or deleted pod, label change, any manifest) needs a
- * full load. */
-
-/* Index in st->pods of the pod old_f defines, when new_f may replace it in
- * place (rules above) and st was built from old_f's objects; else -1. */
-int md_pod_patchable(const struct md_state *st, const struct md_file *old_f,
-		     const struct md_file *new_f);
-/* Replace st->pods[idx[i]] by the pod of nf[i] for i < n (all checked with
- * md_pod_patchable first: this never fails), take a reference on each nf[i],
- * recompute the endpoints of the Services selecting them. *aff gets the
- * indexes of those Services (sorted, unique; malloc'd, caller frees),
- * *pol_relevant whether any pod changed what NetworkPolicy reads besides
- * labels (IP, node, container ports) — a phase change alone does not. */
-void md_state_patch_pods(struct md_state *st, struct md_file *const *nf, const int *idx, int n,
-			 int **aff, int *n_aff, bool *pol_relevant);
-
-/* Services changed in place the same way: one Service per file, same
- * namespace and name, same ports (number, protocol, name), same headless
- * flag and same given clusterIP (so ClusterIP allocation, NetworkPolicy's
- * VIPs, the map keys and the compiler's notes stay): selector and
- * targetPort may change. md_svc_patchable() returns the index in
- * st->services or -1; md_state_patch_svcs() replaces each and recomputes
- * its endpoints (never fails once checked). */
-int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
-		     const struct md_file *new_f);
-void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const int *idx, int n);
 
 static inline struct md_priv *md_priv(const struct md_state *st)
 {
@@ -295,16 +229,11 @@ int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta
 /* ---- value checks (values.c) --------------------------------------------- */
 
 /* NULL when valid, else the reason. */
-const char *md_check_dns_label(const char *s);		/* RFC 1123 label, <= 63 */
-const char *md_check_dns_subdomain(const char *s);	/* RFC 1123 subdomain, <= 253 */
 const char *md_check_label_key(const char *s);
 const char *md_check_label_value(const char *s);
 const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
-
-/* Grow a top-level array of st by one element; returns the new element (zeroed). */
-void *md_grow(void **arr, int *n, int *cap, size_t elem);
 
 #endif

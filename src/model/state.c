@@ -60,10 +60,7 @@ static void append(void **dst, int *n, int *cap, const void *src, int m, size_t 
 {
 	if (!m)
 		return;
-	if (*n + m > *cap) {
-		*cap = *n + m > *cap * 2 ? *n + m : *cap * 2;
-		*dst = zh_realloc(*dst, (size_t)*cap * elem);
-	}
+	zh_reserve(dst, cap, *n + m, elem);
 	memcpy((char *)*dst + (size_t)*n * elem, src, (size_t)m * elem);
 	*n += m;
 }
@@ -192,15 +189,6 @@ int md_state_add_buf(struct md_state *st, const char *name, const char *buf, siz
 	return 0;
 }
 
-static int io_err(struct md_err *err, const char *path, int e, const char *what)
-{
-	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
-	err->line = 0;
-	err->field[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
-	return -e;
-}
-
 /* Read a whole file (name relative to dfd, or absolute) into a malloc'd,
  * NUL-terminated buffer. No fstat: manifests are small, the first read
  * usually gets everything. */
@@ -252,7 +240,7 @@ static int add_file_at(struct md_state *st, int dfd, const char *name, const cha
 		return ret;
 	ret = read_all(dfd, name, &buf, &len);
 	if (ret)
-		return io_err(err, path, -ret, "cannot read");
+		return md_err_io(err, path, -ret, "cannot read");
 	ret = md_state_add_buf(st, path, buf, len, err);
 	free(buf);
 	return ret;
@@ -263,7 +251,7 @@ int md_state_add_file(struct md_state *st, const char *path, struct md_err *err)
 	return add_file_at(st, AT_FDCWD, path, path, err);
 }
 
-static bool manifest_name(const char *n)
+bool md_manifest_name(const char *n)
 {
 	size_t l = strlen(n);
 
@@ -290,14 +278,11 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 		return ret;
 	d = opendir(dir);
 	if (!d)
-		return io_err(err, dir, errno, "cannot open directory");
+		return md_err_io(err, dir, errno, "cannot open directory");
 	while ((de = readdir(d))) {
-		if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+		if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			names = zh_realloc(names, (size_t)cap * sizeof(*names));
-		}
+		zh_reserve((void **)&names, &cap, n + 1, sizeof(*names));
 		names[n++] = zh_strdup(de->d_name);
 	}
 	if (n)
@@ -308,7 +293,7 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
 	for (int i = 0; i < n; i++) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path)) {
-			ret = io_err(err, dir, ENAMETOOLONG, names[i]);
+			ret = md_err_io(err, dir, ENAMETOOLONG, names[i]);
 			goto out;
 		}
 		ret = add_file_at(stg, dirfd(d), names[i], path, err);
@@ -344,7 +329,7 @@ int md_file_load(int dfd, const char *name, const char *path, struct md_file **o
 	f->st = md_state_new();
 	ret = read_all(dfd, name, &buf, &len);
 	if (ret) {
-		ret = io_err(err, path, -ret, "cannot read");
+		ret = md_err_io(err, path, -ret, "cannot read");
 		goto fail;
 	}
 	/* a cache holds thousands of these: blocks sized to the file (the
@@ -362,6 +347,13 @@ fail:
 	free(buf);
 	md_file_put(f);
 	return ret;
+}
+
+struct md_file *md_file_get(struct md_file *f)
+{
+	if (f)
+		f->refs++;
+	return f;
 }
 
 void md_file_put(struct md_file *f)
@@ -427,6 +419,32 @@ int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *e
 int md_state_n_objects(const struct md_state *st)
 {
 	return md_priv(st)->n_objs;
+}
+
+void md_state_set_parse(struct md_state *st, enum md_parse_mode mode)
+{
+	md_priv(st)->keep_tree = mode == MD_PARSE_KEEP_TREE;
+	md_priv(st)->ident_only = mode == MD_PARSE_IDENT_ONLY;
+}
+
+void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	out->kind = o->kind;
+	out->ns = o->ns;
+	out->name = o->name;
+	out->file = o->file;
+	out->line = o->line;
+}
+
+int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	if (!o->node)
+		return -EINVAL;
+	return yn_emit(o->node, text, len);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */

@@ -18,6 +18,15 @@ const char *md_err_str(const struct md_err *err, char *buf, size_t len)
 	return buf;
 }
 
+int md_err_io(struct md_err *err, const char *path, int e, const char *what)
+{
+	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
+	err->line = 0;
+	err->field[0] = 0;
+	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
+	return -e;
+}
+
 const char *md_labels_get(const struct md_labels *l, const char *key)
 {
 	for (int i = 0; i < l->n; i++)

@@ -68,19 +68,13 @@ static int perr(struct pstate *p, int line, const char *fmt, ...)
 
 static void kid_push(struct frame *f, struct yn *n)
 {
-	if (f->n == f->cap) {
-		f->cap = f->cap ? f->cap * 2 : 16;
-		f->kids = zh_realloc(f->kids, (size_t)f->cap * sizeof(*f->kids));
-	}
+	zh_reserve((void **)&f->kids, &f->cap, f->n + 1, sizeof(*f->kids));
 	f->kids[f->n++] = n;
 }
 
 static void anchor_add(struct pstate *p, const char *name, struct yn *n)
 {
-	if (p->n_anchors == p->cap_anchors) {
-		p->cap_anchors = p->cap_anchors ? p->cap_anchors * 2 : 8;
-		p->anchors = zh_realloc(p->anchors, (size_t)p->cap_anchors * sizeof(*p->anchors));
-	}
+	zh_reserve((void **)&p->anchors, &p->cap_anchors, p->n_anchors + 1, sizeof(*p->anchors));
 	p->anchors[p->n_anchors].name = zh_strdup(name);
 	p->anchors[p->n_anchors].node = n;
 	p->n_anchors++;

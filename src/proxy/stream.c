@@ -290,25 +290,7 @@ void px_reply(struct px_conn *c, int status, const char *reason, const char *ext
 
 const char *px_reason(int status)
 {
-	switch (status) {
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 303: return "See Other";
-	case 307: return "Temporary Redirect";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 414: return "URI Too Long";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Error";
-	}
+	return h1_reason(status, "Error");
 }
 
 /* An error in the middle of a stream: answer if nothing was sent yet, else

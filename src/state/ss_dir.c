@@ -41,7 +41,7 @@
  *       first error reported is the one a fresh load reports.
  *   C4. A built state holds a reference on every md_file it uses, so
  *       dropping or replacing an entry never frees memory a live state
- *       points into (md_int.h).
+ *       points into (model.h, struct md_file).
  *   C5. Every cache update records what it changed (old and new md_file of
  *       each re-parsed, added or removed entry, with a reference each) and
  *       bumps s->epoch. ss_load_delta() patches the caller's state in place
@@ -78,7 +78,7 @@
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/state.h"
-#include "../model/md_int.h"
+#include "zerohop/model.h"
 
 /* A file changed less than this before a full scan read it is parsed again
  * by the next full scan (C2): 50 ms, above the coarse clock tick (<= 10 ms)
@@ -255,15 +255,6 @@ static int bump_generation(struct ss *s)
 	return write_atomic(s->dir, "generation", buf, (size_t)n);
 }
 
-static int io_err(struct md_err *err, const char *path, int e, const char *what)
-{
-	snprintf(err->file, sizeof(err->file), "%.*s", (int)sizeof(err->file) - 1, path);
-	err->line = 0;
-	err->field[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", what, strerror(e));
-	return -e;
-}
-
 /* ---- parse cache (design note on top) ------------------------------------- */
 
 static void dirty_clear(struct ss_cdir *cd)
@@ -317,20 +308,9 @@ static void cdir_clear(struct ss_cdir *cd)
 	cd->cap_dirty = 0;
 }
 
-/* Same rule as md_state_add_dir() for which names are manifests. */
-static bool manifest_name(const char *n)
-{
-	size_t l = strlen(n);
-
-	if (n[0] == '.')
-		return false;
-	return (l > 5 && !strcmp(n + l - 5, ".yaml")) || (l > 4 && !strcmp(n + l - 4, ".yml")) ||
-	       (l > 5 && !strcmp(n + l - 5, ".json"));
-}
-
 static void dirty_add(struct ss_cdir *cd, const char *name)
 {
-	if (!cd->valid || !manifest_name(name))
+	if (!cd->valid || !md_manifest_name(name))
 		return;	/* a full scan comes anyway / never loaded */
 	if (cd->n_dirty == MAX_DIRTY) {
 		cd->valid = false;
@@ -443,7 +423,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 
 	d = opendir(cd->path);
 	if (!d)
-		return io_err(err, cd->path, errno, "cannot open directory");
+		return md_err_io(err, cd->path, errno, "cannot open directory");
 	dfd = dirfd(d);
 	chg_clear(cd);
 	cd->last_full = full;
@@ -452,7 +432,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 
 		dirty_clear(cd);
 		while ((de = readdir(d))) {
-			if (!manifest_name(de->d_name) || de->d_type == DT_DIR)
+			if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 				continue;
 			if (n_names == cap) {
 				cap = cap ? 2 * cap : 64;
@@ -484,8 +464,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 		}
 		/* the change log (ss_load_delta) holds its own references */
 		of = c == 0 ? cd->v[i].f : NULL;
-		if (of)
-			of->refs++;
+		md_file_get(of);
 		if (cent_refresh(cd, dfd, names[j], c == 0 ? &cd->v[i] : NULL, full, t0,
 				 &nv[n_new])) {
 			struct md_file *nf = nv[n_new].f;
@@ -494,8 +473,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 			if (nf == of && c == 0) {
 				md_file_put(of);	/* unchanged */
 			} else {
-				if (nf)
-					nf->refs++;
+				md_file_get(nf);
 				chg_add(cd, of, nf);
 			}
 		} else if (c == 0) {
@@ -618,7 +596,7 @@ static void unlock(struct ss *s)
 }
 
 /* The stored file name of an object. */
-static void obj_file(const struct md_obj *o, char *buf, size_t len)
+static void obj_file(const struct md_obj_id *o, char *buf, size_t len)
 {
 	if (o->kind == MD_K_CLUSTER)
 		snprintf(buf, len, "cluster.yaml");
@@ -673,9 +651,30 @@ static int add_inputs(struct md_state *st, char *const *paths, int n, struct md_
 	return 0;
 }
 
-/* Add every stored manifest to st except the names in skip, then the
- * runtime pods. */
-static int add_stored(struct ss *s, struct md_state *st, const struct md_idx *skip,
+/* File names of the objects of st (obj_file), NULL-terminated, and the
+ * same pointers sorted in *sorted (for add_stored); both malloc'd. */
+static char **obj_files(const struct md_state *st, char ***sorted)
+{
+	int n = md_state_n_objects(st);
+	char **v = zh_calloc((size_t)n + 1, sizeof(*v));
+
+	for (int i = 0; i < n; i++) {
+		struct md_obj_id o;
+		char buf[600];
+
+		md_state_obj_id(st, i, &o);
+		obj_file(&o, buf, sizeof(buf));
+		v[i] = zh_strdup(buf);
+	}
+	*sorted = zh_calloc((size_t)n + 1, sizeof(**sorted));
+	memcpy(*sorted, v, (size_t)n * sizeof(*v));
+	qsort(*sorted, (size_t)n, sizeof(**sorted), cmp_pstr);
+	return v;
+}
+
+/* Add every stored manifest to st except the n_skip names in skip (sorted),
+ * then the runtime pods. */
+static int add_stored(struct ss *s, struct md_state *st, char *const *skip, int n_skip,
 		      struct md_err *err)
 {
 	struct dirent *de;
@@ -685,13 +684,14 @@ static int add_stored(struct ss *s, struct md_state *st, const struct md_idx *sk
 
 	d = opendir(s->mdir);
 	if (!d)
-		return io_err(err, s->mdir, errno, "cannot open directory");
+		return md_err_io(err, s->mdir, errno, "cannot open directory");
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
 
 		if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".yaml"))
 			continue;
-		if (md_idx_get(skip, de->d_name) >= 0)
+		if (bsearch(&(const char *){ de->d_name }, skip, (size_t)n_skip, sizeof(*skip),
+			    cmp_pstr))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, de->d_name);
 		ret = md_state_add_file(st, path, err);
@@ -707,32 +707,23 @@ static int add_stored(struct ss *s, struct md_state *st, const struct md_idx *sk
 int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 {
 	struct md_state *u = md_state_new();
-	struct md_idx names = { 0 };
-	struct md_priv *pv = md_priv(u);
-	char **fnames = NULL;
+	char **fnames = NULL, **names = NULL;
 	bool *changed = NULL;
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
-	pv->keep_tree = true;	/* the inputs are re-emitted into their files */
+	md_state_set_parse(u, MD_PARSE_KEEP_TREE);	/* the inputs are re-emitted into their files */
 	ret = add_inputs(u, paths, n_paths, err);
 	if (ret)
 		goto out;
-	pv->keep_tree = false;
-	n_in = pv->n_objs;
-	fnames = zh_calloc((size_t)n_in + 1, sizeof(*fnames));
-	for (int i = 0; i < n_in; i++) {
-		char buf[600];
-
-		obj_file(&pv->objs[i], buf, sizeof(buf));
-		fnames[i] = zh_strdup(buf);
-		md_idx_put(&names, fnames[i], i);
-	}
+	md_state_set_parse(u, MD_PARSE_FULL);
+	n_in = md_state_n_objects(u);
+	fnames = obj_files(u, &names);
 	ret = lock(s, LOCK_EX);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto out;
 	}
-	ret = add_stored(s, u, &names, err);
+	ret = add_stored(s, u, names, n_in, err);
 	if (!ret)
 		ret = md_state_finish(u, err);
 	/* temporaries first, one sync for all of them (an fsync per file
@@ -746,10 +737,13 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		char *text;
 		size_t len;
 
-		ret = yn_emit(pv->objs[i].node, &text, &len);
+		ret = md_state_obj_yaml(u, i, &text, &len);
 		if (ret) {
-			snprintf(err->file, sizeof(err->file), "%s", pv->objs[i].file);
-			err->line = pv->objs[i].line;
+			struct md_obj_id o;
+
+			md_state_obj_id(u, i, &o);
+			snprintf(err->file, sizeof(err->file), "%s", o.file);
+			err->line = o.line;
 			err->field[0] = 0;
 			snprintf(err->msg, sizeof(err->msg), "cannot re-emit the object as YAML");
 			break;
@@ -758,7 +752,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (changed[i]) {
 			ret = write_tmp(s->mdir, fnames[i], text, len, n_in == 1);
 			if (ret)
-				io_err(err, s->mdir, -ret, fnames[i]);
+				md_err_io(err, s->mdir, -ret, fnames[i]);
 			else
 				n_changed++;
 		}
@@ -772,7 +766,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (changed[i])
 			ret = commit_tmp(s->mdir, fnames[i]);
 		if (ret)
-			io_err(err, s->mdir, -ret, fnames[i]);
+			md_err_io(err, s->mdir, -ret, fnames[i]);
 		else
 			n_done = i + 1;
 	}
@@ -783,7 +777,7 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		fsync_dir(s->mdir);
 		ret = bump_generation(s);
 		if (ret)
-			io_err(err, s->dir, -ret, "cannot write generation");
+			md_err_io(err, s->dir, -ret, "cannot write generation");
 	}
 	free(changed);
 	unlock(s);
@@ -791,7 +785,7 @@ out:
 	for (int i = 0; fnames && fnames[i]; i++)
 		free(fnames[i]);
 	free(fnames);
-	md_idx_free(&names);
+	free(names);
 	md_state_free(u);
 	return ret;
 }
@@ -799,67 +793,60 @@ out:
 int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 {
 	struct md_state *in = md_state_new(), *u = NULL;
-	struct md_idx names = { 0 };
-	struct md_priv *pv = md_priv(in);
-	char **fnames = NULL, path[4096];
-	int ret;
+	char **fnames = NULL, **names = NULL, path[4096];
+	int ret, n_in;
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
-	pv->ident_only = true;
+	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
 	ret = add_inputs(in, paths, n_paths, err);
 	if (ret)
 		goto out;
-	fnames = zh_calloc((size_t)pv->n_objs + 1, sizeof(*fnames));
-	for (int i = 0; i < pv->n_objs; i++) {
-		char buf[600];
-
-		obj_file(&pv->objs[i], buf, sizeof(buf));
-		fnames[i] = zh_strdup(buf);
-		md_idx_put(&names, fnames[i], i);
-	}
+	n_in = md_state_n_objects(in);
+	fnames = obj_files(in, &names);
 	ret = lock(s, LOCK_EX);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto out;
 	}
-	for (int i = 0; i < pv->n_objs; i++) {
-		const struct md_obj *o = &pv->objs[i];
+	for (int i = 0; i < n_in; i++) {
+		struct md_obj_id o;
 
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (access(path, F_OK) == 0)
 			continue;
-		snprintf(err->file, sizeof(err->file), "%s", o->file);
-		err->line = o->line;
+		md_state_obj_id(in, i, &o);
+		snprintf(err->file, sizeof(err->file), "%s", o.file);
+		err->line = o.line;
 		snprintf(err->field, sizeof(err->field), "metadata.name");
-		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(o->kind),
-			 o->ns ? o->ns : "", o->ns ? "/" : "", o->name);
+		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(o.kind),
+			 o.ns ? o.ns : "", o.ns ? "/" : "", o.name);
 		ret = -ENOENT;
 		goto unlock;
 	}
 	u = md_state_new();
-	ret = add_stored(s, u, &names, err);
+	ret = add_stored(s, u, names, n_in, err);
 	if (!ret)
 		ret = md_state_finish(u, err);
 	if (ret)
 		goto unlock;
-	for (int i = 0; i < pv->n_objs; i++) {
+	for (int i = 0; i < n_in; i++) {
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (unlink(path) && errno != ENOENT) {
-			ret = io_err(err, path, errno, "cannot remove");
+			ret = md_err_io(err, path, errno, "cannot remove");
 			goto unlock;
 		}
 	}
 	fsync_dir(s->mdir);
 	ret = bump_generation(s);
 	if (ret)
-		io_err(err, s->dir, -ret, "cannot write generation");
+		md_err_io(err, s->dir, -ret, "cannot write generation");
 unlock:
 	unlock(s);
 out:
 	for (int i = 0; fnames && fnames[i]; i++)
 		free(fnames[i]);
 	free(fnames);
-	md_idx_free(&names);
+	free(names);
 	md_state_free(u);
 	md_state_free(in);
 	return ret;
@@ -874,7 +861,7 @@ int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
 
 	ret = lock(s, LOCK_SH);
 	if (ret) {
-		io_err(err, s->dir, -ret, "cannot lock the state");
+		md_err_io(err, s->dir, -ret, "cannot lock the state");
 		goto fail;
 	}
 	/* every finished writer's events are queued now (C1) */
@@ -950,7 +937,7 @@ int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss
 	memset(d, 0, sizeof(*d));
 	ret = lock(s, LOCK_SH);
 	if (ret)
-		return io_err(err, s->dir, -ret, "cannot lock the state");
+		return md_err_io(err, s->dir, -ret, "cannot lock the state");
 	watch_read(s);	/* C1 */
 	clock_gettime(CLOCK_REALTIME, &now);
 	s->epoch++;
@@ -1022,7 +1009,7 @@ int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml)
 	struct md_state *st = md_state_new();
 	struct md_err err;
 	char fname[600];
-	const struct md_obj *o;
+	struct md_obj_id o;
 	int ret;
 
 	ret = pod_file(ns, name, fname, sizeof(fname));
@@ -1036,9 +1023,10 @@ int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml)
 		zh_warn("ss_put_pod %s/%s: %s", ns, name, md_err_str(&err, buf, sizeof(buf)));
 		goto out;
 	}
-	o = md_priv(st)->objs;
-	if (md_priv(st)->n_objs != 1 || o->kind != MD_K_POD || strcmp(o->ns, ns) ||
-	    strcmp(o->name, name)) {
+	if (md_state_n_objects(st) == 1)
+		md_state_obj_id(st, 0, &o);
+	if (md_state_n_objects(st) != 1 || o.kind != MD_K_POD || strcmp(o.ns, ns) ||
+	    strcmp(o.name, name)) {
 		zh_warn("ss_put_pod %s/%s: the YAML must be exactly one Pod of that name", ns, name);
 		ret = -EINVAL;
 		goto out;

@@ -30,11 +30,8 @@ trap cleanup EXIT
 "$ZH" echo --http "127.0.0.1:$P" --tcp "127.0.0.1:$T" --udp "127.0.0.1:$T" --threads 2 \
 	--name e2e-echo >"$TMP/out" 2>"$TMP/err" &
 PID=$!
-up=1
-for i in $(seq 50); do
-	curl -s -o /dev/null "http://127.0.0.1:$P/" && { up=0; break; }
-	sleep 0.1
-done
+wait_until 5 curl -s -o /dev/null "http://127.0.0.1:$P/"
+up=$?
 ok $up "echo server answers on 127.0.0.1:$P"
 [ $up -eq 0 ] || { cat "$TMP/err"; done_testing; }
 U="http://127.0.0.1:$P"

@@ -6,17 +6,14 @@
 # (only the ~4 requests in flight per stall wait, 0.4 %), and the uncorrected
 # p99.9 must (proving the server did stall).
 source "$(dirname "$0")/../lib/tap.sh"
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
+source "$(dirname "$0")/../lib/loopback.sh"
+loopback_setup bench-co
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
-TMP=$(mktemp -d /tmp/zh-bench-co.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMP"; }
-trap cleanup EXIT
+loopback_tools bench_srv
 
 "$TOOLS/bench_srv" stall --stall-ms 200 --period-ms 1000 --max-time 60 >"$TMP/port" &
 PIDS+=($!)
-for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+wait_for_file 5 "$TMP/port"
 PORT=$(head -1 "$TMP/port")
 ok $([ -n "$PORT" ]; echo $?) "stalling server listens on 127.0.0.1:$PORT"
 

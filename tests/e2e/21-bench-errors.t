@@ -4,19 +4,16 @@
 # answer 503, never answer, are not there at all; plus well-behaved ones
 # (Content-Length, chunked, TCP echo) that must give no error at all.
 source "$(dirname "$0")/../lib/tap.sh"
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
+source "$(dirname "$0")/../lib/loopback.sh"
+loopback_setup bench-err
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
-TMP=$(mktemp -d /tmp/zh-bench-err.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMP"; }
-trap cleanup EXIT
+loopback_tools bench_srv
 
 # srv MODE: start bench_srv MODE, set PORT (not in a subshell: PIDS must grow)
 srv() {
 	"$TOOLS/bench_srv" "$1" --max-time 60 >"$TMP/$1.port" &
 	PIDS+=($!)
-	for _ in $(seq 50); do [ -s "$TMP/$1.port" ] && break; sleep 0.1; done
+	wait_for_file 5 "$TMP/$1.port"
 	PORT=$(head -1 "$TMP/$1.port")
 }
 # run NAME ARGS...: bench with --json to $TMP/NAME.json

@@ -4,18 +4,15 @@
 # and overlays them in one HTML page; the pages are well-formed and render
 # in headless Chromium where the machine has it.
 source "$(dirname "$0")/../lib/tap.sh"
-TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
+source "$(dirname "$0")/../lib/loopback.sh"
+loopback_setup bench-rep
 command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
 command -v python3 >/dev/null || skip_all "python3 not installed (scripts/deps.sh installs it)"
-[ -x "$TOOLS/bench_srv" ] || skip_all "$TOOLS/bench_srv not built (make)"
-TMP=$(mktemp -d /tmp/zh-bench-rep.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMP"; }
-trap cleanup EXIT
+loopback_tools bench_srv
 
 "$TOOLS/bench_srv" ok --max-time 60 >"$TMP/port" &
 PIDS+=($!)
-for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+wait_for_file 5 "$TMP/port"
 PORT=$(head -1 "$TMP/port")
 
 timeout 30 "$ZH" bench -qps 500 -c 4 -t 1s --label "open 500" --json "$TMP/a.json" \

@@ -9,57 +9,16 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t30
 
-who_deploy() {	# NAME NODE
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1, svc: who}}
-    spec:
-      nodeName: $2
-      containers:
-        - name: who
-          command: ["python3", "$PROBE", "who-tcp", "8080"]
-          ports: [{name: http, containerPort: 8080}]
-        - name: udp
-          command: ["python3", "$PROBE", "who-udp", "5353"]
-          ports: [{name: dns, containerPort: 5353, protocol: UDP}]
----
-YAML
-}
 {
-	who_deploy who-a node-a
-	who_deploy who-b node-b
+	for n in a b; do
+		m_deploy who-$n node-$n "svc: who" \
+			"$(m_ctr who http:8080 python3 "$PROBE" who-tcp 8080)" \
+			"$(m_ctr udp dns:5353/UDP python3 "$PROBE" who-udp 5353)"
+	done
+	m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)"
+	m_svc who "svc: who" "http=80:http dns=53:dns/UDP"
+	m_svc empty "app: nothing-here" "80:80"
 	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client, labels: {app: client}}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
----
-apiVersion: v1
-kind: Service
-metadata: {name: who}
-spec:
-  selector: {svc: who}
-  ports:
-    - {name: http, port: 80, targetPort: http}
-    - {name: dns, port: 53, targetPort: dns, protocol: UDP}
----
-apiVersion: v1
-kind: Service
-metadata: {name: empty}
-spec:
-  selector: {app: nothing-here}
-  ports: [{port: 80}]
----
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: by-header}
@@ -69,42 +28,33 @@ spec:
     - matches: [{headers: [{name: x-canary, value: "1"}]}]
       backendRefs: [{name: who-l7, port: 80}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: who-l7}
-spec:
-  selector: {svc: who}
-  ports: [{name: http, port: 80, targetPort: http}]
 YAML
+	m_svc who-l7 "svc: who" "http=80:http"
 } > "$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
 ok $? "lab up with 2 backends (node-a, node-b) and a client on node-a" || { cat "$TMP/up.log"; done_testing; }
 
-x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
 VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="who") | .clusterIP')
 diag "who ClusterIP $VIP"
 
 # Wait until the client's node agent has the service (pods start under the hooks).
-for i in $(seq 50); do
-	r=$(x python3 "$PROBE" conns who 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
-	sleep 0.1
-done
+wait_until 20 lab_conns_ok client who 80
 
-r=$(x python3 "$PROBE" conns who 80 200)
+r=$(lab_exec client python3 "$PROBE" conns who 80 200)
 diag "$r"
 is "$(echo "$r" | jq .fails)" 0 "200 TCP connections to who:80 from a pod, none failed"
 is "$(echo "$r" | jq -r '.counts | keys | map(select(startswith("who-a"))) | length')" 1 "a backend on the client's own node answered"
 is "$(echo "$r" | jq -r '.counts | keys | map(select(startswith("who-b"))) | length')" 1 "a backend on the other node answered"
 is "$(echo "$r" | jq -r .peer)" "$VIP:80" "getpeername shows the ClusterIP"
 
-r=$(x python3 "$PROBE" udp who 53 60 unconnected)
+r=$(lab_exec client python3 "$PROBE" udp who 53 60 unconnected)
 diag "$r"
 is "$(echo "$r" | jq .lost)" 0 "unconnected UDP: 60 datagrams answered"
 is "$(echo "$r" | jq -r '.sources | keys | join(",")')" "$VIP:53" "unconnected UDP: every reply comes from the ClusterIP"
 is "$(echo "$r" | jq '.counts | length')" 2 "unconnected UDP: chosen per datagram (both backends answered)"
 
-r=$(x python3 "$PROBE" udp who 53 20 connected)
+r=$(lab_exec client python3 "$PROBE" udp who 53 20 connected)
 diag "$r"
 is "$(echo "$r" | jq .lost)" 0 "connected UDP: 20 datagrams answered"
 is "$(echo "$r" | jq -r '.sources | keys | join(",")')" "$VIP:53" "connected UDP: replies come from the ClusterIP"
@@ -112,12 +62,12 @@ is "$(echo "$r" | jq -r .peer)" "$VIP:53" "connected UDP: getpeername is the Clu
 is "$(echo "$r" | jq '.counts | length')" 1 "connected UDP: one backend per connected socket"
 
 for n in who who.default who.default.svc who.default.svc.cluster.local; do
-	got=$(x python3 -c "import socket,sys; print(socket.gethostbyname(sys.argv[1]))" "$n" 2>&1)
+	got=$(lab_exec client python3 -c "import socket,sys; print(socket.gethostbyname(sys.argv[1]))" "$n" 2>&1)
 	is "$got" "$VIP" "DNS (through the kube-dns ClusterIP, UDP): $n"
 done
-x python3 -c "import socket; socket.gethostbyname('nosuch.default.svc.cluster.local')" >/dev/null 2>&1
+lab_exec client python3 -c "import socket; socket.gethostbyname('nosuch.default.svc.cluster.local')" >/dev/null 2>&1
 ok $((! $?)) "DNS: an unknown name does not resolve (NXDOMAIN)"
-got=$(x python3 - <<'PY'
+got=$(lab_exec client python3 - <<'PY'
 import socket, struct
 q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
 q += b"".join(bytes([len(p)]) + p.encode() for p in "who.default.svc.cluster.local".split(".")) + b"\0"
@@ -135,7 +85,7 @@ PY
 )
 is "$got" "$VIP" "DNS over TCP to the kube-dns ClusterIP"
 
-r=$(x python3 "$PROBE" refused empty 80)
+r=$(lab_exec client python3 "$PROBE" refused empty 80)
 diag "$r"
 is "$(echo "$r" | jq -r .result)" ECONNREFUSED "service without endpoints: ECONNREFUSED"
 ok $([ "$(echo "$r" | jq '.ms < 200')" = true ]; echo $?) "ECONNREFUSED at once (< 200 ms)"
@@ -221,7 +171,7 @@ for f in unknown-kind bad-weight bad-quantity bad-selector port-range duplicate 
 done
 is "$(cat /run/zerohop/$LAB/state/generation)" "$before_gen" "bad inputs: state generation unchanged"
 is "$("$ZH" get --lab $LAB backends -o json)" "$before_svc" "bad inputs: services and backends unchanged"
-r=$(x python3 "$PROBE" conns who 80 20)
+r=$(lab_exec client python3 "$PROBE" conns who 80 20)
 is "$(echo "$r" | jq .fails)" 0 "bad inputs: the datapath still serves the previous state"
 
 done_testing

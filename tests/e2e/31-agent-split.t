@@ -12,36 +12,6 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t31
 
-deploy() {	# NAME LABELS NODE
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  replicas: 1
-  selector: {matchLabels: {name: $1}}
-  template:
-    metadata: {labels: {name: $1, $2}}
-    spec:
-      nodeName: $3
-      containers:
-        - name: who
-          command: ["python3", "$PROBE", "who-tcp", "8080"]
-          ports: [{name: http, containerPort: 8080}]
----
-YAML
-}
-service() {	# NAME SELECTOR
-	cat <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: $1}
-spec:
-  selector: {$2}
-  ports: [{name: http, port: 80, targetPort: http}]
----
-YAML
-}
 split() {	# NAME ROOT B1 W1 B2 W2
 	cat <<YAML
 apiVersion: split.smi-spec.io/v1alpha1
@@ -56,19 +26,19 @@ spec:
 YAML
 }
 {
-	deploy flaskapp-v1 "app: flaskapp, version: v1" node-a
-	deploy flaskapp-v2 "app: flaskapp, version: v2" node-b
-	service flaskapp "app: flaskapp"
-	service flaskapp-v1 "app: flaskapp, version: v1"
-	service flaskapp-v2 "app: flaskapp, version: v2"
+	m_who flaskapp-v1 node-a "app: flaskapp, version: v1"
+	m_who flaskapp-v2 node-b "app: flaskapp, version: v2"
+	m_svc flaskapp "app: flaskapp" "http=80:http"
+	m_svc flaskapp-v1 "app: flaskapp, version: v1" "http=80:http"
+	m_svc flaskapp-v2 "app: flaskapp, version: v2" "http=80:http"
 	split flaskapp-split flaskapp flaskapp-v1 1 flaskapp-v2 500m
-	deploy web-a "app: web" node-a
-	deploy web-b "app: web" node-b
-	deploy web-c "app: web" node-b
-	service web "app: web"
-	service web-a "name: web-a"
-	service web-b "name: web-b"
-	service web-c "name: web-c"
+	m_who web-a node-a "app: web"
+	m_who web-b node-b "app: web"
+	m_who web-c node-b "app: web"
+	m_svc web "app: web" "http=80:http"
+	m_svc web-a "name: web-a" "http=80:http"
+	m_svc web-b "name: web-b" "http=80:http"
+	m_svc web-c "name: web-c" "http=80:http"
 	cat <<YAML
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -82,36 +52,25 @@ spec:
         - {name: web-c, port: 80, weight: 3}
 ---
 YAML
-	deploy blue "app: bg, color: blue" node-a
-	deploy green "app: bg, color: green" node-b
-	service bg "app: bg"
-	service blue "color: blue"
-	service green "color: green"
+	m_who blue node-a "app: bg, color: blue"
+	m_who green node-b "app: bg, color: green"
+	m_svc bg "app: bg" "http=80:http"
+	m_svc blue "color: blue" "http=80:http"
+	m_svc green "color: green" "http=80:http"
 	split bg-split bg blue 800m green 200m
-	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
 ok $? "lab up: flaskapp v1/v2, web a/b/c, blue/green, a client" || { cat "$TMP/up.log"; done_testing; }
-x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
-for i in $(seq 50); do	# every backend up and reachable
-	r=$(x python3 "$PROBE" conns web-c 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] &&
-	r=$(x python3 "$PROBE" conns flaskapp-v2 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] &&
-	r=$(x python3 "$PROBE" conns green 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
-	sleep 0.2
-done
+all_up() {	# every backend up and reachable
+	lab_conns_ok client web-c 80 && lab_conns_ok client flaskapp-v2 80 &&
+		lab_conns_ok client green 80
+}
+wait_until 30 all_up
 
 # ---- SMI: 1 : 500m over 3000 connections ------------------------------------
-r=$(x python3 "$PROBE" conns flaskapp 80 3000)
+r=$(lab_exec client python3 "$PROBE" conns flaskapp 80 3000)
 diag "$r"
 is "$(echo "$r" | jq .fails)" 0 "SMI: 3000 connections, none failed"
 v1=$(echo "$r" | jq '[.counts | to_entries[] | select(.key | startswith("flaskapp-v1")) | .value] | add // 0')
@@ -121,7 +80,7 @@ is $((v1 + v2)) 3000 "SMI: every connection reached v1 or v2"
 ok $([ "$v1" -ge 1916 ] && [ "$v1" -le 2084 ]; echo $?) "SMI: v1 got $v1 of 3000 (binomial 99.9 %: 1916..2084, expected 2000)"
 
 # ---- three-way HTTPRoute: chi-square, 2 degrees of freedom ----------------------
-r=$(x python3 "$PROBE" conns web 80 3000)
+r=$(lab_exec client python3 "$PROBE" conns web 80 3000)
 diag "$r"
 is "$(echo "$r" | jq .fails)" 0 "HTTPRoute: 3000 connections, none failed"
 chi=$(echo "$r" | python3 -c '
@@ -135,7 +94,7 @@ ok $(python3 -c "import sys; sys.exit(0 if float('${chi%% *}') < 13.816 else 1)"
 
 # ---- live 80/20 -> 20/80 while connecting every 5 ms -------------------------------
 rm -f "$TMP/stop"
-x python3 "$PROBE" loop bg 80 5 "$TMP/stop" > "$TMP/loop.json" &
+lab_exec client python3 "$PROBE" loop bg 80 5 "$TMP/stop" > "$TMP/loop.json" &
 BG+=($!)
 sleep 3
 split bg-split bg blue 200m green 800m > "$TMP/flip.yaml"

@@ -18,73 +18,19 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t32
 
 who() {	# REPLICAS
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: who}
-spec:
-  replicas: $1
-  selector: {matchLabels: {app: who}}
-  template:
-    metadata: {labels: {app: who}}
-    spec:
-      containers:
-        - name: who
-          command: ["python3", "$PROBE", "who-tcp", "8080"]
-          ports: [{name: http, containerPort: 8080}]
-YAML
+	REPLICAS=$1 m_who who "" "app: who"
 }
 {
 	who 2
-	cat <<YAML
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: streamer}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: streamer}}
-  template:
-    metadata: {labels: {app: streamer}}
-    spec:
-      nodeName: node-b
-      containers:
-        - name: s
-          command: ["python3", "$PROBE", "stream-tcp", "9000"]
-          ports: [{name: s, containerPort: 9000}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: who}
-spec:
-  selector: {app: who}
-  ports: [{port: 80, targetPort: http}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: streamer}
-spec:
-  selector: {app: streamer}
-  ports: [{port: 9000, targetPort: s}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+	m_deploy streamer node-b "app: streamer" "$(m_ctr s s:9000 python3 "$PROBE" stream-tcp 9000)"
+	m_svc who "app: who" "80:http"
+	m_svc streamer "app: streamer" "9000:s"
+	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
 ok $? "lab up" || { cat "$TMP/up.log"; done_testing; }
-x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
-for i in $(seq 50); do
-	r=$(x python3 "$PROBE" conns who 80 4 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
-	sleep 0.2
-done
+wait_until 30 lab_conns_ok client who 80 4
 
 # ---- scale up and down under a connecting client ----------------------------
 # Poll: when does node-a's map generation reach the state generation, and
@@ -98,8 +44,11 @@ watch_endpoints() {
 		sleep 0.02
 	done
 }
+who_endpoints() {	# N: who has N endpoints
+	[ "$("$ZH" get --lab $LAB endpoints -o json | jq '[.[] | select(.name=="who") | .endpoints[]] | length')" = "$1" ]
+}
 rm -f "$TMP/stop1"
-x python3 "$PROBE" loop who 80 5 "$TMP/stop1" > "$TMP/loop1.json" &
+lab_exec client python3 "$PROBE" loop who 80 5 "$TMP/stop1" > "$TMP/loop1.json" &
 BG+=($!)
 watch_endpoints > "$TMP/eps.log" &
 BG+=($!)
@@ -108,10 +57,7 @@ for n in 4 1 3; do
 	who $n > "$TMP/who.yaml"
 	"$ZH" apply --lab $LAB -f "$TMP/who.yaml" >/dev/null
 	ok $? "scale who to $n"
-	for i in $(seq 100); do	# until the lab has converged on n running pods
-		[ "$("$ZH" get --lab $LAB endpoints -o json | jq '[.[] | select(.name=="who") | .endpoints[]] | length')" = $n ] && break
-		sleep 0.1
-	done
+	wait_until 15 who_endpoints $n	# until the lab has converged on n running pods
 	sleep 1.5
 done
 touch "$TMP/stop1"
@@ -145,23 +91,19 @@ ok $([ "$ngone" -ge 3 ]; echo $?) "scaling removed pods ($ngone)"
 is "$nlate" 0 "scaling: no connection reached a removed pod after its update was applied"
 
 # ---- agent restarted 10 times under load --------------------------------------
-agent_pid() { "$ZH" lab status --lab $LAB -o json | jq '.nodes[] | select(.name=="node-a") | .agentPid'; }
 rm -f "$TMP/stop2"
-x python3 "$PROBE" loop who 80 5 "$TMP/stop2" > "$TMP/loop2.json" &
+lab_exec client python3 "$PROBE" loop who 80 5 "$TMP/stop2" > "$TMP/loop2.json" &
 BG+=($!)
-x python3 "$PROBE" stream streamer 9000 "$TMP/stop2" > "$TMP/stream.json" &
+lab_exec client python3 "$PROBE" stream streamer 9000 "$TMP/stop2" > "$TMP/stream.json" &
 BG+=($!)
 sleep 1
 restarts=0
 for i in $(seq 10); do
-	p=$(agent_pid)
+	p=$(lab_agent_pid node-a)
 	[ -n "$p" ] && [ "$p" -gt 0 ] || break
 	kill -TERM "$p" || break
-	for j in $(seq 150); do	# the supervisor restarts it (with backoff)
-		q=$(agent_pid)
-		[ -n "$q" ] && [ "$q" -gt 0 ] && [ "$q" != "$p" ] && kill -0 "$q" 2>/dev/null && break
-		sleep 0.05
-	done
+	WAIT_STEP=0.05 wait_until 10 lab_agent_replaced node-a "$p"	# the supervisor restarts it (with backoff)
+	q=$(lab_agent_pid node-a)
 	[ "$q" != "$p" ] && restarts=$((restarts + 1))
 	sleep 0.3
 done

@@ -8,43 +8,13 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t33 nft
 
-deploy() {	# NAME LABELS NODE
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  replicas: 1
-  selector: {matchLabels: {name: $1}}
-  template:
-    metadata: {labels: {name: $1, $2}}
-    spec:
-      nodeName: $3
-      containers:
-        - name: who
-          command: ["python3", "$PROBE", "who-tcp", "8080"]
-          ports: [{name: http, containerPort: 8080}]
----
-YAML
-}
-service() {
-	cat <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: $1}
-spec:
-  selector: {$2}
-  ports: [{port: 80, targetPort: http}]
----
-YAML
-}
 {
-	deploy v1 "app: flaskapp, version: v1" node-a
-	deploy v2 "app: flaskapp, version: v2" node-b
-	service flaskapp "app: flaskapp"
-	service flaskapp-v1 "version: v1"
-	service flaskapp-v2 "version: v2"
-	service empty "app: nothing"
+	m_who v1 node-a "app: flaskapp, version: v1"
+	m_who v2 node-b "app: flaskapp, version: v2"
+	m_svc flaskapp "app: flaskapp" "80:http"
+	m_svc flaskapp-v1 "version: v1" "80:http"
+	m_svc flaskapp-v2 "version: v2" "80:http"
+	m_svc empty "app: nothing" "80:http"
 	cat <<YAML
 apiVersion: split.smi-spec.io/v1alpha1
 kind: TrafficSplit
@@ -59,31 +29,27 @@ YAML
 
 "$ZH" lab up --lab $LAB --service-proxy nft -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
 ok $? "lab up --service-proxy nft" || { cat "$TMP/up.log"; done_testing; }
-x() { "$ZH" lab exec --lab $LAB deploy/v1 -- "$@"; }
-for i in $(seq 50); do
-	r=$(x python3 "$PROBE" conns flaskapp-v2 80 1 2>/dev/null) && [ "$(echo "$r" | jq .fails)" = 0 ] && break
-	sleep 0.2
-done
+wait_until 30 lab_conns_ok deploy/v1 flaskapp-v2 80
 ip netns exec $LAB-node-a nft list table ip zerohop > "$TMP/rules" 2>&1
 ok $? "node-a has table ip zerohop"
 grep -q "numgen random mod" "$TMP/rules"
 ok $? "the rules pick backends with numgen random"
 ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/zh_lb_* 2>/dev/null)" ]; echo $?) "no BPF service hooks pinned in nft mode"
 
-r=$(x python3 "$PROBE" conns flaskapp 80 900)
+r=$(lab_exec deploy/v1 python3 "$PROBE" conns flaskapp 80 900)
 diag "$r"
 is "$(echo "$r" | jq .fails)" 0 "900 connections through nft DNAT, none failed (own pod included: hairpin)"
 v1=$(echo "$r" | jq '[.counts | to_entries[] | select(.key | startswith("v1")) | .value] | add // 0')
 # 600 +- 3.29 * sqrt(900 * 2/9) = 600 +- 46.5
 ok $([ "$v1" -ge 553 ] && [ "$v1" -le 647 ]; echo $?) "split 1 : 500m through nft: v1 got $v1 of 900 (553..647)"
-r=$(x python3 "$PROBE" refused empty 80)
+r=$(lab_exec deploy/v1 python3 "$PROBE" refused empty 80)
 is "$(echo "$r" | jq -r .result)" ECONNREFUSED "service without endpoints: ECONNREFUSED through nft reject"
 
 sed -i 's/weight: 500m/weight: 0/' "$TMP/app.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/app.yaml" >/dev/null
 ok $? "apply: v2 weight 0"
 sleep 1
-r=$(x python3 "$PROBE" conns flaskapp 80 100)
+r=$(lab_exec deploy/v1 python3 "$PROBE" conns flaskapp 80 100)
 is "$(echo "$r" | jq -r '.counts | keys | map(.[0:2]) | unique | join(",")')" v1 "after the update every connection goes to v1"
 
 # an HTTPRoute with matches needs the node proxy, which nft mode does not

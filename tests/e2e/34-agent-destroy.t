@@ -10,34 +10,10 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t34
 
 st() {	# NAME VERSION NODE
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1}
-spec:
-  replicas: 1
-  selector: {matchLabels: {name: $1}}
-  template:
-    metadata: {labels: {name: $1, app: st, ver: "$2"}}
-    spec:
-      nodeName: $3
-      containers:
-        - name: s
-          command: ["python3", "$PROBE", "stream-tcp", "9000"]
-          ports: [{name: s, containerPort: 9000}]
----
-YAML
+	m_deploy "$1" "$3" "app: st, ver: \"$2\"" "$(m_ctr s s:9000 python3 "$PROBE" stream-tcp 9000)"
 }
 svc() {	# NAME SELECTOR
-	cat <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: $1}
-spec:
-  selector: {$2}
-  ports: [{port: 9000, targetPort: s}]
----
-YAML
+	m_svc "$1" "$2" "9000:s"
 }
 {
 	st s1 1 node-b
@@ -45,44 +21,32 @@ YAML
 	st s3 3 node-a
 	svc st 'app: st, ver: "1"'
 	svc other 'app: st, ver: "3"'
-	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
 ZH_AGENT_DESTROY_STALE=on "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
 ok $? "lab up, agents with destroy-stale on" || { cat "$TMP/up.log"; done_testing; }
 grep -q "destroy-stale on" /run/zerohop/$LAB/nodes/node-a/agent.log
 ok $? "node-a's agent runs with destroy-stale on"
-x() { "$ZH" lab exec --lab $LAB client -- "$@"; }
-for i in $(seq 50); do
-	x python3 -c "import socket; socket.create_connection(('st', 9000), 1).recv(10); socket.create_connection(('other', 9000), 1).recv(10)" 2>/dev/null && break
-	sleep 0.2
-done
+both_up() {
+	lab_exec client python3 -c "import socket; socket.create_connection(('st', 9000), 1).recv(10); socket.create_connection(('other', 9000), 1).recv(10)" 2>/dev/null
+}
+wait_until 30 both_up
 
 rm -f "$TMP/stop"
-x python3 "$PROBE" stream st 9000 "$TMP/stop" > "$TMP/s1.json" &
+lab_exec client python3 "$PROBE" stream st 9000 "$TMP/stop" > "$TMP/s1.json" &
 BG+=($!)
-x python3 "$PROBE" stream other 9000 "$TMP/stop" > "$TMP/s3.json" &
+lab_exec client python3 "$PROBE" stream other 9000 "$TMP/stop" > "$TMP/s3.json" &
 BG+=($!)
-for i in $(seq 100); do	# both streams established (python starts slowly here)
-	[ "$(ip netns exec $LAB-p-default-client ss -Htn state established | wc -l)" -ge 2 ] && break
-	sleep 0.1
-done
+streams_up() { [ "$(ip netns exec $LAB-p-default-client ss -Htn state established | wc -l)" -ge 2 ]; }
+wait_until 15 streams_up	# both streams established (python starts slowly here)
 sleep 0.3
 svc st 'app: st, ver: "2"' > "$TMP/flip.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/flip.yaml" >/dev/null
 ok $? "apply: Service st now selects s2 only (s1 leaves every Service)"
-for i in $(seq 40); do [ -s "$TMP/s1.json" ] && break; sleep 0.1; done
+wait_for_file 4 "$TMP/s1.json"
 is "$(jq -r .error "$TMP/s1.json" 2>/dev/null)" ECONNABORTED "the client's connection to s1 was destroyed: ECONNABORTED"
-r=$(x python3 -c "import socket; print(socket.create_connection(('st', 9000), 2).recv(100).decode().split()[0])")
+r=$(lab_exec client python3 -c "import socket; print(socket.create_connection(('st', 9000), 2).recv(100).decode().split()[0])")
 case "$r" in s2-*) ok 0 "new connections to st reach s2 ($r)";; *) ok 1 "new connections to st reach s2 (got '$r')";; esac
 sleep 0.5
 touch "$TMP/stop"

@@ -31,7 +31,7 @@ run_suite() {
 		>"$OUT/$name.c" 2>&1
 	rc=$?
 	# The client stops the server with "quit"; bounded wait, then by PID.
-	for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+	wait_pid_gone 5 "$spid"
 	kill "$spid" 2>/dev/null
 	wait "$spid" 2>/dev/null
 	cat "$OUT/$name.c" "$OUT/$name.s" >"$OUT/$name"
@@ -45,14 +45,10 @@ same() {
 }
 
 # wait_active N: the sockhash drains asynchronously after the last close.
+active_is() { [ "$(accel_stat active)" = "$1" ]; }
 wait_active() {
-	local a
-	for _ in $(seq 30); do
-		a=$(accel_stat active)
-		[ "$a" = "$1" ] && break
-		sleep 0.1
-	done
-	echo "$a"
+	wait_until 3 active_is "$1"
+	accel_stat active
 }
 
 # nclosing: accel_nclosing[0], found through the pinned sk_msg program's maps.

@@ -6,66 +6,32 @@
 # a fresh process) prove the bytes skipped the stack; cross-node traffic is
 # never short-circuited; the sockhash drains after close.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v jq >/dev/null || skip_all "no jq"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TOOLS=$(dirname "$ZH")/tests/tools
-for t in accel_check accel_ctl; do
-	[ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built"
-done
-
-LAB=S42
-TMP=$(mktemp -d /tmp/zhS42.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT INT TERM
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup S42
+lab_test_tools accel_check accel_ctl
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 
-cat > "$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: srv-a}
-spec:
-  nodeName: node-a
-  containers:
-    - name: s
-      command: ["$TOOLS/accel_check", "server", "7001"]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: srv-b}
-spec:
-  nodeName: node-b
-  containers:
-    - name: s
-      command: ["$TOOLS/accel_check", "server", "7001"]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: cli}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+{
+	m_pod srv-a node-a "" "$(m_ctr s "" "$TOOLS/accel_check" server 7001)"
+	m_pod srv-b node-b "" "$(m_ctr s "" "$TOOLS/accel_check" server 7001)"
+	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
+} > "$TMP/app.yaml"
 
 # Everything but splice_recv (needs the port opt-out, docs/accel.md).
 CASES=$("$TOOLS/accel_check" list | grep -vx splice_recv)
 
-pod_ip() { "$ZH" get --lab $LAB pods -o json | jq -r ".[] | select(.name==\"$1\") | .ip"; }
 suite() {	# OUT SERVER_POD
-	"$ZH" lab exec --lab $LAB cli -- timeout 150 "$TOOLS/accel_check" client \
-		"$(pod_ip "$2")" 7001 $CASES >"$TMP/$1" 2>&1
+	lab_exec cli timeout 150 "$TOOLS/accel_check" client \
+		"$(lab_pod_ip "$2")" 7001 $CASES >"$TMP/$1" 2>&1
 }
 stat() { "$TOOLS/accel_ctl" stats "$PIN" | sed -n "s/^$1=//p"; }
+stat_is() { [ "$(stat "$1")" = "$2" ]; }
 
 for mode in off on; do
 	"$ZH" lab up --lab $LAB --accel $mode -f "$TMP/app.yaml" >"$TMP/up-$mode.log" 2>&1
 	ok $? "lab up --accel $mode" || { sed 's/^/#   /' "$TMP/up-$mode.log"; continue; }
 	if [ $mode = on ]; then
-		for _ in $(seq 50); do [ -e "$PIN/accel_sockops_link" ] && break; sleep 0.1; done
+		wait_until 5 test -e "$PIN/accel_sockops_link"
 		ok "$([ -e "$PIN/accel_sockops_link" ]; echo $?)" "the node-a agent pinned the accel link"
 		s0=$(stat sockets); b0=$(stat bytes)
 	fi
@@ -83,7 +49,7 @@ for mode in off on; do
 	ok $? "$mode: cli -> srv-b (other node): all cases complete"
 	if [ $mode = on ]; then
 		is "$(stat sockets)" "$s1" "cross node: nothing short-circuited"
-		for _ in $(seq 30); do [ "$(stat active)" = 0 ] && break; sleep 0.1; done
+		wait_until 3 stat_is active 0
 		is "$(stat active)" 0 "sockhash back to empty after the runs"
 	fi
 	"$ZH" lab down --lab $LAB >/dev/null 2>&1

@@ -7,20 +7,9 @@
 # to port 7001 are; an agent restart (adoption) keeps the opt-out. Bad lists
 # are refused naming the bad item, by `lab up` and by `zerohop agent`.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v jq >/dev/null || skip_all "no jq"
-command -v python3 >/dev/null || skip_all "no python3"
-TOOLS=$(dirname "$ZH")/tests/tools
-[ -x "$TOOLS/accel_ctl" ] || skip_all "$TOOLS/accel_ctl not built"
-
-LAB=S43
-PROBE=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/lbprobe.py
-TMP=$(mktemp -d /tmp/zhS43.XXXXXX)
-chmod 755 "$TMP"
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT INT TERM
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup S43
+lab_test_tools accel_ctl
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 
 # ---- bad lists: nothing is built ----------------------------------------------
@@ -38,46 +27,20 @@ ok $([ $? -eq 2 ] && echo "$out" | grep -q "item 2 '70000' is out of range"; ech
 ok $([ ! -e "/run/zerohop/$LAB" ] && [ ! -e "/sys/fs/bpf/zerohop/$LAB" ]; echo $?) \
 	"nothing was built by the refused commands"
 
-cat > "$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: plain}
-spec:
-  nodeName: node-a
-  containers:
-    - name: s
-      command: ["python3", "$PROBE", "who-tcp", "7001"]
-      ports: [{containerPort: 7001}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: skipped}
-spec:
-  nodeName: node-a
-  containers:
-    - name: s
-      command: ["python3", "$PROBE", "who-tcp", "7002"]
-      ports: [{containerPort: 7002}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: cli}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+{
+	m_pod plain node-a "" "$(m_ctr s 7001 python3 "$PROBE" who-tcp 7001)"
+	m_pod skipped node-a "" "$(m_ctr s 7002 python3 "$PROBE" who-tcp 7002)"
+	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
+} > "$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB --accel on --accel-skip-ports 7002 -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up --accel on --accel-skip-ports 7002" || { sed 's/^/#   /' "$TMP/up.log"; done_testing; }
-for _ in $(seq 50); do [ -e "$PIN/accel_sockops_link" ] && break; sleep 0.1; done
+wait_until 5 test -e "$PIN/accel_sockops_link"
 ok "$([ -e "$PIN/accel_sockops_link" ]; echo $?)" "the node-a agent pinned the accel link"
 
-pod_ip() { "$ZH" get --lab $LAB pods -o json | jq -r ".[] | select(.name==\"$1\") | .ip"; }
 stat() { "$TOOLS/accel_ctl" stats "$PIN" | sed -n "s/^$1=//p"; }
 conns() {	# POD PORT: 20 connections from cli; prints the number that got an answer
-	"$ZH" lab exec --lab $LAB cli -- python3 "$PROBE" conns "$(pod_ip "$1")" "$2" 20 |
+	lab_exec cli python3 "$PROBE" conns "$(lab_pod_ip "$1")" "$2" 20 |
 		jq "[.counts[]] | add // 0"
 }
 check() {	# LABEL [unskipped]
@@ -107,18 +70,16 @@ check "cleared map" unskipped
 
 # Adoption: the supervisor restarts the agent, which adopts the pins and
 # applies its flags again.
-APID=$("$ZH" lab status --lab $LAB -o json | jq '.nodes[] | select(.name=="node-a") | .agentPid')
+APID=$(lab_agent_pid node-a)
 tr '\0' ' ' </proc/$APID/cmdline | grep -q -- "--accel-skip-ports 7002"
 ok $? "the lab passed --accel-skip-ports 7002 to the agent"
 kill -TERM "$APID"
-for _ in $(seq 100); do
-	q=$("$ZH" lab status --lab $LAB -o json | jq '.nodes[] | select(.name=="node-a") | .agentPid')
-	[ -n "$q" ] && [ "$q" -gt 0 ] && [ "$q" != "$APID" ] && kill -0 "$q" 2>/dev/null && break
-	sleep 0.05
-done
+WAIT_STEP=0.05 wait_until 10 lab_agent_replaced node-a "$APID"
+q=$(lab_agent_pid node-a)
 ok $([ "$q" != "$APID" ]; echo $?) "node-a's agent restarted (pid $APID -> $q)"
 LOGA=/run/zerohop/$LAB/nodes/node-a/agent.log
-for _ in $(seq 100); do [ "$(grep -c "accel skips 1 port" "$LOGA")" -ge 2 ] && break; sleep 0.05; done
+reapplied() { [ "$(grep -c "accel skips 1 port" "$LOGA")" -ge 2 ]; }
+WAIT_STEP=0.05 wait_until 5 reapplied
 is "$(grep -c "accel skips 1 port" "$LOGA")" 2 "the restarted agent applied the opt-out again"
 check "adopting agent"
 

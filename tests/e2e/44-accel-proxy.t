@@ -25,77 +25,34 @@
 #  - `lab down` removes every pin (proxy links included) and the cgroups.
 source "$(dirname "$0")/../lib/tap.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v jq >/dev/null || skip_all "jq missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TOOLS=$(dirname "$ZH")/tests/tools
-[ -x "$TOOLS/accel_ctl" ] || skip_all "$TOOLS/accel_ctl not built"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup "${ZH_T44_LAB:-t44}"
+lab_test_tools accel_ctl
 HTTP=$ROOT/tests/tools/px_accel_http.py
-
-LAB=${ZH_T44_LAB:-t44}
-TMP=$(mktemp -d /tmp/zh-t44.XXXXXX)
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT INT TERM
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 VIP=10.96.0.44
 FAR=10.96.0.45
 
 backend() {	# NAME NODE APP
-	cat <<YAML
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, labels: {app: $3}}
-spec:
-  nodeName: $2
-  containers: [{name: s, command: ["$PY", "$HTTP", "server", "8080"], ports: [{name: http, containerPort: 8080}]}]
-YAML
+	m_pod "$1" "$2" "app: $3" "$(m_ctr s http:8080 "$PY" "$HTTP" server 8080)"
 }
 svc() {	# NAME CLUSTERIP APP
-	cat <<YAML
----
-apiVersion: v1
-kind: Service
-metadata: {name: $1, annotations: {zerohop.io/l7: "true"}}
-spec:
-  clusterIP: $2
-  selector: {app: $3}
-  ports: [{name: http, port: 80, targetPort: http}]
-YAML
+	m_svc "$1" "app: $3" "http=80:http" "$2" 'zerohop.io/l7: "true"'
 }
 {
 	backend web node-a web
 	backend far node-b far
 	svc web $VIP web
 	svc far $FAR far
-	cat <<YAML
----
-apiVersion: v1
-kind: Pod
-metadata: {name: cli}
-spec:
-  nodeName: node-a
-  containers: [{name: c, command: ["sleep", "100000"]}]
-YAML
+	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
 
-pod_ip() { "$ZH" get --lab $LAB pods -o json | jq -r ".[] | select(.name==\"$1\") | .ip"; }
-proxy_pid() { "$ZH" lab status --lab $LAB -o json | jq -r '.nodes[] | select(.name=="node-a") | .proxyPid'; }
 stat() { "$TOOLS/accel_ctl" stats "$PIN" 2>/dev/null | sed -n "s/^$1=//p"; }
-inpod() { "$ZH" lab exec --lab $LAB cli -- timeout 60 "$PY" "$HTTP" "$@"; }
+inpod() { lab_exec cli timeout 60 "$PY" "$HTTP" "$@"; }
 # run the client until the proxy answers (it may be restarting): OUT VIP
-client_ok() {
-	local i
-	for i in $(seq 30); do
-		inpod client "$2" 80 >"$1" 2>>"$TMP/client.err" && [ "$(grep -c ' OK$' "$1")" = 8 ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
+client_once() { inpod client "$2" 80 >"$1" 2>>"$TMP/client.err" && [ "$(grep -c ' OK$' "$1")" = 8 ]; }
+client_ok() { wait_until 20 client_once "$@"; }
 
 for mode in off on; do
 	"$ZH" lab up --lab $LAB --accel $mode -f "$TMP/app.yaml" >"$TMP/up-$mode.log" 2>&1
@@ -104,13 +61,12 @@ for mode in off on; do
 	ok "$([ -d "$PCG" ]; echo $?)" "$mode: the lab made the proxy cgroup"
 	grep -q -- "--proxy-cgroup $PCG" /run/zerohop/$LAB/nodes/node-a/agent.log
 	ok $? "$mode: the agent was given --proxy-cgroup $PCG"
-	CLI=$(pod_ip cli); WEB=$(pod_ip web); PXA=${WEB%.*}.1
+	CLI=$(lab_pod_ip cli); WEB=$(lab_pod_ip web); PXA=${WEB%.*}.1
 	if [ $mode = on ]; then
-		for _ in $(seq 50); do [ -e "$PIN/accel_sockops_proxy_link" ] && break; sleep 0.1; done
+		wait_until 5 test -e "$PIN/accel_sockops_proxy_link"
 		ok "$([ -e "$PIN/accel_sockops_proxy_link" ] && [ -e "$PIN/accel_setsockopt_proxy_link" ]; echo $?)" \
 			"on: the agent pinned the proxy cgroup links"
-		for _ in $(seq 50); do grep -q "accel proxy endpoint .*:15001" \
-			/run/zerohop/$LAB/nodes/node-a/agent.log && break; sleep 0.1; done
+		wait_until 5 grep -q "accel proxy endpoint .*:15001" /run/zerohop/$LAB/nodes/node-a/agent.log
 		grep -q "accel proxy endpoint .*:15001" /run/zerohop/$LAB/nodes/node-a/agent.log &&
 			grep -q "accel proxy endpoint $PXA (any port)" /run/zerohop/$LAB/nodes/node-a/agent.log
 		ok $? "on: the agent listed the capture address and the proxy address $PXA"
@@ -123,7 +79,7 @@ for mode in off on; do
 	rm -f "$TMP/held"
 	inpod client $VIP 80 --hold "$TMP/held" >"$TMP/same-$mode" 2>"$TMP/same-$mode.err" &
 	CP=$!
-	for _ in $(seq 100); do [ -e "$TMP/held" ] && break; sleep 0.05; done
+	WAIT_STEP=0.05 wait_until 5 test -e "$TMP/held"
 	"$TOOLS/accel_ctl" keys "$PIN" >"$TMP/keys-$mode" 2>/dev/null
 	wait $CP
 	ok $? "$mode: keep-alive client through the proxy completed" || sed 's/^/#   /' "$TMP/same-$mode.err"
@@ -170,13 +126,9 @@ YAML
 		rm -f "$TMP/held"
 		inpod client $VIP 80 --hold "$TMP/held" >"$TMP/gen-on" 2>"$TMP/gen-on.err" &
 		CP=$!
-		for _ in $(seq 100); do [ -e "$TMP/held" ] && break; sleep 0.05; done
+		WAIT_STEP=0.05 wait_until 5 test -e "$TMP/held"
 		"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null 2>&1
-		g=$(cat /run/zerohop/$LAB/state/generation)
-		for _ in $(seq 100); do
-			[ "$("$ZH" get --lab $LAB stats -o json | jq '."node-a".generation')" -ge "$g" ] && break
-			sleep 0.02
-		done
+		WAIT_STEP=0.02 wait_until 4 lab_synced node-a
 		wait $CP
 		ok $? "policy change mid-connection: client completed" || sed 's/^/#   /' "$TMP/gen-on.err"
 		cmp -s "$TMP/gen-on" "$TMP/same-on"
@@ -187,7 +139,7 @@ YAML
 			"policy change: the held proxy legs were demoted to the normal path ($((d1 - d0)) sockets)"
 
 		# ---- SIGTERM drain with accel on ----
-		P0=$(proxy_pid)
+		P0=$(lab_proxy_pid node-a)
 		inpod slow $VIP 80 1500 100000 >"$TMP/slow.out" 2>&1 &
 		SP=$!
 		inpod idle $VIP 80 20 >"$TMP/idle.out" 2>"$TMP/idle.err" &
@@ -199,9 +151,10 @@ YAML
 			"drain: the in-flight request finished, byte-exact, with Connection: close"
 		is "$(tail -1 "$TMP/idle.out")" "idle EOF" "drain: the idle keep-alive client was closed"
 		diag "$(cat "$TMP/idle.err")"
-		for _ in $(seq 100); do kill -0 "$P0" 2>/dev/null || break; sleep 0.05; done
+		WAIT_STEP=0.05 wait_pid_gone 5 "$P0"
 		ok "$(kill -0 "$P0" 2>/dev/null; [ $? -ne 0 ]; echo $?)" "drain: the proxy exited"
-		for _ in $(seq 100); do P1=$(proxy_pid); [ "$P1" != "$P0" ] && [ "$P1" != 0 ] && break; sleep 0.1; done
+		wait_until 15 lab_proxy_replaced node-a "$P0"
+		P1=$(lab_proxy_pid node-a)
 		ok "$([ "$P1" != "$P0" ] && [ "$P1" != 0 ]; echo $?)" "drain: the lab restarted the proxy ($P0 -> $P1)"
 		p4=$(stat proxy)
 		client_ok "$TMP/after-drain" $VIP
@@ -212,7 +165,8 @@ YAML
 
 		# ---- SIGKILL restart ----
 		kill -KILL "$P1"
-		for _ in $(seq 100); do P2=$(proxy_pid); [ "$P2" != "$P1" ] && [ "$P2" != 0 ] && break; sleep 0.1; done
+		wait_until 15 lab_proxy_replaced node-a "$P1"
+		P2=$(lab_proxy_pid node-a)
 		ok "$([ "$P2" != "$P1" ] && [ "$P2" != 0 ]; echo $?)" "kill: the lab restarted the proxy ($P1 -> $P2)"
 		client_ok "$TMP/after-kill" $VIP
 		ok $? "after the kill restart: all responses byte-exact"

@@ -50,20 +50,9 @@ spec:
 YAML
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up (with the agent: Services translated at connect)"
-# wait until every node's agent has synced state generation $1 (its policy
-# included: the agent syncs policy before it records the generation)
-wait_agents() {
-	local i
-	for i in $(seq 100); do
-		"$ZH" get stats --lab $LAB -o json 2>/dev/null |
-			jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' >/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 GEN=$("$ZH" apply --lab $LAB -f "$TMP/np.yaml" | awk '/^applied/ {print $NF}')
 ok $([ -n "$GEN" ]; echo $?) "apply the policies"
-wait_agents "$GEN"
+np_wait_agents "$GEN"
 ok $? "both agents synced generation $GEN (policy in force)"
 SERVER=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="server") | .ip')
 VIP=$("$ZH" get services --lab $LAB -o json | jq -r '.[] | select(.name=="server") | .clusterIP')

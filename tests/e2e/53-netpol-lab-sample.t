@@ -8,14 +8,9 @@
 # the compiled maps (test_property) and on the kernel programs
 # (test_bpf_prop); this is the part that goes through real sockets.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t53
-TOOLS=$(dirname "$ZH")/tests/tools
-HERE=$(cd "$(dirname "$0")/../netpol" && pwd)
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-[ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_probe (make first)"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t53
+lab_test_tools netpol_probe
 python3 -c 'import yaml' 2>/dev/null || skip_all "no python3-yaml (scripts/deps.sh)"
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; }
-trap cleanup EXIT
-python3 "$HERE/lab_sample.py" --lab $LAB --zh "$ZH" \
+python3 "$ROOT/tests/netpol/lab_sample.py" --lab $LAB --zh "$ZH" \
 	--probe "$TOOLS/netpol_probe" --seed "${ZH_NETPOL_SEED:-20261202}" --scenarios 10

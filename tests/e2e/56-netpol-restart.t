@@ -14,8 +14,6 @@ netpol_lab_setup t56 netpol_hold
 np_pods_client_near_far >"$TMP/app.yaml"
 stats() { "$ZH" get stats --lab $LAB -o json 2>/dev/null; }
 now_ms() { date +%s%3N; }
-agent_pid() { "$ZH" lab status --lab $LAB -o json | jq ".nodes[] | select(.name==\"$1\") | .agentPid"; }
-ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 # hold-output lines (T_MS STATUS) with T_MS in [FROM, TO) and STATUS
 count() { awk -v a="$2" -v b="$3" -v s="$4" '$1 >= a && $1 < b && $2 == s' "$1" | wc -l; }
 
@@ -24,12 +22,8 @@ ok $? "lab up with the same-node accelerator on"
 np_servers_from_client 80 >"$TMP/np80.yaml"
 np_apply_sync "$TMP/np80.yaml"
 ok $? "policy admitting client -> servers:80 synced by both agents"
-NEAR=$(ip_of near) FAR=$(ip_of far)
 T0=$(now_ms)
-"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$NEAR" 80 12 >"$TMP/near.out" 2>&1 &
-BG+=($!)
-"$ZH" lab exec --lab $LAB client -- "$TOOLS/netpol_hold" "$FAR" 80 12 >"$TMP/far.out" 2>&1 &
-BG+=($!)
+np_hold_near_far 12
 sleep 1.5
 grep -q " ok" "$TMP/near.out" && grep -q " ok" "$TMP/far.out"
 ok $? "both connections echo before the restart"
@@ -42,18 +36,13 @@ ok $([ "${M0:-0}" -gt 0 ]; echo $?) "the same-node connection is short-circuited
 # ---- restart both agents (SIGKILL by PID: no clean shutdown either) ----------
 RESTARTED=0
 for node in node-a node-b; do
-	p=$(agent_pid $node)
+	p=$(lab_agent_pid $node)
 	s0=$(jq -r ".\"$node\".syncs" "$TMP/s0.json")
 	[ -n "$p" ] && [ "$p" -gt 0 ] && kill -KILL "$p" || continue
-	for i in $(seq 100); do	# new agent up and past its first sync
-		q=$(agent_pid $node)
-		s1=$(stats | jq -r ".\"$node\".syncs")
-		if [ -n "$q" ] && [ "$q" -gt 0 ] && [ "$q" != "$p" ] && [ "${s1:-0}" -gt "${s0:-0}" ]; then
-			RESTARTED=$((RESTARTED + 1))
-			break
-		fi
-		sleep 0.05
-	done
+	synced_since() { [ "$(stats | jq -r ".\"$node\".syncs")" -gt "${s0:-0}" ] 2>/dev/null; }
+	restarted() { lab_agent_replaced $node "$p" && synced_since; }
+	# new agent up and past its first sync
+	WAIT_STEP=0.05 wait_until 10 restarted && RESTARTED=$((RESTARTED + 1))
 done
 is "$RESTARTED" 2 "both agents killed by PID, restarted by the lab and synced again"
 T1=$(( $(now_ms) - T0 ))

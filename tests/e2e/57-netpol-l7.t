@@ -27,58 +27,27 @@
 #     node-a from its fabric IP is still an outside address for node-b).
 source "$(dirname "$0")/../lib/tap.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-TOOLS=$(dirname "$ZH")/tests/tools
-[ -x "$TOOLS/netpol_probe" ] || skip_all "no $TOOLS/netpol_probe (make first)"
-command -v jq >/dev/null || skip_all "jq missing (make deps)"
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
-LAB=${ZH_T57_LAB:-t57}
-TMP=$(mktemp -d /tmp/zh-t57.XXXXXX)
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup "${ZH_T57_LAB:-t57}" curl
+lab_test_tools netpol_probe
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-XPX=
-cleanup() {
-	[ -n "$XPX" ] && kill "$XPX" 2>/dev/null
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
 
 backend() {	# NAME NODE WHERE
 	cat <<YAML
----
 apiVersion: v1
 kind: Pod
 metadata: {name: $1, labels: {app: web, where: $3}}
 spec:
   nodeName: $2
   containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
+---
 YAML
 }
 client() {	# NAME LABELS
-	cat <<YAML
----
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, labels: $2}
-spec:
-  nodeName: node-a
-  containers: [{name: c, command: ["sleep", "100000"]}]
-YAML
+	m_pod "$1" node-a "$2" "$(m_ctr c "" sleep 100000)"
 }
 svc() {	# NAME CLUSTERIP SELECTOR
-	cat <<YAML
----
-apiVersion: v1
-kind: Service
-metadata: {name: $1}
-spec:
-  clusterIP: $2
-  selector: $3
-  ports: [{name: http, port: 80, targetPort: http}]
-YAML
+	m_svc "$1" "$3" "http=80:http" "$2"
 }
 egress() {	# NAME EG PORT: pods eg=EG may only open app=web:PORT
 	cat <<YAML
@@ -95,13 +64,13 @@ YAML
 {
 	backend web-near node-a near
 	backend web-far node-b far
-	client good "{app: good}"
-	client bad "{app: bad}"
-	client egok "{app: good, eg: ok}"
-	client egno "{app: good, eg: no}"
-	svc web 10.96.0.57 "{app: web}"
-	svc web-near 10.96.0.58 "{where: near}"
-	svc web-far 10.96.0.59 "{where: far}"
+	client good "app: good"
+	client bad "app: bad"
+	client egok "app: good, eg: ok"
+	client egno "app: good, eg: no"
+	svc web 10.96.0.57 "app: web"
+	svc web-near 10.96.0.58 "where: near"
+	svc web-far 10.96.0.59 "where: far"
 	cat <<'YAML'
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -126,9 +95,8 @@ ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
 st() { "$ZH" lab status --lab $LAB -o json; }
 STJ=$(st)
 node_ip() { echo "$STJ" | jq -r ".nodes[] | select(.name==\"$1\") | .ip"; }
-pod_ip() { echo "$STJ" | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 NODE_A=$(node_ip node-a)
-NEAR=$(pod_ip web-near) FAR=$(pod_ip web-far)
+NEAR=$(lab_pod_ip web-near) FAR=$(lab_pod_ip web-far)
 diag "node-a $NODE_A, web-near $NEAR, web-far $FAR"
 
 PXA=$(echo "$STJ" | jq -r '.nodes[] | select(.name=="node-a") | .podCIDR' | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}')
@@ -151,7 +119,7 @@ YAML
 } >"$TMP/np.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np.yaml" >"$TMP/apply.out" 2>&1
 ok $? "apply the policies" || sed 's/^/# /' "$TMP/apply.out"
-sleep 1.2	# in force within 1 s (issue 6); the proxy reloads within 20 ms
+sleep 1.2	# in force within 1 s; the proxy reloads within 20 ms
 
 # The client: HOST PORT, then request paths on stdin, one keep-alive
 # connection; a line "sleep S" waits. Prints "status hostname-prefix" per
@@ -183,7 +151,7 @@ for line in sys.stdin:
     print(r.status, name)
 PY
 req() {	# POD [remote] then paths on stdin; one line of "status name," pairs
-	"$ZH" lab exec --lab $LAB "$1" -- "$PY" "$TMP/cl.py" 10.96.0.57 80 $2 2>>"$TMP/cl.err" |
+	lab_exec "$1" "$PY" "$TMP/cl.py" 10.96.0.57 80 $2 2>>"$TMP/cl.err" |
 		tr '\n' ',' | sed 's/,$//'
 }
 px_stat() {	# NODE METRIC[{labels}]: the proxy's counter (sum over labels)
@@ -218,7 +186,7 @@ is "$(ip netns exec $LAB-node-a curl -s -m 2 -o /dev/null -w '%{http_code}' http
 
 # ---- the kernel opens exactly the redirected sockets -------------------------
 probe() {	# POD TARGET...: "ok"/"fail" per target
-	"$ZH" lab exec --lab $LAB "$1" -- "$TOOLS/netpol_probe" --timeout-ms 700 "${@:2}" |
+	lab_exec "$1" "$TOOLS/netpol_probe" --timeout-ms 700 "${@:2}" |
 		awk '{print $2}' | tr '\n' ' ' | sed 's/ $//'
 }
 is "$(probe egno tcp:$NODE_A:15001)" "fail" \
@@ -253,16 +221,14 @@ is "$(printf '/far\n' | req egok)" "403 -" "egok, new connection after the chang
 ip netns exec $LAB-node-a timeout 20 "$ZH" proxy --listen 127.0.0.1:15057 --service default/web:80 \
 	--lab $LAB --access-log "$TMP/access.log" >"$TMP/xpx.out" 2>&1 &
 XPX=$!
-for i in $(seq 30); do
-	ip netns exec $LAB-node-a ss -Htln 'sport = :15057' | grep -q . && break
-	sleep 0.1
-done
+BG+=($XPX)
+wait_until 3 lab_listening $LAB-node-a 15057
 code=$(ip netns exec $LAB-node-a curl -s -m 3 -o "$TMP/body" -w '%{http_code}' http://127.0.0.1:15057/near)
 is "$code $(cat "$TMP/body")" "403 403 Forbidden" \
 	"explicit mode, client 127.0.0.1 (not a pod): web's ingress (app=good only) denies: 403 with a short body"
 kill "$XPX" 2>/dev/null
 wait "$XPX" 2>/dev/null
-XPX=
+BG=()
 grep -q '" 403 .*denied by ingress policy"$' "$TMP/access.log"
 ok $? "access log line names the denial" || sed 's/^/# /' "$TMP/access.log"
 

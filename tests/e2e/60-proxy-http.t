@@ -12,10 +12,7 @@ source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px60 21000 3000
 
 # ---- backends: three echo servers and a scripted bad upstream ----------------
-for k in 1 2 3; do
-	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "v$k" >/dev/null 2>"$TMP/echo$k.err" &
-	PIDS+=($!)
-done
+for k in 1 2 3; do lb_echo "v$k" $k; done
 cat >"$TMP/badsrv.py" <<'PY'
 # Scripted upstream: the request path picks the (possibly broken) answer.
 import socket, sys, threading
@@ -48,18 +45,10 @@ PY
 PIDS+=($!)
 
 # ---- manifests --------------------------------------------------------------
-pod() { # NAME APP
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
-}
-svc() { # NAME APP TARGETPORT
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
-	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
-}
 {
-	svc web web $((B + 1)); svc v1 v1 $((B + 1)); svc v2 v2 $((B + 2)); svc v3 v3 $((B + 3))
-	svc bad bad $((B + 4)); svc dead dead $((B + 5))
-	pod web-1 web; pod v1-1 v1; pod v2-1 v2; pod v3-1 v3; pod bad-1 bad; pod dead-1 dead
+	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc v2 v2 $((B + 2)); lb_svc v3 v3 $((B + 3))
+	lb_svc bad bad $((B + 4)); lb_svc dead dead $((B + 5))
+	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod v2-1 v2; lb_pod v3-1 v3; lb_pod bad-1 bad; lb_pod dead-1 dead
 } >"$TMP/base.yaml"
 route() { # W1 W2 W3 for /split
 	cat <<YAML
@@ -111,12 +100,8 @@ ok $? "manifests applied to a state directory"
 	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" 2>"$TMP/proxy.err" &
 PX=$!
 PIDS+=($PX)
-up=1
-for i in $(seq 50); do
-	curl -s -o /dev/null "http://127.0.0.1:$P/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 3))/" &&
-		{ up=0; break; }
-	sleep 0.1
-done
+wait_until 10 lb_http_up $P $((B + 3))
+up=$?
 ok $up "proxy on 127.0.0.1:$P answers"
 [ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
 U="http://127.0.0.1:$P"
@@ -346,10 +331,8 @@ read -r line <&"${KA[0]}"
 is "$line" PAUSE "first 200 requests sent on one connection"
 route 0 0 1 >"$TMP/route.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/route.yaml" >/dev/null 2>&1
-for i in $(seq 30); do
-	[ "$(curl -s "http://127.0.0.1:$S/" | awk '/^zerohop_proxy_route_reloads_total/ {print $2}')" -ge 2 ] 2>/dev/null && break
-	sleep 0.1
-done
+reloaded() { [ "$(curl -s "http://127.0.0.1:$S/" | awk '/^zerohop_proxy_route_reloads_total/ {print $2}')" -ge 2 ] 2>/dev/null; }
+wait_until 3 reloaded
 echo go >&"${KA[1]}"
 read -r line <&"${KA[0]}"
 wait $KA_PID 2>/dev/null

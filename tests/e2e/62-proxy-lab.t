@@ -7,21 +7,8 @@
 # the ClusterIP and route the request by the Service's HTTPRoute to an echo
 # pod. Cleans up (proxy by PID, lab down) on every path.
 source "$(dirname "$0")/../lib/tap.sh"
-
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-command -v bpftool >/dev/null || skip_all "bpftool missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
-LAB=t62
-TMP=$(mktemp -d /tmp/zh-px62.XXXXXX)
-PXPID=
-cleanup() {
-	[ -n "$PXPID" ] && kill "$PXPID" 2>/dev/null
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t62 bpftool
 
 cat >"$TMP/m.yaml" <<'YAML'
 apiVersion: apps/v1
@@ -63,19 +50,13 @@ YAML
 rc=$?
 ok $rc "lab $LAB up (no mesh)"
 [ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
-for i in $(seq 100); do
-	[ "$("$ZH" lab status --lab $LAB 2>/dev/null | grep -c ' Running ')" -ge 3 ] && break
-	sleep 0.1
-done
+wait_until 10 lab_running 3
 
 "$ZH" lab exec --lab $LAB --node node-a -- "$ZH" proxy --node node-a --lab $LAB \
 	--access-log "$TMP/access.log" >"$TMP/proxy.out" 2>&1 &
-for i in $(seq 50); do
-	PXPID=$(ip netns exec $LAB-node-a ss -Htlnp 'sport = :15001' 2>/dev/null |
-		sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
-	[ -n "$PXPID" ] && break
-	sleep 0.1
-done
+wait_until 5 lab_listening $LAB-node-a 15001
+PXPID=$(lab_listener_pid $LAB-node-a 15001)
+[ -n "$PXPID" ] && BG+=($PXPID)
 ok $([ -n "$PXPID" ]; echo $?) "proxy listens on node-a's fabric IP :15001 (pid ${PXPID:-none})"
 [ -n "$PXPID" ] || { cat "$TMP/proxy.out"; done_testing; }
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
@@ -129,7 +110,7 @@ is "$out" "closed" "a connection without a recorded destination is closed"
 kill "$PXPID"; sleep 0.3
 bpftool cgroup show "$CG/zerohop-$LAB/node-a" 2>/dev/null | grep -q zh_l7cap_sockops
 ok $((! $?)) "sock_ops detached when the proxy exits"
-PXPID=
+BG=()
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
 ok $([ ! -e /sys/fs/bpf/zerohop/$LAB ]; echo $?) "lab down removes the pinned capture maps"
 done_testing

@@ -10,8 +10,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px63 19000 1000
 
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
+lb_echo v1 1
 # A listener that never accepts, its queue filled: connects to it hang.
 cat >"$TMP/hole.py" <<'PY'
 import socket, sys, time
@@ -29,17 +28,9 @@ PY
 "$PY" "$TMP/hole.py" $((B + 2)) >"$TMP/hole.out" 2>&1 &
 PIDS+=($!)
 
-pod() { # NAME APP
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
-}
-svc() { # NAME APP TARGETPORT
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
-	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
-}
 {
-	svc web web $((B + 1)); svc v1 v1 $((B + 1)); svc hole hole $((B + 2))
-	pod web-1 web; pod v1-1 v1; pod hole-1 hole
+	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc hole hole $((B + 2))
+	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod hole-1 hole
 	cat <<YAML
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -82,12 +73,9 @@ ok $? "manifests applied" || cat "$TMP/apply.out"
 	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" --connect-timeout 200ms \
 	--client-idle-timeout 400ms --upstream-idle-timeout 400ms 2>"$TMP/proxy.err" &
 PIDS+=($!)
-up=1
-for i in $(seq 50); do
-	curl -s -o /dev/null "http://127.0.0.1:$P/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" &&
-		grep -q ready "$TMP/hole.out" && { up=0; break; }
-	sleep 0.1
-done
+all_up() { lb_http_up $P $((B + 1)) && grep -q ready "$TMP/hole.out"; }
+wait_until 10 all_up
+up=$?
 ok $up "proxy, echo and the black-hole listener are up"
 [ $up -eq 0 ] || { cat "$TMP/proxy.err" "$TMP/hole.out"; done_testing; }
 U="http://127.0.0.1:$P"

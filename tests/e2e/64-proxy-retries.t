@@ -13,20 +13,11 @@ loopback_setup px64 19000 1000
 P2=$((B + 7))
 S2=$((B + 8))
 
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name v1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
+lb_echo v1 1
 
-pod() { # NAME APP
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
-}
-svc() { # NAME APP TARGETPORT
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
-	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
-}
 {
-	svc web web $((B + 1)); svc v1 v1 $((B + 1)); svc dead dead $((B + 5))
-	pod web-1 web; pod v1-1 v1; pod dead-1 dead
+	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc dead dead $((B + 5))
+	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod dead-1 dead
 	cat <<YAML
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -75,12 +66,7 @@ start_proxy() { # PORT STATS
 	"$ZH" proxy --listen "127.0.0.1:$1" --service default/web --state "$TMP/state" \
 		--stats-addr "127.0.0.1:$2" 2>>"$TMP/proxy.err" &
 	PIDS+=($!)
-	for i in $(seq 50); do
-		curl -s -o /dev/null "http://127.0.0.1:$1/" && curl -s -o /dev/null "http://127.0.0.1:$2/" &&
-			return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until 10 lb_http_up "$1" "$2"
 }
 start_proxy $P $S; ok $? "proxy up" || { cat "$TMP/proxy.err"; done_testing; }
 curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" || sleep 0.5

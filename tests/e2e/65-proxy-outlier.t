@@ -9,10 +9,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
 loopback_setup px65 19000 1000
 
-for k in 1 2; do
-	"$ZH" echo --http "127.0.0.1:$((B + k))" --name "ok$k" >/dev/null 2>"$TMP/echo$k.err" &
-	PIDS+=($!)
-done
+for k in 1 2; do lb_echo "ok$k" $k; done
 # Always 500, keep-alive; one log line per request (the port it came to).
 cat >"$TMP/bad.py" <<'PY'
 import socket, sys, threading
@@ -41,18 +38,13 @@ PY
 PIDS+=($!)
 touch "$TMP/bad.log"
 
-pod() { # NAME APP PORT
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$3"
-	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
-}
 {
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n'
 	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: pair}\n'
 	printf 'spec: {selector: {app: pair}, ports: [{port: 80, targetPort: http}]}\n'
-	pod web-1 web $((B + 1)); pod web-2 web $((B + 2)); pod web-3 web $((B + 3))
-	pod pair-1 pair $((B + 4)); pod pair-2 pair $((B + 5))
+	lb_pod web-1 web $((B + 1)); lb_pod web-2 web $((B + 2)); lb_pod web-3 web $((B + 3))
+	lb_pod pair-1 pair $((B + 4)); lb_pod pair-2 pair $((B + 5))
 	cat <<YAML
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -77,12 +69,8 @@ ok $? "manifests applied" || cat "$TMP/apply.out"
 "$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
 	--stats-addr "127.0.0.1:$S" --outlier-base-ejection 2s 2>"$TMP/proxy.err" &
 PIDS+=($!)
-up=1
-for i in $(seq 50); do
-	curl -s -o /dev/null "http://127.0.0.1:$S/" && curl -s -o /dev/null "http://127.0.0.1:$((B + 1))/" &&
-		curl -s -o /dev/null "http://127.0.0.1:$((B + 2))/" && { up=0; break; }
-	sleep 0.1
-done
+wait_until 10 lb_http_up $S $((B + 1)) $((B + 2))
+up=$?
 ok $up "proxy and backends up"
 [ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
 U="http://127.0.0.1:$P"

@@ -17,24 +17,12 @@
 #   proxy, pin or cgroup.
 source "$(dirname "$0")/../lib/tap.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-command -v jq >/dev/null || skip_all "jq missing (make deps)"
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
-LAB=${ZH_T67_LAB:-t67}
-TMP=$(mktemp -d /tmp/zh-t67.XXXXXX)
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup "${ZH_T67_LAB:-t67}" curl
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
-cleanup() {
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
 
 deploy() {	# NAME NODE VERSION
 	cat <<YAML
----
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: $1}
@@ -46,29 +34,21 @@ spec:
     spec:
       nodeName: $2
       containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
+---
 YAML
 }
 svc() {	# NAME CLUSTERIP SELECTOR [ANNOTATIONS]
-	cat <<YAML
----
-apiVersion: v1
-kind: Service
-metadata: {name: $1${4:+, annotations: $4}}
-spec:
-  clusterIP: $2
-  selector: $3
-  ports: [{name: http, port: 80, targetPort: http}]
-YAML
+	m_svc "$1" "$3" "http=80:http" "$2" "$4"
 }
 {
 	deploy web-v1 node-a v1
 	deploy web-v2 node-b v2
-	svc web 10.96.0.67 "{app: web}"
-	svc web-v1 10.96.0.71 "{version: v1}"
-	svc web-v2 10.96.0.72 "{version: v2}"
-	svc plain 10.96.0.73 "{version: v1}"
-	svc ann 10.96.0.74 "{version: v2}" '{zerohop.io/l7: "true"}'
-	svc ann-split 10.96.0.75 "{app: web}" '{zerohop.io/l7: "true"}'
+	svc web 10.96.0.67 "app: web"
+	svc web-v1 10.96.0.71 "version: v1"
+	svc web-v2 10.96.0.72 "version: v2"
+	svc plain 10.96.0.73 "version: v1"
+	svc ann 10.96.0.74 "version: v2" 'zerohop.io/l7: "true"'
+	svc ann-split 10.96.0.75 "app: web" 'zerohop.io/l7: "true"'
 	cat <<'YAML'
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -92,13 +72,8 @@ spec:
   service: ann-split
   backends: [{service: web-v1, weight: 1}, {service: web-v2, weight: 1}]
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers: [{name: c, command: ["sleep", "100000"]}]
 YAML
+	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/m.yaml"
 
 T0=$SECONDS
@@ -108,13 +83,12 @@ ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
 [ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
 
 st() { "$ZH" lab status --lab $LAB -o json; }
-proxy_pid() { st | jq -r ".nodes[] | select(.name==\"$1\") | .proxyPid"; }
 NODE_A_IP=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip')
 # the proxy's upstream source: node-a's proxy address, .1 of its pod range
 # (docs/policy.md "L7 Services")
 PXA=$(st | jq -r '.nodes[] | select(.name=="node-a") | .podCIDR' | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}')
 for n in node-a node-b; do
-	P=$(proxy_pid $n)
+	P=$(lab_proxy_pid $n)
 	ok $([ "$P" -gt 0 ] 2>/dev/null && [ -e /proc/$P ]; echo $?) "proxy of $n runs (pid $P)"
 	is "$(grep '^0::' /proc/$P/cgroup)" "0::/zerohop-$LAB/system/proxy-$n" \
 		"... in its own lab cgroup under system/, not under the node's"
@@ -152,7 +126,7 @@ for line in sys.stdin:
         print(r.status, "-", "-")
 PY
 req() {	# VIP then request lines on stdin
-	"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/cl.py" "$1" 80 2>>"$TMP/cl.err"
+	lab_exec client "$PY" "$TMP/cl.py" "$1" 80 2>>"$TMP/cl.err"
 }
 px_stat() {	# NODE METRIC: sum of the proxy's counter
 	"$ZH" lab exec --lab $LAB --node $1 -- curl -s -m 3 \
@@ -241,8 +215,8 @@ while time.time() < end:
     time.sleep(0.01)
 print(" ".join("%s=%d" % kv for kv in sorted(seen.items())))
 PY
-P0=$(proxy_pid node-a)
-"$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/loop.py" 3 "$PXA" >"$TMP/loop.out" 2>&1 &
+P0=$(lab_proxy_pid node-a)
+lab_exec client "$PY" "$TMP/loop.py" 3 "$PXA" >"$TMP/loop.out" 2>&1 &
 LOOP=$!
 sleep 1
 kill "$P0"
@@ -252,13 +226,9 @@ diag "connections while node-a's proxy was killed and restarted: $(cat "$TMP/loo
 # routed by the proxy. Never an answer that did not come through it.
 ok $(grep -qE '^(ECONNREFUSED=[0-9]+ )(ECONNRESET=[0-9]+ )?(closed=[0-9]+ )?ok-v2=[0-9]+$' "$TMP/loop.out"; echo $?) \
 	"proxy down: connections refused, never bypassed; every other one routed by the proxy"
-P1=
-for i in $(seq 50); do
-	P1=$(proxy_pid node-a)
-	[ "$P1" -gt 0 ] 2>/dev/null && [ "$P1" != "$P0" ] &&
-		ip netns exec $LAB-node-a ss -Htln 'sport = :15001' | grep -q . && break
-	sleep 0.1
-done
+proxy_back() { lab_proxy_replaced node-a "$P0" && lab_listening $LAB-node-a 15001; }
+wait_until 10 proxy_back
+P1=$(lab_proxy_pid node-a)
 ok $([ "$P1" -gt 0 ] 2>/dev/null && [ "$P1" != "$P0" ]; echo $?) "the lab restarted the proxy ($P0 → $P1)"
 out=$(printf '/v2\n/\n' | req 10.96.0.67)
 is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }' | tr '\n' ' ')" \
@@ -267,17 +237,14 @@ is "$(echo "$out" | sed 1d | awk '{ sub(/-[^-]*-[^-]*$/, "", $2); print $1, $2 }
 # ---- agent --cleanup under a live proxy: the proxy registers on the new maps ----------
 # (the agent killed by PID, its pins removed; the lab restarts it and the new
 # agent creates fresh capture maps; the proxy notices within a second)
-agent_pid() { st | jq -r ".nodes[] | select(.name==\"$1\") | .agentPid"; }
-A0=$(agent_pid node-a)
+A0=$(lab_agent_pid node-a)
 kill "$A0"
 # (not under `ip netns exec`: it mounts a fresh /sys, which hides /sys/fs/bpf)
 "$ZH" agent --cleanup --node node-a --lab $LAB >"$TMP/cleanup.out" 2>&1
 ok $? "agent --cleanup on node-a with its proxy still running"
-for i in $(seq 50); do
-	A1=$(agent_pid node-a)
-	[ "$A1" -gt 0 ] 2>/dev/null && [ "$A1" != "$A0" ] && [ -e /sys/fs/bpf/zerohop/$LAB/node-a/zh_l7cap_cfg ] && break
-	sleep 0.1
-done
+agent_back() { lab_agent_replaced node-a "$A0" && [ -e /sys/fs/bpf/zerohop/$LAB/node-a/zh_l7cap_cfg ]; }
+wait_until 10 agent_back
+A1=$(lab_agent_pid node-a)
 ok $([ "$A1" -gt 0 ] 2>/dev/null && [ "$A1" != "$A0" ]; echo $?) "the lab restarted the agent ($A0 → $A1)"
 got=""
 for i in $(seq 30); do
@@ -287,12 +254,12 @@ for i in $(seq 30); do
 	sleep 0.2
 done
 is "$got" "200 web-v2 200 web-v1 " "L7 requests routed again without a proxy restart (after $i tries)"
-is "$(proxy_pid node-a)" "$P1" "  the same proxy process ($P1)"
+is "$(lab_proxy_pid node-a)" "$P1" "  the same proxy process ($P1)"
 grep -q "registered again" "/run/zerohop/$LAB/nodes/node-a/proxy.log" 2>/dev/null
 ok $? "  the proxy logged that it registered on the new maps"
 
 # ---- lab down leaves nothing --------------------------------------------------------
-PIDS="$P1 $(proxy_pid node-b)"
+PIDS="$P1 $(lab_proxy_pid node-b)"
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
 ok $? "lab down"
 alive=

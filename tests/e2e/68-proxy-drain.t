@@ -14,39 +14,15 @@
 #    in-flight request still finishes.
 # Backends: `zerohop echo` on loopback behind runtime Pods (podIP 127.0.0.1).
 source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/loopback.sh"
+LOOPBACK_SIG=INT	# the proxies are stopped at once, not drained
+loopback_setup px68 19000 1000
+S1=$((B + 8)); S2=$((B + 9))
 
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+lb_echo e1 1
+lb_echo e2 2
 
-for i in $(seq 0 40); do
-	B=$((19000 + ($$ * 7 + i * 53) % 1000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-P=$B; S1=$((B + 8)); S2=$((B + 9))
-TMP=$(mktemp -d /tmp/zh-px68.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "$KEEP" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-"$ZH" echo --http "127.0.0.1:$((B + 1))" --name e1 >/dev/null 2>"$TMP/echo1.err" &
-PIDS+=($!)
-"$ZH" echo --http "127.0.0.1:$((B + 2))" --name e2 >/dev/null 2>"$TMP/echo2.err" &
-PIDS+=($!)
-
-pod() { # NAME APP
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
-}
-svc() { # NAME APP TARGETPORT
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
-	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
-}
-{ svc web web $((B + 1)); pod web-1 web; } >"$TMP/m.yaml"
+{ lb_svc web web $((B + 1)); lb_pod web-1 web; } >"$TMP/m.yaml"
 mkdir -p "$TMP/state"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
 ok $? "manifests applied" || cat "$TMP/apply.out"
@@ -59,17 +35,13 @@ start_proxy() { # STATS [extra args]: sets PROXY
 		--stats-addr "127.0.0.1:$st" "$@" 2>>"$TMP/proxy-$st.err" &
 	PROXY=$!
 	PIDS+=($PROXY)
-	for i in $(seq 50); do
-		curl -s -o /dev/null "http://127.0.0.1:$st/" && curl -s -o /dev/null "http://127.0.0.1:$P/" &&
-			return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until 10 lb_http_up "$st" "$P"
 }
 metric() { # NAME STATSPORT
 	curl -s "http://127.0.0.1:$2/" |
 		awk -v k="$1" 'index($1, k) == 1 { s += $2 } END { printf "%d\n", s }'
 }
+metric_ge() { [ "$(metric "$1" "$2")" -ge "$3" ]; }	# NAME STATSPORT MIN
 # wait_exit PID SECONDS → 0 when it exited in time (and reaped)
 wait_exit() {
 	local i
@@ -190,12 +162,9 @@ curl -s -o "$TMP/inflight.b" -w '%{http_code}' "$U/inflight?delay=2s" >"$TMP/inf
 CURL=$!
 sleep 0.2
 # e1's pod goes away, e2's arrives (a rollout step): the Service now selects e2
-{ svc web web2 $((B + 2)); pod web-2 web2; } >"$TMP/m2.yaml"
+{ lb_svc web web2 $((B + 2)); lb_pod web-2 web2; } >"$TMP/m2.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m2.yaml" >"$TMP/apply2.out" 2>&1
-for i in $(seq 40); do
-	[ "$(metric zerohop_proxy_route_reloads_total $S1)" -ge 1 ] && break
-	sleep 0.05
-done
+WAIT_STEP=0.05 wait_until 2 metric_ge zerohop_proxy_route_reloads_total $S1 1
 is "$(metric zerohop_proxy_route_reloads_total $S1)" 1 "routes reloaded"
 gone=$(metric zerohop_proxy_upstream_gone_total $S1)
 ok $([ "$gone" -ge 1 ]; echo $?) "the idle upstream to the removed endpoint was closed at the reload ($gone)"
@@ -208,12 +177,9 @@ is "$(grep -c e2 "$TMP/after.b")" 20 "every new request goes to the new endpoint
 g2=$(metric zerohop_proxy_upstream_gone_total $S1)
 ok $([ "$g2" -ge $((gone + 1)) ]; echo $?) "the in-flight request's upstream was not pooled afterwards ($g2)"
 is "$(metric zerohop_proxy_endpoint_inflight $S1)" 0 "no try in flight"
-svc other other 1 >"$TMP/m3.yaml"
+lb_svc other other 1 >"$TMP/m3.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m3.yaml" >"$TMP/apply3.out" 2>&1
-for i in $(seq 40); do
-	[ "$(metric zerohop_proxy_route_reloads_total $S1)" -ge 2 ] && break
-	sleep 0.05
-done
+WAIT_STEP=0.05 wait_until 2 metric_ge zerohop_proxy_route_reloads_total $S1 2
 curl -s "http://127.0.0.1:$S1/" | grep -q "endpoint=\"127.0.0.1:$((B + 1))\""
 ok $([ $? -ne 0 ]; echo $?) "the removed endpoint's state was pruned at the next reload"
 kill -INT "$D"
@@ -225,12 +191,12 @@ poolsvc() { # NAME MAXCONN MAXPENDING MAXRPC
 	printf '    zerohop.io/max-requests-per-connection: "%s"\n' "$4"
 	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: %s}]}\n' $((B + 1))
 }
-{ poolsvc small 2 2 0; poolsvc rpc 1024 1024 3; pod web-1 web; } >"$TMP/pool.yaml"
+{ poolsvc small 2 2 0; poolsvc rpc 1024 1024 3; lb_pod web-1 web; } >"$TMP/pool.yaml"
 "$ZH" proxy --listen "127.0.0.1:$P" --service default/small -f "$TMP/pool.yaml" \
 	--stats-addr "127.0.0.1:$S1" --connect-timeout 400ms 2>>"$TMP/proxy-pool.err" &
 E=$!
 PIDS+=($E)
-for i in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$S1/" && break; sleep 0.1; done
+wait_until 10 lb_http_up $S1
 # 20 concurrent requests of 200 ms against 2 connections + 2 pending: one
 # process opens 20 keep-alive connections, then sends the 20 requests at
 # once; prints "STATUS MS" per request (latency from its send)
@@ -307,7 +273,7 @@ kill -INT "$E"; wait "$E" 2>/dev/null
 	--stats-addr "127.0.0.1:$S1" 2>>"$TMP/proxy-pool.err" &
 E=$!
 PIDS+=($E)
-for i in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$S1/" && break; sleep 0.1; done
+wait_until 10 lb_http_up $S1
 for i in $(seq 9); do curl -s -o /dev/null "$U/r$i"; done
 is "$(metric zerohop_proxy_pool_max_requests_closed_total $S1)" 3 \
 	"max-requests-per-connection 3: 9 requests, 3 connections retired"

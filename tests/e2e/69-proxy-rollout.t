@@ -13,22 +13,14 @@
 # Cleans up (proxy by PID, lab down).
 source "$(dirname "$0")/../lib/tap.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing"
-LAB=Y6
-TMP=$(mktemp -d /tmp/zh-px69.XXXXXX)
-chmod 755 "$TMP"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup Y6
 PXPID=
 BPID=
-cleanup() {
+lab_test_more_cleanup() {
 	[ -n "$BPID" ] && kill "$BPID" 2>/dev/null
 	[ -n "$PXPID" ] && kill -INT "$PXPID" 2>/dev/null
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
 
 manifest() { # VERSION
 	cat <<YAML
@@ -67,10 +59,8 @@ ok $rc "lab $LAB up (no mesh)"
 running() { # PATTERN: Running pods whose line matches
 	"$ZH" lab status --lab $LAB 2>/dev/null | grep ' Running ' | grep -c -- "$1"
 }
-for i in $(seq 100); do
-	[ "$(running 'web-')" -ge 3 ] && [ "$(running client)" -ge 1 ] && break
-	sleep 0.1
-done
+all_running() { [ "$(running 'web-')" -ge 3 ] && [ "$(running client)" -ge 1 ]; }
+wait_until 10 all_running
 is "$(running 'web-')" 3 "3 web pods Running"
 OLD=$("$ZH" lab status --lab $LAB 2>/dev/null | grep -o 'web-[0-9a-f]*-[a-z0-9]*' | sort -u)
 
@@ -84,12 +74,8 @@ for n in d.get("nodes", []):
 "$ZH" lab exec --lab $LAB --node node-a -- "$ZH" proxy --listen "$NODEIP:15001" \
 	--service default/web --lab $LAB --stats-addr "$NODEIP:15090" \
 	--access-log "$TMP/access.log" >"$TMP/proxy.out" 2>&1 &
-for i in $(seq 50); do
-	PXPID=$(ip netns exec $LAB-node-a ss -Htlnp 'sport = :15001' 2>/dev/null |
-		sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
-	[ -n "$PXPID" ] && break
-	sleep 0.1
-done
+wait_until 5 lab_listening $LAB-node-a 15001
+PXPID=$(lab_listener_pid $LAB-node-a 15001)
 ok $([ -n "$PXPID" ]; echo $?) "proxy (explicit mode) listens on node-a $NODEIP:15001 (pid ${PXPID:-none})"
 [ -n "$PXPID" ] || { cat "$TMP/proxy.out"; done_testing; }
 
@@ -101,16 +87,14 @@ sleep 3
 "$ZH" apply --lab $LAB -f "$TMP/v2.yaml" >"$TMP/apply.out" 2>&1
 ok $? "changed pod template applied (version v2) under load"
 t0=$(date +%s)
-done_roll=1
-for i in $(seq 200); do
+rolled() {	# no old pod left, 3 Running
+	local names left
 	names=$("$ZH" lab status --lab $LAB 2>/dev/null | grep -o 'web-[0-9a-f]*-[a-z0-9]*' | sort -u)
 	left=$(comm -12 <(echo "$OLD") <(echo "$names") | grep -c .)
-	if [ "$left" -eq 0 ] && [ "$(running 'web-')" -eq 3 ]; then
-		done_roll=0
-		break
-	fi
-	sleep 0.05
-done
+	[ "$left" -eq 0 ] && [ "$(running 'web-')" -eq 3 ]
+}
+WAIT_STEP=0.05 wait_until 30 rolled
+done_roll=$?
 ok $done_roll "rollout complete: 3 new pods Running, old pods gone ($(($(date +%s) - t0)) s)"
 wait "$BPID"
 brc=$?
@@ -142,7 +126,7 @@ ok $([ "$(awk '$1 == "zerohop_proxy_route_reloads_total" {print $2}' "$TMP/stats
 is "$(awk '$1 == "zerohop_proxy_retries_total" {print $2}' "$TMP/stats.txt")" 0 \
 	"no request needed a retry: removed pods drained before their SIGTERM"
 kill -TERM "$PXPID"
-for i in $(seq 100); do kill -0 "$PXPID" 2>/dev/null || break; sleep 0.05; done
+WAIT_STEP=0.05 wait_pid_gone 5 "$PXPID"
 ok $(kill -0 "$PXPID" 2>/dev/null; [ $? -ne 0 ]; echo $?) "proxy drained and exited on SIGTERM"
 PXPID=
 done_testing

@@ -2,27 +2,45 @@
 # tests: 60, 63–66): the tools they need, a free block of 10 ports, a temp
 # dir, and a cleanup that stops every process the test started, by PID.
 # Source after tap.sh:
-#	loopback_setup TAG BASE SPAN
+#	loopback_setup TAG [BASE SPAN]
 # skips the test when curl, python3 or $ZH is missing; sets
 #	PY	python3
 #	B	first port of a block B..B+9 with nothing listening, picked in
-#		BASE..BASE+SPAN (spread by pid and tag, so parallel runs differ)
+#		BASE..BASE+SPAN (spread by pid and tag, so parallel runs differ);
+#		without BASE no block is picked (B, P, S unset)
 #	P, S	B and B+9 (the proxy's listen and stats ports by convention)
+#	TOOLS	the helper programs ($ZH_TOOLS, else build/tests/tools)
 #	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
 #	PIDS	an array: append the PID of every background process started
-# and traps EXIT to kill and reap PIDS, then remove TMP.
+# and traps EXIT to kill (signal $LOOPBACK_SIG, default TERM) and reap PIDS,
+# then remove TMP (kept when $KEEP is set, for a look after a failure).
+#
+# Manifests for a proxy whose backends are processes on loopback (runtime
+# Pods with status podIP 127.0.0.1, Running, on node-a), each printed after
+# a `---` line:
+#	loopback_tools TOOL...		skip unless each TOOL is built in $TOOLS
+#	lb_pod NAME APP [PORT]		Pod labelled app=APP; PORT: a container
+#					port named http
+#	lb_svc NAME APP TARGETPORT	Service app=APP, port 80 -> TARGETPORT
+# backends and a readiness check for wait_until:
+#	lb_echo NAME K			`zerohop echo` named NAME on 127.0.0.1:B+K
+#					(stderr in $TMP/echoK.err; PID in PIDS)
+#	lb_http_up PORT...		every http://127.0.0.1:PORT/ answers
 loopback_setup() {
 	local tag=$1 base=$2 span=$3 i mul
 	command -v curl >/dev/null || skip_all "curl missing (make deps)"
 	PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
 	[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
-	mul=$((7 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 13))
-	for i in $(seq 0 40); do
-		B=$((base + ($$ * mul + i * 53) % span / 10 * 10))
-		[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-	done
-	P=$B
-	S=$((B + 9))
+	if [ -n "$base" ]; then
+		mul=$((7 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 13))
+		for i in $(seq 0 40); do
+			B=$((base + ($$ * mul + i * 53) % span / 10 * 10))
+			[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+		done
+		P=$B
+		S=$((B + 9))
+	fi
+	TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
 	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
 	PIDS=()
 	trap loopback_cleanup EXIT
@@ -30,7 +48,37 @@ loopback_setup() {
 
 loopback_cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do kill -"${LOOPBACK_SIG:-TERM}" "$p" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$TMP"
+	[ -n "$KEEP" ] || rm -rf "$TMP"
+}
+
+lb_pod() {
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
+	if [ -n "$3" ]; then
+		printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$3"
+	else
+		printf 'spec: {nodeName: node-a, containers: [{name: c}]}\n'
+	fi
+	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
+}
+
+lb_svc() {
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
+	printf 'spec: {selector: {app: %s}, ports: [{port: 80, targetPort: %s}]}\n' "$2" "$3"
+}
+
+lb_http_up() {
+	local p
+	for p in "$@"; do curl -s -o /dev/null "http://127.0.0.1:$p/" || return 1; done
+}
+
+lb_echo() {
+	"$ZH" echo --http "127.0.0.1:$((B + $2))" --name "$1" >/dev/null 2>"$TMP/echo$2.err" &
+	PIDS+=($!)
+}
+
+loopback_tools() {
+	local t
+	for t in "$@"; do [ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built (make)"; done
 }

@@ -12,6 +12,14 @@
 #					agents synced state generation GEN (their
 #					policy included: it syncs first); 1 if not
 #	np_apply_sync FILE		apply, then np_wait_agents
+#	np_hold_near_far SECS		pod client holds one echo connection to
+#					near and one to far for SECS s
+#					(netpol_hold; $TMP/near.out, far.out;
+#					PIDs in BG); sets NEAR and FAR
+#	np_revoked_ok WHEN		after a change at 3 s that revokes both
+#					holds: no echo from 3000 ms on, more
+#					than 5 pings lost (WHEN: the test name's
+#					"after the change" part)
 source "$(dirname "${BASH_SOURCE[0]}")/lab_test.sh"
 
 netpol_lab_setup() {
@@ -52,18 +60,30 @@ spec:
 YAML
 }
 
-np_wait_agents() {
-	local i
-	for i in $(seq 100); do
-		"$ZH" get stats --lab "$LAB" -o json 2>/dev/null |
-			jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' \
-			>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
+np_wait_agents() { WAIT_STEP=0.05 wait_until 5 np_agents_at "$1"; }
+np_agents_at() {	# GEN: both agents synced generation GEN
+	"$ZH" get stats --lab "$LAB" -o json 2>/dev/null |
+		jq -e --argjson g "$1" '[.[] | .generation >= $g] | all and length == 2' >/dev/null
 }
 
 np_apply_sync() {
 	local gen
 	gen=$("$ZH" apply --lab "$LAB" -f "$1" | awk '{print $NF}') && np_wait_agents "$gen"
+}
+
+np_hold_near_far() {
+	NEAR=$(lab_pod_ip near) FAR=$(lab_pod_ip far)
+	lab_exec client "$TOOLS/netpol_hold" "$NEAR" 80 "$1" >"$TMP/near.out" 2>&1 &
+	BG+=($!)
+	lab_exec client "$TOOLS/netpol_hold" "$FAR" 80 "$1" >"$TMP/far.out" 2>&1 &
+	BG+=($!)
+}
+
+np_revoked_ok() {
+	late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
+	lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }
+	is "$(late "$TMP/far.out")" 0 "cross-node connection revoked: no echo $1"
+	ok $([ "$(lost "$TMP/far.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/far.out") pings lost)"
+	is "$(late "$TMP/near.out")" 0 "same-node (short-circuited) connection revoked too"
+	ok $([ "$(lost "$TMP/near.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/near.out") pings lost)"
 }

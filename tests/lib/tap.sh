@@ -3,6 +3,7 @@
 #   is GOT WANT "name"
 #   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
 #   done_testing                 prints the plan; exit status = failures
+# Also brings wait_until (wait.sh).
 TAP_N=0
 TAP_FAILED=0
 ZH=${ZH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/zerohop}
@@ -21,3 +22,4 @@ is() {
 diag() { echo "# $*"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 done_testing() { echo "1..$TAP_N"; [ "$TAP_FAILED" -eq 0 ]; exit $?; }
+source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"

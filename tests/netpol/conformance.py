@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """conformance.py — the Kubernetes upstream e2e NetworkPolicy cases.
 
-Reproduces test/e2e/network/netpol/network_policy.go (case list and truth
-tables: /work/shared/reference/netpol.md section 2.1) on the upstream model:
+Reproduces kubernetes/kubernetes test/e2e/network/netpol/network_policy.go
+(its case list and truth tables) on the upstream model:
 namespaces x, y, z (labels ns=NAME and kubernetes.io/metadata.name), pods a,
 b, c in each (label pod=NAME) serving 80 and 81 over TCP and UDP with named
 ports serve-80-tcp, serve-80-udp, serve-81-tcp, serve-81-udp, a Service

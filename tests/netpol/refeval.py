@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """refeval.py — an independent reference evaluator for Kubernetes NetworkPolicy.
 
-Written from the networking.k8s.io/v1 API text (see
-/work/shared/reference/netpol.md section 1), sharing no code with the C
+Written from the networking.k8s.io/v1 NetworkPolicy API reference
+(kubernetes.io/docs/reference/kubernetes-api/policy-resources/), sharing no code with the C
 compiler in src/policy/: it reads the same YAML manifests (Namespace, Pod,
 Service, NetworkPolicy) and answers
 

@@ -1,6 +1,6 @@
 /* accel_bare — the bare same-node redirect, the reference zerohop's
- * short-circuit is measured against (issue 5: "the node's cgroup carrying a
- * bare sock_ops + sk_msg redirect and nothing else").
+ * short-circuit is measured against: the node's cgroup carrying a bare
+ * sock_ops + sk_msg redirect and nothing else.
  *
  *   accel_bare on CGROUP PIN_DIR    load, attach to CGROUP, pin under PIN_DIR
  *   accel_bare off PIN_DIR          detach and unpin (idempotent)
@@ -20,7 +20,7 @@
  * netns in the key (loopback keys of two pods would collide): a benchmark
  * reference, never a datapath. Pins: PIN_DIR/bare_sockhash (keeps the map and
  * the sk_msg program attached to it alive) and PIN_DIR/bare_sockops_link.
- * Refuses a cgroup root (DESIGN.md s4), as src/agent/accel.c does.
+ * Refuses a cgroup root, as src/agent/accel.c does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -147,7 +147,7 @@ static int bare_on(const char *cg, const char *dir)
 	int map_fd = -1, ops_fd = -1, msg_fd = -1, cg_fd = -1, link_fd = -1, err;
 	char p[512];
 
-	/* DESIGN.md s4: never a cgroup root (it has no cgroup.events). */
+	/* Never a cgroup root (it has no cgroup.events). */
 	if (pin_path(p, sizeof(p), cg, "cgroup.events") || access(p, F_OK)) {
 		fprintf(stderr, "accel_bare: %s is not a non-root cgroup2 directory; refusing\n", cg);
 		return -EPERM;

@@ -135,7 +135,7 @@ int main(int argc, char **argv)
 	if (!skel)
 		goto out;
 	/* No pinning in a test: without a pin root, libbpf would pin the
-	 * shared maps at the bpffs root, outside any lab (DESIGN.md 4.1). */
+	 * shared maps at the bpffs root, outside any lab. */
 	bpf_object__for_each_map(m, skel->obj)
 		bpf_map__set_pin_path(m, NULL);
 	skel->rodata->l7cap_cfg.proxy_ip = htonl(INADDR_LOOPBACK);

@@ -4,7 +4,7 @@
  * fixed-width, padding is explicit and sizes are asserted.
  *
  * Addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d), so the
- * IPv6 hooks of a later issue reuse the same maps. Ports are in network
+ * IPv6 hooks can reuse the same maps. Ports are in network
  * order in every key and value (as the hooks see them in user_port).
  *
  * Map overview (details and limits in docs/maps.md):
@@ -94,7 +94,7 @@ struct zh_lb_sock_val {
 	__u16 pad;
 	struct zh_lb_backend be;
 	__u32 svc_id;
-	__u32 pad2;		/* room for policy state (issue 6) */
+	__u32 pad2;		/* room for policy state */
 };
 _Static_assert(sizeof(struct zh_lb_sock_val) == 48, "zh_lb_sock_val size");
 

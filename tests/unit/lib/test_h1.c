@@ -516,6 +516,21 @@ static void test_errors(void)
 	   "error strings are constants, comparable by pointer");
 }
 
+static void test_reason(void)
+{
+	const char *unknown = "?";
+
+	is_str(h1_reason(200, unknown), "OK", "200 OK");
+	is_str(h1_reason(404, unknown), "Not Found", "404 Not Found");
+	is_str(h1_reason(308, unknown), "Permanent Redirect", "308 Permanent Redirect");
+	is_str(h1_reason(431, unknown), "Request Header Fields Too Large", "431");
+	is_str(h1_reason(503, unknown), "Service Unavailable", "503 Service Unavailable");
+	ok(h1_reason(299, unknown) == unknown, "a status without a phrase gives the fallback");
+	for (int st = 100; st < 600; st++)
+		if (h1_reason(st, unknown) != unknown && !*h1_reason(st, unknown))
+			ok(0, "status %d has an empty phrase", st);
+}
+
 int main(void)
 {
 	page = sysconf(_SC_PAGESIZE);
@@ -531,5 +546,6 @@ int main(void)
 	test_chunked();
 	test_chunked_limits();
 	test_errors();
+	test_reason();
 	return done_testing();
 }

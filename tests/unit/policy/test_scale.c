@@ -1,5 +1,5 @@
 /* test_scale.c — policy count does not change the cost that matters:
- * compile + load of 10,000 policies within 2 s (issue 6), a one-policy
+ * compile + load of 10,000 policies within 2 s, a one-policy
  * change on top of them loaded quickly, and the slow-path cost per new
  * connection flat from 0 to 50,000 non-matching policies (BPF_PROG_TEST_RUN
  * of a SYN that walks the whole slow path: the kernel's own duration, per
@@ -9,7 +9,7 @@
  * allows ingress from the client's label on its own port 20000+i (one rule
  * LPM entry each) or from a label nobody has (no entry), alternating; the
  * traffic goes to 8080, admitted by one policy. Timings go to the TAP
- * diagnostics and to docs/benchmarks/policy.md by hand, with this command:
+ * diagnostics and to docs/benchmarks/log/policy.md by hand, with this command:
  *	build/tests/unit/policy/test_scale.t
  */
 #include <errno.h>
@@ -149,7 +149,7 @@ int main(void)
 		ok(ret == 0, "%d + 1 policies: compile + load %.0f ms (parse %.0f ms)%s%s", sizes[i],
 		   t_sync, t_parse, ret ? ": " : "", ret ? md_err_str(&err, buf, sizeof(buf)) : "");
 		/* Times are reported, not asserted: speed targets live in the
-		 * benchmarks (docs/benchmarks/policy.md), and an ASan build on a
+		 * benchmarks (docs/benchmarks/log/policy.md), and an ASan build on a
 		 * shared machine would make a timed check flaky. */
 		/* one change (the admitting policy's port) on top of the same set,
 		 * four times in a row: the first diffs against the tables of two

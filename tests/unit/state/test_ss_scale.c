@@ -2,7 +2,7 @@
  * file and loading the whole state grow linearly with the state (2,500 vs
  * 10,000 Services) and stay within bounds. This binary runs under ASan/UBSan
  * on a shared machine, so times are CPU times and the bound is loose (5 s); the
- * plain-build figures (well under a second) are in docs/benchmarks/model.md.
+ * plain-build figures (well under a second) are in docs/benchmarks/log/model.md.
  * The state lives on tmpfs (/dev/shm) like /run on a typical node. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +175,7 @@ int main(void)
 		ok(large.load < 5.0, "load 10,000 Services: %.0f ms (bound 5 s under ASan)",
 		   large.load * 1e3);
 		/* CPU time, so the neighbours matter little; the plain build's
-		 * ratio is far larger (docs/benchmarks/model.md) */
+		 * ratio is far larger (docs/benchmarks/log/model.md) */
 		ok(large.reload * 3 < large.fresh,
 		   "a watched reload after one change costs under a third of a fresh parse "
 		   "(%.1f ms vs %.1f ms)", large.reload * 1e3, large.fresh * 1e3);

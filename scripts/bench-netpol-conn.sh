@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench_conn.sh [-r ROUNDS] [-n CONNS | -t DURATION] [-s "SIZES"] [-l LAB] [-k] [ROUNDS]
+# bench-netpol-conn.sh [-r ROUNDS] [-n CONNS | -t DURATION] [-s "SIZES"] [-l LAB] [-k] [ROUNDS]
 # New connections/s between two pods with N non-matching NetworkPolicies plus
 # the one that admits the traffic, N in SIZES (default 0 200 10000 50000;
-# issue 6, the Romana experiment). Lab P2: client and intruder on node-a,
+# the Romana experiment). Lab P2: client and intruder on node-a,
 # echo server on node-b; the policy datapath loaded by netpol_load on both
 # nodes (--extra: the policies are added to the state for the sync only, so
 # a sweep does not pay the agent's parse of 50,000 objects per step; --no-mesh
@@ -45,9 +45,9 @@ while getopts "r:n:t:s:l:k" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] && ROUNDS=$1
-[ "${SIZES%% *}" = 0 ] || { echo "bench_conn.sh: -s: the first size must be 0" >&2; exit 2; }
+[ "${SIZES%% *}" = 0 ] || { echo "bench-netpol-conn.sh: -s: the first size must be 0" >&2; exit 2; }
 if [ -n "$DUR" ]; then LOADARGS="-t $DUR --warmup 1s"; else LOADARGS="-n $CONNS"; fi
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ZH=${ZH:-$ROOT/build/zerohop}
 TOOLS=$(dirname "$ZH")/tests/tools
 TMP=$(mktemp -d /tmp/zhP-bench.XXXXXX)
@@ -78,7 +78,7 @@ YAML
 # (~14,000 of 28,232 ports) every connect() scans the whole range in the
 # kernel: ~1 ms of system CPU per connection, and whole rounds of every
 # arm fall to ~1,000 conn/s (measured in a no-mesh lab without any policy
-# program: docs/benchmarks/policy.md). Let the client reuse a TIME_WAIT
+# program: docs/benchmarks/log/policy.md). Let the client reuse a TIME_WAIT
 # port after 1 s, as load generators are run (tcp_tw_reuse=1; the lab pod's
 # own network namespace, nothing outside the lab changes).
 # Even so, the size measured right after another one found the ports of
@@ -88,7 +88,7 @@ YAML
 # connect() then finds a free port at once.
 ip netns exec "$LAB-p-default-client" sysctl -qw net.ipv4.tcp_tw_reuse=1 \
 	net.ipv4.ip_local_port_range="1024 65535" ||
-	{ echo "bench_conn.sh: cannot set tcp_tw_reuse / ip_local_port_range in the client pod's netns" >&2; exit 1; }
+	{ echo "bench-netpol-conn.sh: cannot set tcp_tw_reuse / ip_local_port_range in the client pod's netns" >&2; exit 1; }
 python3 - "$TMP" "$SIZES" <<'PY'
 import sys
 tmp = sys.argv[1]
@@ -121,7 +121,7 @@ PIN=${PIN:-1}
 CLIENT_CPU=()
 if [ "$PIN" = 1 ]; then
 	SPID=$("$ZH" lab status --lab $LAB -o json | python3 -c 'import json,sys; print([p["pid"] for p in json.load(sys.stdin)["pods"] if p["name"]=="server"][0])')
-	taskset -apc 1 "$SPID" >/dev/null || { echo "bench_conn.sh: cannot pin the server (pid $SPID)" >&2; exit 1; }
+	taskset -apc 1 "$SPID" >/dev/null || { echo "bench-netpol-conn.sh: cannot pin the server (pid $SPID)" >&2; exit 1; }
 	CLIENT_CPU=(taskset -c 0)
 fi
 URL="http://$SERVER:8080/echo?size=1024"

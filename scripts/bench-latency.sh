@@ -2,7 +2,7 @@
 # bench-latency.sh — one change: apply returns -> the change is in the node's
 # kernel maps (zh_lb_meta GENERATION), at scale, with a standalone agent (no
 # lab) on a state written by gen-big-state.py.
-#   usage: tests/bpf/bench-latency.sh [SERVICES=10000] [ENDPOINTS=10] [ROUNDS=21] [KIND=pod|svc]
+#   usage: scripts/bench-latency.sh [SERVICES=10000] [ENDPOINTS=10] [ROUNDS=21] [KIND=pod|svc]
 #   KIND pod: a runtime pod of Service s0 flips Running <-> Pending (becomes
 #             ready / not ready: the common endpoint change, written like the
 #             lab's kubelet does, ss_put_pod)
@@ -10,9 +10,9 @@
 # The first change creates the pod / Service (a full sync); the rest are the
 # measured kind. Env: ZH (bench client, default build/zerohop), AGENT_ZH
 # (agent binary, default ZH: to compare builds). Not part of make check.
-# docs/benchmarks/agent.md quotes it.
+# docs/benchmarks/log/agent.md quotes it.
 set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ZH=${ZH:-$ROOT/build/zerohop}
 AGENT_ZH=${AGENT_ZH:-$ZH}
 S=${1:-10000}
@@ -58,7 +58,7 @@ else
 fi
 
 rm -rf $D
-python3 "$ROOT/tests/bpf/gen-big-state.py" $D "$S" "$E" || exit 1
+python3 "$ROOT/scripts/gen-big-state.py" $D "$S" "$E" || exit 1
 mkdir -p $CG
 "$AGENT_ZH" agent --node lat --state $D --pin-dir $P --cgroup $CG --accel off >"$T/agent.log" 2>&1 &
 AP=$!

@@ -6,14 +6,14 @@
 # same topology: client pod on node-a, one echo server pod on node-b (cross
 # node, so the same-node acceleration plays no part). Contenders interleaved
 # direct, zerohop, nft, ... PAIRS times per size; prints the median ratios.
-#   usage: tests/bpf/bench-connrate.sh [PAIRS=5] [SECONDS=3] [SIZES="10 1000 10000"]
+#   usage: scripts/bench-connrate.sh [PAIRS=5] [SECONDS=3] [SIZES="10 1000 10000"]
 #   env: ZH (binary), C (connections, 8), LAB_B / LAB_N (lab names, Ab / An)
 # Before the rounds of each size it waits until every agent of both labs has
 # synced the current state (the nft agents need ~90 s at 10,000 Services on
 # 2 CPUs) and afterwards prints how many agent syncs ran during the rounds.
-# Not part of make check (it takes minutes); docs/benchmarks/agent.md quotes it.
+# Not part of make check (it takes minutes); docs/benchmarks/log/agent.md quotes it.
 set -u
-ZH=${ZH:-$(cd "$(dirname "$0")/../.." && pwd)/build/zerohop}
+ZH=${ZH:-$(cd "$(dirname "$0")/.." && pwd)/build/zerohop}
 PAIRS=${1:-5}
 SECS=${2:-3}
 SIZES=${3:-"10 1000 10000"}

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """gen-big-state.py DIR [SERVICES=10000] [ENDPOINTS=10] — write a state-source
 directory (state.h layout) with SERVICES Services of ENDPOINTS running pods
-each, for measuring compile + load at scale (docs/benchmarks/agent.md):
-  python3 tests/bpf/gen-big-state.py /tmp/zh-big
+each, for measuring compile + load at scale (docs/benchmarks/log/agent.md):
+  python3 scripts/gen-big-state.py /tmp/zh-big
   mkdir -p /sys/fs/cgroup/unified/zhA-bench
   build/zerohop agent --once --node bench --state /tmp/zh-big \\
       --pin-dir /sys/fs/bpf/zhA-bench --cgroup /sys/fs/cgroup/unified/zhA-bench --accel off

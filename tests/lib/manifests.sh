@@ -1,0 +1,106 @@
+# manifests.sh — YAML generators for the lab tests (source it; lab_test.sh
+# does). Each prints one object in flow style followed by a `---` line, so
+# calls can be concatenated into one file:
+#	{ m_deploy ...; m_svc ...; } > "$TMP/app.yaml"
+#
+#	m_ctr NAME PORTS CMD...
+#		one container (a YAML flow mapping, for m_pod/m_deploy): NAME runs
+#		CMD; PORTS is "" or a space-separated list of PORT, PNAME:PORT or
+#		PNAME:PORT/UDP (named container ports)
+#	m_pod NAME NODE LABELS CTR...
+#		a Pod; NODE "" leaves the choice to the lab; LABELS "" or
+#		"k: v, k2: v2"; CTR... are m_ctr outputs
+#	m_deploy NAME NODE LABELS CTR...
+#		a Deployment of $REPLICAS (default 1) pods selected by name=NAME,
+#		labelled name: NAME plus LABELS; NODE, CTR as m_pod
+#	m_svc NAME SELECTOR PORTS [CLUSTERIP [ANNOTATIONS]]
+#		a Service selecting SELECTOR ("k: v, ..."); PORTS a space-separated
+#		list of PORT:TARGET or PORT:TARGET/UDP (TARGET a number or a port
+#		name), each named p<PORT> unless given as PNAME=PORT:TARGET;
+#		CLUSTERIP "" lets the lab allocate; ANNOTATIONS "k: v, ..."
+#	m_who NAME NODE LABELS [PORT]
+#		m_deploy of one lbprobe.py who-tcp server on PORT (default 8080),
+#		port named http: the backend most lab tests use
+
+m_ctr() {
+	local name=$1 ports=$2 p pn pp proto cmd="" a sep=""
+	shift 2
+	for a in "$@"; do cmd+="$sep\"$a\""; sep=", "; done
+	printf '{name: %s, command: [%s]' "$name" "$cmd"
+	if [ -n "$ports" ]; then
+		printf ', ports: ['
+		sep=""
+		for p in $ports; do
+			proto=
+			case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
+			case "$p" in
+			*:*) pn=${p%%:*}; pp=${p#*:}; printf '%s{name: %s, containerPort: %s%s}' "$sep" "$pn" "$pp" "$proto" ;;
+			*) printf '%s{containerPort: %s%s}' "$sep" "$p" "$proto" ;;
+			esac
+			sep=", "
+		done
+		printf ']'
+	fi
+	printf '}'
+}
+
+# The "containers: [...]" of CTR... (m_ctr outputs).
+m_ctrs() {
+	local c sep=""
+	printf 'containers: ['
+	for c in "$@"; do printf '%s%s' "$sep" "$c"; sep=", "; done
+	printf ']'
+}
+
+m_pod() {
+	local name=$1 node=$2 labels=$3
+	shift 3
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name${labels:+, labels: {$labels\}}}
+spec: {${node:+nodeName: $node, }$(m_ctrs "$@")}
+---
+YAML
+}
+
+m_deploy() {
+	local name=$1 node=$2 labels=$3
+	shift 3
+	cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $name}
+spec:
+  replicas: ${REPLICAS:-1}
+  selector: {matchLabels: {name: $name}}
+  template:
+    metadata: {labels: {name: $name${labels:+, $labels}}}
+    spec: {${node:+nodeName: $node, }$(m_ctrs "$@")}
+---
+YAML
+}
+
+m_svc() {
+	local name=$1 sel=$2 ports=$3 cip=$4 ann=$5 p pn t proto sep="" list=""
+	for p in $ports; do
+		proto=
+		case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
+		case "$p" in *=*) pn=${p%%=*}; p=${p#*=} ;; *) pn=p${p%%:*} ;; esac
+		t=${p#*:}
+		list+="$sep{name: $pn, port: ${p%%:*}, targetPort: $t$proto}"
+		sep=", "
+	done
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: $name${ann:+, annotations: {$ann\}}}
+spec: {${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
+---
+YAML
+}
+
+m_who() {
+	local port=${4:-8080}
+	m_deploy "$1" "$2" "$3" "$(m_ctr who "http:$port" python3 "$PROBE" who-tcp "$port")"
+}
