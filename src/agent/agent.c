@@ -503,6 +503,131 @@ static int parse_skip_ports(const char *list, uint16_t *out, int *n)
 	return 0;
 }
 
+/* --cleanup: detach and unpin everything of this node (or drop the nft
+ * table); what a node that leaves the mesh runs. Exit status. */
+static int agent_cleanup(struct agent *a)
+{
+	int ret;
+
+	if (a->mode != AG_MODE_NFT && access(a->pin_dir, F_OK)) {
+		/* say so: `ip netns exec` mounts a fresh /sys, which hides
+		 * /sys/fs/bpf, and a silent success would mislead */
+		fprintf(stderr, "zerohop agent --cleanup: nothing pinned under %s (under `ip netns exec`, /sys/fs/bpf is hidden: run it outside)\n",
+			a->pin_dir);
+		return 0;
+	}
+	if (a->mode == AG_MODE_NFT) {
+		ret = ag_nft_cleanup();
+	} else {
+		struct ag_accel *acc = NULL;
+		char probe[300];
+
+		ret = ag_lb_cleanup(a->pin_dir);
+		/* accel: adopt what is pinned (enable=0 attaches nothing), then remove. */
+		snprintf(probe, sizeof(probe), "%s/accel_sockhash", a->pin_dir);
+		if (access(probe, F_OK) == 0 && ag_accel_open(NULL, a->pin_dir, 0, &acc) == 0)
+			ag_accel_close(acc, 1);
+		{
+			int rp = ag_pol_cleanup(a->pin_dir);
+
+			if (!ret)
+				ret = rp;
+		}
+		rmdir(a->pin_dir);
+	}
+	if (ret)
+		fprintf(stderr, "zerohop agent --cleanup: %s: %s\n", a->pin_dir, strerror(-ret));
+	return ret ? 1 : 0;
+}
+
+/* The node agent proper: open the state source, load or adopt the
+ * datapath, then the sync loop (run). cg and sd are the --cgroup and
+ * --state flags (NULL: the lab's naming). Exit status. */
+static int agent_serve(struct agent *a, const char *cg, const char *sd)
+{
+	int ret;
+
+	if (cg)
+		snprintf(a->cgroup, sizeof(a->cgroup), "%s", cg);
+	else
+		lab_node_cgroup_path(a->cgroup, sizeof(a->cgroup), a->lab, a->node);
+	if (sd)
+		snprintf(a->state_dir, sizeof(a->state_dir), "%s", sd);
+	else
+		zh_state_dir(a->state_dir, sizeof(a->state_dir), a->lab);
+
+	ret = ss_open(a->state_dir, &a->ss);
+	if (ret) {
+		fprintf(stderr, "zerohop agent: state %s: %s\n", a->state_dir, strerror(-ret));
+		return 1;
+	}
+	/* A fresh machine has no BPF filesystem: mount it, as Cilium does
+	 * (never unmounted: pins must outlive the agent). */
+	ret = zh_bpffs_for(a->pin_dir);
+	if (ret == 1) {
+		zh_info("agent: no BPF filesystem was mounted at %s: mounted one", ZH_BPFFS);
+	} else if (ret < 0) {
+		fprintf(stderr, "zerohop agent: cannot mount a BPF filesystem at %s: %s\n", ZH_BPFFS,
+			strerror(-ret));
+		goto out;
+	}
+	if (a->mode == AG_MODE_BPF) {
+		struct ag_lb_opts o = { .cgroup = a->cgroup, .pin_dir = a->pin_dir };
+
+		ret = ag_lb_open(&o, &a->lb);
+		if (ret) {
+			fprintf(stderr, "zerohop agent: load/adopt in %s on %s: %s\n", a->pin_dir,
+				a->cgroup, strerror(-ret));
+			goto out;
+		}
+		ag_lb_track_gone(a->lb, a->destroy_stale);
+		/* After the LB (policy_glue.c P1); a failure leaves the LB running. */
+		ag_pol_open(a->cgroup, a->pin_dir, &a->pol);
+	}
+	/* Acceleration shares the node cgroup; a failure there must not take
+	 * service load balancing down with it. */
+	ret = ag_accel_open(a->accel ? a->cgroup : NULL, a->pin_dir, a->accel, &a->acc);
+	if (ret) {
+		zh_warn("agent: acceleration %s unavailable: %s", a->accel ? "on" : "off",
+			strerror(-ret));
+		a->acc = NULL;
+	} else {
+		/* Fresh load or adoption alike: the opt-out is in force before
+		 * the first sync (new connections only; docs/accel.md). */
+		ret = ag_accel_set_skip_ports(a->acc, a->skip_ports, a->n_skip);
+		if (ret)
+			zh_err("agent: accel skip ports (%d): %s", a->n_skip, strerror(-ret));
+		else if (a->n_skip)
+			zh_info("agent: accel skips %d port(s), first %u", a->n_skip,
+				(unsigned)a->skip_ports[0]);
+		/* A8: the node proxy's legs; without the flag (or with accel
+		 * off) any proxy link of an earlier run is removed. A failure
+		 * leaves pod-to-pod acceleration running. */
+		ret = ag_accel_attach_proxy(a->acc, a->accel ? a->proxy_cg : NULL);
+		if (ret) {
+			zh_warn("agent: accel on the proxy cgroup %s: %s (proxy legs take the normal path)",
+				a->proxy_cg, strerror(-ret));
+			a->proxy_cg[0] = '\0';
+		} else if (a->accel && a->proxy_cg[0]) {
+			zh_info("agent: accel also on the node proxy cgroup %s", a->proxy_cg);
+		}
+	}
+	if (!a->acc || !a->accel)
+		a->proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
+	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
+		a->node, a->lab, a->mode == AG_MODE_NFT ? "nft" : "bpf", a->accel ? "on" : "off",
+		a->destroy_stale ? "on" : "off", a->cgroup, a->pin_dir, a->state_dir);
+	ret = run(a);
+out:
+	ag_compiled_free(a->c);
+	md_state_free(a->st);
+	pol_close(a->pol, 0);
+	ag_accel_close(a->acc, 0);
+	ag_lb_close(a->lb, false);
+	ss_close(a->ss);
+	return ret ? 1 : 0;
+}
+
 int cli_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -530,7 +655,7 @@ int cli_agent(int argc, char **argv)
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
 	bool cleanup = false;
 	char *files[16];
-	int c, ret, bench_rounds = 0, n_files = 0;
+	int c, bench_rounds = 0, n_files = 0;
 
 	zh_log_init("agent", ZH_INFO);
 	/* The environment sets the default (the lab passes its environment to
@@ -613,118 +738,9 @@ int cli_agent(int argc, char **argv)
 			snprintf(a.state_dir, sizeof(a.state_dir), "%s", sd);
 		else
 			zh_state_dir(a.state_dir, sizeof(a.state_dir), a.lab);
-		ret = ag_bench_latency(a.state_dir, a.pin_dir, files, n_files, bench_rounds);
-		return ret ? 1 : 0;
+		return ag_bench_latency(a.state_dir, a.pin_dir, files, n_files, bench_rounds) ? 1 : 0;
 	}
-	if (cleanup) {
-		if (a.mode != AG_MODE_NFT && access(a.pin_dir, F_OK)) {
-			/* say so: `ip netns exec` mounts a fresh /sys, which hides
-			 * /sys/fs/bpf, and a silent success would mislead */
-			fprintf(stderr, "zerohop agent --cleanup: nothing pinned under %s (under `ip netns exec`, /sys/fs/bpf is hidden: run it outside)\n",
-				a.pin_dir);
-			return 0;
-		}
-		if (a.mode == AG_MODE_NFT) {
-			ret = ag_nft_cleanup();
-		} else {
-			struct ag_accel *acc = NULL;
-			char probe[300];
-
-			ret = ag_lb_cleanup(a.pin_dir);
-			/* accel: adopt what is pinned (enable=0 attaches nothing), then remove. */
-			snprintf(probe, sizeof(probe), "%s/accel_sockhash", a.pin_dir);
-			if (access(probe, F_OK) == 0 && ag_accel_open(NULL, a.pin_dir, 0, &acc) == 0)
-				ag_accel_close(acc, 1);
-			{
-				int rp = ag_pol_cleanup(a.pin_dir);
-
-				if (!ret)
-					ret = rp;
-			}
-			rmdir(a.pin_dir);
-		}
-		if (ret)
-			fprintf(stderr, "zerohop agent --cleanup: %s: %s\n", a.pin_dir, strerror(-ret));
-		return ret ? 1 : 0;
-	}
-
-	if (cg)
-		snprintf(a.cgroup, sizeof(a.cgroup), "%s", cg);
-	else
-		lab_node_cgroup_path(a.cgroup, sizeof(a.cgroup), a.lab, a.node);
-	if (sd)
-		snprintf(a.state_dir, sizeof(a.state_dir), "%s", sd);
-	else
-		zh_state_dir(a.state_dir, sizeof(a.state_dir), a.lab);
-
-	ret = ss_open(a.state_dir, &a.ss);
-	if (ret) {
-		fprintf(stderr, "zerohop agent: state %s: %s\n", a.state_dir, strerror(-ret));
-		return 1;
-	}
-	/* A fresh machine has no BPF filesystem: mount it, as Cilium does
-	 * (never unmounted: pins must outlive the agent). */
-	ret = zh_bpffs_for(a.pin_dir);
-	if (ret == 1) {
-		zh_info("agent: no BPF filesystem was mounted at %s: mounted one", ZH_BPFFS);
-	} else if (ret < 0) {
-		fprintf(stderr, "zerohop agent: cannot mount a BPF filesystem at %s: %s\n", ZH_BPFFS,
-			strerror(-ret));
-		goto out;
-	}
-	if (a.mode == AG_MODE_BPF) {
-		struct ag_lb_opts o = { .cgroup = a.cgroup, .pin_dir = a.pin_dir };
-
-		ret = ag_lb_open(&o, &a.lb);
-		if (ret) {
-			fprintf(stderr, "zerohop agent: load/adopt in %s on %s: %s\n", a.pin_dir,
-				a.cgroup, strerror(-ret));
-			goto out;
-		}
-		ag_lb_track_gone(a.lb, a.destroy_stale);
-		/* After the LB (policy_glue.c P1); a failure leaves the LB running. */
-		ag_pol_open(a.cgroup, a.pin_dir, &a.pol);
-	}
-	/* Acceleration shares the node cgroup; a failure there must not take
-	 * service load balancing down with it. */
-	ret = ag_accel_open(a.accel ? a.cgroup : NULL, a.pin_dir, a.accel, &a.acc);
-	if (ret) {
-		zh_warn("agent: acceleration %s unavailable: %s", a.accel ? "on" : "off",
-			strerror(-ret));
-		a.acc = NULL;
-	} else {
-		/* Fresh load or adoption alike: the opt-out is in force before
-		 * the first sync (new connections only; docs/accel.md). */
-		ret = ag_accel_set_skip_ports(a.acc, a.skip_ports, a.n_skip);
-		if (ret)
-			zh_err("agent: accel skip ports (%d): %s", a.n_skip, strerror(-ret));
-		else if (a.n_skip)
-			zh_info("agent: accel skips %d port(s), first %u", a.n_skip,
-				(unsigned)a.skip_ports[0]);
-		/* A8: the node proxy's legs; without the flag (or with accel
-		 * off) any proxy link of an earlier run is removed. A failure
-		 * leaves pod-to-pod acceleration running. */
-		ret = ag_accel_attach_proxy(a.acc, a.accel ? a.proxy_cg : NULL);
-		if (ret) {
-			zh_warn("agent: accel on the proxy cgroup %s: %s (proxy legs take the normal path)",
-				a.proxy_cg, strerror(-ret));
-			a.proxy_cg[0] = '\0';
-		} else if (a.accel && a.proxy_cg[0]) {
-			zh_info("agent: accel also on the node proxy cgroup %s", a.proxy_cg);
-		}
-	}
-	if (!a.acc || !a.accel)
-		a.proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
-	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
-		a.node, a.lab, a.mode == AG_MODE_NFT ? "nft" : "bpf", a.accel ? "on" : "off",
-		a.destroy_stale ? "on" : "off", a.cgroup, a.pin_dir, a.state_dir);
-	ret = run(&a);
-out:
-	ag_compiled_free(a.c);
-	md_state_free(a.st);
-	pol_close(a.pol, 0);
-	ag_accel_close(a.acc, 0);
-	ag_lb_close(a.lb, false);
-	ss_close(a.ss);
-	return ret ? 1 : 0;
+	if (cleanup)
+		return agent_cleanup(&a);
+	return agent_serve(&a, cg, sd);
 }

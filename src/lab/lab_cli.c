@@ -295,68 +295,71 @@ static int check_skip_ports(const char *list)
 	return 0;
 }
 
-static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool mesh, int accel,
-		  bool nft, const char *skip_ports, int drain_ms, bool keep_going)
-{
-	struct lab_topo *t = zh_calloc(1, sizeof(*t));
-	struct md_state *st = md_state_new();
-	struct md_err err = { 0 };
-	struct ss *ss = NULL;
-	char ebuf[1024], rundir[LAB_PATH], p[LAB_PATH + 32], line[2048];
-	char **apply = NULL;
-	int n_apply = 0, ret = 1, pfd[2] = { -1, -1 };
-	uint64_t t0 = ms_now();
-	ssize_t r;
-	size_t off = 0;
-	pid_t pid;
+/* What `lab up` was asked for (its flags). */
+struct up_opts {
+	char **files;
+	int n_files;
+	bool overlay, mesh, nft, keep_going;
+	int accel;		/* -1 agent default, 0 off, 1 on */
+	const char *skip_ports;	/* --accel-skip-ports or NULL */
+	int drain_ms;
+};
 
-	/* A command that exits before reading its input (lab_run_input) must
-	 * give us EPIPE, not kill us half-way through building the lab. */
-	signal(SIGPIPE, SIG_IGN);
-	if (lab_is_up(lab)) {
-		lab_err("lab %s is already up (zerohop lab down --lab %s first)", lab, lab);
-		goto out;
-	}
-	/* Parse and check everything before building anything. */
-	for (int i = 0; i < n_files; i++) {
-		if (md_state_add_file(st, files[i], &err)) {
+/* Phase 1, before anything is built: parse and check every manifest and
+ * fill the topology. 0, or -1 with the error printed. */
+static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st,
+		   struct lab_topo *t)
+{
+	struct md_err err = { 0 };
+	char ebuf[1024];
+	ssize_t r;
+
+	for (int i = 0; i < o->n_files; i++) {
+		if (md_state_add_file(st, o->files[i], &err)) {
 			lab_err("%s", md_err_str(&err, ebuf, sizeof(ebuf)));
-			goto out;
+			return -1;
 		}
 	}
 	if (md_state_finish(st, &err)) {
 		lab_err("%s", md_err_str(&err, ebuf, sizeof(ebuf)));
-		goto out;
+		return -1;
 	}
 	lab_fmt(t->lab, sizeof(t->lab), "%s", lab);
-	t->overlay = overlay;
-	t->mesh = mesh;
-	t->accel = accel;
-	t->nft = nft;
-	t->drain_ms = drain_ms;
-	t->keep_going = keep_going;
-	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s", skip_ports ? skip_ports : "");
+	t->overlay = o->overlay;
+	t->mesh = o->mesh;
+	t->accel = o->accel;
+	t->nft = o->nft;
+	t->drain_ms = o->drain_ms;
+	t->keep_going = o->keep_going;
+	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s",
+		o->skip_ports ? o->skip_ports : "");
 	r = readlink("/proc/self/exe", t->zerohop, sizeof(t->zerohop) - 1);
 	if (r <= 0) {
 		lab_err("readlink /proc/self/exe: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
 	t->zerohop[r] = 0;
 	if (topo_from_cluster(&st->cluster, t) || check_workloads(t, st))
-		goto out;
+		return -1;
+	return 0;
+}
 
-	/* A crashed or killed earlier run: clean it first. */
-	if (lab_leftovers(lab)) {
-		fprintf(stderr, "zerohop lab: cleaning leftovers of an earlier run of lab %s\n", lab);
-		if (lab_down(lab, false)) {
-			lab_err("cannot clean leftovers of lab %s", lab);
-			goto out;
-		}
-	}
-	zh_run_dir(rundir, sizeof(rundir), lab);
+/* Phase 2: run dir, cgroups, network, and the workloads (plus the system
+ * pods with the mesh) into the state source. 0, or -1 with the error
+ * printed; the caller takes down whatever was built. */
+static int up_build(const struct lab_topo *t, const struct up_opts *o)
+{
+	char rundir[LAB_PATH], p[LAB_PATH + 32], ebuf[1024];
+	static char sys[LAB_PATH + 32];
+	struct md_err err = { 0 };
+	struct ss *ss = NULL;
+	char **apply;
+	int n_apply = 0, ret = -1;
+
+	zh_run_dir(rundir, sizeof(rundir), t->lab);
 	if (lab_mkdirs(rundir, 0755)) {
 		lab_err("mkdir %s: %s", rundir, strerror(errno));
-		goto out;
+		return -1;
 	}
 	lab_fmt(p, sizeof(p), "%s/pods", rundir);
 	lab_mkdirs(p, 0755);
@@ -366,46 +369,64 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 	}
 	if (lab_topo_write(t)) {
 		lab_err("write %s/lab.conf: %s", rundir, strerror(errno));
-		goto fail;
+		return -1;
 	}
 	if (mk_cgroups(t) || lab_net_up(t))
-		goto fail;
+		return -1;
 
 	/* The workloads go into the state source; the supervisor acts on them. */
-	zh_state_dir(p, sizeof(p), lab);
+	zh_state_dir(p, sizeof(p), t->lab);
 	if ((ret = ss_open(p, &ss))) {
 		lab_err("state source %s: %s", p, strerror(-ret));
-		goto fail;
+		return -1;
 	}
-	apply = zh_calloc(n_files + 1, sizeof(char *));
-	for (int i = 0; i < n_files; i++)
-		apply[n_apply++] = files[i];
-	if (mesh) {
-		static char sys[LAB_PATH + 32];
-
+	ret = -1;
+	apply = zh_calloc(o->n_files + 1, sizeof(char *));
+	for (int i = 0; i < o->n_files; i++)
+		apply[n_apply++] = o->files[i];
+	if (o->mesh) {
 		lab_fmt(sys, sizeof(sys), "%s/system.yaml", rundir);
 		if (write_system_yaml(t, sys)) {
 			lab_err("write %s", sys);
-			goto fail;
+			goto out;
 		}
 		apply[n_apply++] = sys;
 	}
 	if (n_apply && ss_apply(ss, apply, n_apply, &err)) {
 		lab_err("apply: %s", md_err_str(&err, ebuf, sizeof(ebuf)));
-		goto fail;
+		goto out;
 	}
+	ret = 0;
+out:
 	ss_close(ss);
-	ss = NULL;
+	free(apply);
+	return ret;
+}
 
+/* Phase 3: fork the supervisor (lab_sup.c) and wait for its one-line
+ * report on a pipe: "ok", "ok degraded: WHY" (--keep-going) or the reason
+ * it failed, into line. 0 on "ok...", -1 otherwise (line says why). */
+static int up_start(const struct lab_topo *t, uint64_t t0, char *line, size_t len)
+{
+	char rundir[LAB_PATH], p[LAB_PATH + 32];
+	int pfd[2], ret = -1;
+	size_t off = 0;
+	ssize_t r;
+	pid_t pid;
+
+	zh_run_dir(rundir, sizeof(rundir), t->lab);
+	lab_fmt(line, len, "supervisor died before the lab was ready");
 	if (pipe2(pfd, O_CLOEXEC)) {
-		lab_err("pipe: %s", strerror(errno));
-		goto fail;
+		lab_fmt(line, len, "pipe: %s", strerror(errno));
+		return -1;
 	}
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
-		lab_err("fork: %s", strerror(errno));
-		goto fail;
+		lab_fmt(line, len, "fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
 	}
 	if (pid == 0) {
 		int fd;
@@ -431,30 +452,66 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 		lab_supervisor(t, pfd[1]);
 	}
 	close(pfd[1]);
-	pfd[1] = -1;
 	for (;;) {
 		struct pollfd q = { .fd = pfd[0], .events = POLLIN };
 		int left = (int)(UP_TIMEOUT_MS - (ms_now() - t0));
 
 		if (left <= 0 || poll(&q, 1, left) <= 0) {
-			lab_err("lab %s: pods did not start within %d s", lab, UP_TIMEOUT_MS / 1000);
-			goto fail_log;
+			lab_fmt(line, len, "pods did not start within %d s", UP_TIMEOUT_MS / 1000);
+			goto out;
 		}
-		r = read(pfd[0], line + off, sizeof(line) - 1 - off);
+		r = read(pfd[0], line + off, len - 1 - off);
 		if (r <= 0)
 			break;
 		off += r;
-		if (memchr(line, '\n', off) || off >= sizeof(line) - 1)
+		if (memchr(line, '\n', off) || off >= len - 1)
 			break;
 	}
-	line[off] = 0;
-	line[strcspn(line, "\n")] = 0;
-	if (strncmp(line, "ok", 2)) {
-		lab_err("lab %s: %s", lab, off ? line : "supervisor died before the lab was ready");
+	if (off) {
+		line[off] = 0;
+		line[strcspn(line, "\n")] = 0;
+	} else {
+		lab_fmt(line, len, "supervisor died before the lab was ready");
+	}
+	ret = strncmp(line, "ok", 2) ? -1 : 0;
+out:
+	close(pfd[0]);
+	return ret;
+}
+
+static int lab_up(const char *lab, const struct up_opts *o)
+{
+	struct lab_topo *t = zh_calloc(1, sizeof(*t));
+	struct md_state *st = md_state_new();
+	char p[LAB_PATH + 32], line[2048];
+	uint64_t t0 = ms_now();
+	int ret = 1;
+
+	/* A command that exits before reading its input (lab_run_input) must
+	 * give us EPIPE, not kill us half-way through building the lab. */
+	signal(SIGPIPE, SIG_IGN);
+	if (lab_is_up(lab)) {
+		lab_err("lab %s is already up (zerohop lab down --lab %s first)", lab, lab);
+		goto out;
+	}
+	if (up_plan(lab, o, st, t))
+		goto out;
+	/* A crashed or killed earlier run: clean it first. */
+	if (lab_leftovers(lab)) {
+		fprintf(stderr, "zerohop lab: cleaning leftovers of an earlier run of lab %s\n", lab);
+		if (lab_down(lab, false)) {
+			lab_err("cannot clean leftovers of lab %s", lab);
+			goto out;
+		}
+	}
+	if (up_build(t, o))
+		goto fail;
+	if (up_start(t, t0, line, sizeof(line))) {
+		lab_err("lab %s: %s", lab, line);
 		goto fail_log;
 	}
 	/* The lab counts as up from here (lab_is_up): ready + live supervisor. */
-	lab_fmt(p, sizeof(p), "%s/ready", rundir);
+	lab_fmt(p, sizeof(p), "%s/%s/ready", ZH_RUN_ROOT, lab);
 	if (lab_write_str(p, "ok\n")) {
 		lab_err("write %s: %s", p, strerror(errno));
 		goto fail_log;
@@ -465,7 +522,7 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 
 		lab_pod_list(lab, &pods, &n);
 		printf("lab %s up: %d nodes, %d pods%s%s in %.2f s\n", lab, t->n_nodes, n,
-		       overlay ? ", vxlan overlay" : "", mesh ? "" : ", no mesh",
+		       o->overlay ? ", vxlan overlay" : "", o->mesh ? "" : ", no mesh",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
 		/* --keep-going: up, but say loudly what does not work */
@@ -477,17 +534,12 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 	ret = 0;
 	goto out;
 fail_log:
-	lab_fmt(p, sizeof(p), "%s/supervisor.log", rundir);
+	lab_fmt(p, sizeof(p), "%s/%s/supervisor.log", ZH_RUN_ROOT, lab);
 	print_log_tail(p);
 fail:
-	if (ss)
-		ss_close(ss);
 	lab_down(lab, false);
 	ret = 1;
 out:
-	if (pfd[0] >= 0)
-		close(pfd[0]);
-	free(apply);
 	md_state_free(st);
 	free(t);
 	return ret;
@@ -807,8 +859,13 @@ int cli_lab(int argc, char **argv)
 			lab_err("--service-proxy nft is programmed by the node agents; drop --no-mesh");
 			goto out;
 		}
-		ret = lab_up(lab, files, n_files, overlay, mesh, accel, nft, skip_ports, drain_ms,
-			     keep_going);
+		struct up_opts uo = {
+			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
+			.nft = nft, .keep_going = keep_going, .accel = accel,
+			.skip_ports = skip_ports, .drain_ms = drain_ms,
+		};
+
+		ret = lab_up(lab, &uo);
 	} else if (!strcmp(sub, "down")) {
 		ret = lab_down(lab, true) ? 1 : 0;
 	} else if (!strcmp(sub, "status")) {

@@ -23,7 +23,7 @@ int lab_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int lab_ip_quiet(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* snprintf without gcc's truncation warnings: names are length-checked
- * where they enter the lab (lab_name_ok), paths fit LAB_PATH. */
+ * where they enter the lab (name_ok in lab_cli.c), paths fit LAB_PATH. */
 int lab_fmt(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Errors go to stderr, prefixed "zerohop lab: " (the daemon's stderr is

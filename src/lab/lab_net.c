@@ -8,7 +8,7 @@
  * 2. The fabric namespace is the only link between nodes and has no link to
  *    the root namespace, so no lab address is reachable from outside and no
  *    lab namespace reaches the real network.
- * 3. A node has its fabric IP before any pod is plumbed (DESIGN.md §5: ARP
+ * 3. A node has its fabric IP before any pod is plumbed (docs/lab.md: ARP
  *    needs a source address), and a pod never ARPs for its gateway: it has a
  *    permanent neighbour entry for LAB_GW, and the node a permanent one for
  *    the pod (MACs are derived from addresses, so both are known up front).

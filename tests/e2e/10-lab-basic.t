@@ -7,14 +7,8 @@
 # and `lab down` leaves no namespace, veth, cgroup, mount, pin or process,
 # while the root network namespace never gains a route, address or link.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t10
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-command -v curl >/dev/null || skip_all "curl not installed"
-TMP=$(mktemp -d /tmp/zh-t10.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t10 curl
 
 # The echo server is `zerohop echo`, through its well-known image.
 ECHO='image: mendhak/http-https-echo'

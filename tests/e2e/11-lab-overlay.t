@@ -5,14 +5,8 @@
 # counters move), pods get MTU 1450, and a large transfer survives the smaller
 # MTU. Three nodes here, so routes to two peers are exercised.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t11
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-command -v curl >/dev/null || skip_all "curl not installed"
-TMP=$(mktemp -d /tmp/zh-t11.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t11 curl
 
 ECHO='image: fortio/fortio'	# fortio's server mode: `zerohop echo`
 cat >"$TMP/lab.yaml" <<EOF

@@ -4,13 +4,8 @@
 # killed supervisor likewise; bad manifests fail with file:line before
 # anything is built; `lab down` of a lab that never existed succeeds.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t12
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-TMP=$(mktemp -d /tmp/zh-t12.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t12
 
 cat >"$TMP/lab.yaml" <<EOF
 apiVersion: apps/v1

@@ -7,20 +7,8 @@
 # pods, `zerohop delete` removes them; the runtime Pod objects in the state
 # source follow (that is what the agents see).
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t13
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-"$ZH" apply --help >/dev/null 2>&1
-[ $? -eq 3 ] && skip_all "zerohop apply not built yet"
-TMP=$(mktemp -d /tmp/zh-t13.XXXXXX)
-SAMPLER=""
-cleanup() {
-	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-	"$ZH" lab down --lab $LAB >/dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t13
 export ZH_LAB=$LAB
 
 deploy() { # replicas version
@@ -93,6 +81,7 @@ is "$(state_pods)" 3 "removed pods left the state source"
 	done
 ) >"$TMP/samples" &
 SAMPLER=$!
+BG+=($SAMPLER)
 LOG=/run/zerohop/$LAB/supervisor.log
 LOGN=$(wc -l <"$LOG")
 deploy 3 v2 >"$TMP/d.yaml"

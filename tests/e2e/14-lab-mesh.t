@@ -6,17 +6,8 @@
 # resolv.conf and reach them. --accel and --service-proxy reach the agents'
 # command lines. `lab down` removes the agents' pins.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t14
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-command -v curl >/dev/null || skip_all "curl not installed"
-"$ZH" agent --help >/dev/null 2>&1
-[ $? -eq 3 ] && skip_all "zerohop agent not built yet"
-"$ZH" echo --help >/dev/null 2>&1 || skip_all "zerohop echo not built yet"
-TMP=$(mktemp -d /tmp/zh-t14.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t14 curl
 
 cat >"$TMP/lab.yaml" <<EOF
 apiVersion: v1

@@ -5,15 +5,9 @@
 # /var/log/nginx and /var/lib/nginx, so two nginx pods never share a pid
 # file or a log, and the host's nginx files are untouched.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t15
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
+source "$(dirname "$0")/../lib/lab_test.sh"
 [ -x /usr/sbin/nginx ] || skip_all "nginx not installed (scripts/deps.sh installs it)"
-command -v jq >/dev/null || skip_all "jq not installed (scripts/deps.sh installs it)"
-command -v curl >/dev/null || skip_all "curl not installed"
-TMP=$(mktemp -d /tmp/zh-t15.XXXXXX)
-cleanup() { "$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
+lab_test_setup t15 curl
 
 cat >"$TMP/lab.yaml" <<'EOF'
 apiVersion: v1

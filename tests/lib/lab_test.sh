@@ -109,7 +109,7 @@ lab_listener_pid() {
 
 lab_listening() { [ -n "$(lab_listener_pid "$1" "$2")" ]; }
 
-lab_running() { [ "$("$ZH" lab status --lab "$LAB" 2>/dev/null | grep -c ' Running ')" -ge "$1" ]; }
+lab_running() { [ "$("$ZH" lab status --lab "$LAB" -o json 2>/dev/null | jq '[.pods[] | select(.phase == "Running")] | length')" -ge "$1" ]; }
 
 lab_conns_ok() {
 	local r
