@@ -6,7 +6,8 @@
  * (BPF_ENABLE_STATS: an fd, so the machine-wide setting goes back off by
  * itself even if we are killed; kernel.bpf_stats_enabled is not touched),
  * finds the programs behind the pinned policy links of each PIN_DIR
- * (pol_link_ingress, pol_link_egress, pol_link_connect4, pol_link_sockops:
+ * (pol_link_ingress, pol_link_egress, pol_link_connect4, pol_link_sockops,
+ * pol_link_connect6:
  * exactly the lab's own programs, never another lab's; a link not pinned —
  * the per-packet pair on a node without an isolated pod — is skipped with
  * a note on stderr), reads run_cnt and run_time_ns, runs
@@ -34,7 +35,7 @@
 /* The policy's links (include/zerohop/policy.h pol_link_names); the
  * per-packet pair is pinned only on nodes where some pod is isolated. */
 static const char *const links[] = { "pol_link_ingress", "pol_link_egress", "pol_link_connect4",
-				     "pol_link_sockops" };
+				     "pol_link_sockops", "pol_link_connect6" };
 
 struct prog {
 	char name[600];
