@@ -65,11 +65,11 @@ for _ in $(seq 50); do
 	"$ZH" lab exec --lab $LAB client -- curl -s -m 1 -o /dev/null "http://[::ffff:$VIP]/" && break
 	sleep 0.2
 done
-PIN=/sys/fs/bpf/zerohop/$LAB/node-a
+PINDIR=/sys/fs/bpf/zerohop/$LAB/node-a
 COST=$(dirname "$ZH")/tests/tools/netpol_cost
 [ -x "$COST" ] || COST=
 run() {	# URL OUT -> conn/s (and OUT.cost: the connect programs' run time)
-	${COST:+"$COST" "$PIN/zh_lb_link_connect4" "$PIN/zh_lb_link_connect6" --} \
+	${COST:+"$COST" "$PINDIR/zh_lb_link_connect4" "$PINDIR/zh_lb_link_connect6" --} \
 		"$ZH" lab exec --lab $LAB client -- "${CPU[@]}" "$ZH" bench --keepalive=false -c "$C" \
 		-t "${SECS}s" --warmup 500ms --quiet --json "$2" "$1?size=1024" >"$2.cost" 2>/dev/null
 	jq .ActualQPS "$2"

@@ -11,7 +11,9 @@
 #  - UDP: unconnected (sendto/recvfrom) and connected, replies from
 #    ::ffff:VIP; a DNS query to the v4-mapped kube-dns ClusterIP;
 #  - the same-node short-circuit takes the AF_INET6 client's connection
-#    (accel counters move, bytes redirected between a v6 and a v4 socket);
+#    (accel counters move, bytes redirected between a v6 and a v4 socket),
+#    and an AF_INET client's connection to a dual-stack server (AF_INET6
+#    listener on [::], accepting v4-mapped);
 #  - a native IPv6 destination ([::1]) is left alone.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
@@ -36,6 +38,8 @@ spec:
     - name: web
       command: ["$ZH", "echo", "--http", "9090", "--tcp", "9091", "--udp", "9092"]
       ports: [{name: web, containerPort: 9090}]
+    - name: dual
+      command: ["/usr/bin/python3", "$V6", "echo6", "9093"]
 ---
 YAML
 }
@@ -71,6 +75,13 @@ spec:
 ---
 apiVersion: v1
 kind: Service
+metadata: {name: near6}
+spec:
+  selector: {app: who-a}
+  ports: [{name: echo, port: 7, targetPort: 9093}]
+---
+apiVersion: v1
+kind: Service
 metadata: {name: empty}
 spec:
   selector: {app: nothing-here}
@@ -101,7 +112,7 @@ ok $? "lab up: backends on node-a and node-b, clients on node-a, accel on" ||
 
 x() { timeout 60 "$ZH" lab exec --lab $LAB "$@"; }
 vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIP"; }
-VIP=$(vip who); NEAR=$(vip near); EMPTY=$(vip empty); L7=$(vip web-l7)
+VIP=$(vip who); NEAR=$(vip near); NEAR6=$(vip near6); EMPTY=$(vip empty); L7=$(vip web-l7)
 st() { "$ZH" get --lab $LAB stats -o json | jq ".\"node-a\".$1 // 0"; }
 diag "who $VIP near $NEAR empty $EMPTY web-l7 $L7"
 
@@ -184,6 +195,14 @@ is "$got" 20000 "AF_INET6 client <-> same-node echo backend: 20 round trips inta
 diag "accel sockets $s0 -> $s1, msgs $m0 -> $m1"
 ok "$([ $((s1 - s0)) -ge 2 ]; echo $?)" "  both ends short-circuited (accel_sockets +$((s1 - s0)))"
 ok "$([ $((m1 - m0)) -ge 20 ]; echo $?)" "  messages redirected between the v6 client and the v4 server (accel_msgs +$((m1 - m0)))"
+
+s0=$(st accel_sockets); m0=$(st accel_msgs)
+r=$(x client -- /usr/bin/python3 "$V6" rtt 4 "$NEAR6" 7 20)
+s1=$(st accel_sockets); m1=$(st accel_msgs)
+is "$(echo "$r" | jq .bytes)" 20000 "AF_INET client <-> same-node dual-stack ([::]) server: 20 round trips intact"
+diag "accel sockets $s0 -> $s1, msgs $m0 -> $m1"
+ok "$([ $((s1 - s0)) -ge 2 ]; echo $?)" "  both ends short-circuited (accel_sockets +$((s1 - s0)))"
+ok "$([ $((m1 - m0)) -ge 20 ]; echo $?)" "  messages redirected between the v4 client and the v6 server (accel_msgs +$((m1 - m0)))"
 
 # ---- native IPv6 left alone, counters ------------------------------------------
 r=$(x client -- /usr/bin/python3 "$V6" native6)

@@ -15,6 +15,11 @@ each command prints one JSON object. FAM is 4 (AF_INET, address a.b.c.d) or
                                resolv.conf nameserver: answer, reply source
   native6                      a listener on [::1] and an AF_INET6 connect to
                                it: native IPv6 is left alone
+  echo6 PORT                   (server) a dual-stack echo server: AF_INET6,
+                               IPV6_V6ONLY off, bound to [::] (as Node.js and
+                               Java servers listen by default)
+  rtt FAM IP PORT N            one connection, N round trips of 1000 bytes
+                               to an echo server: bytes echoed
 (Bounded: tcp and udp stop at the third failure.)
 """
 import errno, json, socket, struct, sys, time
@@ -147,8 +152,52 @@ def native6():
         return {"result": ename(e), "port": port}
 
 
+def echo6(port):
+    import threading
+    ls = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("::", int(port)))
+    ls.listen(64)
+
+    def serve(c):
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                c.sendall(b)
+        except OSError:
+            pass
+        c.close()
+
+    while True:
+        c, _ = ls.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+def rtt(fam, ip, port, n):
+    af, a = addr(fam, ip, int(port))
+    s = socket.socket(af, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(a)
+    total = 0
+    for _ in range(int(n)):
+        s.sendall(b"x" * 1000)
+        b = b""
+        while len(b) < 1000:
+            d = s.recv(1000 - len(b))
+            if not d:
+                break
+            b += d
+        total += len(b)
+    s.close()
+    return {"bytes": total}
+
+
 def main(a):
-    cmds = {"tcp": tcp, "http": http, "udp": udp, "dns": dns, "native6": native6}
+    cmds = {"tcp": tcp, "http": http, "udp": udp, "dns": dns, "native6": native6,
+            "echo6": echo6, "rtt": rtt}
     if not a or a[0] not in cmds:
         sys.exit("v6probe: unknown command")
     print(json.dumps(cmds[a[0]](*a[1:])))
