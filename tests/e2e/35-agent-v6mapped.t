@@ -54,6 +54,30 @@ spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: intruder, labels: {app: intruder}}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: dual, labels: {app: dual}}
+spec: {nodeName: node-b, containers: [{name: s, command: ["/usr/bin/python3", "$V6", "echo6", "9093"]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: dual}
+spec:
+  selector: {app: dual}
+  ports: [{port: 7, targetPort: 9093}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: dual-from-client}
+spec:
+  podSelector: {matchLabels: {app: dual}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: limited, labels: {app: limited}}
 spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
 ---
@@ -112,7 +136,7 @@ ok $? "lab up: backends on node-a and node-b, clients on node-a, accel on" ||
 
 x() { timeout 60 "$ZH" lab exec --lab $LAB "$@"; }
 vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIP"; }
-VIP=$(vip who); NEAR=$(vip near); NEAR6=$(vip near6); EMPTY=$(vip empty); L7=$(vip web-l7)
+VIP=$(vip who); NEAR=$(vip near); NEAR6=$(vip near6); DUAL=$(vip dual); EMPTY=$(vip empty); L7=$(vip web-l7)
 st() { "$ZH" get --lab $LAB stats -o json | jq ".\"node-a\".$1 // 0"; }
 diag "who $VIP near $NEAR empty $EMPTY web-l7 $L7"
 
@@ -158,6 +182,15 @@ for fam in 4 6; do
 done
 r=$(x limited -- /usr/bin/python3 "$V6" udp 6 "$VIP" 53 4 unconnected)
 is "$(echo "$r" | jq .lost)" 0 "the same pod's allowed UDP via AF_INET6 still passes"
+# ingress policy in front of a dual-stack server (AF_INET6 listener on [::],
+# node-b): its accepted sockets are AF_INET6 with v4-mapped ends
+for fam in 6 4; do
+	r=$(x client -- /usr/bin/python3 "$V6" rtt $fam "$DUAL" 7 5)
+	is "$(echo "$r" | jq -c '[.bytes, .error]')" '[5000,null]' \
+		"AF_INET$([ $fam = 6 ] && echo 6) client -> dual-stack server admitted by its ingress policy: 5 round trips"
+done
+r=$(x intruder -- /usr/bin/python3 "$V6" rtt 6 "$DUAL" 7 1)
+is "$(echo "$r" | jq -r .error)" TIMEOUT "AF_INET6 from a pod the server's ingress policy denies: SYN dropped (timeout)"
 
 # ---- UDP ----------------------------------------------------------------------
 r=$(x client -- /usr/bin/python3 "$V6" udp 6 "$VIP" 53 40 unconnected)

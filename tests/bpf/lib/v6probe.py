@@ -19,7 +19,7 @@ each command prints one JSON object. FAM is 4 (AF_INET, address a.b.c.d) or
                                IPV6_V6ONLY off, bound to [::] (as Node.js and
                                Java servers listen by default)
   rtt FAM IP PORT N            one connection, N round trips of 1000 bytes
-                               to an echo server: bytes echoed
+                               to an echo server: bytes echoed, error
 (Bounded: tcp and udp stop at the third failure.)
 """
 import errno, json, socket, struct, sys, time
@@ -179,20 +179,24 @@ def echo6(port):
 def rtt(fam, ip, port, n):
     af, a = addr(fam, ip, int(port))
     s = socket.socket(af, socket.SOCK_STREAM)
-    s.settimeout(3)
-    s.connect(a)
+    s.settimeout(2)
     total = 0
-    for _ in range(int(n)):
-        s.sendall(b"x" * 1000)
-        b = b""
-        while len(b) < 1000:
-            d = s.recv(1000 - len(b))
-            if not d:
-                break
-            b += d
-        total += len(b)
-    s.close()
-    return {"bytes": total}
+    try:
+        s.connect(a)
+        for _ in range(int(n)):
+            s.sendall(b"x" * 1000)
+            b = b""
+            while len(b) < 1000:
+                d = s.recv(1000 - len(b))
+                if not d:
+                    break
+                b += d
+            total += len(b)
+    except OSError as e:
+        return {"bytes": total, "error": ename(e)}
+    finally:
+        s.close()
+    return {"bytes": total, "error": None}
 
 
 def main(a):
