@@ -6,7 +6,12 @@
 # pairs of SECONDS each; prints conn/s per run and the median v6/v4 ratio
 # with its spread (issue 14 target: >= 0.97).
 #   usage: tests/bpf/bench-connrate-v6.sh [PAIRS=7] [SECONDS=3]
-#   env: ZH (binary), C (connections, 8), LAB (lab name, Cv6)
+#   env: ZH (binary), C (connections, 8), LAB (lab name, Cv6), DIRECT (1)
+# DIRECT=1 adds a pair to the pod IP itself in every round (v4: POD, v6:
+# ::ffff:POD; no Service, nothing for the hooks to translate): the kernel's
+# own cost of an AF_INET6 socket on the v4-mapped path, so the Service
+# ratio can be read against it (v6/v4 Service ÷ v6/v4 pod IP = what the
+# hooks add).
 # Lab: client pod on node-a, one `zerohop echo --http` pod on node-b (cross
 # node: the same-node short-circuit plays no part), keep-alive off, 1 KiB
 # responses (the Romana method, as tests/bpf/bench-connrate.sh). As in
@@ -61,6 +66,8 @@ if [ "$PIN" = 1 ]; then
 	CPU=(taskset -c 0)
 fi
 VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="srv") | .clusterIP')
+POD=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="srv") | .ip')
+DIRECT=${DIRECT:-1}
 for _ in $(seq 50); do
 	"$ZH" lab exec --lab $LAB client -- curl -s -m 1 -o /dev/null "http://[::ffff:$VIP]/" && break
 	sleep 0.2
@@ -90,6 +97,17 @@ for i in $(seq "$PAIRS"); do
 	fi
 	r=$(ratio "$b" "$a")
 	echo "$r" >>"$TMP/ratios"
+	if [ "$DIRECT" = 1 ]; then
+		if [ $((i % 2)) = 1 ]; then
+			pa=$(run "http://$POD:8080/" "$TMP/pa.json"); pb=$(run "http://[::ffff:$POD]:8080/" "$TMP/pb.json")
+		else
+			pb=$(run "http://[::ffff:$POD]:8080/" "$TMP/pb.json"); pa=$(run "http://$POD:8080/" "$TMP/pa.json")
+		fi
+		pr=$(ratio "$pb" "$pa")
+		echo "$pr" >>"$TMP/pratios"
+		ratio "$r" "$pr" >>"$TMP/qratios"
+		printf "#     pod IP: v4 %.0f v6 %.0f v6/v4 %s\n" "$pa" "$pb" "$pr"
+	fi
 	n4=$(nsrun "$TMP/a.json" connect4); n6=$(nsrun "$TMP/b.json" connect6)
 	echo "${n4:-0}" >>"$TMP/ns4"; echo "${n6:-0}" >>"$TMP/ns6"
 	printf "%-5s %-12.0f %-12.0f %-7s %s %s\n" "$i" "$a" "$b" "$r" "${n4:--}" "${n6:--}"
@@ -97,4 +115,5 @@ done
 m1=$(stat v6_socket_v4mapped_service); x1=$(stat connect_translated)
 echo "# connect_translated +$((x1 - x0)), of which from AF_INET6 sockets (v6_socket_v4mapped_service) +$((m1 - m0)); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "v6/v4 median $(median <"$TMP/ratios") spread $(spread <"$TMP/ratios") over $PAIRS pairs"
+[ "$DIRECT" = 1 ] && echo "pod IP (no translation) v6/v4 median $(median <"$TMP/pratios") spread $(spread <"$TMP/pratios"); Service ratio / pod-IP ratio per round: median $(median <"$TMP/qratios") spread $(spread <"$TMP/qratios")"
 [ -n "$COST" ] && echo "kernel cost per connect (BPF run time, node-a): connect4 median $(median <"$TMP/ns4") ns ($(spread <"$TMP/ns4")), connect6 median $(median <"$TMP/ns6") ns ($(spread <"$TMP/ns6"))"
