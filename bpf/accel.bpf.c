@@ -79,6 +79,12 @@
  *     invariant holds unchanged (policy generation, skip ports, closing).
  *     A proxy endpoint with a socket outside the attached cgroups never
  *     enters the map, so its peer only falls back (no peer key).
+ * 10. "IPv4 TCP socket" includes an AF_INET6 socket whose both ends are
+ *     v4-mapped (a dual-stack client or server with an IPv4 peer; on the
+ *     wire the connection is IPv4): its key is the one an AF_INET socket of
+ *     the same connection gets (lib/accel_key.h), so a v6 client and a v4
+ *     server (or the reverse) short-circuit like two v4 sockets. Native
+ *     IPv6 connections are never inserted.
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -105,7 +111,7 @@
 #include "lib/accel_key.h"
 #include "lib/accel_maps.h"
 
-#define AF_INET 2
+#define AF_INET ZH_AF_INET
 #define SOL_SOCKET 1
 #define SO_RCVLOWAT 18
 
@@ -203,7 +209,8 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 
 	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED))
 		return;
-	accel_key_from_sockops(&key, skops);
+	if (!accel_key_from_sockops(&key, skops))
+		return;
 	pair = accel_pair(&key);
 	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
 		return;
@@ -258,7 +265,8 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 	struct zh_accel_key key = {};
 	__u32 state = skops->args[1];
 
-	accel_key_from_sockops(&key, skops);
+	if (!accel_key_from_sockops(&key, skops))
+		return;
 	if (state == BPF_TCP_CLOSE) {
 		accel_closing_del(&key);
 		bpf_map_delete_elem(&accel_rx, &key);
@@ -273,7 +281,9 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 SEC("sockops")
 int zh_accel_sockops(struct bpf_sock_ops *skops)
 {
-	if (skops->family != AF_INET)
+	/* IPv4 connections only: AF_INET, or AF_INET6 with v4-mapped ends
+	 * (invariant 10); the key builder returns 0 for anything else */
+	if (skops->family != AF_INET && skops->family != ZH_AF_INET6)
 		return 1;
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -301,15 +311,16 @@ int zh_accel_setsockopt(struct bpf_sockopt *ctx)
 
 	if (!sk || ctx->level != SOL_SOCKET || ctx->optname != SO_RCVLOWAT)
 		return 1;
-	if (sk->family != AF_INET || sk->protocol != 6 /* IPPROTO_TCP */ ||
-	    sk->state != BPF_TCP_ESTABLISHED)
+	if ((sk->family != AF_INET && sk->family != ZH_AF_INET6) ||
+	    sk->protocol != 6 /* IPPROTO_TCP */ || sk->state != BPF_TCP_ESTABLISHED)
 		return 1;
 	val = ctx->optval;
 	if ((void *)(val + 1) > ctx->optval_end || *val <= 1)
 		return 1;
 	if (!bpf_sk_storage_get(&accel_sk, sk, 0, 0))
 		return 1;	/* not ours */
-	accel_key_from_sockopt(&key, ctx, sk);
+	if (!accel_key_from_sockopt(&key, ctx, sk))
+		return 1;
 	/* Peers stop redirecting; the socket keeps its psock (a sockhash
 	 * delete is not allowed here), whose queue stays empty, so reads and
 	 * readiness follow the normal receive queue and SO_RCVLOWAT. */

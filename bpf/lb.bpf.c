@@ -21,6 +21,12 @@
  *                                   the proxy (abi/l7cap.h) and {VIP, proxy}
  *                                   in zh_lb_sock, so getpeername4 shows the
  *                                   VIP. Connected UDP stays at L4.
+ *   connect6 sendmsg6 recvmsg6      the same for an AF_INET6 socket whose
+ *   getpeername6                    address is v4-mapped (::ffff:VIP): a
+ *                                   dual-stack client (gRPC, the JVM,
+ *                                   Node.js) of an IPv4 Service. One body
+ *                                   per hook (lb_connect ...), two thin
+ *                                   entry points (invariant 7).
  *
  * Invariants (the agent, ag_lb_sync in src/agent/lb.c, keeps 1-3):
  *  1. A zh_lb_svc value with count > 0 points at a slot whose entries
@@ -41,6 +47,16 @@
  *     written): it is never balanced at L4 behind the proxy's back. It is
  *     redirected even when the service has no endpoints of its own (an
  *     HTTPRoute may send it to other Services; the proxy answers 503).
+ *  7. An AF_INET6 socket with a v4-mapped destination ::ffff:a.b.c.d is
+ *     translated exactly as an AF_INET socket to a.b.c.d (same maps, same
+ *     pick, same refusals, same records; the v6 hook rewrites only the last
+ *     word of user_ip6, so the socket stays v4-mapped and the connection is
+ *     IPv4 on the wire); getpeername6/recvmsg6 give back ::ffff:VIP. A
+ *     native IPv6 destination is never touched (counted in
+ *     ZH_LB_STAT_V6_NATIVE): there are no IPv6 Services yet.
+ *     (For unconnected UDP to a v4-mapped address the kernel runs the
+ *     sendmsg4 hook, udpv6_sendmsg -> udp_sendmsg, with the IPv4 address:
+ *     sendmsg6 handles whichever it is given.)
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -52,6 +68,7 @@
 #include "zerohop/abi/l7cap.h"	/* with __bpf__: the shared capture maps */
 #include "lib/lb_maps.h"
 #include "lib/lb_helpers.h"
+#include "lib/v4mapped.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -114,8 +131,48 @@ static __always_inline void lb_sock_record(struct bpf_sock_addr *ctx, __u32 vip,
 	sv->svc_id = svc_id;
 }
 
+/* ---- the two address families ----------------------------------------------
+ * Every hook has one body (lb_connect, lb_sendmsg, lb_recvmsg,
+ * lb_getpeername) that works on an IPv4 address, and two thin entry points:
+ * the ...4 one reads/writes user_ip4, the ...6 one the last word of a
+ * v4-mapped user_ip6 (invariant 7). `v6` is a constant at every call site,
+ * so each entry point is compiled with only its own context accesses (the
+ * verifier refuses user_ip6 in a v4 hook and user_ip4 in a v6 one). */
+
+/* The destination (or peer) of ctx as an IPv4 address in *ip4. Returns 0 for
+ * a v6 hook whose address is native IPv6 (not v4-mapped): not ours. */
+static __always_inline int lb_get_ip4(struct bpf_sock_addr *ctx, int v6, __u32 *ip4)
+{
+	if (!v6) {
+		*ip4 = ctx->user_ip4;
+		return 1;
+	}
+	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+		return 0;
+	*ip4 = ctx->user_ip6[3];
+	return 1;
+}
+
+/* Rewrite the address of ctx to ip4:port. For a v6 hook the address already
+ * is v4-mapped (lb_get_ip4 said so), only its IPv4 word changes. */
+static __always_inline void lb_set_ip4(struct bpf_sock_addr *ctx, int v6, __u32 ip4, __u32 port)
+{
+	if (v6)
+		ctx->user_ip6[3] = ip4;
+	else
+		ctx->user_ip4 = ip4;
+	ctx->user_port = port;
+}
+
+/* A v6 hook with a native IPv6 destination: counted, never touched. */
+static __always_inline int lb_native6(void)
+{
+	lb_count(ZH_LB_STAT_V6_NATIVE);
+	return 1;
+}
+
 /* Invariant 6: TCP to an L7 service -> the node proxy, or ECONNREFUSED. */
-static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx,
+static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
 					  const struct zh_lb_svc_val *svc, __u32 vip, __u32 vport)
 {
 	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport };
@@ -133,26 +190,29 @@ static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx,
 	lb_v4_mapped(px.addr, cfg->proxy_ip);
 	px.port = cfg->proxy_port;
 	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
-	ctx->user_ip4 = cfg->proxy_ip;
-	ctx->user_port = cfg->proxy_port;
+	lb_set_ip4(ctx, v6, cfg->proxy_ip, cfg->proxy_port);
 	lb_count(ZH_LB_STAT_L7_REDIRECT);
 	return 1;
 }
 
-SEC("cgroup/connect4")
-int zh_lb_connect4(struct bpf_sock_addr *ctx)
+/* connect4 / connect6: VIP -> backend (or the node proxy), once per socket. */
+static __always_inline int lb_connect(struct bpf_sock_addr *ctx, int v6)
 {
 	const struct zh_lb_backend *be;
 	struct zh_lb_svc_val *svc;
-	__u32 vip = ctx->user_ip4, vport = ctx->user_port;
+	__u32 vip, vport = ctx->user_port;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
 		return 1;
+	if (!lb_get_ip4(ctx, v6, &vip))
+		return lb_native6();
 	svc = lb_svc_of(vip, vport, ctx->protocol);
 	if (!svc)
 		return 1;
+	if (v6)
+		lb_count(ZH_LB_STAT_V6_MAPPED);
 	if ((svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP)
-		return lb_l7_redirect(ctx, svc, vip, vport);
+		return lb_l7_redirect(ctx, v6, svc, vip, vport);
 	if (svc->count == 0)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 	be = lb_pick_fresh(&svc, vip, vport, ctx->protocol);
@@ -160,26 +220,29 @@ int zh_lb_connect4(struct bpf_sock_addr *ctx)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 
 	lb_sock_record(ctx, vip, vport, be, svc->svc_id);
-	ctx->user_ip4 = lb_v4_of(be->addr);
-	ctx->user_port = be->port;
+	lb_set_ip4(ctx, v6, lb_v4_of(be->addr), be->port);
 	lb_count(ZH_LB_STAT_CONNECT_XLATE);
 	return 1;
 }
 
-SEC("cgroup/sendmsg4")
-int zh_lb_sendmsg4(struct bpf_sock_addr *ctx)
+/* sendmsg4 / sendmsg6 (unconnected UDP): VIP -> backend per datagram. */
+static __always_inline int lb_sendmsg(struct bpf_sock_addr *ctx, int v6)
 {
 	struct zh_lb_udprev_key rk = {};
 	struct zh_lb_udprev_val rv = {};
 	const struct zh_lb_backend *be;
 	struct zh_lb_svc_val *svc;
-	__u32 vip = ctx->user_ip4, vport = ctx->user_port;
+	__u32 vip, vport = ctx->user_port;
 
 	if (ctx->protocol != IPPROTO_UDP)
 		return 1;
+	if (!lb_get_ip4(ctx, v6, &vip))
+		return lb_native6();
 	svc = lb_svc_of(vip, vport, IPPROTO_UDP);
 	if (!svc)
 		return 1;
+	if (v6)
+		lb_count(ZH_LB_STAT_V6_MAPPED);
 	if (svc->count == 0)
 		return lb_refuse(ZH_LB_STAT_SENDMSG_NOBACKEND);
 	be = lb_pick_fresh(&svc, vip, vport, IPPROTO_UDP);
@@ -193,26 +256,27 @@ int zh_lb_sendmsg4(struct bpf_sock_addr *ctx)
 	rv.vport = (__be16)vport;
 	bpf_map_update_elem(&zh_lb_udprev, &rk, &rv, BPF_ANY);
 
-	ctx->user_ip4 = lb_v4_of(be->addr);
-	ctx->user_port = be->port;
+	lb_set_ip4(ctx, v6, lb_v4_of(be->addr), be->port);
 	lb_count(ZH_LB_STAT_SENDMSG_XLATE);
 	return 1;
 }
 
-SEC("cgroup/recvmsg4")
-int zh_lb_recvmsg4(struct bpf_sock_addr *ctx)
+/* recvmsg4 / recvmsg6 (UDP): reply source backend -> VIP. */
+static __always_inline int lb_recvmsg(struct bpf_sock_addr *ctx, int v6)
 {
 	struct zh_lb_udprev_key rk = {};
 	struct zh_lb_udprev_val *rv;
 	struct zh_lb_sock_val *sv;
 	__u8 src[16];
+	__u32 ip4;
 
-	lb_v4_mapped(src, ctx->user_ip4);
+	if (!lb_get_ip4(ctx, v6, &ip4))
+		return 1;
+	lb_v4_mapped(src, ip4);
 	/* Connected UDP: the socket's own record. */
 	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
 	if (sv && lb_addr_eq(sv->be.addr, src) && sv->be.port == (__be16)ctx->user_port) {
-		ctx->user_ip4 = lb_v4_of(sv->vip);
-		ctx->user_port = sv->vport;
+		lb_set_ip4(ctx, v6, lb_v4_of(sv->vip), sv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
 		return 1;
 	}
@@ -221,27 +285,74 @@ int zh_lb_recvmsg4(struct bpf_sock_addr *ctx)
 	rk.port = (__be16)ctx->user_port;
 	rv = bpf_map_lookup_elem(&zh_lb_udprev, &rk);
 	if (rv) {
-		ctx->user_ip4 = lb_v4_of(rv->vip);
-		ctx->user_port = rv->vport;
+		lb_set_ip4(ctx, v6, lb_v4_of(rv->vip), rv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
 	}
 	return 1;
 }
 
-SEC("cgroup/getpeername4")
-int zh_lb_getpeername4(struct bpf_sock_addr *ctx)
+/* getpeername4 / getpeername6: peer backend (or proxy) -> VIP. */
+static __always_inline int lb_getpeername(struct bpf_sock_addr *ctx, int v6)
 {
 	struct zh_lb_sock_val *sv;
 	__u8 peer[16];
+	__u32 ip4;
 
 	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
-	if (!sv)
+	if (!sv || !lb_get_ip4(ctx, v6, &ip4))
 		return 1;
-	lb_v4_mapped(peer, ctx->user_ip4);
+	lb_v4_mapped(peer, ip4);
 	if (lb_addr_eq(sv->be.addr, peer) && sv->be.port == (__be16)ctx->user_port) {
-		ctx->user_ip4 = lb_v4_of(sv->vip);
-		ctx->user_port = sv->vport;
+		lb_set_ip4(ctx, v6, lb_v4_of(sv->vip), sv->vport);
 		lb_count(ZH_LB_STAT_GETPEERNAME_REVNAT);
 	}
 	return 1;
+}
+
+SEC("cgroup/connect4")
+int zh_lb_connect4(struct bpf_sock_addr *ctx)
+{
+	return lb_connect(ctx, 0);
+}
+
+SEC("cgroup/connect6")
+int zh_lb_connect6(struct bpf_sock_addr *ctx)
+{
+	return lb_connect(ctx, 1);
+}
+
+SEC("cgroup/sendmsg4")
+int zh_lb_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return lb_sendmsg(ctx, 0);
+}
+
+SEC("cgroup/sendmsg6")
+int zh_lb_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return lb_sendmsg(ctx, 1);
+}
+
+SEC("cgroup/recvmsg4")
+int zh_lb_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return lb_recvmsg(ctx, 0);
+}
+
+SEC("cgroup/recvmsg6")
+int zh_lb_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return lb_recvmsg(ctx, 1);
+}
+
+SEC("cgroup/getpeername4")
+int zh_lb_getpeername4(struct bpf_sock_addr *ctx)
+{
+	return lb_getpeername(ctx, 0);
+}
+
+SEC("cgroup/getpeername6")
+int zh_lb_getpeername6(struct bpf_sock_addr *ctx)
+{
+	return lb_getpeername(ctx, 1);
 }

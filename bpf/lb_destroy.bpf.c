@@ -12,6 +12,9 @@
  *  1. Only sockets whose remote address:port is in zh_lb_stale are touched;
  *     listening sockets (remote 0) never match.
  *  2. The map and program are not pinned: they live for one destroy round.
+ *  3. An AF_INET6 socket connected to a v4-mapped address (a dual-stack
+ *     client of a Service, connect6 in lb.bpf.c) is an IPv4 connection:
+ *     skc_daddr holds its IPv4 peer and it is matched as an AF_INET one.
  * The socket's owner sees ECONNABORTED; the peer gets a RST.
  * Kernel types are declared locally with preserve_access_index (CO-RE):
  * libbpf relocates the field offsets against the running kernel's BTF.
@@ -25,15 +28,23 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define AF_INET 2
+#define AF_INET6 10
 
 struct bpf_iter_meta {
 	__u64 seq_num;
+} __attribute__((preserve_access_index));
+
+struct in6_addr {
+	union {
+		__be32 u6_addr32[4];
+	} in6_u;
 } __attribute__((preserve_access_index));
 
 struct sock_common {
 	__be32 skc_daddr;
 	__be16 skc_dport;
 	unsigned short skc_family;
+	struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 
 struct bpf_iter__tcp {
@@ -57,7 +68,7 @@ struct {
 } zh_lb_stale SEC(".maps");
 
 /* [0] sockets destroyed, [1] destroy calls that failed, [2] IPv4 TCP
- * sockets walked. */
+ * sockets walked (AF_INET, and AF_INET6 with a v4-mapped peer). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 3);
@@ -73,8 +84,15 @@ int zh_lb_destroy_iter(struct bpf_iter__tcp *ctx)
 	__u32 idx;
 	__u64 *c;
 
-	if (!skc || skc->skc_family != AF_INET)
+	if (!skc)
 		return 0;
+	if (skc->skc_family == AF_INET6) {	/* invariant 3 */
+		if (skc->skc_v6_daddr.in6_u.u6_addr32[0] || skc->skc_v6_daddr.in6_u.u6_addr32[1] ||
+		    skc->skc_v6_daddr.in6_u.u6_addr32[2] != __builtin_bswap32(0xffff))
+			return 0;
+	} else if (skc->skc_family != AF_INET) {
+		return 0;
+	}
 	idx = 2;
 	c = bpf_map_lookup_elem(&zh_lb_destroyed, &idx);
 	if (c)

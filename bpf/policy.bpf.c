@@ -34,7 +34,8 @@
  *        |                                  |
  *        +--first packet, denied--> DENY    +--gen moves, now denied--> DENY(revoked)
  *
- * cgroup/connect4 (pol_connect4) only makes a denied TCP connect fail fast
+ * cgroup/connect4 and connect6 (pol_connect4/6, one body pol_connect) only
+ * make a denied TCP connect fail fast
  * with EPERM; it judges the same tables and passes whatever it is unsure of
  * (unknown pod, Service VIP), which cgroup_skb then judges per packet.
  *
@@ -84,6 +85,11 @@
  *     range, pol_node_proxy_ip) on every node: the proxy judged the client
  *     -> backend pair per request with these same tables (src/proxy/netpol.c),
  *     so a backend near or far sees the same verdict as the direct path.
+ *  9. An AF_INET6 socket talking to an IPv4 peer (v4-mapped addresses,
+ *     lib/v4mapped.h) is an IPv4 connection: its packets are IPv4 (parse),
+ *     pol_connect6 judges a v4-mapped destination exactly as pol_connect4,
+ *     pol_sockops records its orientation with the IPv4 peer. Native IPv6
+ *     packets and destinations pass (no IPv6 policy yet, docs/policy.md).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -95,6 +101,7 @@
 #include "zerohop/abi/policy.h"
 #include "zerohop/abi/l7cap.h"	/* with __bpf__: the shared capture maps (by name) */
 #include "lib/policy_maps.h"
+#include "lib/v4mapped.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -103,7 +110,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_ACK 0x10
 #define ORIENT_UNKNOWN 0xff
-#define AF_INET 2
+#define AF_INET ZH_AF_INET
 
 /* What one program run knows about the packet. */
 struct pkt {
@@ -399,9 +406,9 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
  * pol_cgpod) and the destination is not a Service VIP (those are judged on
  * the chosen backend by cgroup_skb; when the load balancer's connect4 runs
  * first, the destination here already is the backend). Anything unsure
- * passes: cgroup_skb still enforces every packet. */
-SEC("cgroup/connect4")
-int pol_connect4(struct bpf_sock_addr *ctx)
+ * passes: cgroup_skb still enforces every packet. peer/pport: the IPv4
+ * destination (network order), from connect4 or a v4-mapped connect6. */
+static __always_inline int pol_connect(struct bpf_sock_addr *ctx, __u32 peer, __u16 pport)
 {
 	struct pkt p = { .dir = POL_DIR_EGRESS, .syn = 1 };
 	struct pol_ipc_val *ep, *pv;
@@ -422,9 +429,10 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 	p.gen = state >> 1;
 	p.slot = state & 1;
 	p.proto = IPPROTO_TCP;
-	p.peer = ctx->user_ip4;
-	p.pport = (__u16)ctx->user_port;
-	p.local = sk->src_ip4;
+	p.peer = peer;
+	p.pport = pport;
+	/* a bound source (its dst is not set yet: ask for the source alone) */
+	p.local = zh_sock_src_v4(sk);
 	if (!p.local) {
 		cgid = bpf_get_current_cgroup_id();
 		ip = bpf_map_lookup_elem(&pol_cgpod, &cgid);
@@ -451,6 +459,23 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 	return 0;	/* connect() fails with EPERM */
 }
 
+SEC("cgroup/connect4")
+int pol_connect4(struct bpf_sock_addr *ctx)
+{
+	return pol_connect(ctx, ctx->user_ip4, (__u16)ctx->user_port);
+}
+
+/* An AF_INET6 socket: a v4-mapped destination is an IPv4 connection and
+ * judged as connect4 does (invariant 9); native IPv6 passes (no IPv6
+ * policy yet: docs/policy.md). */
+SEC("cgroup/connect6")
+int pol_connect6(struct bpf_sock_addr *ctx)
+{
+	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+		return 1;
+	return pol_connect(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
+}
+
 /* Who opened each TCP connection, recorded when it is established, so that
  * the per-packet programs (attached only while a pod of the node is
  * isolated: pol_load.c invariant 6) know the orientation of connections
@@ -462,9 +487,11 @@ int pol_sockops(struct bpf_sock_ops *skops)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct pol_sk *st;
+	__u32 lip, rip;
 	__u8 orient;
 
-	if (skops->family != AF_INET || !sk)
+	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
+	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
 		return 1;
 	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
 		orient = POL_DIR_EGRESS;
@@ -477,7 +504,7 @@ int pol_sockops(struct bpf_sock_ops *skops)
 		return 1;
 	st->gen = 0;		/* never a generation in force: judged on the next packet */
 	st->orient = orient;
-	st->peer_ip = skops->remote_ip4;
+	st->peer_ip = rip;
 	/* remote_port: network order in the upper half; local_port: host
 	 * order (bpf/lib/accel_key.h states both) */
 	st->pport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));

@@ -8,6 +8,7 @@ pkgs=(
 	perl curl jq python3 python3-yaml
 	wrk nginx-light haproxy iperf3
 	libclang-rt-14-dev
+	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
 )
 missing=()
 for p in "${pkgs[@]}"; do

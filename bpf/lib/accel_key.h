@@ -5,6 +5,11 @@
  * local_port is host order, remote_port is the be16 port shifted into the
  * upper half of a u32 in network order, so bpf_ntohl() yields the host-order
  * port. local_ip4/remote_ip4 are kept in network order.
+ *
+ * An AF_INET6 socket whose ends are v4-mapped (a dual-stack client or
+ * server talking to an IPv4 peer, lib/v4mapped.h) gets exactly the key an
+ * AF_INET socket of the same connection would get, so either end may be of
+ * either family. Native IPv6 connections get no key (the builders return 0).
  */
 #ifndef ZH_BPF_ACCEL_KEY_H
 #define ZH_BPF_ACCEL_KEY_H
@@ -13,6 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "zerohop/abi/accel.h"
+#include "lib/v4mapped.h"
 
 /* 127.0.0.0/8: exists in every pod, so its keys carry the netns cookie. */
 static __always_inline int accel_is_loopback(__u32 ip4_net)
@@ -46,23 +52,35 @@ static __always_inline void accel_key_peer(struct zh_accel_key *peer, const stru
 /* The contexts, through the one builder above. bpf_sock_ops and sk_msg_md
  * give remote_port as a be16 in the upper half of a u32 (bpf_ntohl), struct
  * bpf_sock gives dst_port as a plain be16 (bpf_ntohs). */
-static __always_inline void accel_key_from_sockops(struct zh_accel_key *k, struct bpf_sock_ops *ctx)
+static __always_inline int accel_key_from_sockops(struct zh_accel_key *k, struct bpf_sock_ops *ctx)
 {
-	accel_key_make(k, bpf_get_netns_cookie(ctx), ctx->local_ip4, ctx->remote_ip4,
-		       ctx->local_port, bpf_ntohl(ctx->remote_port));
+	__u32 lip, rip;
+
+	if (!zh_sockops_v4(ctx, &lip, &rip))
+		return 0;
+	accel_key_make(k, bpf_get_netns_cookie(ctx), lip, rip, ctx->local_port,
+		       bpf_ntohl(ctx->remote_port));
+	return 1;
 }
 
+/* (AF_INET sockets only; unused by accel.bpf.c, whose sk_msg reads the
+ * peer key built at insert from accel_sk.) */
 static __always_inline void accel_key_from_msg(struct zh_accel_key *k, struct sk_msg_md *ctx)
 {
 	accel_key_make(k, bpf_get_netns_cookie(ctx), ctx->local_ip4, ctx->remote_ip4,
 		       ctx->local_port, bpf_ntohl(ctx->remote_port));
 }
 
-static __always_inline void accel_key_from_sockopt(struct zh_accel_key *k, struct bpf_sockopt *ctx,
-						   struct bpf_sock *sk)
+static __always_inline int accel_key_from_sockopt(struct zh_accel_key *k, struct bpf_sockopt *ctx,
+						  struct bpf_sock *sk)
 {
-	accel_key_make(k, bpf_get_netns_cookie(ctx), sk->src_ip4, sk->dst_ip4,
-		       sk->src_port, bpf_ntohs(sk->dst_port));
+	__u32 lip, rip;
+
+	if (!zh_sock_v4(sk, &lip, &rip))
+		return 0;
+	accel_key_make(k, bpf_get_netns_cookie(ctx), lip, rip, sk->src_port,
+		       bpf_ntohs(sk->dst_port));
+	return 1;
 }
 
 #endif

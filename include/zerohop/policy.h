@@ -128,9 +128,10 @@ struct pol;	/* opaque: fds of the loaded or adopted objects */
 
 /* Load, or adopt when already pinned under pin_dir, the policy programs and
  * maps, and attach them (pinned bpf_links) to cgroup_path: cgroup_skb ingress
- * and egress (enforcement + connection fast path) and cgroup/connect4 (a
- * TCP connect the pod's egress policy denies fails at once with EPERM; a
- * denied UDP send gets EPERM from cgroup_skb). Attach the policy AFTER the
+ * and egress (enforcement + connection fast path) and cgroup/connect4 and
+ * connect6 (a TCP connect the pod's egress policy denies fails at once with
+ * EPERM, also from an AF_INET6 socket to a v4-mapped address; a denied UDP
+ * send gets EPERM from cgroup_skb). Attach the policy AFTER the
  * service load balancer so its connect4 sees the chosen backend (a Service
  * VIP seen there is left to cgroup_skb). Pod cgroups are looked up as
  * CGROUP_PATH/NS_POD (lab.h layout) to know who connects.
@@ -151,10 +152,11 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 void pol_set_limits(struct pol *p, const struct pol_limits *lim);
 
 /* Pin names of the policy's bpf_links under the pin dir, indexed ingress
- * (POL_DIR_INGRESS), egress (POL_DIR_EGRESS), connect4, sockops. The first
+ * (POL_DIR_INGRESS), egress (POL_DIR_EGRESS), connect4, sockops, connect6
+ * (AF_INET6 sockets to v4-mapped addresses). The first
  * two are pinned only while a pod of the node is isolated (pol_load.c
  * invariant 6); the others whenever the datapath is attached. */
-#define POL_N_LINKS 4
+#define POL_N_LINKS 5
 extern const char *const pol_link_names[POL_N_LINKS];
 
 /* Tests only: fd of the ingress (POL_DIR_INGRESS) or egress program, for

@@ -9,6 +9,8 @@
  *   zh_l7cap_sock zh_l7cap_orig zh_l7cap_cfg   capture maps shared by name with
  *                                              the node proxy (abi/l7cap.h)
  *   zh_lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
+ *   zh_lb_link_connect6 .._sendmsg6 .._recvmsg6 .._getpeername6           (AF_INET6
+ *                         sockets: v4-mapped VIPs, bpf/lb.bpf.c invariant 7)
  * (The acceleration engineer pins its own objects in the same dir with an
  * accel prefix; nothing here touches them.)
  *
@@ -59,6 +61,10 @@
 #include "zerohop/paths.h"
 #include "lb.skel.h"
 
+/* One link per hook and socket family; a pin dir of an agent from before
+ * the IPv6 hooks has only the first four: the others are attached then. */
+#define LB_N_LINKS 8
+
 struct mirror_ent {
 	struct zh_lb_svc_key key;
 	struct zh_lb_svc_val val;
@@ -67,7 +73,7 @@ struct mirror_ent {
 
 struct ag_lb {
 	struct zh_lb *skel;
-	struct bpf_link *links[4];
+	struct bpf_link *links[LB_N_LINKS];
 	char pin_dir[256];
 	int fd_svc, fd_alias, fd_meta;
 	struct mirror_ent *m;		/* sorted by key */
@@ -78,9 +84,11 @@ struct ag_lb {
 	int n_gone;
 };
 
-static const char *const link_names[4] = {
+static const char *const link_names[LB_N_LINKS] = {
 	"zh_lb_link_connect4", "zh_lb_link_sendmsg4", "zh_lb_link_recvmsg4",
 	"zh_lb_link_getpeername4",
+	"zh_lb_link_connect6", "zh_lb_link_sendmsg6", "zh_lb_link_recvmsg6",
+	"zh_lb_link_getpeername6",
 };
 static const char *const map_names[] = {
 	"zh_lb_svc", "zh_lb_alias", "zh_lb_sock", "zh_lb_udprev", "zh_lb_meta", "zh_lb_stats",
@@ -98,6 +106,8 @@ static const char *const stat_names[ZH_LB_STAT_MAX] = {
 	[ZH_LB_STAT_ALIAS_MISS] = "alias_miss",
 	[ZH_LB_STAT_L7_REDIRECT] = "connect_l7_redirect",
 	[ZH_LB_STAT_L7_NOPROXY] = "connect_l7_refused_no_proxy",
+	[ZH_LB_STAT_V6_MAPPED] = "v6_socket_v4mapped_service",
+	[ZH_LB_STAT_V6_NATIVE] = "v6_native_passed",
 };
 
 const char *ag_lb_stat_name(int stat)
@@ -364,9 +374,34 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 	return 0;
 }
 
+/* An upgrade may add counters (enum zh_lb_stat): a pinned zh_lb_stats of
+ * another size cannot be reused by libbpf, and would fail the whole load.
+ * Counters are the one map whose content may be dropped, so its old pin is
+ * replaced by a new map (the counters restart at 0; the running programs
+ * keep the old map until their links switch to the new programs). */
+static void stats_pin_check(const char *pin_dir)
+{
+	struct bpf_map_info info = {};
+	uint32_t len = sizeof(info);
+	char path[320];
+	int fd;
+
+	if (pin_path(path, sizeof(path), pin_dir, "zh_lb_stats"))
+		return;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != ZH_LB_STAT_MAX) {
+		zh_info("lb: pinned counters of another version (%u, now %d): replaced, counters restart at 0",
+			info.max_entries, ZH_LB_STAT_MAX);
+		unlink(path);
+	}
+	close(fd);
+}
+
 int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 {
-	struct bpf_program *progs[4];
+	struct bpf_program *progs[LB_N_LINKS];
 	struct bpf_map *maps[N_MAPS];
 	struct ag_lb *lb;
 	char path[320];
@@ -403,6 +438,7 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 		if (ret)
 			goto fail;
 	}
+	stats_pin_check(o->pin_dir);
 	ret = zh_lb__load(lb->skel);
 	if (ret) {
 		zh_err("lb: load BPF programs (pinned maps of an incompatible version? run agent --cleanup): %s",
@@ -417,7 +453,11 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 	progs[1] = lb->skel->progs.zh_lb_sendmsg4;
 	progs[2] = lb->skel->progs.zh_lb_recvmsg4;
 	progs[3] = lb->skel->progs.zh_lb_getpeername4;
-	for (i = 0; i < 4; i++) {
+	progs[4] = lb->skel->progs.zh_lb_connect6;
+	progs[5] = lb->skel->progs.zh_lb_sendmsg6;
+	progs[6] = lb->skel->progs.zh_lb_recvmsg6;
+	progs[7] = lb->skel->progs.zh_lb_getpeername6;
+	for (i = 0; i < LB_N_LINKS; i++) {
 		ret = pin_path(path, sizeof(path), o->pin_dir, link_names[i]);
 		if (ret)
 			goto fail;
@@ -493,7 +533,7 @@ void ag_lb_close(struct ag_lb *lb, bool unpin)
 
 	if (!lb)
 		return;
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < LB_N_LINKS; i++) {
 		if (!lb->links[i])
 			continue;
 		if (unpin) {
@@ -525,7 +565,7 @@ int ag_lb_cleanup(const char *pin_dir)
 	char path[320];
 	int i, ret = 0;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < LB_N_LINKS; i++) {
 		struct bpf_link *l;
 
 		pin_path(path, sizeof(path), pin_dir, link_names[i]);

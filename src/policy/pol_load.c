@@ -91,7 +91,7 @@
 
 struct pol {
 	struct zh_policy *skel;
-	struct bpf_link *link[POL_N_LINKS];	/* ingress, egress, connect4, sockops */
+	struct bpf_link *link[POL_N_LINKS];	/* ingress, egress, connect4, sockops, connect6 */
 	char cg_path[PATH_MAX];		/* node cgroup ("" when not attached) */
 	char pin_dir[PATH_MAX];
 	uint32_t state;			/* pol_cfg.state in force */
@@ -137,7 +137,8 @@ static double pol_now_ms(void)
 }
 
 const char *const pol_link_names[POL_N_LINKS] = { "pol_link_ingress", "pol_link_egress",
-						   "pol_link_connect4", "pol_link_sockops" };
+						   "pol_link_connect4", "pol_link_sockops",
+						   "pol_link_connect6" };
 
 static const char *const drop_names[POL_DROP__MAX] = {
 	[POL_DROP_NONE] = "none",
@@ -305,6 +306,8 @@ int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
 		ret = attach_one(p, 2, p->skel->progs.pol_connect4, cgroup_path);
 		if (!ret)
 			ret = attach_one(p, 3, p->skel->progs.pol_sockops, cgroup_path);
+		if (!ret)	/* AF_INET6 sockets to v4-mapped addresses */
+			ret = attach_one(p, 4, p->skel->progs.pol_connect6, cgroup_path);
 		for (int i = POL_DIR_INGRESS; !ret && i <= POL_DIR_EGRESS; i++) {
 			char path[PATH_MAX + 64];
 

@@ -138,6 +138,6 @@ ok $? "node-b's cgroup carries connect4"
 "$ZH" agent --cleanup --node node-b --lab $LAB
 ok $? "agent --cleanup --node node-b"
 ok $(ls "$PIN"/zh_lb_* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?) "cleanup removed node-b's zh_lb pins"
-bpftool cgroup show "$CG" 2>/dev/null | grep -Eq "connect4|sendmsg4|recvmsg4|getpeername4"
+bpftool cgroup show "$CG" 2>/dev/null | grep -Eq "connect[46]|sendmsg[46]|recvmsg[46]|getpeername[46]"
 ok $((! $?)) "cleanup detached the hooks from node-b's cgroup"
 done_testing

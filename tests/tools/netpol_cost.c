@@ -1,15 +1,18 @@
 /* netpol_cost — kernel CPU time of the policy programs while a command runs.
  *
- *   netpol_cost PIN_DIR... -- COMMAND [ARGS...]
+ *   netpol_cost PIN_DIR|LINK_PIN... -- COMMAND [ARGS...]
  *
  * Turns on BPF run-time statistics for as long as this process lives
  * (BPF_ENABLE_STATS: an fd, so the machine-wide setting goes back off by
  * itself even if we are killed; kernel.bpf_stats_enabled is not touched),
  * finds the programs behind the pinned policy links of each PIN_DIR
- * (pol_link_ingress, pol_link_egress, pol_link_connect4, pol_link_sockops:
+ * (pol_link_ingress, pol_link_egress, pol_link_connect4, pol_link_sockops,
+ * pol_link_connect6:
  * exactly the lab's own programs, never another lab's; a link not pinned —
  * the per-packet pair on a node without an isolated pod — is skipped with
- * a note on stderr), reads run_cnt and run_time_ns, runs
+ * a note on stderr; an argument that is a pinned link, not a directory,
+ * names just that link's program, e.g. PIN_DIR/zh_lb_link_connect6 for
+ * scripts/bench-connrate-v6.sh), reads run_cnt and run_time_ns, runs
  * COMMAND, reads them again. Prints one line per program and a total:
  *
  *	PIN_DIR/pol_link_ingress runs N ns T ns/run R
@@ -22,8 +25,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <bpf/bpf.h>
@@ -34,7 +39,7 @@
 /* The policy's links (include/zerohop/policy.h pol_link_names); the
  * per-packet pair is pinned only on nodes where some pod is isolated. */
 static const char *const links[] = { "pol_link_ingress", "pol_link_egress", "pol_link_connect4",
-				     "pol_link_sockops" };
+				     "pol_link_sockops", "pol_link_connect6" };
 
 struct prog {
 	char name[600];
@@ -64,7 +69,7 @@ int main(int argc, char **argv)
 	for (sep = 1; sep < argc && strcmp(argv[sep], "--"); sep++)
 		;
 	if (sep >= argc - 1 || sep == 1) {
-		fprintf(stderr, "usage: netpol_cost PIN_DIR... -- COMMAND [ARGS...]\n");
+		fprintf(stderr, "usage: netpol_cost PIN_DIR|LINK_PIN... -- COMMAND [ARGS...]\n");
 		return 2;
 	}
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -73,13 +78,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 1; i < sep; i++) {
-		for (size_t l = 0; l < sizeof(links) / sizeof(links[0]); l++) {
+		struct stat st;
+		/* a pinned link itself (not a dir): just that program */
+		bool one = stat(argv[i], &st) == 0 && !S_ISDIR(st.st_mode);
+		size_t nl = one ? 1 : sizeof(links) / sizeof(links[0]);
+
+		for (size_t l = 0; l < nl; l++) {
 			struct bpf_link_info li = {};
 			__u32 len = sizeof(li);
 			struct prog *p = &progs[n];
 			int lfd;
 
-			snprintf(p->name, sizeof(p->name), "%s/%s", argv[i], links[l]);
+			if (one)
+				snprintf(p->name, sizeof(p->name), "%s", argv[i]);
+			else
+				snprintf(p->name, sizeof(p->name), "%s/%s", argv[i], links[l]);
 			lfd = bpf_obj_get(p->name);
 			if (lfd < 0 && errno == ENOENT) {
 				fprintf(stderr, "netpol_cost: %s: not pinned, skipped\n", p->name);

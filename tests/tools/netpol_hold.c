@@ -2,6 +2,8 @@
  *
  *   netpol_hold IP PORT SECONDS
  *
+ * IP may be IPv6 (e.g. ::ffff:a.b.c.d: an AF_INET6 socket to a v4-mapped
+ * address, as a dual-stack client connects).
  * Connects once, then every 100 ms writes 4 bytes and waits up to 100 ms for
  * them to come back. One line per round on stdout, flushed:
  *	"T_MS ok" (echo came back) or "T_MS lost" (it did not)
@@ -29,16 +31,23 @@ static long now_ms(void)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+	struct sockaddr *sa = (struct sockaddr *)&a;
+	socklen_t salen = sizeof(a);
 	long t0, end;
 	int fd;
 
-	if (argc != 4 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1) {
+	if (argc == 4 && inet_pton(AF_INET6, argv[1], &a6.sin6_addr) == 1) {
+		a6.sin6_port = htons((uint16_t)atoi(argv[2]));
+		sa = (struct sockaddr *)&a6;
+		salen = sizeof(a6);
+	} else if (argc != 4 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1) {
 		fprintf(stderr, "usage: netpol_hold IP PORT SECONDS\n");
 		return 2;
 	}
 	a.sin_port = htons((uint16_t)atoi(argv[2]));
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+	fd = socket(sa->sa_family, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, sa, salen)) {
 		printf("connect failed: %s\n", strerror(errno));
 		return 1;
 	}

@@ -3,8 +3,10 @@
  * maps. Compiled by clang -target bpf and by gcc, so every field is
  * fixed-width, padding is explicit and sizes are asserted.
  *
- * Addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d), so the
- * IPv6 hooks can reuse the same maps. Ports are in network
+ * Addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d): the
+ * IPv6 socket hooks (connect6 ... getpeername6) look up a v4-mapped
+ * destination of an AF_INET6 socket with the very same keys; native IPv6
+ * Services would use the same layout. Ports are in network
  * order in every key and value (as the hooks see them in user_port).
  *
  * Map overview (details and limits in docs/maps.md):
@@ -124,15 +126,19 @@ enum zh_lb_meta_idx {
 
 /* zh_lb_stats indices; also the metric labels (docs/maps.md). */
 enum zh_lb_stat {
-	ZH_LB_STAT_CONNECT_XLATE = 0,	/* connect4 rewrote a VIP to a backend */
-	ZH_LB_STAT_CONNECT_NOBACKEND,	/* connect4 refused: service without endpoints */
-	ZH_LB_STAT_SENDMSG_XLATE,	/* sendmsg4 rewrote a datagram */
-	ZH_LB_STAT_SENDMSG_NOBACKEND,	/* sendmsg4 refused */
-	ZH_LB_STAT_RECVMSG_REVNAT,	/* recvmsg4 restored the VIP as source */
-	ZH_LB_STAT_GETPEERNAME_REVNAT,	/* getpeername4 restored the VIP */
+	ZH_LB_STAT_CONNECT_XLATE = 0,	/* connect4/6 rewrote a VIP to a backend */
+	ZH_LB_STAT_CONNECT_NOBACKEND,	/* connect4/6 refused: service without endpoints */
+	ZH_LB_STAT_SENDMSG_XLATE,	/* sendmsg4/6 rewrote a datagram */
+	ZH_LB_STAT_SENDMSG_NOBACKEND,	/* sendmsg4/6 refused */
+	ZH_LB_STAT_RECVMSG_REVNAT,	/* recvmsg4/6 restored the VIP as source */
+	ZH_LB_STAT_GETPEERNAME_REVNAT,	/* getpeername4/6 restored the VIP */
 	ZH_LB_STAT_ALIAS_MISS,		/* alias entry missing (must stay 0) */
-	ZH_LB_STAT_L7_REDIRECT,		/* connect4 redirected an L7 service to the node proxy */
+	ZH_LB_STAT_L7_REDIRECT,		/* connect4/6 redirected an L7 service to the node proxy */
 	ZH_LB_STAT_L7_NOPROXY,		/* connect4 refused an L7 service: no proxy address yet */
+	ZH_LB_STAT_V6_MAPPED,		/* connect6/sendmsg6 met a v4-mapped VIP (an AF_INET6
+					 * socket); also counted by the stat of its outcome */
+	ZH_LB_STAT_V6_NATIVE,		/* connect6/sendmsg6 met a native IPv6 destination:
+					 * passed through untouched (no IPv6 Services yet) */
 	ZH_LB_STAT_MAX,
 };
 

@@ -12,7 +12,8 @@ prints one JSON object:
   loop HOST PORT INTERVAL_MS STOPFILE
                                     connect every INTERVAL_MS until STOPFILE exists:
                                     [t, hostname|error] per connection
-  stream HOST PORT STOPFILE         one long-lived connection: lines, max gap (ms)
+  stream HOST PORT STOPFILE [6]     one long-lived connection: lines, max gap (ms);
+                                    6: from an AF_INET6 socket (::ffff:ADDR)
   udp HOST PORT N connected|unconnected
                                     N datagrams: replies per hostname, reply sources
   refused HOST PORT                 connect once: errno name and time taken (ms)
@@ -118,9 +119,14 @@ def loop(host, port, interval_ms, stopfile):
     print(json.dumps({"start": t0, "conns": out}))
 
 
-def stream(host, port, stopfile):
+def stream(host, port, stopfile, fam="4"):
     addr = socket.gethostbyname(host)
-    c = socket.create_connection((addr, port), timeout=5)
+    if fam == "6":
+        c = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        c.settimeout(5)
+        c.connect(("::ffff:" + addr, port))
+    else:
+        c = socket.create_connection((addr, port), timeout=5)
     last, gap, lines, buf, err = time.time(), 0.0, 0, b"", None
     c.settimeout(0.5)
     while not os.path.exists(stopfile):
@@ -192,7 +198,7 @@ def main(a):
     elif cmd == "loop":
         loop(a[1], int(a[2]), float(a[3]), a[4])
     elif cmd == "stream":
-        stream(a[1], int(a[2]), a[3])
+        stream(a[1], int(a[2]), a[3], *a[4:5])
     elif cmd == "udp":
         udp(a[1], int(a[2]), int(a[3]), a[4])
     elif cmd == "refused":

@@ -355,6 +355,78 @@ int main(void)
 		close(u);
 	}
 
+	/* AF_INET6 sockets, v4-mapped VIPs (connect6 ... getpeername6, issue
+	 * 14): the same translation as above; native IPv6 untouched. */
+	{
+		struct sockaddr_in6 d6 = { .sin6_family = AF_INET6, .sin6_port = htons(80) }, p6, f6;
+		struct sockaddr_in src;
+		socklen_t pl = sizeof(p6), sl;
+		struct pollfd pf[2] = { { ls[0], POLLIN, 0 }, { ls[1], POLLIN, 0 } };
+		char buf[64];
+		int t, a, k, got_be = -1, lsn, cli;
+		ssize_t n;
+
+		inet_pton(AF_INET6, "::ffff:10.96.0.1", &d6.sin6_addr);
+		t = socket(AF_INET6, SOCK_STREAM, 0);
+		ok(connect(t, (struct sockaddr *)&d6, sizeof(d6)) == 0,
+		   "AF_INET6 TCP connect to ::ffff:VIP is translated");
+		getpeername(t, (struct sockaddr *)&p6, &pl);
+		ok(!memcmp(&p6.sin6_addr, &d6.sin6_addr, 16) && ntohs(p6.sin6_port) == 80,
+		   "AF_INET6 getpeername shows ::ffff:10.96.0.1 port 80");
+		if (poll(pf, 2, 1000) > 0)
+			for (k = 0; k < 2; k++)
+				if ((pf[k].revents & POLLIN) && (a = accept(ls[k], NULL, NULL)) >= 0) {
+					got_be = k;
+					close(a);
+				}
+		ok(got_be >= 0, "  and a backend accepted it");
+		close(t);
+
+		inet_pton(AF_INET6, "::ffff:10.96.0.2", &d6.sin6_addr);
+		t = socket(AF_INET6, SOCK_STREAM, 0);
+		ret = connect(t, (struct sockaddr *)&d6, sizeof(d6)) ? -errno : 0;
+		is_int(ret, -ECONNREFUSED, "AF_INET6 to a service without endpoints: ECONNREFUSED");
+		close(t);
+
+		d6.sin6_port = htons(53);
+		inet_pton(AF_INET6, "::ffff:10.96.0.3", &d6.sin6_addr);
+		t = socket(AF_INET6, SOCK_DGRAM, 0);
+		sendto(t, "ping", 4, 0, (struct sockaddr *)&d6, sizeof(d6));
+		pf[0] = (struct pollfd){ us[0], POLLIN, 0 };
+		pf[1] = (struct pollfd){ us[1], POLLIN, 0 };
+		poll(pf, 2, 1000);
+		got_be = pf[0].revents & POLLIN ? 0 : pf[1].revents & POLLIN ? 1 : -1;
+		ok(got_be >= 0, "AF_INET6 unconnected UDP to ::ffff:VIP reaches a backend");
+		if (got_be >= 0) {
+			sl = sizeof(src);
+			recvfrom(us[got_be], buf, sizeof(buf), 0, (struct sockaddr *)&src, &sl);
+			sendto(us[got_be], "pong", 4, 0, (struct sockaddr *)&src, sl);
+			pl = sizeof(f6);
+			n = recvfrom(t, buf, sizeof(buf), 0, (struct sockaddr *)&f6, &pl);
+			ok(n == 4 && !memcmp(&f6.sin6_addr, &d6.sin6_addr, 16) && ntohs(f6.sin6_port) == 53,
+			   "  reply source is ::ffff:10.96.0.3 port 53 (recvmsg6)");
+		}
+		close(t);
+
+		/* native IPv6: [::1] listener, left alone */
+		lsn = socket(AF_INET6, SOCK_STREAM, 0);
+		memset(&d6, 0, sizeof(d6));
+		d6.sin6_family = AF_INET6;
+		d6.sin6_addr = in6addr_loopback;
+		d6.sin6_port = htons(8081);
+		cli = -1;
+		if (!bind(lsn, (struct sockaddr *)&d6, sizeof(d6)) && !listen(lsn, 4)) {
+			cli = socket(AF_INET6, SOCK_STREAM, 0);
+			ret = connect(cli, (struct sockaddr *)&d6, sizeof(d6)) ? -errno : 0;
+			is_int(ret, 0, "native IPv6 [::1] from an AF_INET6 socket: untouched, connects");
+		} else {
+			diag("no IPv6 loopback here (%s): native IPv6 check skipped", strerror(errno));
+		}
+		if (cli >= 0)
+			close(cli);
+		close(lsn);
+	}
+
 	/* Make-before-break under load: a child connects in a loop while the
 	 * parent flips the backend set 300 times. Zero failures allowed. */
 	{
@@ -422,6 +494,8 @@ int main(void)
 	ok(stats[ZH_LB_STAT_CONNECT_XLATE] >= 7000, "connect_translated counted (%llu)",
 	   (unsigned long long)stats[ZH_LB_STAT_CONNECT_XLATE]);
 	ok(stats[ZH_LB_STAT_CONNECT_NOBACKEND] >= 1, "no-backend refusals counted");
+	ok(stats[ZH_LB_STAT_V6_MAPPED] >= 2, "v6_socket_v4mapped_service counted (%llu)",
+	   (unsigned long long)stats[ZH_LB_STAT_V6_MAPPED]);
 	ok(stats[ZH_LB_STAT_SENDMSG_XLATE] >= 1 && stats[ZH_LB_STAT_RECVMSG_REVNAT] >= 2,
 	   "UDP counters counted");
 	is_int(stats[ZH_LB_STAT_ALIAS_MISS], 0, "never a missing alias entry");

@@ -56,6 +56,24 @@ static const struct ecase cases[] = {
 	/* services */
 	{ "port out of range", SVC "metadata: {name: a}\nspec:\n  ports:\n    - {name: a, port: 80}\n"
 	  "    - {name: b, port: 70000}\n", 0, 7, "spec.ports[1].port", "between 1 and 65535" },
+	/* address families on this IPv4-only cluster (issue 14): a clear error,
+	 * never a silent IPv4-only Service */
+	{ "RequireDualStack", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: RequireDualStack\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilyPolicy", "needs a dual-stack cluster" },
+	{ "bad ipFamilyPolicy", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: Dual\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilyPolicy", "unsupported policy \"Dual\"" },
+	{ "ipFamilies IPv6", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: PreferDualStack\n"
+	  "  ipFamilies: [IPv4, IPv6]\n  ports: [{port: 80}]\n", 0, 6, "spec.ipFamilies[1]",
+	  "IPv6: this cluster is IPv4-only" },
+	{ "ipFamilies bad", SVC "metadata: {name: a}\nspec:\n  ipFamilies: [ipv4]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilies[0]", "must be IPv4 or IPv6" },
+	{ "clusterIPs IPv6", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [\"fd00::1\"]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[0]", "IPv6 address \"fd00::1\"" },
+	{ "clusterIPs two", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.9, 10.96.0.8]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[1]", "needs a dual-stack cluster" },
+	{ "clusterIPs differ", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.96.0.9\n"
+	  "  clusterIPs: [10.96.0.8]\n  ports: [{port: 80}]\n", 0, 6, "spec.clusterIPs[0]",
+	  "must equal clusterIP" },
 	{ "port zero", SVC "metadata: {name: a}\nspec:\n  ports: [{port: 0}]\n", 0, 5,
 	  "spec.ports[0].port", "between 1 and 65535" },
 	{ "port quoted", SVC "metadata: {name: a}\nspec:\n  ports: [{port: \"80\"}]\n", 0, 5,

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# 36-client-matrix.t — real clients through Services, by name (the cluster
+# DNS), in the lab (issue 14): every client makes requests to an L4 and an
+# L7 Service whose backend is on the client's node (near) and on the other
+# node (far); the answer must come from the right backend, and where the
+# client shows the peer (getpeername), it must be the Service address —
+# ClusterIP:80, or [::ffff:ClusterIP]:80 on a dual-stack (AF_INET6) socket.
+# Clients: curl and wget (-4 by name; AF_INET6 through a [::ffff:VIP] URL:
+# an IPv4 cluster has no AAAA record, so -6 by name cannot resolve, and
+# wget -6 makes its socket IPV6_V6ONLY, which excludes v4-mapped), Python
+# socket (AF_INET, AF_INET6 + AI_V4MAPPED) and urllib, the JVM
+# (java.net.http.HttpClient, default settings: dual-stack sockets), Node.js
+# http and fetch, Go net/http (when golang-go is installed), nginx and
+# HAProxy as reverse proxies whose upstream is a Service name, gRPC
+# (python3-grpcio, default channel settings: dual-stack sockets; separate
+# channels spread over three backends, one backend per channel), and UDP
+# through getaddrinfo + sendto/recvfrom on both socket families.
+# docs/clients.md is the table this test proves.
+source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/lab_test.sh"
+[ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
+lab_test_setup t14mx curl wget
+CL=$(cd "$(dirname "$0")/../tools/clients" && pwd)
+PY=/usr/bin/python3
+HAVE_GRPC=$($PY -c 'import grpc' 2>/dev/null && echo 1)
+HAVE_JAVA=$(command -v java)
+HAVE_NODE=$(command -v node)
+HAVE_NGINX=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null)
+HAVE_HAPROXY=$(command -v haproxy || ls /usr/sbin/haproxy 2>/dev/null)
+GOBIN=
+if command -v go >/dev/null; then
+	GOCACHE=$TMP/gocache GOPATH=$TMP/gopath go build -o "$TMP/httpget" "$CL/httpget.go" 2>"$TMP/go.log" &&
+		GOBIN=$TMP/httpget
+fi
+
+srv_pod() {	# NAME NODE
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, labels: {app: $1, role: srv}}
+spec:
+  nodeName: $2
+  containers:
+    - name: http
+      command: ["$ZH", "echo", "--http", "8080", "--tcp", "0", "--udp", "0"]
+    - name: udp
+      command: ["python3", "$PROBE", "who-udp", "5353"]
+YAML
+	[ -n "$HAVE_GRPC" ] && cat <<YAML
+    - name: grpc
+      command: ["$PY", "$CL/pyclients.py", "grpc-server", "50051"]
+YAML
+	echo "---"
+}
+svc() {	# NAME SELECTOR-APP PORT TARGET [PROTO] [l7]
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: $1
+$([ "${6:-}" = l7 ] && echo '  annotations: {zerohop.io/l7: "true"}')
+spec:
+  selector: {$2}
+  ports: [{port: $3, targetPort: $4, protocol: ${5:-TCP}}]
+---
+YAML
+}
+mkdir -p "$TMP/ngx"
+cat >"$TMP/ngx/nginx.conf" <<NGX
+user root;
+worker_processes 1;
+error_log stderr;
+pid $TMP/ngx/nginx.pid;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path $TMP/ngx/body;
+	proxy_temp_path $TMP/ngx/proxy;
+	server { listen 8181; location / { proxy_pass http://l4-near; } }
+	server { listen 8182; location / { proxy_pass http://l4-far; } }
+	server { listen 8183; location / { proxy_pass http://l7-near; } }
+	server { listen 8184; location / { proxy_pass http://l7-far; } }
+}
+NGX
+{
+	printf 'defaults\n\tmode http\n\ttimeout connect 5s\n\ttimeout client 10s\n\ttimeout server 10s\n'
+	i=1
+	for s in l4-near l4-far l7-near l7-far; do
+		printf 'frontend f%d\n\tbind :828%d\n\tdefault_backend b%d\nbackend b%d\n\tserver s %s:80\n' $i $i $i $i $s
+		i=$((i + 1))
+	done
+} >"$TMP/haproxy.cfg"
+{
+	srv_pod srv-a node-a
+	srv_pod srv-a2 node-a
+	srv_pod srv-b node-b
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
+---
+YAML
+	[ -n "$HAVE_NGINX" ] && cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: nginx}
+spec: {nodeName: node-a, containers: [{name: n, command: [$HAVE_NGINX, -p, $TMP/ngx, -c, $TMP/ngx/nginx.conf, -g, "daemon off;"]}]}
+---
+YAML
+	[ -n "$HAVE_HAPROXY" ] && cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: haproxy}
+spec: {nodeName: node-a, containers: [{name: h, command: [$HAVE_HAPROXY, -db, -f, $TMP/haproxy.cfg]}]}
+---
+YAML
+	svc l4-near "app: srv-a" 80 8080
+	svc l4-far "app: srv-b" 80 8080
+	svc l7-near "app: srv-a" 80 8080 TCP l7
+	svc l7-far "app: srv-b" 80 8080 TCP l7
+	svc grpc "role: srv" 50051 50051
+	svc udp-near "app: srv-a" 53 5353 UDP
+	svc udp-far "app: srv-b" 53 5353 UDP
+} >"$TMP/app.yaml"
+
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+ok $? "lab up: backends srv-a, srv-a2 (node-a), srv-b (node-b); clients on node-a" ||
+	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
+
+x() { timeout 60 "$ZH" lab exec --lab $LAB client -- "$@"; }
+vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIP"; }
+podip() { "$ZH" get --lab $LAB pods -o json | jq -r ".[] | select(.name==\"$1\") | .ip"; }
+declare -A V
+for s in l4-near l4-far l7-near l7-far grpc udp-near udp-far; do V[$s]=$(vip $s); done
+NAMES=(l4-near l4-far l7-near l7-far)
+WANT=(srv-a srv-b srv-a srv-b)
+URLS=(); URLS6=()
+for s in "${NAMES[@]}"; do URLS+=("http://$s/"); URLS6+=("http://[::ffff:${V[$s]}]/"); done
+for _ in $(seq 50); do
+	x curl -s -m 2 -o /dev/null "http://l4-far/" && x curl -s -m 2 -o /dev/null "http://l7-near/" && break
+	sleep 0.2
+done
+
+TABLE=$TMP/table.md
+ROW=()
+# check CLIENT PEERFMT: stdin = one line per NAMES entry, "<status> <host> [peer]";
+# PEERFMT 4: peer must be VIP:80; 6: [::ffff:VIP]:80; a: either; -: not shown
+check() {
+	local client=$1 pf=$2 i=0 line st h p want cells=() good
+	while read -r st h p; do
+		[ $i -ge ${#NAMES[@]} ] && break
+		good=0
+		[ "$st" = 200 ] && [ "$h" = "${WANT[$i]}" ] && good=1
+		case $pf in
+		4) want="${V[${NAMES[$i]}]}:80" ;;
+		6) want="[::ffff:${V[${NAMES[$i]}]}]:80" ;;
+		a) want="${V[${NAMES[$i]}]}:80"	# either family
+		   [ "$p" = "[::ffff:$want]" ] || [ "$p" = "[::ffff:${want%:80}]:80" ] && want=$p ;;
+		*) want= ;;
+		esac
+		[ -n "$want" ] && [ "$p" != "$want" ] && good=0
+		is "$good" 1 "$client -> ${NAMES[$i]}: 200 from ${WANT[$i]}${want:+, peer $want} (got '$st $h $p')"
+		if [ $good = 1 ]; then cells+=("ok${want:+ (peer $want)}"); else cells+=("FAIL: $st $h $p"); fi
+		i=$((i + 1))
+	done
+	while [ $i -lt ${#NAMES[@]} ]; do
+		is missing 1 "$client -> ${NAMES[$i]}: no answer"
+		cells+=("FAIL: no answer"); i=$((i + 1))
+	done
+	printf '| %s | %s | %s | %s | %s |\n' "$client" "${cells[@]}" >>"$TABLE"
+}
+# pass each URL through a curl/wget command line, one output line each
+curl_each() {	# FLAGS... -- URL...
+	local flags=() u
+	while [ "$1" != -- ]; do flags+=("$1"); shift; done
+	shift
+	for u in "$@"; do
+		x sh -c 'b=$(curl -s -m 5 "$@" -w "\n%{http_code} %{remote_ip} %{remote_port}"); set -- $(echo "$b" | tail -n 1)
+			h=$(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p" | head -n 1)
+			case $2 in *:*) echo "$1 $h [$2]:$3" ;; *) echo "$1 $h $2:$3" ;; esac' sh "${flags[@]}" "$u"
+	done
+}
+wget_each() {	# FLAGS... -- URL...
+	local flags=() u
+	while [ "$1" != -- ]; do flags+=("$1"); shift; done
+	shift
+	for u in "$@"; do
+		x sh -c 'b=$(wget -q -T 5 -t 1 -O - "$@") && echo "200 $(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p")" || echo "ERR $?"' sh "${flags[@]}" "$u"
+	done
+}
+
+printf '| client | L4 same node | L4 other node | L7 same node | L7 other node |\n|---|---|---|---|---|\n' >"$TABLE"
+check "curl (by name)" 4 < <(curl_each -- "${URLS[@]}")
+check "curl -4 (by name)" 4 < <(curl_each -4 -- "${URLS[@]}")
+check "curl -6 [::ffff:VIP] (AF_INET6)" 6 < <(curl_each -6 -g -- "${URLS6[@]}")
+check "wget -4 (by name)" - < <(wget_each -4 -- "${URLS[@]}")
+# (not -6: wget -6 sets IPV6_V6ONLY, and a v6-only socket cannot reach a
+# v4-mapped address at all: ENETUNREACH on any host, zerohop or not)
+check "wget [::ffff:VIP] (AF_INET6)" - < <(wget_each -- "${URLS6[@]}")
+check "Python socket AF_INET (getaddrinfo)" 4 < <(x $PY "$CL/pyclients.py" sock 4 "${URLS[@]}")
+check "Python socket AF_INET6 (getaddrinfo AI_V4MAPPED)" 6 < <(x $PY "$CL/pyclients.py" sock 6 "${URLS[@]}")
+check "Python urllib (by name)" 4 < <(x $PY "$CL/pyclients.py" urllib "${URLS[@]}")
+check "Python urllib [::ffff:VIP] (AF_INET6)" 6 < <(x $PY "$CL/pyclients.py" urllib "${URLS6[@]}")
+v6n() { "$ZH" get --lab $LAB stats -o json | jq '."node-a".v6_socket_v4mapped_service // 0'; }
+if [ -n "$HAVE_JAVA" ]; then
+	c0=$(v6n)
+	check "JVM java.net.http.HttpClient (default: dual-stack sockets)" - < <(x java -Xshare:auto -XX:TieredStopAtLevel=1 "$CL/HttpGet.java" "${URLS[@]}" 2>"$TMP/java.err")
+	c1=$(v6n)
+	ok "$([ $((c1 - c0)) -ge 4 ]; echo $?)" "  the JVM connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
+fi
+if [ -n "$HAVE_NODE" ]; then
+	check "Node.js http (socket.remoteAddress)" a < <(x node "$CL/http_get.js" http "${URLS[@]}")
+	check "Node.js fetch" - < <(x node "$CL/http_get.js" fetch "${URLS[@]}")
+fi
+if [ -n "$GOBIN" ]; then
+	check "Go net/http (RemoteAddr)" a < <(x "$GOBIN" "${URLS[@]}")
+else
+	diag "Go: not run (no go toolchain: apt-get install golang-go)"
+fi
+proxy_each() {	# POD BASEPORT
+	local ip i
+	ip=$(podip "$1")
+	for _ in $(seq 50); do x curl -s -m 1 -o /dev/null "http://$ip:${2}1/" && break; sleep 0.2; done
+	for i in 1 2 3 4; do
+		x sh -c 'b=$(curl -s -m 5 -w "\n%{http_code}" "$1"); echo "$(echo "$b" | tail -n 1) $(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p" | head -n 1)"' sh "http://$ip:$2$i/"
+	done
+}
+[ -n "$HAVE_NGINX" ] && check "nginx proxy_pass http://SERVICE (resolved at start)" - < <(proxy_each nginx 818)
+[ -n "$HAVE_HAPROXY" ] && check "HAProxy server SERVICE:80 (libc resolver)" - < <(proxy_each haproxy 828)
+
+# ---- gRPC: default channel settings, by name; one backend per channel -----------
+if [ -n "$HAVE_GRPC" ]; then
+	c0=$(v6n)
+	r=$(x $PY "$CL/pyclients.py" grpc-client grpc:50051 12 2>"$TMP/grpc.err")
+	c1=$(v6n)
+	diag "gRPC: $r"
+	read -r nok per <<<"$r"
+	is "$nok" 12 "gRPC (python3-grpcio, dual-stack sockets) -> grpc:50051 by name: 12 channels, every call answered"
+	ok "$(echo "$per" | jq -e 'all(.[]; test("^srv-[ab]2?$"))' >/dev/null; echo $?)" \
+		"  each channel stayed on one backend (L4: one backend per connection)"
+	nb=$(echo "$per" | jq 'unique | length')
+	ok "$([ "${nb:-0}" -ge 2 ]; echo $?)" "  channels spread over the backends ($nb of 3 seen over 12 channels)"
+	ok "$([ $((c1 - c0)) -ge 12 ]; echo $?)" "  gRPC connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
+	printf '| gRPC python3-grpcio (default, dual-stack), L4 `grpc:50051` | %s | 12 channels: %s of 3 backends, one per channel | not built: the node proxy has no HTTP/2 yet | |\n' \
+		"$([ "$nok" = 12 ] && echo ok || echo FAIL)" "$nb" >>"$TABLE"
+fi
+
+# ---- UDP: getaddrinfo + sendto/recvfrom, both families ---------------------------
+for fam in 4 6; do
+	cells=()
+	for s in udp-near udp-far; do
+		r=$(x $PY "$CL/pyclients.py" udp $fam $s 53 5)
+		want=srv-a; [ $s = udp-far ] && want=srv-b
+		src="${V[$s]}:53"; [ $fam = 6 ] && src="[::ffff:${V[$s]}]:53"
+		is "$r" "5 $want $src" "UDP AF_INET$([ $fam = 6 ] && echo 6) -> $s:53: 5 answers from $want, reply source $src"
+		[ "$r" = "5 $want $src" ] && cells+=("ok (source $src)") || cells+=("FAIL: $r")
+	done
+	printf '| UDP getaddrinfo + sendto/recvfrom AF_INET%s | %s | %s | (UDP: L4 only) | |\n' \
+		"$([ $fam = 6 ] && echo "6 (AI_V4MAPPED)")" "${cells[@]}" >>"$TABLE"
+done
+
+sed 's/^/# /' "$TABLE"
+[ -n "${MATRIX_OUT:-}" ] && cp "$TABLE" "$MATRIX_OUT"
+done_testing
