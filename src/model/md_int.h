@@ -117,6 +117,8 @@ enum md_kind {
 	MD_K_TRAFFICSPLIT,
 	MD_K_HTTPROUTE,
 	MD_K_NETPOL,
+	MD_K_SERVICEACCOUNT,
+	MD_K_ROUTEGROUP,	/* SMI HTTPRouteGroup */
 	MD_K__COUNT
 };
 
@@ -149,8 +151,12 @@ struct md_priv {
 	/* keep each object's YAML tree (md_obj.node) for re-emitting it; off
 	 * by default: the tree is most of the memory of a parsed state */
 	bool keep_tree;
+	/* input options (md_state_set_strict / md_state_set_namespace) */
+	bool strict;
+	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
+	int cap_sa, cap_rg, cap_ign, cap_warn;
 	/* parsed files this state shares objects with (md_state_add_parsed):
 	 * one reference each, dropped by md_state_free */
 	struct md_file **files;
@@ -291,6 +297,7 @@ int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 
 /* ---- value checks (values.c) --------------------------------------------- */
 
@@ -303,6 +310,10 @@ const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
+
+/* Append a warning (strings copied into st's arena). */
+void md_warn(struct md_state *st, const char *file, int line, const char *field,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Grow a top-level array of st by one element; returns the new element (zeroed). */
 void *md_grow(void **arr, int *n, int *cap, size_t elem);

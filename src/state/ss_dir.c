@@ -704,19 +704,104 @@ static int add_stored(struct ss *s, struct md_state *st, const struct md_idx *sk
 	return ret;
 }
 
+/* ---- reports (kubectl's lines) ---------------------------------------------- */
+
+static const char *kind_group(enum md_kind k)
+{
+	switch (k) {
+	case MD_K_CLUSTER: return "zerohop.io";
+	case MD_K_DEPLOYMENT: return "apps";
+	case MD_K_TRAFFICSPLIT: return "split.smi-spec.io";
+	case MD_K_HTTPROUTE: return "gateway.networking.k8s.io";
+	case MD_K_NETPOL: return "networking.k8s.io";
+	case MD_K_ROUTEGROUP: return "specs.smi-spec.io";
+	default: return "";
+	}
+}
+
+/* "kind[.group]/name", lower case. */
+static void what_of(char *buf, size_t len, const char *kind, const char *group, const char *name)
+{
+	size_t i;
+
+	snprintf(buf, len, "%s%s%s/%s", kind, *group ? "." : "", group, name);
+	for (i = 0; buf[i] && buf[i] != '.' && buf[i] != '/'; i++)
+		if (buf[i] >= 'A' && buf[i] <= 'Z')
+			buf[i] = (char)(buf[i] - 'A' + 'a');
+}
+
+static void report_obj(const struct ss_opts *o, enum ss_event ev, const struct md_obj *ob)
+{
+	char what[600];
+
+	if (!o || !o->report)
+		return;
+	what_of(what, sizeof(what), md_kind_name(ob->kind), kind_group(ob->kind), ob->name);
+	o->report(o->arg, ev, what, ob->ns, NULL);
+}
+
+static void report_ignored(const struct ss_opts *o, const struct md_state *st)
+{
+	char what[600];
+
+	for (int i = 0; o && o->report && i < st->n_ignored; i++) {
+		const struct md_ignored *ig = &st->ignored[i];
+
+		what_of(what, sizeof(what), ig->kind, ig->group, ig->name);
+		o->report(o->arg, SS_IGNORED, what, ig->ns, ig->reason);
+	}
+}
+
+/* Warnings about the inputs: every warning of an object outside the
+ * stored directories (the inputs are named as given). */
+static void report_warnings(const struct ss *s, const struct ss_opts *o, const struct md_state *st)
+{
+	size_t ml = strlen(s->mdir), pl = strlen(s->pdir);
+	char what[600];
+
+	for (int i = 0; o && o->report && i < st->n_warnings; i++) {
+		const struct md_warning *w = &st->warnings[i];
+
+		if ((!strncmp(w->file, s->mdir, ml) && w->file[ml] == '/') ||
+		    (!strncmp(w->file, s->pdir, pl) && w->file[pl] == '/'))
+			continue;
+		snprintf(what, sizeof(what), "%s:%d: %s", w->file, w->line, w->field);
+		o->report(o->arg, SS_WARNING, what, NULL, w->msg);
+	}
+}
+
+static void set_input_opts(struct md_state *st, const struct ss_opts *o)
+{
+	md_state_set_strict(st, o && o->strict);
+	md_state_set_namespace(st, o ? o->ns : NULL);
+}
+
 int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+{
+	return ss_apply_opts(s, paths, n_paths, NULL, err);
+}
+
+int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+{
+	return ss_delete_opts(s, paths, n_paths, NULL, err);
+}
+
+int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		  struct md_err *err)
 {
 	struct md_state *u = md_state_new();
 	struct md_idx names = { 0 };
 	struct md_priv *pv = md_priv(u);
 	char **fnames = NULL;
-	bool *changed = NULL;
+	bool *changed = NULL, *existed = NULL;
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
 	pv->keep_tree = true;	/* the inputs are re-emitted into their files */
+	set_input_opts(u, o);
 	ret = add_inputs(u, paths, n_paths, err);
 	if (ret)
 		goto out;
+	set_input_opts(u, NULL);	/* stored objects are read as stored */
 	pv->keep_tree = false;
 	n_in = pv->n_objs;
 	fnames = zh_calloc((size_t)n_in + 1, sizeof(*fnames));
@@ -742,10 +827,14 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	 * an apply that changes nothing leaves the generation alone (watchers
 	 * are not woken by a re-apply). */
 	changed = zh_calloc((size_t)n_in + 1, sizeof(*changed));
+	existed = zh_calloc((size_t)n_in + 1, sizeof(*existed));
 	for (int i = 0; !ret && i < n_in; i++) {
 		char *text;
 		size_t len;
+		char path[4096];
 
+		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
+		existed[i] = access(path, F_OK) == 0;
 		ret = yn_emit(pv->objs[i].node, &text, &len);
 		if (ret) {
 			snprintf(err->file, sizeof(err->file), "%s", pv->objs[i].file);
@@ -785,6 +874,14 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (ret)
 			io_err(err, s->dir, -ret, "cannot write generation");
 	}
+	for (int i = 0; !ret && i < n_in; i++)
+		report_obj(o, !changed[i] ? SS_UNCHANGED : existed[i] ? SS_CONFIGURED : SS_CREATED,
+			   &pv->objs[i]);
+	if (!ret) {
+		report_ignored(o, u);
+		report_warnings(s, o, u);
+	}
+	free(existed);
 	free(changed);
 	unlock(s);
 out:
@@ -796,7 +893,8 @@ out:
 	return ret;
 }
 
-int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		   struct md_err *err)
 {
 	struct md_state *in = md_state_new(), *u = NULL;
 	struct md_idx names = { 0 };
@@ -806,6 +904,7 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
 	pv->ident_only = true;
+	set_input_opts(in, o);
 	ret = add_inputs(in, paths, n_paths, err);
 	if (ret)
 		goto out;
@@ -823,16 +922,16 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		goto out;
 	}
 	for (int i = 0; i < pv->n_objs; i++) {
-		const struct md_obj *o = &pv->objs[i];
+		const struct md_obj *ob = &pv->objs[i];
 
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (access(path, F_OK) == 0)
 			continue;
-		snprintf(err->file, sizeof(err->file), "%s", o->file);
-		err->line = o->line;
+		snprintf(err->file, sizeof(err->file), "%s", ob->file);
+		err->line = ob->line;
 		snprintf(err->field, sizeof(err->field), "metadata.name");
-		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(o->kind),
-			 o->ns ? o->ns : "", o->ns ? "/" : "", o->name);
+		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(ob->kind),
+			 ob->ns ? ob->ns : "", ob->ns ? "/" : "", ob->name);
 		ret = -ENOENT;
 		goto unlock;
 	}
@@ -853,6 +952,10 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	ret = bump_generation(s);
 	if (ret)
 		io_err(err, s->dir, -ret, "cannot write generation");
+	for (int i = 0; !ret && i < pv->n_objs; i++)
+		report_obj(o, SS_DELETED, &pv->objs[i]);
+	if (!ret)
+		report_ignored(o, in);
 unlock:
 	unlock(s);
 out:
