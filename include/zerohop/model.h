@@ -558,6 +558,11 @@ const struct md_routegroup *md_find_routegroup(const struct md_state *st, const 
 const struct md_serviceaccount *md_find_serviceaccount(const struct md_state *st,
 						       const char *ns, const char *name);
 
+/* The ServiceAccount a pod runs as: its spec.serviceAccountName, else its
+ * owner Deployment's template's (runtime pods written by the lab's kubelet
+ * carry only what it copies), else "default". Never NULL. */
+const char *md_pod_service_account(const struct md_state *st, const struct md_pod *p);
+
 /* Number of objects parsed into st (implied namespaces not counted). */
 int md_state_n_objects(const struct md_state *st);
 

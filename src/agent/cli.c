@@ -503,9 +503,9 @@ static void get_serviceaccounts(const struct md_state *st, bool json)
 		if (ns_skip(sa->meta.ns))
 			continue;
 		for (j = 0; j < st->n_pods; j++)
-			pods += st->pods[j].spec.service_account &&
+			pods += st->pods[j].has_status && !st->pods[j].terminating &&
 				!strcmp(st->pods[j].meta.ns, sa->meta.ns) &&
-				!strcmp(st->pods[j].spec.service_account, sa->meta.name);
+				!strcmp(md_pod_service_account(st, &st->pods[j]), sa->meta.name);
 		if (!json) {
 			printf("%-16s %-32s %d\n", sa->meta.ns, sa->meta.name, pods);
 			continue;

@@ -479,6 +479,18 @@ int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *e
 	return 0;
 }
 
+const char *md_pod_service_account(const struct md_state *st, const struct md_pod *p)
+{
+	const struct md_deployment *d;
+
+	if (p->spec.service_account)
+		return p->spec.service_account;
+	d = p->owner ? md_find_deployment(st, p->meta.ns, p->owner) : NULL;
+	if (d && d->template.service_account)
+		return d->template.service_account;
+	return "default";
+}
+
 int md_state_n_objects(const struct md_state *st)
 {
 	return md_priv(st)->n_objs;
