@@ -76,6 +76,18 @@ int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *f
 	return -EINVAL;
 }
 
+void dc_warn(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
+{
+	char f[200], msg[400];
+	va_list ap;
+
+	snprintf(f, sizeof(f), "%s%s%s", c->path, *c->path && field ? "." : "", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	md_warn(c->st, c->file, n ? n->line : 0, f, "%s", msg);
+}
+
 int dc_map(struct dctx *c, const struct yn *n, const char *field)
 {
 	return n->type == YN_MAP ? 0 : dc_fail(c, n, field, "must be a mapping");
@@ -773,6 +785,29 @@ static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *met
 	    strcmp(type, "LoadBalancer"))
 		return dc_fail(c, yn_get(spec, "type"), "type",
 			       "unsupported type \"%s\" (ClusterIP, NodePort, LoadBalancer)", type);
+	/* data-plane fields zerohop does not honour: said, not silent */
+	{
+		char *v;
+
+		if (dc_str(c, spec, "sessionAffinity", false, &v))
+			return -EINVAL;
+		if (v && strcmp(v, "None"))
+			md_warn(c->st, c->file, yn_get(spec, "sessionAffinity")->line,
+				"spec.sessionAffinity", "%s is not honoured: each connection is "
+				"balanced on its own (the ring-hash lb-policy gives affinity through "
+				"the node proxy)", v);
+		if (dc_str(c, spec, "internalTrafficPolicy", false, &v))
+			return -EINVAL;
+		if (v && strcmp(v, "Cluster"))
+			md_warn(c->st, c->file, yn_get(spec, "internalTrafficPolicy")->line,
+				"spec.internalTrafficPolicy", "%s is not honoured: every ready "
+				"endpoint of the cluster is used", v);
+		const struct yn *pn = yn_get(spec, "publishNotReadyAddresses");
+
+		if (pn && pn->type == YN_SCALAR && !strcmp(pn->s, "true"))
+			md_warn(c->st, c->file, pn->line, "spec.publishNotReadyAddresses",
+				"not honoured: only running pods are endpoints");
+	}
 	/* a Service selector is a plain map; empty means "endpoints are
 	 * managed elsewhere", i.e. none computed */
 	s->selector.present = s->selector.match_labels.n > 0;

@@ -12,6 +12,8 @@
 
 #include "md_int.h"
 
+#define PX_MIRRORS_MAX_DECODE 4	/* = PX_MAX_MIRRORS of proxy.h */
+
 /* ---- TrafficSplit ------------------------------------------------------------------ */
 
 static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint64_t *out)
@@ -399,6 +401,10 @@ static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg
 	b->line = n->line;
 	if (!b->ns)
 		b->ns = meta->ns;
+	else if (strcmp(b->ns, meta->ns))
+		dc_warn(c, yn_get(n, "namespace"), "namespace", "backendRef to %s/%s in another "
+			"namespace is honoured without a ReferenceGrant (zerohop does not check "
+			"ReferenceGrants)", b->ns, b->name);
 	if (!b->kind)
 		b->kind = "Service";
 	if (dc_int(c, n, "port", 1, 65535, &x, &has))
@@ -480,6 +486,32 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
 			&r->n_backends, backend_ref, arg))
 		return -EINVAL;
+	/* Gateway API: each filter type at most once per rule (RequestMirror
+	 * excepted), and RequestRedirect excludes URLRewrite; the proxy would
+	 * otherwise apply only one of them */
+	{
+		int seen[MD_FILTER_EXTENSION_REF + 1] = { 0 };
+		const struct yn *fl = yn_get(n, "filters");
+
+		for (int i = 0; i < r->n_filters; i++) {
+			enum md_filter_type t = r->filters[i].type;
+
+			if (t != MD_FILTER_REQUEST_MIRROR && seen[t]++)
+				return dc_fail(c, fl->items[i], "filters",
+					       "a filter of this type is already given (at most one "
+					       "per rule)");
+			if (t == MD_FILTER_REQUEST_MIRROR && ++seen[t] > PX_MIRRORS_MAX_DECODE)
+				return dc_fail(c, fl->items[i], "filters",
+					       "at most %d RequestMirror filters per rule",
+					       PX_MIRRORS_MAX_DECODE);
+		}
+		if (seen[MD_FILTER_REQUEST_REDIRECT] && seen[MD_FILTER_URL_REWRITE])
+			return dc_fail(c, fl, "filters",
+				       "RequestRedirect and URLRewrite cannot be used together");
+	}
+	if (yn_get(n, "sessionPersistence"))
+		return dc_fail(c, yn_get(n, "sessionPersistence"), "sessionPersistence",
+			       "not supported (use the zerohop.io/lb-policy ring-hash annotation)");
 	to = yn_get(n, "timeouts");
 	if (to) {
 		char *req, *be;

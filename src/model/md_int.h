@@ -272,6 +272,9 @@ void dc_pop(struct dctx *c, size_t len);
 int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Append a warning for node n at path + "." + field (the object decodes on). */
+void dc_warn(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 int dc_map(struct dctx *c, const struct yn *n, const char *field);	/* 0 if a mapping */
 int dc_seq(struct dctx *c, const struct yn *n, const char *field);
 /* Decodes one item of a sequence into elem (zeroed arena memory). */

@@ -144,6 +144,20 @@ for r in $("$ZH" get --help | head -1 | awk '{print $3}' | tr '|' ' '); do
 	ok $? "top-level help lists get resource $r"
 done
 
+# manifests written like the published demo applications (tests/e2e/manifests21)
+M21=tests/e2e/manifests21
+while IFS='|' read -r file want; do
+	out=$("$ZH" validate -f "$M21/$file" 2>/dev/null | tail -1); rc=$?
+	is "$out" "$want" "$file: $want"
+done <<'LIST'
+bookinfo-like.yaml|ok: 14 objects
+emojivoto-like.yaml|ok: 8 objects
+boutique-like.yaml|ok: 9 objects, 5 ignored
+mixed.yaml|ok: 3 objects, 5 ignored
+LIST
+out=$("$ZH" validate -f "$M21/" 2>&1 | tail -1)
+is "$out" "ok: 34 objects, 10 ignored" "the four files together (a directory)"
+
 # I/O and usage errors
 "$ZH" validate -f "$TMP/missing.yaml" 2>"$TMP/err"; rc=$?
 is "$rc" 1 "missing file: exit 1"
