@@ -423,8 +423,10 @@ static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg
 		if (b->filters[i].type != MD_FILTER_REQUEST_HEADER_MODIFIER &&
 		    b->filters[i].type != MD_FILTER_RESPONSE_HEADER_MODIFIER) {
 			const struct yn *fl = yn_get(n, "filters");
+			char f[32];
 
-			return dc_fail(c, fl->items[i], "filters",
+			snprintf(f, sizeof(f), "filters[%d]", i);
+			return dc_fail(c, fl->items[i], f,
 				       "only RequestHeaderModifier and ResponseHeaderModifier are "
 				       "supported on a backendRef (put the filter on the rule)");
 		}
@@ -495,13 +497,15 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 
 		for (int i = 0; i < r->n_filters; i++) {
 			enum md_filter_type t = r->filters[i].type;
+			char f[32];
 
+			snprintf(f, sizeof(f), "filters[%d]", i);
 			if (t != MD_FILTER_REQUEST_MIRROR && seen[t]++)
-				return dc_fail(c, fl->items[i], "filters",
+				return dc_fail(c, fl->items[i], f,
 					       "a filter of this type is already given (at most one "
 					       "per rule)");
 			if (t == MD_FILTER_REQUEST_MIRROR && ++seen[t] > PX_MIRRORS_MAX_DECODE)
-				return dc_fail(c, fl->items[i], "filters",
+				return dc_fail(c, fl->items[i], f,
 					       "at most %d RequestMirror filters per rule",
 					       PX_MIRRORS_MAX_DECODE);
 		}

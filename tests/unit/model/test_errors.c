@@ -178,13 +178,30 @@ static const struct ecase cases[] = {
 	  0, 6, "spec.rules[0].filters[0].type", "ExtensionRef filters are not supported" },
 	{ "route backend rewrite", RT "spec:\n  rules:\n    - backendRefs:\n        - name: a\n"
 	  "          port: 80\n          filters: [{type: URLRewrite, urlRewrite: {hostname: h}}]\n",
-	  0, 9, "spec.rules[0].backendRefs[0].filters", "only RequestHeaderModifier" },
+	  0, 9, "spec.rules[0].backendRefs[0].filters[0]", "only RequestHeaderModifier" },
 	{ "route retry code", RT "spec:\n  rules:\n    - retry: {codes: [503, 404]}\n", 0, 6,
 	  "spec.rules[0].retry.codes[1]", "5xx statuses only" },
 	{ "route retry attempts", RT "spec:\n  rules:\n    - retry: {attempts: 11}\n", 0, 6,
 	  "spec.rules[0].retry.attempts", "between 0 and 10" },
 	{ "route retry backoff", RT "spec:\n  rules:\n    - retry: {backoff: fast}\n", 0, 6,
 	  "spec.rules[0].retry.backoff", "invalid duration" },
+	{ "route session persistence", RT "spec:\n  rules:\n    - sessionPersistence: {sessionName: s}\n",
+	  0, 6, "spec.rules[0].sessionPersistence", "not supported" },
+	{ "route two redirects", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 301}}\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 302}}\n", 0, 8,
+	  "spec.rules[0].filters[1]", "already given" },
+	{ "route redirect and rewrite", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 301}}\n"
+	  "        - {type: URLRewrite, urlRewrite: {hostname: h}}\n", 0, 7,
+	  "spec.rules[0].filters", "cannot be used together" },
+	{ "route five mirrors", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 1}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 2}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 3}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 4}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 5}}}\n", 0, 11,
+	  "spec.rules[0].filters[4]", "at most 4 RequestMirror" },
 	{ "route mirror port", RT "spec:\n  rules:\n    - filters:\n        - type: RequestMirror\n"
 	  "          requestMirror: {backendRef: {name: m}}\n", 0, 8,
 	  "spec.rules[0].filters[0].requestMirror.backendRef.port", "is required" },
