@@ -9,14 +9,20 @@
  * - md_state_add_file()/md_state_add_buf() parse into a *staging* area and
  *   only merge it into the state when the whole input is valid, so a failed
  *   call leaves the state exactly as it was (all or nothing).
- *   md_state_finish() then validates cross-object references (TrafficSplit
- *   services exist, duplicate names, ...), allocates ClusterIPs and computes
- *   endpoints; it is also all-or-nothing: on error the state must be freed.
+ *   md_state_finish() then checks duplicate names, resolves cross-object
+ *   references (a missing one is no error: the split or route is marked
+ *   not_ready and a warning added, as Kubernetes resolves eventually),
+ *   allocates ClusterIPs and computes endpoints; it is also all-or-nothing:
+ *   on error the state must be freed.
  * - Every error fills struct md_err with file, line and field and returns
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
- * - Unknown fields are ignored; unknown kinds, wrong types and invalid values
- *   are errors. "apiVersion: v1, kind: List" with items is accepted.
+ * - Unknown fields are ignored; wrong types and invalid values are errors,
+ *   and so are fields the data plane could not honour as written. Kinds
+ *   with no data-plane meaning are skipped into st->ignored (an error with
+ *   md_state_set_strict); unknown kinds of Kubernetes' own API groups are
+ *   errors. Fields accepted but not honoured add st->warnings.
+ *   "apiVersion: v1, kind: List" with items is accepted.
  * - docs/model.md lists the kinds, fields, defaults and checks.
  * - All strings and arrays are owned by the state and freed by md_state_free().
  *
