@@ -1037,6 +1037,15 @@ static const struct kind_skip skips[] = {
 	{ "gateway.networking.k8s.io", "UDPRoute",
 	  "!not supported: its datagrams would not be routed as written" },
 	{ "split.smi-spec.io", "", "!unknown kind of split.smi-spec.io (TrafficSplit)" },
+	/* other projects' access policies: skipped like the rest, but the
+	 * reason says the traffic they would deny is not denied */
+	{ "access.smi-spec.io", "", "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "security.istio.io", "AuthorizationPolicy",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "policy.linkerd.io", "AuthorizationPolicy",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "policy.linkerd.io", "ServerAuthorization",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
 };
 
 static bool builtin_group(const char *g)

@@ -92,6 +92,12 @@ static void test_skipped(void)
 	is_str(st->n_ignored ? st->ignored[0].reason : "", "no data-plane meaning for zerohop",
 	       "... with the reason");
 	md_state_free(st);
+	r = load("apiVersion: access.smi-spec.io/v1alpha3\nkind: TrafficTarget\nmetadata: {name: t}\n",
+		 false, NULL, &st, &err);
+	is_str(st->n_ignored ? st->ignored[0].reason : "",
+	       "access policy not enforced by zerohop (use NetworkPolicy)",
+	       "an SMI TrafficTarget is skipped, saying its denials are not enforced");
+	md_state_free(st);
 	r = load("apiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {name: t}\n",
 		 false, NULL, &st, &err);
 	is_int(r, -EINVAL, "TCPRoute refused (its traffic would not be routed as written)");
