@@ -363,6 +363,11 @@ static void set_namespace(struct dctx *c, const struct yn *md, const char *ns)
 	v->style = 1;	/* YAML_PLAIN_SCALAR_STYLE */
 	v->line = m->line;
 	v->s = ar_strdup(c->ar, ns);
+	for (int i = 0; i < m->n; i++)
+		if (!strcmp(m->pairs[i].key, "namespace")) {	/* "namespace:" (null) */
+			m->pairs[i].val = v;
+			return;
+		}
 	if (m->n)
 		memcpy(pairs, m->pairs, (size_t)m->n * sizeof(*pairs));
 	pairs[m->n].key = "namespace";
@@ -400,7 +405,7 @@ static int dc_meta(struct dctx *c, const struct yn *root, bool namespaced, struc
 		if (dc_str(c, md, "namespace", false, &m->ns))
 			goto out;
 		if (!m->ns) {
-			m->ns = dns ? (char *)dns : MD_DEFAULT_NS;
+			m->ns = dns ? ar_strdup(c->ar, dns) : MD_DEFAULT_NS;
 			if (dns && md_priv(c->st)->keep_tree)
 				set_namespace(c, md, dns);
 		} else if ((why = md_check_dns_label(m->ns))) {
