@@ -12,6 +12,16 @@
  * 3. Weights are uint64 products of backendRef weight and TrafficSplit
  *    weight_milli; a backend with weight 0 or no endpoints is never chosen
  *    unless every backend has weight 0 (then PX_NO_BACKEND).
+ * 4. A backend carrying a px_ab (a split with SMI matches) is eligible only
+ *    on its side: the split's backends when the request matches the
+ *    split's groups, the root's own endpoints when it does not; the total
+ *    weight is summed per request over eligible backends.
+ * 5. A match of a consumer route (consumer_ns set) is considered only for
+ *    clients of that namespace, and then only consumer matches of that
+ *    namespace are; every other client sees only producer matches. A
+ *    Service port with no producer match has the implicit catch-all.
+ * 6. Mirrors (px_rule.mirrors) never change the forwarded decision: they
+ *    are chosen after it, from their own random draw.
  */
 #include <errno.h>
 #include <regex.h>
@@ -384,7 +394,8 @@ static void px_backend_fill(struct px_backend *b, const struct md_service *svc, 
 /* Compile the HTTPRouteGroups a split's matches name (merged, SMI) into a
  * new px_ab owned by t. A group that does not exist (yet) adds nothing, so
  * with none the split matches no request. Regexes were checked when the
- * groups were decoded; one failing here only drops that condition's match. */
+ * groups were decoded; a match whose regex fails here is dropped (the
+ * group can only match less, never more). */
 static const struct px_ab *px_ab_build(struct px_table *t, const struct md_trafficsplit *sp)
 {
 	struct px_ab *ab = zh_calloc(1, sizeof(*ab));
