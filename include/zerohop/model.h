@@ -17,7 +17,9 @@
  * - Every error fills struct md_err with file, line and field and returns
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
- * - Unknown fields are ignored; wrong types and invalid values are errors,
+ * - Unknown fields are ignored, except in the spec of HTTPRoute,
+ *   TrafficSplit, HTTPRouteGroup, NetworkPolicy and Cluster (errors, as
+ *   kubectl's strict validation); wrong types and invalid values are errors,
  *   and so are fields the data plane could not honour as written. Kinds
  *   with no data-plane meaning are skipped into st->ignored (an error with
  *   md_state_set_strict); unknown kinds of Kubernetes' own API groups are

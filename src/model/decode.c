@@ -1165,6 +1165,8 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 	if (k == MD_K__COUNT)
 		return dc_fail(c, yn_get(root, "apiVersion"), "apiVersion",
 			       "unsupported apiVersion \"%s\" for kind %s", api, kind);
+	if (!pv->ident_only && md_check_fields(c, root, k))
+		return -EINVAL;
 	if (k == MD_K_CLUSTER && pv->ident_only) {
 		meta.name = "cluster";
 	} else if (k == MD_K_CLUSTER) {

@@ -296,6 +296,11 @@ int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct 
 int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
 	     enum md_proto *out, bool *present);
 
+/* Unknown fields of the kinds zerohop models entirely (HTTPRoute,
+ * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster) are errors
+ * (schema.c); other kinds: 0. */
+int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
+
 /* mesh kinds (decode_mesh.c) */
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
