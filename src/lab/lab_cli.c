@@ -22,6 +22,21 @@
 #include "lab_int.h"
 #include "lab_plan.h"
 
+/* lab up -f: say what was not acted on (skipped kinds, warnings), as
+ * `zerohop apply` does; the objects applied are not listed. */
+static void up_report(void *arg, enum ss_event ev, const char *what, const char *ns,
+		      const char *detail)
+{
+	(void)arg;
+	(void)ns;
+	if (ev == SS_IGNORED)
+		fprintf(stderr, "%s ignored (%s)\n", what, detail);
+	else if (ev == SS_WARNING)
+		fprintf(stderr, "warning: %s: %s\n", what, detail);
+}
+
+static const struct ss_opts up_opts = { .report = up_report };
+
 #define UP_TIMEOUT_MS 150000
 
 static void usage(FILE *f)
@@ -388,7 +403,7 @@ static int lab_up(const char *lab, char **files, int n_files, bool overlay, bool
 		}
 		apply[n_apply++] = sys;
 	}
-	if (n_apply && ss_apply(ss, apply, n_apply, &err)) {
+	if (n_apply && ss_apply_opts(ss, apply, n_apply, &up_opts, &err)) {
 		lab_err("apply: %s", md_err_str(&err, ebuf, sizeof(ebuf)));
 		goto fail;
 	}

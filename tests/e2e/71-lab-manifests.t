@@ -2,8 +2,9 @@
 # 71-lab-manifests.t — users' manifests as they are written (issue 21), in
 # the lab (t21a, 2 nodes, mesh on), checked with real requests from pods
 # (curl to ClusterIPs, echo backends answering with their pod name):
-#   - a bookinfo-like application (ServiceAccounts, Deployments using them,
-#     Services) comes up with `lab up -f`; an emojivoto-like one (its own
+#   - bookinfo-like and Online-Boutique-like applications (ServiceAccounts,
+#     Deployments using them, Services; PDB, HPA, RBAC, Secret beside them,
+#     listed as ignored) come up with `lab up -f`; an emojivoto-like one (its own
 #     Namespace, ServiceAccounts) is applied with -n emojivoto and lists
 #     kubectl-style lines; ServiceAccounts and serviceAccountName are kept;
 #   - a file mixing an HTTPRoute with a Gateway, a VirtualService, a
@@ -23,10 +24,11 @@ lab_test_setup t21a curl
 M=$(cd "$(dirname "$0")/manifests21" && pwd)
 
 T0=$SECONDS
-"$ZH" lab up --lab $LAB -f "$M/bookinfo-like.yaml" >"$TMP/up.out" 2>&1
+"$ZH" lab up --lab $LAB -f "$M/bookinfo-like.yaml" -f "$M/boutique-like.yaml" >"$TMP/up.out" 2>"$TMP/up.err"
 rc=$?
-ok $rc "bookinfo-like application (with ServiceAccounts) up ($((SECONDS - T0)) s)"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+ok $rc "bookinfo-like and boutique-like applications (ServiceAccounts, PDB, HPA, RBAC, Secret) up ($((SECONDS - T0)) s)"
+[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out" "$TMP/up.err"; done_testing; }
+is "$(grep -c ' ignored (' "$TMP/up.err")" 5 "lab up lists the 5 objects it does not act on"
 
 out=$("$ZH" apply --lab $LAB -n emojivoto -f "$M/emojivoto-like.yaml" 2>&1)
 ok $? "emojivoto-like application applied with -n emojivoto"
@@ -34,8 +36,8 @@ is "$(echo "$out" | grep -E '^(namespace|serviceaccount|deployment|service)' | s
 	"deployment.apps/emoji created deployment.apps/web created namespace/emojivoto created service/emoji-svc created service/web-svc created serviceaccount/emoji created serviceaccount/web created " \
 	"... one kubectl-style line per object"
 is "$("$ZH" get --lab $LAB serviceaccounts -o json | jq -c '[.[] | .namespace + "/" + .name] | sort')" \
-	'["default/bookinfo-details","default/bookinfo-productpage","default/bookinfo-ratings","default/bookinfo-reviews","emojivoto/emoji","emojivoto/web"]' \
-	"get serviceaccounts: all six kept"
+	'["default/bookinfo-details","default/bookinfo-productpage","default/bookinfo-ratings","default/bookinfo-reviews","default/cartservice","default/frontend","emojivoto/emoji","emojivoto/web"]' \
+	"get serviceaccounts: all eight kept"
 is "$("$ZH" get --lab $LAB -n emojivoto serviceaccounts | awk 'NR > 1 { print $1 "/" $2 }' | tr '\n' ' ')" \
 	"emojivoto/emoji emojivoto/web " "get -n emojivoto serviceaccounts: that namespace only"
 
@@ -47,10 +49,10 @@ wait_pods() {	# N
 	done
 	return 1
 }
-wait_pods 9
-ok $? "the 9 pods run"
+wait_pods 12
+ok $? "the 12 pods run"
 is "$("$ZH" get --lab $LAB serviceaccounts | awk 'NR > 1 { print $2 "=" $3 }' | tr '\n' ' ')" \
-	"bookinfo-details=1 bookinfo-productpage=1 bookinfo-ratings=1 bookinfo-reviews=2 emoji=1 web=1 " \
+	"bookinfo-details=1 bookinfo-productpage=1 bookinfo-ratings=1 bookinfo-reviews=2 cartservice=1 frontend=1 emoji=1 web=1 " \
 	"get serviceaccounts: the running pods of each (serviceAccountName kept)"
 
 vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.namespace == \"${2:-default}\" and .name == \"$1\") | .clusterIP"; }
@@ -65,6 +67,8 @@ hit() {	# POD URL [curl args]
 }
 PP=$(vip productpage)
 is "$(hit client "http://$PP:9080/")" "200 productpage-v1" "client → productpage ClusterIP: answered by productpage-v1"
+is "$(hit client "http://$(vip frontend):80/")" "200 frontend" "client → the boutique-like frontend Service: answered by frontend"
+is "$(hit emojivoto/vote-bot "http://$(vip web-svc emojivoto):80/")" "200 web" "emojivoto's vote-bot → web-svc: answered by web"
 
 # ---- a file mixing our kinds with other projects' ---------------------------------
 out=$("$ZH" apply --lab $LAB --strict -f "$M/mixed.yaml" 2>&1); rc=$?
@@ -147,7 +151,7 @@ for i in $(seq 20); do [ "$(hit client "http://$RT:9080/")" = "200 ratings-v1" ]
 is $n 20 "meanwhile every connection goes to ratings-v1 (the missing backend's weight is not served)"
 "$ZH" apply --lab $LAB -f "$TMP/ratings-v2.yaml" >/dev/null 2>&1
 ok $? "ratings-v2 Deployment and Service applied"
-wait_pods 10
+wait_pods 13
 v2=0
 for i in $(seq 60); do
 	[ "$(hit client "http://$RT:9080/")" = "200 ratings-v2" ] && v2=$((v2 + 1))
