@@ -791,6 +791,10 @@ static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *met
 		return dc_fail(c, yn_get(spec, "type"), "type",
 			       "unsupported type \"%s\" (ClusterIP, NodePort, LoadBalancer)", type);
 	/* data-plane fields zerohop does not honour: said, not silent */
+	if (type && strcmp(type, "ClusterIP"))
+		md_warn(c->st, c->file, yn_get(spec, "type")->line, "spec.type",
+			"%s is treated as ClusterIP (zerohop opens no node ports and no load "
+			"balancer)", type);
 	{
 		char *v;
 
