@@ -15,7 +15,7 @@
 source "$(dirname "$0")/../lib/tap.sh"
 
 source "$(dirname "$0")/../lib/loopback.sh"
-loopback_setup px70 23000 3000
+loopback_setup px70 25000 2000
 ip -4 addr show lo | grep -q '127.0.0.1/8' || skip_all "needs 127.0.0.0/8 on lo"
 
 # ---- backends -------------------------------------------------------------------
