@@ -1099,6 +1099,10 @@ static int skip_obj(struct dctx *c, const struct yn *root, const char *api, cons
 
 		if (dc_str(c, md, "name", true, &name) || dc_str(c, md, "namespace", false, &ns))
 			return -EINVAL;
+		if (ns && pv->default_ns && strcmp(ns, pv->default_ns))
+			return dc_fail(c, yn_get(md, "namespace"), "namespace",
+				       "the object's namespace \"%s\" does not match the namespace "
+				       "\"%s\" given with -n", ns, pv->default_ns);
 		dc_pop(c, old);
 	}
 	if (pv->strict)
