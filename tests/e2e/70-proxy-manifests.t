@@ -218,6 +218,10 @@ for i in $(seq 10); do
 	sleep 0.1
 done
 is "$(cat "$TMP/mirror.log")" "POST /mirrored/a HTTP/1.1 hello=1" "mirror: the copy (head and body) reached the mirror backend"
+for i in $(seq 20); do
+	[ "$(metric 'zerohop_proxy_mirrors_total{result="sent"}')" = 1 ] && break
+	sleep 0.1
+done
 is "$(metric 'zerohop_proxy_mirrors_total{result="sent"}')" 1 "mirror: counted as sent"
 is "$(name "$U/mirrored/b")" v1 "mirror: a GET is answered by the main backend (v1)"
 : >"$TMP/mirror.log"
@@ -228,6 +232,11 @@ n=$(wc -l <"$TMP/mirror.log")
 # 99.9 %: 100 ± 3.29 * 7.07
 ok $([ "$n" -ge 76 ] && [ "$n" -le 124 ]; echo $?) "mirror percent: 50 → $n of 200 mirrored (76..124)"
 # bounded: a mirror backend that never answers holds every copy in flight
+for i in $(seq 30); do
+	[ "$(metric zerohop_proxy_mirrors_inflight)" = 0 ] && break
+	sleep 0.1
+done
+is "$(metric zerohop_proxy_mirrors_inflight)" 0 "no mirror in flight before the silent backend's turn"
 t0=$(date +%s%N)
 for i in $(seq 80); do echo "url = \"$U/held/$i\""; echo "output = /dev/null"; echo "write-out = \"%{http_code}\\n\""; done >"$TMP/held.cfg"
 codes=$(curl -s -K "$TMP/held.cfg" | sort | uniq -c | awk '{print $2 "x" $1}' | tr '\n' ' ')
