@@ -5,6 +5,10 @@
 #ifndef ZH_CLI_H
 #define ZH_CLI_H
 
+/* Every resource `zerohop get` accepts (the top-level help lists the same). */
+#define CLI_GET_RESOURCES \
+	"services|endpoints|backends|splits|routes|routegroups|pods|serviceaccounts|stats|policy-drops"
+
 int cli_lab(int argc, char **argv);	/* src/lab:   lab up|down|status|exec */
 int cli_echo(int argc, char **argv);	/* src/bench: echo server */
 int cli_bench(int argc, char **argv);	/* src/bench: load generator, bench report */

@@ -9,14 +9,22 @@
  * - md_state_add_file()/md_state_add_buf() parse into a *staging* area and
  *   only merge it into the state when the whole input is valid, so a failed
  *   call leaves the state exactly as it was (all or nothing).
- *   md_state_finish() then validates cross-object references (TrafficSplit
- *   services exist, duplicate names, ...), allocates ClusterIPs and computes
- *   endpoints; it is also all-or-nothing: on error the state must be freed.
+ *   md_state_finish() then checks duplicate names, resolves cross-object
+ *   references (a missing one is no error: the split or route is marked
+ *   not_ready and a warning added, as Kubernetes resolves eventually),
+ *   allocates ClusterIPs and computes endpoints; it is also all-or-nothing:
+ *   on error the state must be freed.
  * - Every error fills struct md_err with file, line and field and returns
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
- * - Unknown fields are ignored; unknown kinds, wrong types and invalid values
- *   are errors. "apiVersion: v1, kind: List" with items is accepted.
+ * - Unknown fields are ignored, except in the spec of HTTPRoute,
+ *   TrafficSplit, HTTPRouteGroup, NetworkPolicy and Cluster (errors, as
+ *   kubectl's strict validation); wrong types and invalid values are errors,
+ *   and so are fields the data plane could not honour as written. Kinds
+ *   with no data-plane meaning are skipped into st->ignored (an error with
+ *   md_state_set_strict); unknown kinds of Kubernetes' own API groups are
+ *   errors. Fields accepted but not honoured add st->warnings.
+ *   "apiVersion: v1, kind: List" with items is accepted.
  * - docs/model.md lists the kinds, fields, defaults and checks.
  * - All strings and arrays are owned by the state and freed by md_state_free().
  *
@@ -171,6 +179,8 @@ struct md_volume {		/* only configMap volumes are modelled */
 
 struct md_pod_spec {
 	char *node_name;	/* spec.nodeName, or NULL */
+	char *service_account;	/* spec.serviceAccountName (or the older
+				 * serviceAccount), or NULL: "default" */
 	struct md_container *containers;
 	int n_containers;
 	struct md_volume *volumes;
@@ -206,6 +216,12 @@ struct md_deployment {
  * Returns the port number, or 0 when the pod has no such named port for proto. */
 uint16_t md_pod_resolve_port(const struct md_pod *pod, const struct md_port_ref *ref,
 			     enum md_proto proto);
+
+/* ServiceAccount (v1): kept for workload identity (mTLS, later); only
+ * metadata is read. */
+struct md_serviceaccount {
+	struct md_meta meta;
+};
 
 /* ---- services and endpoints -------------------------------------------- */
 
@@ -247,14 +263,46 @@ struct md_split_backend {
 	int line;		/* line of this backend entry in meta.file */
 };
 
+/* spec.matches[] of a v1alpha3/v1alpha4 split: an HTTPRouteGroup of the
+ * split's namespace (resolved by name at routing time: md_find_routegroup). */
+struct md_split_match {
+	char *kind;		/* "HTTPRouteGroup" (the only kind accepted) */
+	char *name;
+	int line;
+};
+
 struct md_trafficsplit {
 	struct md_meta meta;
 	char *api_version;	/* split.smi-spec.io/v1alpha1 .. v1alpha4 */
 	char *root;		/* spec.service */
-	const struct md_service *root_svc;	/* resolved */
+	const struct md_service *root_svc;	/* resolved; NULL = not ready */
 	int root_line;		/* line of spec.service */
-	struct md_split_backend *backends;
+	struct md_split_backend *backends;	/* svc NULL = that Service does not exist (yet) */
 	int n_backends;
+	struct md_split_match *matches;	/* none = every request is split */
+	int n_matches;
+	/* Eventual references (as in Kubernetes): set by md_state_finish when
+	 * the root Service, a backend Service or a matches group is missing;
+	 * "" when ready. A missing backend's share is not served; a missing
+	 * root leaves the split without effect. */
+	const char *not_ready;
+};
+
+/* SMI HTTPRouteGroup (specs.smi-spec.io/v1alpha3, v1alpha4): what a
+ * TrafficSplit's matches select. A request matches a group when it matches
+ * any of its matches; a match needs every given condition. */
+struct md_rg_match {
+	char *name;
+	char *path_regex;	/* anchored at the start of the path; NULL = any */
+	char **methods;		/* none or "*" = any */
+	int n_methods;
+	struct md_labels headers;	/* header name -> regex (searched in the value) */
+};
+
+struct md_routegroup {
+	struct md_meta meta;
+	struct md_rg_match *matches;
+	int n_matches;
 };
 
 /* Parse a Kubernetes quantity ("1", "500m", "2k", "1.5", "1Ki") into
@@ -309,7 +357,14 @@ struct md_filter {
 	enum md_path_mod_type path_type;
 	char *path;		/* replaceFullPath or replacePrefixMatch */
 	uint16_t port;		/* redirect only, 0 = unset */
-	int status_code;	/* redirect only, default 302 */
+	int status_code;	/* redirect: 301, 302 (default), 303, 307, 308 */
+	/* RequestMirror: backendRef {name, namespace, port}; resolved by the
+	 * router (md_find_service), a missing Service mirrors nothing.
+	 * mirror_permille = percent x 10 or fraction, default 1000 (all). */
+	char *mirror_name;
+	char *mirror_ns;
+	uint16_t mirror_port;
+	uint32_t mirror_permille;
 };
 
 struct md_backend_ref {
@@ -333,6 +388,15 @@ struct md_route_rule {
 	int n_backends;
 	uint64_t timeout_request_ms;	/* timeouts.request, 0 = unset */
 	uint64_t timeout_backend_ms;	/* timeouts.backendRequest, 0 = unset */
+	/* Gateway API rules[].retry (GEP-1731): present replaces the
+	 * annotation/default policy of this rule. attempts = extra tries
+	 * (default 1 when retry is given, as Envoy's), codes = statuses to
+	 * retry (none given: 500, 502, 503, 504), backoff_ms 0 = the default. */
+	bool has_retry;
+	int retry_attempts;
+	int *retry_codes;
+	int n_retry_codes;
+	uint64_t retry_backoff_ms;
 };
 
 struct md_parent_ref {
@@ -353,7 +417,13 @@ struct md_httproute {
 	int n_hostnames;
 	struct md_route_rule *rules;
 	int n_rules;
+	const char *not_ready;	/* "" or why a Service parent is not resolved
+				 * (yet): the route has no effect there */
 };
+
+/* A route whose parentRef is a Service of another namespace is a GAMMA
+ * consumer route: it applies only to clients of the route's namespace. */
+bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_ref *p);
 
 /* True when the route needs the L7 proxy: any rule has a non-default match,
  * any filter (rule or backendRef) or a timeout (timeouts are per request).
@@ -407,6 +477,29 @@ struct md_netpol {
 	int n_egress;
 };
 
+/* ---- what an apply does not act on ------------------------------------ */
+
+/* An object of a kind with no data-plane meaning for zerohop (Secret, RBAC,
+ * Gateway, other meshes' resources...): skipped, never stored, reported. */
+struct md_ignored {
+	char *kind;
+	char *group;		/* "" for the core group */
+	char *ns;		/* may be NULL */
+	char *name;
+	char *file;
+	int line;
+	const char *reason;
+};
+
+/* A field accepted but not honoured (safe to ignore), or a reference not
+ * resolved yet: one line each, printed by the CLIs as warnings. */
+struct md_warning {
+	char *file;
+	int line;
+	char *field;
+	char *msg;
+};
+
 /* ---- the state ---------------------------------------------------------- */
 
 struct md_state {
@@ -427,6 +520,14 @@ struct md_state {
 	int n_routes;
 	struct md_netpol *netpols;
 	int n_netpols;
+	struct md_serviceaccount *serviceaccounts;
+	int n_serviceaccounts;
+	struct md_routegroup *routegroups;
+	int n_routegroups;
+	struct md_ignored *ignored;	/* in input order */
+	int n_ignored;
+	struct md_warning *warnings;	/* parse warnings, then finish's */
+	int n_warnings;
 	bool finished;		/* md_state_finish succeeded */
 	void *priv;		/* parser staging / arena, owned */
 };
@@ -438,6 +539,14 @@ void md_state_free(struct md_state *st);
  * does not start with '.' (temporary files). md_state_add_dir and the
  * directory state source (state.h) read exactly these. */
 bool md_manifest_name(const char *name);
+
+/* Input options, set before adding input (copied into every staging state):
+ * strict: an object of an ignored kind is an error (--strict);
+ * ns: the namespace of objects without one (-n); an object naming another
+ * namespace is an error. NULL = "default" and no conflict check. The
+ * string must outlive the adds. */
+void md_state_set_strict(struct md_state *st, bool strict);
+void md_state_set_namespace(struct md_state *st, const char *ns);
 
 /* Parse one file / buffer (multi-document YAML). All or nothing. */
 int md_state_add_file(struct md_state *st, const char *path, struct md_err *err);
@@ -460,6 +569,15 @@ const struct md_deployment *md_find_deployment(const struct md_state *st, const 
 					       const char *name);
 const struct md_configmap *md_find_configmap(const struct md_state *st, const char *ns,
 					     const char *name);
+const struct md_routegroup *md_find_routegroup(const struct md_state *st, const char *ns,
+					       const char *name);
+const struct md_serviceaccount *md_find_serviceaccount(const struct md_state *st,
+						       const char *ns, const char *name);
+
+/* The ServiceAccount a pod runs as: its spec.serviceAccountName, else its
+ * owner Deployment's template's (runtime pods written by the lab's kubelet
+ * carry only what it copies), else "default". Never NULL. */
+const char *md_pod_service_account(const struct md_state *st, const struct md_pod *p);
 
 /* Number of objects parsed into st (implied namespaces not counted). */
 int md_state_n_objects(const struct md_state *st);
@@ -483,6 +601,8 @@ enum md_kind {
 	MD_K_TRAFFICSPLIT,
 	MD_K_HTTPROUTE,
 	MD_K_NETPOL,
+	MD_K_SERVICEACCOUNT,
+	MD_K_ROUTEGROUP,	/* SMI HTTPRouteGroup */
 	MD_K__COUNT
 };
 

@@ -17,6 +17,15 @@
  * - px_route() is pure apart from the random number the caller passes in
  *   (weighted choice), so tests can drive it exactly.
  *
+ * GAMMA consumer routes (a route whose Service parent is in another
+ * namespace) apply only to clients of the route's namespace, and for those
+ * clients they replace the Service's producer routes; everyone else gets
+ * the producer routes (or the implicit catch-all when there are none).
+ *
+ * A TrafficSplit with matches (SMI v1alpha3/4) splits only the requests
+ * that match one of its HTTPRouteGroups' matches; the others go to the
+ * root Service's own endpoints.
+ *
  * Precedence among all matches of all rules attached to one Service (Gateway
  * API order; the RegularExpression rank is ours, Gateway API leaves it to the
  * implementation): Exact path > RegularExpression (longer pattern first) >
@@ -74,6 +83,10 @@ struct px_req_view {
 	size_t query_len;
 	const struct h1_header *headers;
 	size_t n_headers;
+	/* namespace of the client pod (px_table_client_ns), or NULL when the
+	 * client is no pod: GAMMA consumer routes apply to their namespace's
+	 * clients only */
+	const char *client_ns;
 };
 
 enum px_action {
@@ -98,6 +111,8 @@ struct px_retry_policy {
 	unsigned on;		/* PX_RETRY_* */
 	uint64_t codes[2];	/* bit i = status 500 + i retriable */
 	uint64_t per_try_ms;	/* 0 = none */
+	uint64_t backoff_ms;	/* HTTPRoute retry.backoff: each retry waits at least this
+				 * (up to 1.25x); 0 = the default jittered backoff */
 };
 extern const struct px_retry_policy px_retry_default;
 
@@ -137,6 +152,14 @@ struct px_pool_policy {
 extern const struct px_pool_policy px_pool_default;
 
 #define PX_MAX_HDR_MODS 3	/* rule RequestHeaderModifier, backendRef one, URLRewrite host */
+#define PX_MAX_MIRRORS 4	/* RequestMirror filters honoured per rule */
+
+/* One mirror copy to send (RequestMirror): fire and forget. */
+struct px_mirror_to {
+	const char *backend_name;	/* "ns/svc" */
+	uint32_t ip;		/* network order */
+	uint16_t port;		/* host order */
+};
 
 /* The outcome of routing one request. Pointers point into the table (valid
  * while the caller holds a reference) or into the caller's path buffer. */
@@ -166,7 +189,17 @@ struct px_decision {
 	const struct px_retry_policy *retry;	/* never NULL after px_route */
 	const struct px_lb_policy *lb;		/* never NULL after px_route */
 	const struct px_pool_policy *pool;	/* the backend's; never NULL after px_route */
+	/* PX_FORWARD: the rule's RequestMirror filters chosen for this request
+	 * (percent / fraction applied), each with an endpoint of its backend;
+	 * a mirror backend with no endpoint is left out */
+	struct px_mirror_to mirrors[PX_MAX_MIRRORS];
+	int n_mirrors;
 };
+
+/* Namespace of the pod whose IP is ip (network order) in t's state, or
+ * NULL. Only looked up when the table has a consumer route (else NULL at
+ * once); the first call builds a sorted index. */
+const char *px_table_client_ns(const struct px_table *t, uint32_t ip);
 
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
  * for the weighted backend and endpoint choice. host is the request's Host

@@ -50,6 +50,36 @@ const char *ss_dir(const struct ss *s);
 
 int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err);
 int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err);
+
+/* What an apply or delete did, object by object (kubectl's lines), and the
+ * warnings about its inputs (fields accepted but not honoured, references
+ * not resolved yet). Reported only when the whole operation succeeded. */
+enum ss_event {
+	SS_CREATED,
+	SS_CONFIGURED,
+	SS_UNCHANGED,
+	SS_DELETED,
+	SS_IGNORED,		/* a kind with no data-plane meaning: not stored */
+	SS_WARNING,		/* what = "FILE:LINE: FIELD", detail = message */
+};
+/* what: "KIND[.GROUP]/NAME" in lower case as kubectl prints it
+ * ("service/web", "gateway.gateway.networking.k8s.io/gw"); ns may be NULL;
+ * detail: the reason of an SS_IGNORED, the message of an SS_WARNING. */
+typedef void (*ss_report_fn)(void *arg, enum ss_event ev, const char *what, const char *ns,
+			     const char *detail);
+
+struct ss_opts {
+	bool strict;		/* an ignored kind is an error (--strict) */
+	const char *ns;		/* -n: namespace of objects without one; another
+				 * namespace in an object is an error */
+	ss_report_fn report;	/* may be NULL */
+	void *arg;
+};
+
+int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		  struct md_err *err);
+int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		   struct md_err *err);
 int ss_load(struct ss *s, struct md_state **out, struct md_err *err);
 
 /* Runtime pods (kubelet side). yaml must be exactly one Pod named ns/name

@@ -29,9 +29,32 @@ struct cli_opts {
 	char **files;
 	int n_files;
 	bool json;
+	bool strict;		/* --strict: ignored kinds are errors */
+	const char *ns;		/* -n/--namespace, or NULL */
 	const char *kind;
 };
 
+static void usage(FILE *f, const char *cmd)
+{
+	if (!strcmp(cmd, "get"))
+		fprintf(f, "usage: zerohop get %s [-n NS] [-o json|table] [--lab LAB | --state DIR]\n"
+			"  -n, --namespace NS   only objects of namespace NS (default: all)\n",
+			CLI_GET_RESOURCES);
+	else
+		fprintf(f, "usage: zerohop %s -f FILE|DIR [-f ...] [-n NS]%s [--lab LAB | --state DIR]\n"
+			"  -f, --filename PATH  a manifest file (multi-document YAML or JSON) or a\n"
+			"                       directory of them (*.yaml, *.yml, *.json)\n"
+			"  -n, --namespace NS   namespace of objects without one; an object naming\n"
+			"                       another namespace is an error\n"
+			"%s",
+			cmd, !strcmp(cmd, "apply") ? " [--strict]" : "",
+			!strcmp(cmd, "apply") ?
+			"  --strict             refuse kinds zerohop does not act on (Secret, RBAC,\n"
+			"                       Gateway, other meshes' resources...) instead of\n"
+			"                       skipping them\n" : "");
+}
+
+/* 0, 1 for --help (usage printed on stdout), or -EINVAL (usage error). */
 static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_files)
 {
 	static const struct option opts[] = {
@@ -39,16 +62,36 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 		{ "state", required_argument, NULL, 's' },
 		{ "filename", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "namespace", required_argument, NULL, 'n' },
+		{ "strict", no_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	const char *why;
 	int c;
 
 	optind = 1;
 	o->files = zh_calloc(argc + 1, sizeof(*o->files));
-	while ((c = getopt_long(argc, argv, "f:o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:o:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': o->lab = optarg; break;
 		case 's': o->state = optarg; break;
+		case 'h':
+			usage(stdout, argv[0]);
+			return 1;
+		case 'n':
+			if ((why = md_check_dns_label(optarg))) {
+				fprintf(stderr, "zerohop %s: -n: invalid namespace \"%s\": %s\n", argv[0],
+					optarg, why);
+				return -EINVAL;
+			}
+			o->ns = optarg;
+			break;
+		case 'S':
+			if (!want_files)
+				goto bad;
+			o->strict = true;
+			break;
 		case 'f':
 			if (!want_files)
 				goto bad;
@@ -67,12 +110,12 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 		}
 	}
 	if (want_files && !o->n_files) {
-		fprintf(stderr, "usage: zerohop %s -f FILE|DIR [-f ...] [--lab LAB]\n", argv[0]);
+		usage(stderr, argv[0]);
 		return -EINVAL;
 	}
 	if (!want_files) {
 		if (optind >= argc) {
-			fprintf(stderr, "usage: zerohop get services|endpoints|backends|splits|pods|routes|stats|policy-drops [-o json] [--lab LAB]\n");
+			usage(stderr, argv[0]);
 			return -EINVAL;
 		}
 		o->kind = argv[optind];
@@ -98,10 +141,26 @@ static int open_state(const struct cli_opts *o, struct ss **s)
 	return ret;
 }
 
+static void report_line(void *arg, enum ss_event ev, const char *what, const char *ns,
+			const char *detail)
+{
+	static const char *const verb[] = { "created", "configured", "unchanged", "deleted" };
+
+	(void)arg;
+	(void)ns;
+	if (ev == SS_WARNING)
+		fprintf(stderr, "warning: %s: %s\n", what, detail);
+	else if (ev == SS_IGNORED)
+		printf("%s ignored (%s)\n", what, detail);
+	else
+		printf("%s %s\n", what, verb[ev]);
+}
+
 static int apply_or_delete(int argc, char **argv, bool del)
 {
 	struct cli_opts o = {};
 	struct md_err err = {};
+	struct ss_opts so = { .report = report_line };
 	struct ss *s = NULL;
 	char buf[800];
 	int ret;
@@ -113,7 +172,10 @@ static int apply_or_delete(int argc, char **argv, bool del)
 	ret = open_state(&o, &s);
 	if (ret)
 		goto out;
-	ret = del ? ss_delete(s, o.files, o.n_files, &err) : ss_apply(s, o.files, o.n_files, &err);
+	so.strict = o.strict;
+	so.ns = o.ns;
+	ret = del ? ss_delete_opts(s, o.files, o.n_files, &so, &err) :
+		    ss_apply_opts(s, o.files, o.n_files, &so, &err);
 	if (ret) {
 		if (err.file[0] || err.msg[0])
 			fprintf(stderr, "%s\n", md_err_str(&err, buf, sizeof(buf)));
@@ -126,7 +188,7 @@ static int apply_or_delete(int argc, char **argv, bool del)
 out:
 	ss_close(s);
 	free(o.files);
-	return ret ? 1 : 0;
+	return ret < 0 ? 1 : 0;
 }
 
 int cli_apply(int argc, char **argv)
@@ -140,6 +202,14 @@ int cli_delete(int argc, char **argv)
 }
 
 /* ---- get ------------------------------------------------------------------ */
+
+/* get -n NS: only objects of that namespace. */
+static const char *g_ns;
+
+static bool ns_skip(const char *ns)
+{
+	return g_ns && strcmp(g_ns, ns ? ns : MD_DEFAULT_NS);
+}
 
 static void jstr(const char *s)
 {
@@ -171,13 +241,16 @@ static bool svc_via_proxy(const struct md_state *st, const struct md_service *sv
 		for (p = 0; p < st->routes[i].n_parents; p++)
 			if (st->routes[i].parents[p].svc == svc && md_route_needs_l7(&st->routes[i]))
 				return true;
+	for (i = 0; i < st->n_splits; i++)
+		if (st->splits[i].root_svc == svc && st->splits[i].n_matches)
+			return true;
 	return false;
 }
 
 static void get_services(const struct md_state *st, bool json)
 {
 	char ip[INET_ADDRSTRLEN];
-	int i, p;
+	int i, p, n_out = 0;
 
 	if (!json)
 		printf("%-16s %-24s %-16s %-24s %-12s %s\n", "NAMESPACE", "NAME", "CLUSTER-IP",
@@ -189,6 +262,8 @@ static void get_services(const struct md_state *st, bool json)
 		char ports[256] = "", eps[64] = "";
 		int off = 0, eoff = 0;
 
+		if (ns_skip(s->meta.ns))
+			continue;
 		for (p = 0; p < s->n_ports; p++) {
 			off += snprintf(ports + off, off < (int)sizeof(ports) ? sizeof(ports) - off : 0,
 					"%s%u/%s", p ? "," : "", s->ports[p].port,
@@ -205,7 +280,7 @@ static void get_services(const struct md_state *st, bool json)
 			       eps, svc_via_proxy(st, s) ? "node proxy" : "-");
 			continue;
 		}
-		printf("%s{\"namespace\":", i ? "," : "");
+		printf("%s{\"namespace\":", n_out++ ? "," : "");
 		jstr(s->meta.ns);
 		printf(",\"name\":");
 		jstr(s->meta.name);
@@ -236,6 +311,8 @@ static void get_endpoints(const struct md_state *st, bool json)
 	for (i = 0; i < st->n_services; i++) {
 		const struct md_service *s = &st->services[i];
 
+		if (ns_skip(s->meta.ns))
+			continue;
 		for (p = 0; p < s->n_ports; p++) {
 			const struct md_endpoint_set *set = s->endpoints ? &s->endpoints[p] : NULL;
 			int n = set ? set->n : 0;
@@ -273,7 +350,7 @@ static int get_backends(const struct md_state *st, bool json)
 {
 	struct ag_compiled *c = NULL;
 	char err[400], ip[INET_ADDRSTRLEN], bip[INET_ADDRSTRLEN];
-	int i, j, ret;
+	int i, j, ret, n_out = 0;
 
 	ret = ag_compile(st, &c, err, sizeof(err));
 	if (ret) {
@@ -294,8 +371,10 @@ static int get_backends(const struct md_state *st, bool json)
 		snprintf(vip, sizeof(vip), "%s:%u/%s", ip_str(ag_v4_of(s->key.vip), ip),
 			 ntohs(s->key.port), s->key.proto == ZH_LB_UDP ? "UDP" : "TCP");
 		snprintf(svc, sizeof(svc), "%s/%s", s->ns, s->name);
+		if (ns_skip(s->ns))
+			continue;
 		if (json) {
-			printf("%s{\"service\":", i ? "," : "");
+			printf("%s{\"service\":", n_out++ ? "," : "");
 			jstr(svc);
 			printf(",\"vip\":");
 			jstr(vip);
@@ -344,37 +423,125 @@ static int get_backends(const struct md_state *st, bool json)
 
 static void get_splits(const struct md_state *st, bool json)
 {
-	int i, b;
+	int i, b, n_out = 0;
 
 	if (!json)
-		printf("%-16s %-24s %-24s %s\n", "NAMESPACE", "NAME", "ROOT", "BACKENDS (weight)");
+		printf("%-16s %-24s %-24s %-40s %s\n", "NAMESPACE", "NAME", "ROOT",
+		       "BACKENDS (weight)", "STATUS");
 	else
 		printf("[");
 	for (i = 0; i < st->n_splits; i++) {
 		const struct md_trafficsplit *t = &st->splits[i];
+		bool ready = !t->not_ready || !*t->not_ready;
+		char bk[512] = "", status[600];
+		int off = 0;
 
+		if (ns_skip(t->meta.ns))
+			continue;
+		if (!ready)
+			snprintf(status, sizeof(status), "not ready: %s", t->not_ready);
+		else if (t->n_matches)
+			snprintf(status, sizeof(status), "ready (matching requests only, per request "
+				 "by the node L7 proxy)");
+		else
+			snprintf(status, sizeof(status), "ready");
 		if (json) {
-			printf("%s{\"namespace\":", i ? "," : "");
+			printf("%s{\"namespace\":", n_out++ ? "," : "");
 			jstr(t->meta.ns);
 			printf(",\"name\":");
 			jstr(t->meta.name);
 			printf(",\"service\":");
 			jstr(t->root);
-			printf(",\"backends\":[");
+			printf(",\"ready\":%s,\"reason\":", ready ? "true" : "false");
+			jstr(ready ? "" : t->not_ready);
+			printf(",\"matches\":[");
+			for (b = 0; b < t->n_matches; b++) {
+				printf("%s", b ? "," : "");
+				jstr(t->matches[b].name);
+			}
+			printf("],\"backends\":[");
 			for (b = 0; b < t->n_backends; b++) {
 				printf("%s{\"service\":", b ? "," : "");
 				jstr(t->backends[b].service);
-				printf(",\"weight_milli\":%llu}",
-				       (unsigned long long)t->backends[b].weight_milli);
+				printf(",\"weight_milli\":%llu,\"exists\":%s}",
+				       (unsigned long long)t->backends[b].weight_milli,
+				       t->backends[b].svc ? "true" : "false");
 			}
 			printf("]}");
 			continue;
 		}
-		printf("%-16s %-24s %-24s ", t->meta.ns, t->meta.name, t->root);
 		for (b = 0; b < t->n_backends; b++)
-			printf("%s%s=%llum", b ? " " : "", t->backends[b].service,
-			       (unsigned long long)t->backends[b].weight_milli);
-		printf("\n");
+			off += snprintf(bk + off, off < (int)sizeof(bk) ? sizeof(bk) - off : 0,
+					"%s%s=%llum", b ? " " : "", t->backends[b].service,
+					(unsigned long long)t->backends[b].weight_milli);
+		printf("%-16s %-24s %-24s %-40s %s\n", t->meta.ns, t->meta.name, t->root, bk, status);
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void get_serviceaccounts(const struct md_state *st, bool json)
+{
+	int i, j, n_out = 0;
+
+	if (!json)
+		printf("%-16s %-32s %s\n", "NAMESPACE", "NAME", "PODS");
+	else
+		printf("[");
+	for (i = 0; i < st->n_serviceaccounts; i++) {
+		const struct md_serviceaccount *sa = &st->serviceaccounts[i];
+		int pods = 0;
+
+		if (ns_skip(sa->meta.ns))
+			continue;
+		for (j = 0; j < st->n_pods; j++)
+			pods += st->pods[j].has_status && !st->pods[j].terminating &&
+				!strcmp(st->pods[j].meta.ns, sa->meta.ns) &&
+				!strcmp(md_pod_service_account(st, &st->pods[j]), sa->meta.name);
+		if (!json) {
+			printf("%-16s %-32s %d\n", sa->meta.ns, sa->meta.name, pods);
+			continue;
+		}
+		printf("%s{\"namespace\":", n_out++ ? "," : "");
+		jstr(sa->meta.ns);
+		printf(",\"name\":");
+		jstr(sa->meta.name);
+		printf(",\"pods\":%d}", pods);
+	}
+	if (json)
+		printf("]\n");
+}
+
+static void get_routegroups(const struct md_state *st, bool json)
+{
+	int i, j, n_out = 0;
+
+	if (!json)
+		printf("%-16s %-24s %s\n", "NAMESPACE", "NAME", "MATCHES");
+	else
+		printf("[");
+	for (i = 0; i < st->n_routegroups; i++) {
+		const struct md_routegroup *g = &st->routegroups[i];
+
+		if (ns_skip(g->meta.ns))
+			continue;
+		if (json) {
+			printf("%s{\"namespace\":", n_out++ ? "," : "");
+			jstr(g->meta.ns);
+			printf(",\"name\":");
+			jstr(g->meta.name);
+			printf(",\"matches\":[");
+		} else {
+			printf("%-16s %-24s ", g->meta.ns, g->meta.name);
+		}
+		for (j = 0; j < g->n_matches; j++) {
+			printf("%s", j ? (json ? "," : " ") : "");
+			if (json)
+				jstr(g->matches[j].name);
+			else
+				printf("%s", g->matches[j].name);
+		}
+		printf(json ? "]}" : "\n");
 	}
 	if (json)
 		printf("]\n");
@@ -383,7 +550,7 @@ static void get_splits(const struct md_state *st, bool json)
 static void get_pods(const struct md_state *st, bool json)
 {
 	char ip[INET_ADDRSTRLEN];
-	int i;
+	int i, n_out = 0;
 
 	if (!json)
 		printf("%-16s %-32s %-12s %-16s %s\n", "NAMESPACE", "NAME", "NODE", "IP", "PHASE");
@@ -393,6 +560,8 @@ static void get_pods(const struct md_state *st, bool json)
 		const struct md_pod *p = &st->pods[i];
 		const char *node = p->spec.node_name ? p->spec.node_name : "-";
 
+		if (ns_skip(p->meta.ns))
+			continue;
 		if (p->ip)
 			ip_str(p->ip, ip);
 		else
@@ -402,7 +571,7 @@ static void get_pods(const struct md_state *st, bool json)
 			       p->terminating ? "Terminating" : phase_str(p->phase));
 			continue;
 		}
-		printf("%s{\"namespace\":", i ? "," : "");
+		printf("%s{\"namespace\":", n_out++ ? "," : "");
 		jstr(p->meta.ns);
 		printf(",\"name\":");
 		jstr(p->meta.name);
@@ -435,7 +604,7 @@ static enum dp_kind lab_datapath(const char *lab)
 
 static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 {
-	int i, p;
+	int i, p, n_out = 0;
 
 	if (!json)
 		printf("%-16s %-24s %-28s %s\n", "NAMESPACE", "NAME", "PARENTS", "STATUS");
@@ -444,11 +613,15 @@ static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 	for (i = 0; i < st->n_routes; i++) {
 		const struct md_httproute *r = &st->routes[i];
 		bool l7 = md_route_needs_l7(r), svc_parent = false;
-		char parents[256] = "";
+		char parents[256] = "", full[700];
 		const char *status;
+		bool consumer = false;
 		int off = 0;
 
+		if (ns_skip(r->meta.ns))
+			continue;
 		for (p = 0; p < r->n_parents; p++) {
+			consumer |= md_parent_is_consumer(r, &r->parents[p]);
 			const char *kind = r->parents[p].kind ? r->parents[p].kind : "Gateway";
 
 			svc_parent |= !strcmp(kind, "Service");
@@ -466,16 +639,24 @@ static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 		else if (svc_parent)
 			status = "enforced at L4 (backendRefs weights per connection)";
 		else
-			status = "not enforced yet (Gateway parent needs the L7 proxy)";
+			status = "not acted on (no Service parent; zerohop has no ingress gateway)";
+		if (r->not_ready && *r->not_ready) {
+			snprintf(full, sizeof(full), "not ready: %s; %s", r->not_ready, status);
+			status = full;
+		} else if (consumer && l7 && dp == DP_BPF) {
+			snprintf(full, sizeof(full), "%s; consumer route: clients in namespace %s only",
+				 status, r->meta.ns);
+			status = full;
+		}
 		if (!json) {
 			printf("%-16s %-24s %-28s %s\n", r->meta.ns, r->meta.name, parents, status);
 			continue;
 		}
-		printf("%s{\"namespace\":", i ? "," : "");
+		printf("%s{\"namespace\":", n_out++ ? "," : "");
 		jstr(r->meta.ns);
 		printf(",\"name\":");
 		jstr(r->meta.name);
-		printf(",\"parents\":");
+		printf(",\"ready\":%s,\"parents\":", r->not_ready && *r->not_ready ? "false" : "true");
 		jstr(parents);
 		printf(",\"needs_l7\":%s,\"status\":", l7 ? "true" : "false");
 		jstr(status);
@@ -661,6 +842,7 @@ int cli_get(int argc, char **argv)
 	ret = parse_common(argc, argv, &o, false);
 	if (ret)
 		goto out;
+	g_ns = o.ns;
 	if (!strcmp(o.kind, "stats")) {
 		ret = get_stats(&o);
 		goto out;
@@ -689,14 +871,18 @@ int cli_get(int argc, char **argv)
 		get_pods(st, o.json);
 	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
 		get_routes(st, o.json, lab_datapath(zh_lab_name(o.lab)));
+	else if (!strcmp(o.kind, "serviceaccounts") || !strcmp(o.kind, "sa"))
+		get_serviceaccounts(st, o.json);
+	else if (!strcmp(o.kind, "routegroups") || !strcmp(o.kind, "httproutegroups"))
+		get_routegroups(st, o.json);
 	else {
-		fprintf(stderr, "zerohop get: unknown kind '%s' (services, endpoints, backends, splits, pods, routes, stats, policy-drops)\n",
-			o.kind);
+		fprintf(stderr, "zerohop get: unknown resource '%s' (%s)\n", o.kind,
+			CLI_GET_RESOURCES);
 		ret = -EINVAL;
 	}
 out:
 	md_state_free(st);
 	ss_close(s);
 	free(o.files);
-	return ret ? 1 : 0;
+	return ret < 0 ? 1 : 0;
 }

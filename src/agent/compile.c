@@ -252,8 +252,27 @@ static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 	int p, i;
 
 	if (!root || root->headless || !root->cluster_ip) {
-		add_note(b, "TrafficSplit %s/%s: root service %s has no ClusterIP: ignored",
-			 ts->meta.ns, ts->meta.name, ts->root);
+		add_note(b, "TrafficSplit %s/%s: root service %s %s: ignored", ts->meta.ns,
+			 ts->meta.name, ts->root, root ? "has no ClusterIP" : "does not exist (yet)");
+		return;
+	}
+	if (ts->n_matches) {
+		/* SMI matches (A/B): only matching requests are split, so the
+		 * decision is per request: the node L7 proxy's (TCP ports); the
+		 * root keeps its own endpoints for everything else */
+		for (p = 0; p < root->n_ports; p++) {
+			struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p]);
+
+			if (!e)
+				continue;
+			if (root->ports[p].proto == MD_PROTO_TCP)
+				e->flags |= ZH_LB_F_L7;
+			add_note(b, "TrafficSplit %s/%s on %s/%s:%u: matches %s", ts->meta.ns,
+				 ts->meta.name, root->meta.ns, root->meta.name, root->ports[p].port,
+				 root->ports[p].proto == MD_PROTO_TCP ?
+				 "enforced by the node L7 proxy (per request)" :
+				 "need TCP: not split on this port");
+		}
 		return;
 	}
 	for (p = 0; p < root->n_ports; p++) {

@@ -256,6 +256,7 @@ int cli_dns(int argc, char **argv)
 		{ "lab", required_argument, NULL, 'l' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "addr", required_argument, NULL, 'a' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -268,10 +269,13 @@ int cli_dns(int argc, char **argv)
 
 	zh_log_init("dns", ZH_INFO);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': state = optarg; break;
 		case 'l': lab = optarg; break;
+		case 'h':
+			printf("usage: zerohop dns [--state DIR | --lab LAB] [--port 53] [--addr IP]\n");
+			return 0;
 		case 'p':
 			port = atoi(optarg);
 			if (port < 1 || port > 65535) {

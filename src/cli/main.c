@@ -12,15 +12,15 @@ struct cli_cmd {
 
 static const struct cli_cmd cmds[] = {
 	{ "lab",      cli_lab,      "lab up|down|status|exec: a cluster on one machine" },
-	{ "apply",    cli_apply,    "apply -f FILE|DIR: validate and store manifests" },
-	{ "delete",   cli_delete,   "delete -f FILE|DIR: remove the manifests' objects" },
-	{ "get",      cli_get,      "get services|endpoints|splits|pods|routes|stats [-o json]" },
+	{ "apply",    cli_apply,    "apply -f FILE|DIR [-n NS] [--strict]: validate and store manifests" },
+	{ "delete",   cli_delete,   "delete -f FILE|DIR [-n NS]: remove the manifests' objects" },
+	{ "get",      cli_get,      "get " CLI_GET_RESOURCES " [-n NS] [-o json]" },
 	{ "agent",    cli_agent,    "agent --node NODE: the node agent (BPF datapath)" },
 	{ "proxy",    cli_proxy,    "proxy --node NODE: the node L7 proxy" },
 	{ "echo",     cli_echo,     "echo: HTTP + TCP echo server (fortio parameters)" },
 	{ "bench",    cli_bench,    "bench URL: load generator; bench report A.json ..." },
 	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
-	{ "validate", cli_validate, "validate -f FILE|DIR: parse manifests, print errors" },
+	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 };
@@ -30,6 +30,7 @@ static int usage(FILE *f)
 	fprintf(f, "usage: zerohop COMMAND [ARGS]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\nevery command answers --help (-h) with its usage\n");
 	return f == stderr ? 2 : 0;
 }
 

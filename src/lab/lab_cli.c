@@ -23,6 +23,21 @@
 #include "lab_int.h"
 #include "lab_plan.h"
 
+/* lab up -f: say what was not acted on (skipped kinds, warnings), as
+ * `zerohop apply` does; the objects applied are not listed. */
+static void up_report(void *arg, enum ss_event ev, const char *what, const char *ns,
+		      const char *detail)
+{
+	(void)arg;
+	(void)ns;
+	if (ev == SS_IGNORED)
+		fprintf(stderr, "%s ignored (%s)\n", what, detail);
+	else if (ev == SS_WARNING)
+		fprintf(stderr, "warning: %s: %s\n", what, detail);
+}
+
+static const struct ss_opts up_apply_opts = { .report = up_report };
+
 #define UP_TIMEOUT_MS 150000
 
 static void usage(FILE *f)
@@ -392,7 +407,7 @@ static int up_build(const struct lab_topo *t, const struct up_opts *o)
 		}
 		apply[n_apply++] = sys;
 	}
-	if (n_apply && ss_apply(ss, apply, n_apply, &err)) {
+	if (n_apply && ss_apply_opts(ss, apply, n_apply, &up_apply_opts, &err)) {
 		lab_err("apply: %s", md_err_str(&err, ebuf, sizeof(ebuf)));
 		goto out;
 	}

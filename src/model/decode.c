@@ -76,6 +76,18 @@ int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *f
 	return -EINVAL;
 }
 
+void dc_warn(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
+{
+	char f[200], msg[400];
+	va_list ap;
+
+	snprintf(f, sizeof(f), "%s%s%s", c->path, *c->path && field ? "." : "", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	md_warn(c->st, c->file, n ? n->line : 0, f, "%s", msg);
+}
+
 int dc_map(struct dctx *c, const struct yn *n, const char *field)
 {
 	return n->type == YN_MAP ? 0 : dc_fail(c, n, field, "must be a mapping");
@@ -339,6 +351,33 @@ int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow
 
 /* ---- metadata --------------------------------------------------------------- */
 
+/* Add "namespace: ns" to an object's metadata mapping, so an object applied
+ * with -n is stored with its namespace (the tree is what gets re-emitted).
+ * The new pair array lives in the state's arena, as long as the tree. */
+static void set_namespace(struct dctx *c, const struct yn *md, const char *ns)
+{
+	struct yn *m = (struct yn *)md, *v = ar_alloc(c->ar, sizeof(*v));
+	struct yn_pair *pairs = ar_alloc(c->ar, (size_t)(m->n + 1) * sizeof(*pairs));
+
+	v->type = YN_SCALAR;
+	v->style = 1;	/* YAML_PLAIN_SCALAR_STYLE */
+	v->line = m->line;
+	v->s = ar_strdup(c->ar, ns);
+	for (int i = 0; i < m->n; i++)
+		if (!strcmp(m->pairs[i].key, "namespace")) {	/* "namespace:" (null) */
+			m->pairs[i].val = v;
+			return;
+		}
+	if (m->n)
+		memcpy(pairs, m->pairs, (size_t)m->n * sizeof(*pairs));
+	pairs[m->n].key = "namespace";
+	pairs[m->n].key_line = m->line;
+	pairs[m->n].key_style = 1;
+	pairs[m->n].val = v;
+	m->pairs = pairs;
+	m->n++;
+}
+
 static int dc_meta(struct dctx *c, const struct yn *root, bool namespaced, struct md_meta *m)
 {
 	const struct yn *md = yn_get(root, "metadata"), *owners;
@@ -361,13 +400,23 @@ static int dc_meta(struct dctx *c, const struct yn *root, bool namespaced, struc
 		goto out;
 	}
 	if (namespaced) {
+		const char *dns = md_priv(c->st)->default_ns;
+
 		if (dc_str(c, md, "namespace", false, &m->ns))
 			goto out;
-		if (!m->ns)
-			m->ns = MD_DEFAULT_NS;
-		else if ((why = md_check_dns_label(m->ns))) {
+		if (!m->ns) {
+			m->ns = dns ? ar_strdup(c->ar, dns) : MD_DEFAULT_NS;
+			if (dns && md_priv(c->st)->keep_tree)
+				set_namespace(c, md, dns);
+		} else if ((why = md_check_dns_label(m->ns))) {
 			dc_fail(c, yn_get(md, "namespace"), "namespace",
 				"invalid namespace \"%s\": %s", m->ns, why);
+			goto out;
+		} else if (dns && strcmp(dns, m->ns)) {
+			/* kubectl's rule: -n never moves an object */
+			dc_fail(c, yn_get(md, "namespace"), "namespace",
+				"the object's namespace \"%s\" does not match the namespace \"%s\" "
+				"given with -n", m->ns, dns);
 			goto out;
 		}
 	}
@@ -517,8 +566,21 @@ static int dc_pod_spec(struct dctx *c, const struct yn *spec, struct md_pod_spec
 	int n_names = 0;
 	size_t old;
 
-	if (dc_map(c, spec, NULL) || dc_str(c, spec, "nodeName", false, &ps->node_name))
+	if (dc_map(c, spec, NULL) || dc_str(c, spec, "nodeName", false, &ps->node_name) ||
+	    dc_str(c, spec, "serviceAccountName", false, &ps->service_account))
 		return -EINVAL;
+	if (!ps->service_account &&
+	    dc_str(c, spec, "serviceAccount", false, &ps->service_account))	/* deprecated alias */
+		return -EINVAL;
+	if (ps->service_account) {
+		const char *f = yn_get(spec, "serviceAccountName") ? "serviceAccountName"
+								   : "serviceAccount";
+		const char *why = md_check_dns_subdomain(ps->service_account);
+
+		if (why)
+			return dc_fail(c, yn_get(spec, f), f, "invalid name \"%s\": %s",
+				       ps->service_account, why);
+	}
 	cs = yn_get(spec, "containers");
 	if (!cs)
 		return dc_fail(c, spec, "containers", "is required");
@@ -814,6 +876,33 @@ static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *met
 			       "unsupported type \"%s\" (ClusterIP, NodePort, LoadBalancer)", type);
 	if (dc_service_families(c, spec, &ip))
 		return -EINVAL;
+	/* data-plane fields zerohop does not honour: said, not silent */
+	if (type && strcmp(type, "ClusterIP"))
+		md_warn(c->st, c->file, yn_get(spec, "type")->line, "spec.type",
+			"%s is treated as ClusterIP (zerohop opens no node ports and no load "
+			"balancer)", type);
+	{
+		char *v;
+
+		if (dc_str(c, spec, "sessionAffinity", false, &v))
+			return -EINVAL;
+		if (v && strcmp(v, "None"))
+			md_warn(c->st, c->file, yn_get(spec, "sessionAffinity")->line,
+				"spec.sessionAffinity", "%s is not honoured: each connection is "
+				"balanced on its own (the ring-hash lb-policy gives affinity through "
+				"the node proxy)", v);
+		if (dc_str(c, spec, "internalTrafficPolicy", false, &v))
+			return -EINVAL;
+		if (v && strcmp(v, "Cluster"))
+			md_warn(c->st, c->file, yn_get(spec, "internalTrafficPolicy")->line,
+				"spec.internalTrafficPolicy", "%s is not honoured: every ready "
+				"endpoint of the cluster is used", v);
+		const struct yn *pn = yn_get(spec, "publishNotReadyAddresses");
+
+		if (pn && pn->type == YN_SCALAR && !strcmp(pn->s, "true"))
+			md_warn(c->st, c->file, pn->line, "spec.publishNotReadyAddresses",
+				"not honoured: only running pods are endpoints");
+	}
 	/* a Service selector is a plain map; empty means "endpoints are
 	 * managed elsewhere", i.e. none computed */
 	s->selector.present = s->selector.match_labels.n > 0;
@@ -980,7 +1069,142 @@ static const struct kind_api kinds[] = {
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1", MD_K_HTTPROUTE },
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1beta1", MD_K_HTTPROUTE },
 	{ "NetworkPolicy", "networking.k8s.io/v1", MD_K_NETPOL },
+	{ "ServiceAccount", "v1", MD_K_SERVICEACCOUNT },
+	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha2", MD_K_ROUTEGROUP },
+	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha3", MD_K_ROUTEGROUP },
+	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha4", MD_K_ROUTEGROUP },
 };
+
+/* ---- kinds that are not acted on ----------------------------------------------------
+ *
+ * An object of a kind zerohop does not model is skipped (never stored) and
+ * reported, unless the input is strict. In the API groups Kubernetes itself
+ * defines (core "v1", groups without a dot, *.k8s.io) only the kinds listed
+ * here are skipped: an unknown kind there is most likely a typo, so it stays
+ * an error. Kinds whose meaning a user would expect zerohop to enforce, but
+ * which it cannot, are refused with the reason (reason starting with '!').
+ * Any other group (Istio, Linkerd, cert-manager, ...) is skipped. */
+struct kind_skip {
+	const char *group;
+	const char *kind;
+	const char *reason;	/* NULL = "no data-plane meaning for zerohop" */
+};
+
+static const struct kind_skip skips[] = {
+	{ "", "Secret", NULL },
+	{ "", "Endpoints", "computed by zerohop from Services and pods" },
+	{ "", "PersistentVolumeClaim", NULL },
+	{ "", "PersistentVolume", NULL },
+	{ "", "LimitRange", NULL },
+	{ "", "ResourceQuota", NULL },
+	{ "", "Event", NULL },
+	{ "", "ReplicationController", "workload kind not run by the zerohop lab (use a Deployment)" },
+	{ "apps", "StatefulSet", "workload kind not run by the zerohop lab (use a Deployment)" },
+	{ "apps", "DaemonSet", "workload kind not run by the zerohop lab (use a Deployment)" },
+	{ "apps", "ReplicaSet", "workload kind not run by the zerohop lab (use a Deployment)" },
+	{ "batch", "Job", "workload kind not run by the zerohop lab" },
+	{ "batch", "CronJob", "workload kind not run by the zerohop lab" },
+	{ "policy", "PodDisruptionBudget", NULL },
+	{ "policy", "PodSecurityPolicy", NULL },
+	{ "autoscaling", "HorizontalPodAutoscaler", NULL },
+	{ "rbac.authorization.k8s.io", "Role", NULL },
+	{ "rbac.authorization.k8s.io", "ClusterRole", NULL },
+	{ "rbac.authorization.k8s.io", "RoleBinding", NULL },
+	{ "rbac.authorization.k8s.io", "ClusterRoleBinding", NULL },
+	{ "networking.k8s.io", "Ingress", "no ingress gateway in zerohop" },
+	{ "networking.k8s.io", "IngressClass", "no ingress gateway in zerohop" },
+	{ "apiextensions.k8s.io", "CustomResourceDefinition", NULL },
+	{ "storage.k8s.io", "StorageClass", NULL },
+	{ "scheduling.k8s.io", "PriorityClass", NULL },
+	{ "coordination.k8s.io", "Lease", NULL },
+	{ "discovery.k8s.io", "EndpointSlice", "computed by zerohop from Services and pods" },
+	{ "admissionregistration.k8s.io", "ValidatingWebhookConfiguration", NULL },
+	{ "admissionregistration.k8s.io", "MutatingWebhookConfiguration", NULL },
+	{ "gateway.networking.k8s.io", "Gateway", "no ingress gateway in zerohop" },
+	{ "gateway.networking.k8s.io", "GatewayClass", "no ingress gateway in zerohop" },
+	{ "gateway.networking.k8s.io", "ReferenceGrant", NULL },
+	{ "gateway.networking.k8s.io", "GRPCRoute",
+	  "!not supported yet (HTTP/2): its requests would not be routed as written" },
+	{ "gateway.networking.k8s.io", "TCPRoute",
+	  "!not supported: its connections would not be routed as written" },
+	{ "gateway.networking.k8s.io", "TLSRoute",
+	  "!not supported: its connections would not be routed as written" },
+	{ "gateway.networking.k8s.io", "UDPRoute",
+	  "!not supported: its datagrams would not be routed as written" },
+	{ "split.smi-spec.io", "", "!unknown kind of split.smi-spec.io (TrafficSplit)" },
+	/* other projects' access policies: skipped like the rest, but the
+	 * reason says the traffic they would deny is not denied */
+	{ "access.smi-spec.io", "", "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "security.istio.io", "AuthorizationPolicy",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "policy.linkerd.io", "AuthorizationPolicy",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
+	{ "policy.linkerd.io", "ServerAuthorization",
+	  "access policy not enforced by zerohop (use NetworkPolicy)" },
+};
+
+static bool builtin_group(const char *g)
+{
+	size_t l = strlen(g);
+
+	return !*g || !strchr(g, '.') || (l > 7 && !strcmp(g + l - 7, ".k8s.io"));
+}
+
+/* Kind unknown to the model: record it as ignored (0), or fail. */
+static int skip_obj(struct dctx *c, const struct yn *root, const char *api, const char *kind)
+{
+	struct md_priv *pv = md_priv(c->st);
+	const char *slash = strrchr(api, '/'), *reason = NULL;
+	const struct yn *md = yn_get(root, "metadata");
+	char group[128];
+	struct md_ignored *ig;
+	char *name = NULL, *ns = NULL;
+	bool listed = false;
+
+	snprintf(group, sizeof(group), "%.*s", slash ? (int)(slash - api) : 0, api);
+	for (size_t i = 0; i < sizeof(skips) / sizeof(skips[0]); i++)
+		if (!strcmp(skips[i].group, group) &&
+		    (!*skips[i].kind || !strcmp(skips[i].kind, kind))) {
+			listed = true;
+			reason = skips[i].reason;
+			break;
+		}
+	if (!listed && builtin_group(group))
+		return dc_fail(c, yn_get(root, "kind"), "kind",
+			       "unknown kind \"%s\" (Cluster, Namespace, ConfigMap, Pod, Deployment, "
+			       "Service, ServiceAccount, TrafficSplit, HTTPRoute, HTTPRouteGroup, "
+			       "NetworkPolicy; %s kinds with no data-plane meaning are skipped)",
+			       kind, *group ? group : "v1");
+	if (reason && reason[0] == '!')
+		return dc_fail(c, yn_get(root, "kind"), "kind", "%s (%s): %s", kind,
+			       api, reason + 1);
+	if (!md || dc_map(c, md, "metadata"))
+		return md ? -EINVAL : dc_fail(c, root, "metadata.name", "is required");
+	{
+		size_t old = dc_push(c, "metadata");
+
+		if (dc_str(c, md, "name", true, &name) || dc_str(c, md, "namespace", false, &ns))
+			return -EINVAL;
+		if (ns && pv->default_ns && strcmp(ns, pv->default_ns))
+			return dc_fail(c, yn_get(md, "namespace"), "namespace",
+				       "the object's namespace \"%s\" does not match the namespace "
+				       "\"%s\" given with -n", ns, pv->default_ns);
+		dc_pop(c, old);
+	}
+	if (pv->strict)
+		return dc_fail(c, yn_get(root, "kind"), "kind",
+			       "%s (%s) is not acted on by zerohop (%s); refused with --strict", kind,
+			       api, reason ? reason : "no data-plane meaning for zerohop");
+	ig = zh_grow((void **)&c->st->ignored, &c->st->n_ignored, &pv->cap_ign, sizeof(*ig));
+	ig->kind = (char *)kind;
+	ig->group = ar_strdup(c->ar, group);
+	ig->ns = ns ? ns : (char *)pv->default_ns;
+	ig->name = name;
+	ig->file = (char *)c->file;
+	ig->line = root->line;
+	ig->reason = reason ? reason : "no data-plane meaning for zerohop";
+	return 0;
+}
 
 static int decode_obj(struct dctx *c, const struct yn *root);
 
@@ -1031,12 +1255,12 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 		}
 	}
 	if (!known_kind)
-		return dc_fail(c, yn_get(root, "kind"), "kind",
-			       "unknown kind \"%s\" (Cluster, Namespace, ConfigMap, Pod, Deployment, "
-			       "Service, TrafficSplit, HTTPRoute, NetworkPolicy)", kind);
+		return skip_obj(c, root, api, kind);
 	if (k == MD_K__COUNT)
 		return dc_fail(c, yn_get(root, "apiVersion"), "apiVersion",
 			       "unsupported apiVersion \"%s\" for kind %s", api, kind);
+	if (!pv->ident_only && md_check_fields(c, root, k))
+		return -EINVAL;
 	if (k == MD_K_CLUSTER && pv->ident_only) {
 		meta.name = "cluster";
 	} else if (k == MD_K_CLUSTER) {
@@ -1076,6 +1300,17 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 		break;
 	case MD_K_HTTPROUTE:
 		r = md_decode_route(c, root, &meta);
+		break;
+	case MD_K_SERVICEACCOUNT: {
+		struct md_serviceaccount *sa = zh_grow((void **)&c->st->serviceaccounts,
+						       &c->st->n_serviceaccounts, &pv->cap_sa,
+						       sizeof(*sa));
+
+		sa->meta = meta;
+		break;
+	}
+	case MD_K_ROUTEGROUP:
+		r = md_decode_routegroup(c, root, &meta);
 		break;
 	default:
 		r = md_decode_netpol(c, root, &meta);

@@ -4,11 +4,15 @@
  * NetworkPolicy checks follow Kubernetes' ValidateNetworkPolicy (peers,
  * ipBlock, ports/endPort, policyTypes). */
 #include <errno.h>
+#include <regex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 
 #include "md_int.h"
+
+#define PX_MIRRORS_MAX_DECODE 4	/* = PX_MAX_MIRRORS of proxy.h */
 
 /* ---- TrafficSplit ------------------------------------------------------------------ */
 
@@ -31,6 +35,25 @@ static int split_weight(struct dctx *c, const struct yn *b, bool quantity, uint6
 	if (dc_int(c, b, "weight", 0, 1000000000LL, &v, NULL))
 		return -EINVAL;
 	*out = (uint64_t)v * 1000;
+	return 0;
+}
+
+static int split_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
+{
+	struct md_split_match *sm = elem;
+	char *group;
+
+	(void)arg;
+	if (dc_map(c, m, NULL) || dc_str(c, m, "kind", true, &sm->kind) ||
+	    dc_str(c, m, "name", true, &sm->name) || dc_str(c, m, "apiGroup", false, &group))
+		return -EINVAL;
+	sm->line = m->line;
+	if (strcmp(sm->kind, "HTTPRouteGroup"))
+		return dc_fail(c, yn_get(m, "kind"), "kind",
+			       "matches of kind \"%s\" are not supported (HTTPRouteGroup)", sm->kind);
+	if (group && strcmp(group, "specs.smi-spec.io"))
+		return dc_fail(c, yn_get(m, "apiGroup"), "apiGroup",
+			       "must be specs.smi-spec.io, got \"%s\"", group);
 	return 0;
 }
 
@@ -83,6 +106,18 @@ int md_decode_split(struct dctx *c, const struct yn *root, const char *api, stru
 	t->n_backends = bs->n;
 	if (!total)
 		return dc_fail(c, bs, NULL, "the backends' weights add up to 0");
+	dc_pop(c, old);
+	/* spec.matches exists from v1alpha3 on (A/B testing) */
+	if (strcmp(api, "split.smi-spec.io/v1alpha3") && strcmp(api, "split.smi-spec.io/v1alpha4")) {
+		if (yn_get(spec, "matches"))
+			return dc_fail(c, yn_get(spec, "matches"), "spec.matches",
+				       "not a field of %s (matches need v1alpha3 or v1alpha4)", api);
+		return 0;
+	}
+	dc_push(c, "spec");
+	if (dc_seq_each(c, spec, "matches", sizeof(*t->matches), (void **)&t->matches,
+			&t->n_matches, split_match, NULL))
+		return -EINVAL;
 	dc_pop(c, old);
 	return 0;
 }
@@ -225,12 +260,65 @@ static int path_mod(struct dctx *c, const struct yn *v, struct md_filter *f)
 	return 0;
 }
 
+/* requestMirror: {backendRef: {name, namespace, port}, percent | fraction} */
+static int mirror_filter(struct dctx *c, const struct yn *n, struct md_filter *f, void *arg)
+{
+	const struct md_meta *meta = arg;
+	const struct yn *v = yn_get(n, "requestMirror"), *br, *fr;
+	char *kind, *group;
+	long long x, den = 100;
+	bool has;
+	size_t old;
+
+	if (!v)
+		return dc_fail(c, n, "requestMirror", "is required for this filter type");
+	old = dc_push(c, "requestMirror");
+	if (dc_map(c, v, NULL))
+		return -EINVAL;
+	br = yn_get(v, "backendRef");
+	if (!br)
+		return dc_fail(c, v, "backendRef", "is required");
+	dc_push(c, "backendRef");
+	if (dc_map(c, br, NULL) || dc_str(c, br, "name", true, &f->mirror_name) ||
+	    dc_str(c, br, "namespace", false, &f->mirror_ns) ||
+	    dc_str(c, br, "kind", false, &kind) || dc_str(c, br, "group", false, &group) ||
+	    dc_int(c, br, "port", 1, 65535, &x, &has))
+		return -EINVAL;
+	if ((kind && strcmp(kind, "Service")) || (group && *group && strcmp(group, "core")))
+		return dc_fail(c, br, "kind", "only a Service can be a mirror backend");
+	if (!has)
+		return dc_fail(c, br, "port", "is required when referring to a Service");
+	f->mirror_port = (uint16_t)x;
+	if (!f->mirror_ns)
+		f->mirror_ns = meta ? meta->ns : MD_DEFAULT_NS;
+	dc_pop(c, old);
+	dc_push(c, "requestMirror");
+	f->mirror_permille = 1000;
+	if (dc_int(c, v, "percent", 0, 100, &x, &has))
+		return -EINVAL;
+	fr = yn_get(v, "fraction");
+	if (has && fr)
+		return dc_fail(c, fr, "fraction", "percent and fraction are mutually exclusive");
+	if (has)
+		f->mirror_permille = (uint32_t)x * 10;
+	if (fr) {
+		dc_push(c, "fraction");
+		if (dc_map(c, fr, NULL) || dc_int(c, fr, "denominator", 1, 1000000, &den, NULL) ||
+		    dc_int(c, fr, "numerator", 0, den, &x, &has))
+			return -EINVAL;
+		if (!has)
+			return dc_fail(c, fr, "numerator", "is required");
+		f->mirror_permille = (uint32_t)(x * 1000 / den);
+	}
+	dc_pop(c, old);
+	return 0;
+}
+
 static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
 	struct md_filter *f = elem;
 	char *type;
 
-	(void)arg;
 	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
 		return -EINVAL;
 	if (!strcmp(type, "RequestHeaderModifier")) {
@@ -267,8 +355,11 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 			if (dc_int(c, v, "port", 1, 65535, &x, &has))
 				return -EINVAL;
 			f->port = has ? (uint16_t)x : 0;
-			if (dc_int(c, v, "statusCode", 301, 302, &x, &has))
+			if (dc_int(c, v, "statusCode", 100, 599, &x, &has))
 				return -EINVAL;
+			if (has && x != 301 && x != 302 && x != 303 && x != 307 && x != 308)
+				return dc_fail(c, yn_get(v, "statusCode"), "statusCode",
+					       "must be 301, 302, 303, 307 or 308, got %lld", x);
 			if (has)
 				f->status_code = (int)x;
 		}
@@ -277,20 +368,22 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 	}
 	if (!strcmp(type, "RequestMirror")) {
 		f->type = MD_FILTER_REQUEST_MIRROR;
-		return 0;
+		return mirror_filter(c, n, f, arg);
 	}
-	if (!strcmp(type, "ExtensionRef")) {
-		f->type = MD_FILTER_EXTENSION_REF;
-		return 0;
-	}
+	if (!strcmp(type, "ExtensionRef"))
+		return dc_fail(c, yn_get(n, "type"), "type",
+			       "ExtensionRef filters are not supported by zerohop (no extensions): "
+			       "the request would not be treated as written");
 	return dc_fail(c, yn_get(n, "type"), "type",
 		       "unknown filter type \"%s\" (RequestHeaderModifier, ResponseHeaderModifier, "
 		       "RequestRedirect, URLRewrite, RequestMirror, ExtensionRef)", type);
 }
 
-static int route_filters(struct dctx *c, const struct yn *map, struct md_filter **out, int *n_out)
+static int route_filters(struct dctx *c, const struct yn *map, struct md_filter **out, int *n_out,
+			 const struct md_meta *meta)
 {
-	return dc_seq_each(c, map, "filters", sizeof(**out), (void **)out, n_out, route_filter, NULL);
+	return dc_seq_each(c, map, "filters", sizeof(**out), (void **)out, n_out, route_filter,
+			   (void *)meta);
 }
 
 static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
@@ -308,6 +401,10 @@ static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg
 	b->line = n->line;
 	if (!b->ns)
 		b->ns = meta->ns;
+	else if (strcmp(b->ns, meta->ns))
+		dc_warn(c, yn_get(n, "namespace"), "namespace", "backendRef to %s/%s in another "
+			"namespace is honoured without a ReferenceGrant (zerohop does not check "
+			"ReferenceGrants)", b->ns, b->name);
 	if (!b->kind)
 		b->kind = "Service";
 	if (dc_int(c, n, "port", 1, 65535, &x, &has))
@@ -318,7 +415,64 @@ static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg
 	if (dc_int(c, n, "weight", 0, 1000000, &x, &has))
 		return -EINVAL;
 	b->weight = has ? (uint32_t)x : 1;
-	return route_filters(c, n, &b->filters, &b->n_filters);
+	if (route_filters(c, n, &b->filters, &b->n_filters, meta))
+		return -EINVAL;
+	/* the proxy applies header modifiers per backend; anything else there
+	 * would be silently dropped, so it is refused */
+	for (int i = 0; i < b->n_filters; i++)
+		if (b->filters[i].type != MD_FILTER_REQUEST_HEADER_MODIFIER &&
+		    b->filters[i].type != MD_FILTER_RESPONSE_HEADER_MODIFIER) {
+			const struct yn *fl = yn_get(n, "filters");
+			char f[32];
+
+			snprintf(f, sizeof(f), "filters[%d]", i);
+			return dc_fail(c, fl->items[i], f,
+				       "only RequestHeaderModifier and ResponseHeaderModifier are "
+				       "supported on a backendRef (put the filter on the rule)");
+		}
+	return 0;
+}
+
+static int retry_code(struct dctx *c, const struct yn *v, void *elem, void *arg)
+{
+	long long x;
+	char *end;
+
+	(void)arg;
+	if (v->type != YN_SCALAR || (x = strtoll(v->s, &end, 10), *end) || !*v->s)
+		return dc_fail(c, v, NULL, "must be an integer");
+	if (x < 500 || x > 599)
+		return dc_fail(c, v, NULL, "zerohop retries 5xx statuses only (500..599), got %lld",
+			       x);
+	*(int *)elem = (int)x;
+	return 0;
+}
+
+/* rules[].retry (Gateway API, GEP-1731): {attempts, backoff, codes}. */
+static int rule_retry(struct dctx *c, const struct yn *n, struct md_route_rule *r)
+{
+	const struct yn *rt = yn_get(n, "retry");
+	long long x;
+	bool has;
+	char *bo;
+	size_t old;
+
+	if (!rt)
+		return 0;
+	old = dc_push(c, "retry");
+	if (dc_map(c, rt, NULL) || dc_int(c, rt, "attempts", 0, 10, &x, &has) ||
+	    dc_str(c, rt, "backoff", false, &bo) ||
+	    dc_seq_each(c, rt, "codes", sizeof(int), (void **)&r->retry_codes,
+			&r->n_retry_codes, retry_code, NULL))
+		return -EINVAL;
+	r->has_retry = true;
+	r->retry_attempts = has ? (int)x : 1;
+	if (bo && (md_duration_ms(bo, &r->retry_backoff_ms) || !r->retry_backoff_ms ||
+		   r->retry_backoff_ms > 10000))
+		return dc_fail(c, yn_get(rt, "backoff"), "backoff",
+			       "invalid duration \"%s\" (1ms..10s, such as 100ms)", bo);
+	dc_pop(c, old);
+	return 0;
 }
 
 static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
@@ -330,10 +484,38 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 	if (dc_map(c, n, NULL) ||
 	    dc_seq_each(c, n, "matches", sizeof(*r->matches), (void **)&r->matches,
 			&r->n_matches, route_match, NULL) ||
-	    route_filters(c, n, &r->filters, &r->n_filters) ||
+	    route_filters(c, n, &r->filters, &r->n_filters, arg) ||
 	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
 			&r->n_backends, backend_ref, arg))
 		return -EINVAL;
+	/* Gateway API: each filter type at most once per rule (RequestMirror
+	 * excepted), and RequestRedirect excludes URLRewrite; the proxy would
+	 * otherwise apply only one of them */
+	{
+		int seen[MD_FILTER_EXTENSION_REF + 1] = { 0 };
+		const struct yn *fl = yn_get(n, "filters");
+
+		for (int i = 0; i < r->n_filters; i++) {
+			enum md_filter_type t = r->filters[i].type;
+			char f[32];
+
+			snprintf(f, sizeof(f), "filters[%d]", i);
+			if (t != MD_FILTER_REQUEST_MIRROR && seen[t]++)
+				return dc_fail(c, fl->items[i], f,
+					       "a filter of this type is already given (at most one "
+					       "per rule)");
+			if (t == MD_FILTER_REQUEST_MIRROR && ++seen[t] > PX_MIRRORS_MAX_DECODE)
+				return dc_fail(c, fl->items[i], f,
+					       "at most %d RequestMirror filters per rule",
+					       PX_MIRRORS_MAX_DECODE);
+		}
+		if (seen[MD_FILTER_REQUEST_REDIRECT] && seen[MD_FILTER_URL_REWRITE])
+			return dc_fail(c, fl, "filters",
+				       "RequestRedirect and URLRewrite cannot be used together");
+	}
+	if (yn_get(n, "sessionPersistence"))
+		return dc_fail(c, yn_get(n, "sessionPersistence"), "sessionPersistence",
+			       "not supported (use the zerohop.io/lb-policy ring-hash annotation)");
 	to = yn_get(n, "timeouts");
 	if (to) {
 		char *req, *be;
@@ -353,7 +535,7 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 				       "must not be longer than timeouts.request");
 		dc_pop(c, old);
 	}
-	return 0;
+	return rule_retry(c, n, r);
 }
 
 static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
@@ -379,6 +561,9 @@ static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
 		pr->group = "";
 	if (!pr->ns)
 		pr->ns = meta->ns;
+	if (!strcmp(pr->kind, "Service") && !*pr->group && yn_get(p, "sectionName"))
+		return dc_fail(c, yn_get(p, "sectionName"), "sectionName",
+			       "not supported for a Service parent: use port");
 	return 0;
 }
 
@@ -402,6 +587,105 @@ int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 			route_rule, meta))
 		return -EINVAL;
 	dc_pop(c, old);
+	/* what is accepted but not acted on is said on apply */
+	{
+		bool svc_parent = false;
+
+		for (int i = 0; i < rt->n_parents; i++)
+			if (!strcmp(rt->parents[i].kind, "Service") && !*rt->parents[i].group)
+				svc_parent = true;
+		if (!svc_parent)
+			md_warn(c->st, c->file, root->line, "spec.parentRefs",
+				"HTTPRoute %s/%s has no Service parent: not acted on (zerohop has no "
+				"ingress gateway; attach it to a Service for the mesh)",
+				meta->ns, meta->name);
+		else if (rt->n_hostnames)
+			md_warn(c->st, c->file, yn_get(spec, "hostnames")->line, "spec.hostnames",
+				"ignored for a route attached to a Service (GAMMA: the Service is "
+				"what is matched)");
+	}
+	return 0;
+}
+
+/* ---- SMI HTTPRouteGroup ------------------------------------------------------------- */
+
+static int rg_regex(struct dctx *c, const struct yn *at, const char *field, const char *re)
+{
+	regex_t rx;
+
+	if (regcomp(&rx, re, REG_EXTENDED | REG_NOSUB))
+		return dc_fail(c, at, field, "invalid regular expression \"%s\"", re);
+	regfree(&rx);
+	return 0;
+}
+
+static int rg_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
+{
+	struct md_rg_match *rm = elem;
+	const struct yn *h;
+
+	(void)arg;
+	if (dc_map(c, m, NULL) || dc_str(c, m, "name", true, &rm->name) ||
+	    dc_str(c, m, "pathRegex", false, &rm->path_regex) ||
+	    dc_str_list(c, m, "methods", &rm->methods, &rm->n_methods))
+		return -EINVAL;
+	if (rm->path_regex && rg_regex(c, yn_get(m, "pathRegex"), "pathRegex", rm->path_regex))
+		return -EINVAL;
+	h = yn_get(m, "headers");
+	if (!h)
+		return 0;
+	if (h->type == YN_MAP) {
+		/* v1alpha4 spec text: headers: {name: regex, ...} */
+		if (dc_labels(c, m, "headers", false, &rm->headers))
+			return -EINVAL;
+	} else if (h->type == YN_SEQ) {
+		/* the split spec's example: headers: [{name: regex}, ...] */
+		int n = 0;
+
+		for (int i = 0; i < h->n; i++) {
+			if (h->items[i]->type != YN_MAP)
+				return dc_fail(c, h->items[i], "headers",
+					       "must be a mapping of header name to regex");
+			n += h->items[i]->n;
+		}
+		rm->headers.v = ar_alloc(c->ar, (size_t)(n + 1) * sizeof(*rm->headers.v));
+		for (int i = 0; i < h->n; i++)
+			for (int j = 0; j < h->items[i]->n; j++) {
+				const struct yn_pair *pr = &h->items[i]->pairs[j];
+
+				if (pr->val->type != YN_SCALAR)
+					return dc_fail(c, pr->val, "headers", "must be a string");
+				rm->headers.v[rm->headers.n].key = (char *)pr->key;
+				rm->headers.v[rm->headers.n++].value = (char *)pr->val->s;
+			}
+	} else {
+		return dc_fail(c, h, "headers", "must be a mapping of header name to regex");
+	}
+	for (int i = 0; i < rm->headers.n; i++)
+		if (rg_regex(c, h, "headers", rm->headers.v[i].value))
+			return -EINVAL;
+	return 0;
+}
+
+int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta)
+{
+	struct md_priv *pv = md_priv(c->st);
+	struct md_routegroup *g = zh_grow((void **)&c->st->routegroups, &c->st->n_routegroups,
+					  &pv->cap_rg, sizeof(*g));
+	const struct yn *spec = yn_get(root, "spec");
+	size_t old;
+
+	g->meta = *meta;
+	if (!spec)
+		return dc_fail(c, root, "spec", "is required");
+	old = dc_push(c, "spec");
+	if (dc_map(c, spec, NULL) ||
+	    dc_seq_each(c, spec, "matches", sizeof(*g->matches), (void **)&g->matches,
+			&g->n_matches, rg_match, NULL))
+		return -EINVAL;
+	if (!g->n_matches)
+		return dc_fail(c, spec, "matches", "must list at least one match");
+	dc_pop(c, old);
 	return 0;
 }
 
@@ -411,12 +695,23 @@ static bool match_is_default(const struct md_route_match *m)
 	       !m->n_query && !m->method;
 }
 
+bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_ref *p)
+{
+	return !strcmp(p->kind, "Service") && !*p->group && p->ns && r->meta.ns &&
+	       strcmp(p->ns, r->meta.ns);
+}
+
 bool md_route_needs_l7(const struct md_httproute *r)
 {
+	/* a consumer route applies to some clients only: per request */
+	for (int i = 0; i < r->n_parents; i++)
+		if (md_parent_is_consumer(r, &r->parents[i]))
+			return true;
 	for (int i = 0; i < r->n_rules; i++) {
 		const struct md_route_rule *ru = &r->rules[i];
 
-		if (ru->n_filters || ru->timeout_request_ms || ru->timeout_backend_ms)
+		if (ru->n_filters || ru->timeout_request_ms || ru->timeout_backend_ms ||
+		    ru->has_retry)
 			return true;
 		for (int j = 0; j < ru->n_matches; j++)
 			if (!match_is_default(&ru->matches[j]))

@@ -131,7 +131,7 @@ static int namespaces(struct md_state *st, struct md_err *err)
 		m->labels.v[j].value = m->name;
 	}
 	/* implied namespaces, from every namespaced object */
-	for (int k = 0; k < 7; k++) {
+	for (int k = 0; k < 9; k++) {
 		const void *arr;
 		size_t elem;
 		int n;
@@ -143,7 +143,11 @@ static int namespaces(struct md_state *st, struct md_err *err)
 		case 3: arr = st->services; n = st->n_services; elem = sizeof(*st->services); break;
 		case 4: arr = st->splits; n = st->n_splits; elem = sizeof(*st->splits); break;
 		case 5: arr = st->routes; n = st->n_routes; elem = sizeof(*st->routes); break;
-		default: arr = st->netpols; n = st->n_netpols; elem = sizeof(*st->netpols); break;
+		case 6: arr = st->netpols; n = st->n_netpols; elem = sizeof(*st->netpols); break;
+		case 7: arr = st->serviceaccounts; n = st->n_serviceaccounts;
+			elem = sizeof(*st->serviceaccounts); break;
+		default: arr = st->routegroups; n = st->n_routegroups;
+			elem = sizeof(*st->routegroups); break;
 		}
 		for (int i = 0; i < n; i++) {
 			/* every object struct starts with its md_meta */
@@ -372,17 +376,26 @@ out:
 
 /* ---- step 7: references ------------------------------------------------------------ */
 
+/* References resolve eventually, as in Kubernetes: a split or route naming
+ * a Service (or HTTPRouteGroup) that does not exist yet is kept, marked not
+ * ready with the reason (and a warning), and takes effect when the object
+ * appears. Nothing here refuses the state. */
 static int references(struct md_state *st, struct md_err *err)
 {
+	struct md_arena *ar = &md_priv(st)->ar;
 	char field[96];
 
+	(void)err;
 	for (int i = 0; i < st->n_splits; i++) {
 		struct md_trafficsplit *t = &st->splits[i];
+		const char *why = NULL;
 
 		t->root_svc = md_find_service(st, t->meta.ns, t->root);
-		if (!t->root_svc)
-			return fail(err, t->meta.file, t->root_line, "spec.service",
-				    "root Service %s/%s does not exist", t->meta.ns, t->root);
+		if (!t->root_svc) {
+			why = ar_printf(ar, "root Service %s/%s does not exist (yet): the split "
+					"has no effect", t->meta.ns, t->root);
+			md_warn(st, t->meta.file, t->root_line, "spec.service", "%s", why);
+		}
 		for (int j = 0; j < t->n_backends; j++) {
 			struct md_split_backend *b = &t->backends[j];
 
@@ -390,12 +403,28 @@ static int references(struct md_state *st, struct md_err *err)
 			if (b->svc)
 				continue;
 			snprintf(field, sizeof(field), "spec.backends[%d].service", j);
-			return fail(err, t->meta.file, b->line, field,
-				    "backend Service %s/%s does not exist", t->meta.ns, b->service);
+			if (!why)
+				why = ar_printf(ar, "backend Service %s/%s does not exist (yet): its "
+						"weight is not served", t->meta.ns, b->service);
+			md_warn(st, t->meta.file, b->line, field, "backend Service %s/%s does not "
+				"exist (yet): its weight is not served", t->meta.ns, b->service);
 		}
+		for (int j = 0; j < t->n_matches; j++) {
+			if (md_find_routegroup(st, t->meta.ns, t->matches[j].name))
+				continue;
+			snprintf(field, sizeof(field), "spec.matches[%d].name", j);
+			if (!why)
+				why = ar_printf(ar, "HTTPRouteGroup %s/%s does not exist (yet): no "
+						"request is split", t->meta.ns, t->matches[j].name);
+			md_warn(st, t->meta.file, t->matches[j].line, field, "HTTPRouteGroup %s/%s "
+				"does not exist (yet): it matches no request", t->meta.ns,
+				t->matches[j].name);
+		}
+		t->not_ready = why ? why : "";
 	}
 	for (int i = 0; i < st->n_routes; i++) {
 		struct md_httproute *r = &st->routes[i];
+		const char *why = NULL;
 
 		for (int j = 0; j < r->n_parents; j++) {
 			struct md_parent_ref *p = &r->parents[j];
@@ -406,19 +435,26 @@ static int references(struct md_state *st, struct md_err *err)
 			if (p->svc)
 				continue;
 			snprintf(field, sizeof(field), "spec.parentRefs[%d]", j);
-			return fail(err, r->meta.file, p->line, field,
-				    "parent Service %s/%s does not exist (a mesh route attaches "
-				    "to an existing Service)", p->ns, p->name);
+			if (!why)
+				why = ar_printf(ar, "parent Service %s/%s does not exist (yet): the "
+						"route is not attached there", p->ns, p->name);
+			md_warn(st, r->meta.file, p->line, field, "parent Service %s/%s does not "
+				"exist (yet): the route is not attached there", p->ns, p->name);
 		}
-		/* backendRefs to a missing Service are not an error: Gateway API
-		 * reports them as ResolvedRefs=False and the share gets 500s */
+		/* backendRefs to a missing Service: Gateway API reports them as
+		 * ResolvedRefs=False and that share of requests gets 500s */
 		for (int j = 0; j < r->n_rules; j++)
 			for (int k = 0; k < r->rules[j].n_backends; k++) {
 				struct md_backend_ref *b = &r->rules[j].backends[k];
 
 				if (!strcmp(b->kind, "Service"))
 					b->svc = md_find_service(st, b->ns, b->name);
+				if (b->svc || why)
+					continue;
+				why = ar_printf(ar, "backendRef Service %s/%s does not exist (yet): "
+						"its share is answered 500", b->ns, b->name);
 			}
+		r->not_ready = why ? why : "";
 	}
 	return 0;
 }
@@ -729,7 +765,11 @@ int md_state_finish(struct md_state *st, struct md_err *err)
 	    (ret = dups(st, MD_K_TRAFFICSPLIT, st->splits, st->n_splits, sizeof(*st->splits),
 			err)) ||
 	    (ret = dups(st, MD_K_HTTPROUTE, st->routes, st->n_routes, sizeof(*st->routes), err)) ||
-	    (ret = dups(st, MD_K_NETPOL, st->netpols, st->n_netpols, sizeof(*st->netpols), err)))
+	    (ret = dups(st, MD_K_NETPOL, st->netpols, st->n_netpols, sizeof(*st->netpols), err)) ||
+	    (ret = dups(st, MD_K_SERVICEACCOUNT, st->serviceaccounts, st->n_serviceaccounts,
+			sizeof(*st->serviceaccounts), err)) ||
+	    (ret = dups(st, MD_K_ROUTEGROUP, st->routegroups, st->n_routegroups,
+			sizeof(*st->routegroups), err)))
 		return ret;
 	pv->indexed = true;	/* lookups below use the indexes */
 	if ((ret = node_names(st, err)) || (ret = cluster_ips(st, err)) ||

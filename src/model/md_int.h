@@ -133,8 +133,12 @@ struct md_priv {
 	/* keep each object's YAML tree (md_obj.node) for re-emitting it; off
 	 * by default: the tree is most of the memory of a parsed state */
 	bool keep_tree;
+	/* input options (md_state_set_strict / md_state_set_namespace) */
+	bool strict;
+	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
+	int cap_sa, cap_rg, cap_ign, cap_warn;
 	/* parsed files this state shares objects with (md_state_add_parsed):
 	 * one reference each, dropped by md_state_free */
 	struct md_file **files;
@@ -200,6 +204,9 @@ void dc_pop(struct dctx *c, size_t len);
 int dc_fail(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Append a warning for node n at path + "." + field (the object decodes on). */
+void dc_warn(struct dctx *c, const struct yn *n, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 int dc_map(struct dctx *c, const struct yn *n, const char *field);	/* 0 if a mapping */
 int dc_seq(struct dctx *c, const struct yn *n, const char *field);
 /* Decodes one item of a sequence into elem (zeroed arena memory). */
@@ -221,10 +228,16 @@ int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct 
 int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
 	     enum md_proto *out, bool *present);
 
+/* Unknown fields of the kinds zerohop models entirely (HTTPRoute,
+ * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster) are errors
+ * (schema.c); other kinds: 0. */
+int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
+
 /* mesh kinds (decode_mesh.c) */
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 
 /* ---- value checks (values.c) --------------------------------------------- */
 
@@ -235,5 +248,9 @@ const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
+
+/* Append a warning (strings copied into st's arena). */
+void md_warn(struct md_state *st, const char *file, int line, const char *field,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,10 @@ void md_state_free(struct md_state *st)
 	free(st->splits);
 	free(st->routes);
 	free(st->netpols);
+	free(st->serviceaccounts);
+	free(st->routegroups);
+	free(st->ignored);
+	free(st->warnings);
 	free(pv->objs);
 	for (int i = 0; i < pv->n_files; i++)
 		md_file_put(pv->files[i]);
@@ -86,6 +91,14 @@ static void append_all(struct md_state *st, const struct md_state *stg)
 	       sizeof(*st->routes));
 	append((void **)&st->netpols, &st->n_netpols, &pv->cap_np, stg->netpols, stg->n_netpols,
 	       sizeof(*st->netpols));
+	append((void **)&st->serviceaccounts, &st->n_serviceaccounts, &pv->cap_sa,
+	       stg->serviceaccounts, stg->n_serviceaccounts, sizeof(*st->serviceaccounts));
+	append((void **)&st->routegroups, &st->n_routegroups, &pv->cap_rg, stg->routegroups,
+	       stg->n_routegroups, sizeof(*st->routegroups));
+	append((void **)&st->ignored, &st->n_ignored, &pv->cap_ign, stg->ignored, stg->n_ignored,
+	       sizeof(*st->ignored));
+	append((void **)&st->warnings, &st->n_warnings, &pv->cap_warn, stg->warnings,
+	       stg->n_warnings, sizeof(*st->warnings));
 	append((void **)&pv->objs, &pv->n_objs, &pv->cap_objs, ps->objs, ps->n_objs,
 	       sizeof(*pv->objs));
 	if (stg->cluster.present)
@@ -99,6 +112,46 @@ static void merge(struct md_state *st, struct md_state *stg)
 	append_all(st, stg);
 	ar_splice(&md_priv(st)->ar, &md_priv(stg)->ar);
 	md_state_free(stg);
+}
+
+void md_state_set_strict(struct md_state *st, bool strict)
+{
+	md_priv(st)->strict = strict;
+}
+
+void md_state_set_namespace(struct md_state *st, const char *ns)
+{
+	md_priv(st)->default_ns = ns;
+}
+
+void md_warn(struct md_state *st, const char *file, int line, const char *field,
+	     const char *fmt, ...)
+{
+	struct md_priv *pv = md_priv(st);
+	struct md_warning *w = zh_grow((void **)&st->warnings, &st->n_warnings, &pv->cap_warn,
+				       sizeof(*w));
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	w->file = ar_strdup(&pv->ar, file ? file : "");
+	w->line = line;
+	w->field = ar_strdup(&pv->ar, field ? field : "");
+	w->msg = ar_strdup(&pv->ar, msg);
+}
+
+/* A new staging state with st's input options. */
+static struct md_state *staging_of(const struct md_state *st)
+{
+	struct md_state *stg = md_state_new();
+
+	md_priv(stg)->ident_only = md_priv(st)->ident_only;
+	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
+	md_priv(stg)->strict = md_priv(st)->strict;
+	md_priv(stg)->default_ns = md_priv(st)->default_ns;
+	return stg;
 }
 
 static int cluster_conflict(const struct md_state *st, const struct md_state *stg,
@@ -164,9 +217,7 @@ int md_state_add_buf(struct md_state *st, const char *name, const char *buf, siz
 		return ret;
 	/* the staging state borrows st's arena (so a small file does not
 	 * cost a whole block); a failure rolls the arena back to the mark */
-	stg = md_state_new();
-	md_priv(stg)->ident_only = md_priv(st)->ident_only;
-	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
+	stg = staging_of(st);
 	mark = ar_mark(&md_priv(st)->ar);
 	md_priv(stg)->ar = md_priv(st)->ar;
 	md_priv(st)->ar.head = NULL;
@@ -288,11 +339,15 @@ int md_state_add_dir(struct md_state *st, const char *dir, struct md_err *err)
 	if (n)
 		qsort(names, (size_t)n, sizeof(*names), cmp_str);
 	/* the whole directory is one all-or-nothing unit */
-	stg = md_state_new();
-	md_priv(stg)->ident_only = md_priv(st)->ident_only;
-	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
+	stg = staging_of(st);
+	/* "DIR/" names its files DIR/file, not DIR//file */
+	size_t dl = strlen(dir);
+
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
 	for (int i = 0; i < n; i++) {
-		if (snprintf(path, sizeof(path), "%s/%s", dir, names[i]) >= (int)sizeof(path)) {
+		if (snprintf(path, sizeof(path), "%.*s/%s", (int)dl, dir, names[i]) >=
+		    (int)sizeof(path)) {
 			ret = md_err_io(err, dir, ENAMETOOLONG, names[i]);
 			goto out;
 		}
@@ -416,6 +471,18 @@ int md_state_add_parsed(struct md_state *st, struct md_file *f, struct md_err *e
 	return 0;
 }
 
+const char *md_pod_service_account(const struct md_state *st, const struct md_pod *p)
+{
+	const struct md_deployment *d;
+
+	if (p->spec.service_account)
+		return p->spec.service_account;
+	d = p->owner ? md_find_deployment(st, p->meta.ns, p->owner) : NULL;
+	if (d && d->template.service_account)
+		return d->template.service_account;
+	return "default";
+}
+
 int md_state_n_objects(const struct md_state *st)
 {
 	return md_priv(st)->n_objs;
@@ -504,6 +571,24 @@ const struct md_configmap *md_find_configmap(const struct md_state *st, const ch
 		     sizeof(*st->configmaps), ns, name);
 
 	return i < 0 ? NULL : &st->configmaps[i];
+}
+
+const struct md_routegroup *md_find_routegroup(const struct md_state *st, const char *ns,
+					       const char *name)
+{
+	int i = find(st, MD_K_ROUTEGROUP, st->routegroups, st->n_routegroups,
+		     sizeof(*st->routegroups), ns, name);
+
+	return i < 0 ? NULL : &st->routegroups[i];
+}
+
+const struct md_serviceaccount *md_find_serviceaccount(const struct md_state *st,
+						       const char *ns, const char *name)
+{
+	int i = find(st, MD_K_SERVICEACCOUNT, st->serviceaccounts, st->n_serviceaccounts,
+		     sizeof(*st->serviceaccounts), ns, name);
+
+	return i < 0 ? NULL : &st->serviceaccounts[i];
 }
 
 const struct md_namespace *md_find_namespace(const struct md_state *st, const char *name)

@@ -97,6 +97,8 @@ static const char *const kind_names[MD_K__COUNT] = {
 	[MD_K_TRAFFICSPLIT] = "TrafficSplit",
 	[MD_K_HTTPROUTE] = "HTTPRoute",
 	[MD_K_NETPOL] = "NetworkPolicy",
+	[MD_K_SERVICEACCOUNT] = "ServiceAccount",
+	[MD_K_ROUTEGROUP] = "HTTPRouteGroup",
 };
 
 static const char *const kind_lower[MD_K__COUNT] = {
@@ -109,6 +111,8 @@ static const char *const kind_lower[MD_K__COUNT] = {
 	[MD_K_TRAFFICSPLIT] = "trafficsplit",
 	[MD_K_HTTPROUTE] = "httproute",
 	[MD_K_NETPOL] = "networkpolicy",
+	[MD_K_SERVICEACCOUNT] = "serviceaccount",
+	[MD_K_ROUTEGROUP] = "httproutegroup",
 };
 
 const char *md_kind_name(enum md_kind k)

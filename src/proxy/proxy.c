@@ -713,6 +713,8 @@ out:
 		s.idle = u->next;
 		px_up_close(u);
 	}
+	if (s.loop)
+		px_mirror_close_all(&s);
 	if (s.sfd >= 0)
 		close(s.sfd);
 	if (s.stats_fd >= 0)

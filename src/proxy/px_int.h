@@ -152,6 +152,10 @@ struct px_stream {
 	char method[16];
 	char target[256];
 	char reqid[40];
+	/* RequestMirror (mirror.c): the upstream-framed request copied while it
+	 * is read, sent to each chosen mirror once complete */
+	struct buf mb;
+	bool mb_off;		/* no mirror for this request (none chosen, too large) */
 };
 
 struct px_host {		/* outlier state of one endpoint */
@@ -230,7 +234,27 @@ struct px_server {
 	unsigned n_wq, cap_wq, n_run, cap_run;
 	uint64_t n_wq_flushes, n_wq_sends, n_rd_batches, n_rd_recvs;
 	uint64_t busy_poll_us;	/* --busy-poll */
+	/* RequestMirror copies (mirror.c design note) */
+	struct px_mirror_conn *mirrors;	/* in flight, a list */
+	uint32_t n_mirrors_inflight;
+	uint64_t n_mirror_sent, n_mirror_failed;
+	uint64_t n_mirror_dropped[3];	/* by enum px_mirror_drop */
 };
+
+/* ---- RequestMirror (mirror.c) ------------------------------------------ */
+
+#define PX_MIRROR_MAX		64	/* mirrors in flight per proxy; more are dropped */
+#define PX_MIRROR_TIMEOUT_NS	5000000000ULL	/* a mirror's whole life */
+
+enum px_mirror_drop { PX_MIRROR_LIMIT, PX_MIRROR_TOO_LARGE, PX_MIRROR_POLICY };
+
+/* Stream side: start copying (head already in st->rb), add body bytes,
+ * and send the copies once the request is complete. Never fail the stream. */
+void px_mirror_begin(struct px_stream *st);
+void px_mirror_add(struct px_stream *st, const void *p, size_t n);
+void px_mirror_done(struct px_stream *st);	/* request complete: send */
+void px_mirror_drop_stream(struct px_stream *st);	/* stream ends: free the copy */
+void px_mirror_close_all(struct px_server *s);	/* server exit */
 
 #define PX_MS	1000000ULL
 

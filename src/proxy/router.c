@@ -12,6 +12,16 @@
  * 3. Weights are uint64 products of backendRef weight and TrafficSplit
  *    weight_milli; a backend with weight 0 or no endpoints is never chosen
  *    unless every backend has weight 0 (then PX_NO_BACKEND).
+ * 4. A backend carrying a px_ab (a split with SMI matches) is eligible only
+ *    on its side: the split's backends when the request matches the
+ *    split's groups, the root's own endpoints when it does not; the total
+ *    weight is summed per request over eligible backends.
+ * 5. A match of a consumer route (consumer_ns set) is considered only for
+ *    clients of that namespace, and then only consumer matches of that
+ *    namespace are; every other client sees only producer matches. A
+ *    Service port with no producer match has the implicit catch-all.
+ * 6. Mirrors (px_rule.mirrors) never change the forwarded decision: they
+ *    are chosen after it, from their own random draw.
  */
 #include <errno.h>
 #include <regex.h>
@@ -167,8 +177,31 @@ static int px_retry_parse(const struct md_httproute *rt, struct px_retry_policy 
 }
 
 
+/* Compiled HTTPRouteGroup matches of one TrafficSplit (SMI): a request
+ * matches when any match accepts it; a match needs every given condition. */
+struct px_ab_hdr {
+	const char *name;
+	regex_t re;		/* searched in the header's value (unanchored) */
+};
+
+struct px_ab_m {
+	bool has_path;
+	regex_t path;		/* anchored at the start of the path */
+	char **methods;		/* none, or "*", = any */
+	int n_methods;
+	struct px_ab_hdr *hdr;
+	int n_hdr;
+};
+
+struct px_ab {
+	struct px_ab_m *m;
+	int n;
+};
+
 struct px_backend {
 	char *name;		/* "ns/svc" */
+	const struct px_ab *ab;	/* split with matches: only when ... */
+	uint8_t ab_side;	/* ... the request matches ab (1) or does not (2) */
 	uint64_t weight;
 	struct px_ep *eps;
 	int n_eps;
@@ -191,6 +224,13 @@ struct px_rule {
 	const struct md_filter *rewrite;	/* URLRewrite, or NULL */
 	const struct md_header_mod *req_mod;
 	const struct md_header_mod *resp_mod;
+	struct px_mirror *mirrors;	/* RequestMirror filters */
+	int n_mirrors;
+};
+
+struct px_mirror {
+	struct px_backend be;	/* invalid when the Service does not exist */
+	uint32_t permille;	/* share of requests mirrored */
 };
 
 struct px_strm {		/* compiled header / query match */
@@ -211,6 +251,7 @@ struct px_match {
 	int n_hdr;
 	struct px_strm *qry;
 	int n_qry;
+	const char *consumer_ns;	/* GAMMA consumer route: its namespace; NULL = producer */
 	/* sort keys */
 	const char *route_key;	/* "ns/name" */
 	int rule_idx, match_idx;
@@ -224,6 +265,12 @@ struct px_svc {
 	uint16_t port;
 	struct px_match *matches;
 	int n_matches;
+	bool has_consumer;	/* some match is from a consumer route */
+};
+
+struct px_client_ent {
+	uint32_t ip;
+	const char *ns;
 };
 
 struct px_table {
@@ -237,6 +284,12 @@ struct px_table {
 	uint64_t *ep_keys;	/* sorted ip<<16|port of every endpoint, built on
 				 * first px_table_has_ep (lazily: a reload-time cost) */
 	int n_ep_keys;
+	struct px_ab **abs;	/* compiled split matches, owned */
+	int n_abs;
+	bool has_consumer;	/* any consumer route: client namespaces needed */
+	struct px_client_ent *clients;	/* pod ip -> namespace, sorted, lazily */
+	int n_clients;
+	bool clients_built;
 };
 
 static uint64_t px_gen_counter;
@@ -338,16 +391,88 @@ static void px_backend_fill(struct px_backend *b, const struct md_service *svc, 
 	}
 }
 
+/* Compile the HTTPRouteGroups a split's matches name (merged, SMI) into a
+ * new px_ab owned by t. A group that does not exist (yet) adds nothing, so
+ * with none the split matches no request. Regexes were checked when the
+ * groups were decoded; a match whose regex fails here is dropped (the
+ * group can only match less, never more). */
+static const struct px_ab *px_ab_build(struct px_table *t, const struct md_trafficsplit *sp)
+{
+	struct px_ab *ab = zh_calloc(1, sizeof(*ab));
+	int i, j, k;
+
+	t->abs = zh_realloc(t->abs, (t->n_abs + 1) * sizeof(*t->abs));
+	t->abs[t->n_abs++] = ab;
+	for (i = 0; i < sp->n_matches; i++) {
+		const struct md_routegroup *g = md_find_routegroup(t->st, sp->meta.ns,
+								   sp->matches[i].name);
+
+		for (j = 0; g && j < g->n_matches; j++) {
+			const struct md_rg_match *gm = &g->matches[j];
+			struct px_ab_m *m;
+			bool bad = false;
+
+			ab->m = zh_realloc(ab->m, (ab->n + 1) * sizeof(*ab->m));
+			m = &ab->m[ab->n];
+			memset(m, 0, sizeof(*m));
+			if (gm->path_regex) {
+				char *pat = px_asprintf("^(%s)", gm->path_regex);
+
+				bad = regcomp(&m->path, pat, REG_EXTENDED | REG_NOSUB) != 0;
+				free(pat);
+				m->has_path = !bad;
+			}
+			m->methods = gm->methods;
+			m->n_methods = gm->n_methods;
+			m->hdr = zh_calloc(gm->headers.n + 1, sizeof(*m->hdr));
+			for (k = 0; !bad && k < gm->headers.n; k++) {
+				m->hdr[k].name = gm->headers.v[k].key;
+				bad = regcomp(&m->hdr[k].re, gm->headers.v[k].value,
+					      REG_EXTENDED | REG_NOSUB) != 0;
+				if (!bad)
+					m->n_hdr++;
+			}
+			if (bad) {	/* not kept: could only match too much */
+				for (k = 0; k < m->n_hdr; k++)
+					regfree(&m->hdr[k].re);
+				if (m->has_path)
+					regfree(&m->path);
+				free(m->hdr);
+				continue;
+			}
+			ab->n++;
+		}
+	}
+	return ab;
+}
+
+static void px_ab_free(struct px_ab *ab)
+{
+	for (int i = 0; i < ab->n; i++) {
+		for (int k = 0; k < ab->m[i].n_hdr; k++)
+			regfree(&ab->m[i].hdr[k].re);
+		if (ab->m[i].has_path)
+			regfree(&ab->m[i].path);
+		free(ab->m[i].hdr);
+	}
+	free(ab->m);
+	free(ab);
+}
+
 /* Append the backends for (svc, port) with weight w, expanding a split
- * rooted at svc. */
-static void px_rule_add_svc(const struct md_state *st, struct px_rule *r,
+ * rooted at svc. A split with matches adds its backends for matching
+ * requests and the root's own endpoints for the others. A split backend
+ * whose Service does not exist (yet) gets no share, like one without
+ * endpoints (SMI: its weight is not served). */
+static void px_rule_add_svc(struct px_table *t, struct px_rule *r,
 			    const struct md_service *svc, uint16_t port, int fallback_idx,
 			    uint64_t w, const struct md_filter *filters, int n_filters)
 {
-	const struct md_trafficsplit *sp = px_split_of(st, svc);
+	const struct md_trafficsplit *sp = px_split_of(t->st, svc);
 	const struct md_header_mod *rq = NULL, *rs = NULL;
+	const struct px_ab *ab = sp && sp->n_matches ? px_ab_build(t, sp) : NULL;
 	int pidx = px_port_idx(svc, port, fallback_idx);
-	int i, n = sp ? sp->n_backends : 1;
+	int i, n = sp ? sp->n_backends + (ab ? 1 : 0) : 1;
 
 	for (i = 0; i < n_filters; i++) {
 		if (filters[i].type == MD_FILTER_REQUEST_HEADER_MODIFIER)
@@ -362,10 +487,15 @@ static void px_rule_add_svc(const struct md_state *st, struct px_rule *r,
 		memset(b, 0, sizeof(*b));
 		b->req_mod = rq;
 		b->resp_mod = rs;
-		if (!sp) {
+		if (!sp || (ab && i == sp->n_backends)) {
+			/* the Service itself, or a split's non-matching requests */
 			px_backend_fill(b, svc, pidx, w * 1000);
+			b->ab = ab;
+			b->ab_side = ab ? 2 : 0;
 			continue;
 		}
+		b->ab = ab;
+		b->ab_side = ab ? 1 : 0;
 		/* a split backend is addressed on the root's port number */
 		const struct md_service *bs = sp->backends[i].svc;
 		uint16_t pn = pidx >= 0 ? svc->ports[pidx].port : port;
@@ -373,8 +503,7 @@ static void px_rule_add_svc(const struct md_state *st, struct px_rule *r,
 		if (!bs) {
 			b->name = zh_strdup(sp->backends[i].service);
 			b->pool = px_pool_default;
-			b->invalid = true;
-			continue;
+			continue;	/* no endpoints: no share */
 		}
 		px_backend_fill(b, bs, px_port_idx(bs, pn, 0), w * sp->backends[i].weight_milli);
 	}
@@ -500,8 +629,8 @@ static int px_match_cmp(const void *pa, const void *pb)
 	return a->match_idx - b->match_idx;
 }
 
-static bool px_route_attached(const struct md_httproute *r, const struct md_service *svc,
-			      uint16_t port)
+static const struct md_parent_ref *px_route_attached(const struct md_httproute *r,
+						     const struct md_service *svc, uint16_t port)
 {
 	int i;
 
@@ -509,9 +638,9 @@ static bool px_route_attached(const struct md_httproute *r, const struct md_serv
 		const struct md_parent_ref *p = &r->parents[i];
 
 		if (p->svc == svc && (!p->port || p->port == port))
-			return true;
+			return p;
 	}
-	return false;
+	return NULL;
 }
 
 static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int ri,
@@ -527,9 +656,39 @@ static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int 
 	if ((rc = px_retry_parse(rt, &r->retry, err, errlen)) ||
 	    (rc = px_lb_parse(rt, &r->lb, err, errlen)))
 		return rc;
+	if (rr->has_retry) {
+		/* Gateway API rules[].retry replaces the route's annotations (the
+		 * per-try timeout annotation stays): connect failures and resets
+		 * are always retried, statuses as listed (default 500, 502-504) */
+		r->retry.retries = rr->retry_attempts;
+		r->retry.on = PX_RETRY_CONNECT | PX_RETRY_RESET;
+		r->retry.codes[0] = r->retry.codes[1] = 0;
+		if (!rr->n_retry_codes)
+			r->retry.codes[0] = 1ull << 0 | 7ull << 2;
+		for (i = 0; i < rr->n_retry_codes; i++)
+			r->retry.codes[(rr->retry_codes[i] - 500) / 64] |=
+				1ull << ((rr->retry_codes[i] - 500) % 64);
+		r->retry.backoff_ms = rr->retry_backoff_ms;
+	}
 	for (i = 0; i < rr->n_filters; i++) {
 		const struct md_filter *f = &rr->filters[i];
 
+		if (f->type == MD_FILTER_REQUEST_MIRROR && r->n_mirrors < PX_MAX_MIRRORS) {
+			const struct md_service *ms = md_find_service(t->st, f->mirror_ns,
+								      f->mirror_name);
+			struct px_mirror *m;
+
+			r->mirrors = zh_realloc(r->mirrors, (r->n_mirrors + 1) * sizeof(*m));
+			m = &r->mirrors[r->n_mirrors++];
+			memset(m, 0, sizeof(*m));
+			m->permille = f->mirror_permille;
+			if (ms) {
+				px_backend_fill(&m->be, ms, px_port_idx(ms, f->mirror_port, 0), 1);
+			} else {
+				m->be.name = px_asprintf("%s/%s", f->mirror_ns, f->mirror_name);
+				m->be.invalid = true;
+			}
+		}
 		if (f->type == MD_FILTER_REQUEST_REDIRECT)
 			r->redirect = f;
 		else if (f->type == MD_FILTER_URL_REWRITE)
@@ -552,7 +711,7 @@ static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int 
 			r->backends[r->n_backends++].invalid = true;
 			continue;
 		}
-		px_rule_add_svc(t->st, r, b->svc, b->port, b->svc == ps->svc ? ps->port_idx : 0,
+		px_rule_add_svc(t, r, b->svc, b->port, b->svc == ps->svc ? ps->port_idx : 0,
 				b->weight, b->filters, b->n_filters);
 	}
 	px_rule_finish(r);
@@ -563,14 +722,18 @@ static int px_build_rule(struct px_table *t, const struct md_httproute *rt, int 
 static int px_build_svc(struct px_table *t, struct px_svc *ps, char *err, size_t errlen)
 {
 	const struct md_state *st = t->st;
-	int i, j, k, rc;
+	int i, j, k, rc, n_producer = 0;
 
 	for (i = 0; i < st->n_routes; i++) {
 		const struct md_httproute *rt = &st->routes[i];
+		const struct md_parent_ref *pr = px_route_attached(rt, ps->svc, ps->port);
+		const char *cns;
+		int m0 = ps->n_matches;
 		char *key;
 
-		if (!px_route_attached(rt, ps->svc, ps->port))
+		if (!pr)
 			continue;
+		cns = md_parent_is_consumer(rt, pr) ? rt->meta.ns : NULL;
 		key = px_asprintf("%s/%s", rt->meta.ns, rt->meta.name);
 		/* the key lives as long as the table: keep it in a rule name slot */
 		for (j = 0; j < rt->n_rules; j++) {
@@ -595,6 +758,12 @@ static int px_build_svc(struct px_table *t, struct px_svc *ps, char *err, size_t
 
 			holder->name = key;
 		}
+		for (k = m0; k < ps->n_matches; k++)
+			ps->matches[k].consumer_ns = cns;
+		if (cns)
+			ps->has_consumer = t->has_consumer = true;
+		else
+			n_producer += ps->n_matches - m0;
 		continue;
 fail:
 		{
@@ -604,12 +773,12 @@ fail:
 		}
 		return rc;
 	}
-	if (!ps->n_matches) {
-		/* no HTTPRoute: the Service itself (or its TrafficSplit) */
+	if (!n_producer) {
+		/* no producer HTTPRoute: the Service itself (or its TrafficSplit) */
 		struct px_rule *r = px_rule_new(t);
 
 		r->name = px_asprintf("%s/%s#default", ps->svc->meta.ns, ps->svc->meta.name);
-		px_rule_add_svc(st, r, ps->svc, ps->port, ps->port_idx, 1, NULL, 0);
+		px_rule_add_svc(t, r, ps->svc, ps->port, ps->port_idx, 1, NULL, 0);
 		px_rule_finish(r);
 		if ((rc = px_add_match(ps, r, NULL, "", 0, 0, err, errlen)))
 			return rc;
@@ -651,12 +820,21 @@ static void px_table_free(struct px_table *t)
 			free(r->backends[j].name);
 			free(r->backends[j].eps);
 		}
+		for (j = 0; j < r->n_mirrors; j++) {
+			free(r->mirrors[j].be.name);
+			free(r->mirrors[j].be.eps);
+		}
+		free(r->mirrors);
 		free(r->backends);
 		free(r->name);
 		free(r);
 	}
 	free(t->rules);
 	free(t->ep_keys);
+	for (i = 0; i < t->n_abs; i++)
+		px_ab_free(t->abs[i]);
+	free(t->abs);
+	free(t->clients);
 	if (t->st)
 		md_state_free(t->st);
 	free(t);
@@ -934,12 +1112,91 @@ static int px_redirect(const struct md_filter *f, const struct px_match *x,
 	return n >= (int)sizeof(d->location) ? -ENAMETOOLONG : 0;
 }
 
+/* Does the request match one of ab's matches (SMI HTTPRouteGroup)? */
+static bool px_ab_match(const struct px_ab *ab, const struct px_req_view *r)
+{
+	for (int i = 0; i < ab->n; i++) {
+		const struct px_ab_m *m = &ab->m[i];
+		bool ok = true;
+		int k;
+
+		if (m->has_path && !px_re_match(&m->path, r->path, r->path_len))
+			continue;
+		if (m->n_methods) {
+			ok = false;
+			for (k = 0; k < m->n_methods && !ok; k++)
+				ok = !strcmp(m->methods[k], "*") ||
+				     (strlen(m->methods[k]) == r->method_len &&
+				      !memcmp(m->methods[k], r->method, r->method_len));
+		}
+		for (k = 0; ok && k < m->n_hdr; k++) {
+			size_t nl = strlen(m->hdr[k].name), j;
+			bool hit = false;
+
+			for (j = 0; j < r->n_headers && !hit; j++)
+				hit = r->headers[j].name_len == nl &&
+				      !strncasecmp(r->headers[j].name, m->hdr[k].name, nl) &&
+				      px_re_match(&m->hdr[k].re, r->headers[j].value,
+						  r->headers[j].value_len);
+			ok = hit;
+		}
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
+/* Per-request memo of px_ab_match: a rule rarely has more than one split. */
+struct px_ab_memo {
+	const struct px_ab *ab[4];
+	bool hit[4];
+	int n;
+};
+
+static bool px_backend_eligible(const struct px_backend *b, const struct px_req_view *r,
+				struct px_ab_memo *mm)
+{
+	int i;
+	bool hit;
+
+	if (!b->ab)
+		return true;
+	for (i = 0; i < mm->n; i++)
+		if (mm->ab[i] == b->ab)
+			return mm->hit[i] == (b->ab_side == 1);
+	hit = px_ab_match(b->ab, r);
+	if (mm->n < 4) {
+		mm->ab[mm->n] = b->ab;
+		mm->hit[mm->n++] = hit;
+	}
+	return hit == (b->ab_side == 1);
+}
+
+static void px_pick_mirrors(const struct px_rule *r, uint64_t rnd, struct px_decision *d)
+{
+	for (int i = 0; i < r->n_mirrors && d->n_mirrors < PX_MAX_MIRRORS; i++) {
+		const struct px_mirror *m = &r->mirrors[i];
+		uint64_t x = px_mix(rnd ^ (0x6d6972726f72ULL + (uint64_t)i));
+		const struct px_ep *ep;
+
+		if (m->be.invalid || !m->be.n_eps || x % 1000 >= m->permille)
+			continue;
+		ep = &m->be.eps[px_mix(x) % m->be.n_eps];
+		d->mirrors[d->n_mirrors].backend_name = m->be.name;
+		d->mirrors[d->n_mirrors].ip = ep->ip;
+		d->mirrors[d->n_mirrors++].port = ep->port;
+	}
+}
+
 int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
 	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d)
 {
 	const struct px_match *x = NULL;
 	const struct px_rule *r;
-	uint64_t pick;
+	const char *cns = svc->has_consumer ? req->client_ns : NULL;
+	struct px_ab_memo mm = { .n = 0 };
+	uint64_t pick, total = 0;
+	bool use_consumer = false, any_invalid = false;
 	int i, rc;
 
 	(void)t;
@@ -956,16 +1213,28 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	d->location[0] = 0;
 	d->n_req_mods = 0;
 	d->n_resp_mods = 0;
+	d->n_mirrors = 0;
 	d->timeout_request_ms = 0;
 	d->timeout_backend_ms = 0;
 	d->retry = &px_retry_default;
 	d->lb = &px_lb_default;
 	d->pool = &px_pool_default;
-	for (i = 0; i < svc->n_matches; i++)
-		if (px_match_req(&svc->matches[i], req)) {
-			x = &svc->matches[i];
+	/* GAMMA: a client whose namespace has consumer routes on this Service
+	 * uses those only; every other client the producer routes */
+	for (i = 0; cns && i < svc->n_matches && !use_consumer; i++)
+		use_consumer = svc->matches[i].consumer_ns &&
+			       !strcmp(svc->matches[i].consumer_ns, cns);
+	for (i = 0; i < svc->n_matches; i++) {
+		const struct px_match *m = &svc->matches[i];
+
+		if (use_consumer ? !m->consumer_ns || strcmp(m->consumer_ns, cns) :
+				   m->consumer_ns != NULL)
+			continue;
+		if (px_match_req(m, req)) {
+			x = m;
 			break;
 		}
+	}
 	if (!x)
 		return 0;
 	r = x->rule;
@@ -995,18 +1264,26 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	}
 	d->action = PX_NO_BACKEND;
 	d->status = 503;
-	if (!r->total_weight) {
-		/* Gateway API: invalid backendRefs get 500 for their share */
-		for (i = 0; i < r->n_backends; i++)
-			if (r->backends[i].invalid)
-				d->status = 500;
-		return 0;
-	}
-	pick = rnd % r->total_weight;
 	for (i = 0; i < r->n_backends; i++) {
 		const struct px_backend *b = &r->backends[i];
 
-		if (b->invalid || !b->n_eps)
+		if (!px_backend_eligible(b, req, &mm))
+			continue;
+		any_invalid |= b->invalid;
+		if (!b->invalid && b->n_eps)
+			total += b->weight;
+	}
+	if (!total) {
+		/* Gateway API: invalid backendRefs get 500 for their share */
+		if (any_invalid)
+			d->status = 500;
+		return 0;
+	}
+	pick = rnd % total;
+	for (i = 0; i < r->n_backends; i++) {
+		const struct px_backend *b = &r->backends[i];
+
+		if (b->invalid || !b->n_eps || !px_backend_eligible(b, req, &mm))
 			continue;
 		if (pick >= b->weight) {
 			pick -= b->weight;
@@ -1024,9 +1301,39 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 			d->req_mods[d->n_req_mods++] = b->req_mod;
 		if (b->resp_mod)
 			d->resp_mods[d->n_resp_mods++] = b->resp_mod;
+		px_pick_mirrors(r, rnd, d);
 		return 0;
 	}
 	return 0;
+}
+
+static int px_client_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct px_client_ent *)a)->ip, y = ((const struct px_client_ent *)b)->ip;
+
+	return x < y ? -1 : x > y;
+}
+
+const char *px_table_client_ns(const struct px_table *ct, uint32_t ip)
+{
+	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
+	struct px_client_ent key = { .ip = ip }, *e;
+	int i;
+
+	if (!t->has_consumer || !ip)
+		return NULL;
+	if (!t->clients_built) {
+		t->clients = zh_calloc(t->st->n_pods + 1, sizeof(*t->clients));
+		for (i = 0; i < t->st->n_pods; i++)
+			if (t->st->pods[i].ip) {
+				t->clients[t->n_clients].ip = t->st->pods[i].ip;
+				t->clients[t->n_clients++].ns = t->st->pods[i].meta.ns;
+			}
+		qsort(t->clients, t->n_clients, sizeof(*t->clients), px_client_cmp);
+		t->clients_built = true;
+	}
+	e = bsearch(&key, t->clients, t->n_clients, sizeof(key), px_client_cmp);
+	return e ? e->ns : NULL;
 }
 
 void px_route_repick(struct px_decision *d, uint64_t rnd)

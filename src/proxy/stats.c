@@ -108,6 +108,21 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   ioq_uring(&s->sq), (unsigned long long)s->n_wq_flushes,
 		   (unsigned long long)s->n_wq_sends, (unsigned long long)s->n_rd_batches,
 		   (unsigned long long)s->n_rd_recvs, (unsigned long long)s->busy_poll_us);
+	/* RequestMirror copies (mirror.c invariant 4) */
+	buf_printf(b, "# TYPE zerohop_proxy_mirrors_total counter\n"
+		   "zerohop_proxy_mirrors_total{result=\"sent\"} %llu\n"
+		   "zerohop_proxy_mirrors_total{result=\"failed\"} %llu\n"
+		   "# TYPE zerohop_proxy_mirrors_inflight gauge\n"
+		   "zerohop_proxy_mirrors_inflight %u\n"
+		   "# TYPE zerohop_proxy_mirror_dropped_total counter\n"
+		   "zerohop_proxy_mirror_dropped_total{reason=\"limit\"} %llu\n"
+		   "zerohop_proxy_mirror_dropped_total{reason=\"too_large\"} %llu\n"
+		   "zerohop_proxy_mirror_dropped_total{reason=\"policy\"} %llu\n",
+		   (unsigned long long)s->n_mirror_sent, (unsigned long long)s->n_mirror_failed,
+		   s->n_mirrors_inflight,
+		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_LIMIT],
+		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_TOO_LARGE],
+		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_POLICY]);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

@@ -195,6 +195,7 @@ static void px_stream_free(struct px_stream *st)
 	}
 	px_pend_remove(st);
 	px_buf_drop(s, &st->rb);
+	px_mirror_drop_stream(st);
 	hist_record(ps->lat, ev_now_ns() - st->t0);
 	px_log_access(s, st);
 	if (st->timer)
@@ -395,6 +396,7 @@ int px_stream_start(struct px_conn *c)
 	}
 	c->last_len = 0;
 	st = zh_calloc(1, sizeof(*st));
+	st->mb_off = true;	/* until px_mirror_begin */
 	st->c = c;
 	c->st = st;
 	st->host = -1;
@@ -453,6 +455,7 @@ int px_stream_start(struct px_conn *c)
 		v.method_len = rq.method_len;
 		v.headers = h;
 		v.n_headers = n;
+		v.client_ns = px_table_client_ns(st->tbl, c->peer_ip);
 		px_req_view_target(&v, rq.target, rq.target_len);
 		rc = px_route(st->tbl, svc, &v, hh >= 0 ? h[hh].value : NULL,
 			      hh >= 0 ? h[hh].value_len : 0, px_rand(s), &st->d);
@@ -508,6 +511,9 @@ int px_stream_start(struct px_conn *c)
 			return 0;
 		px_buf_get(s, &st->rb);
 		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
+		px_mirror_begin(st);	/* RequestMirror: copy the head (mirror.c) */
+		if (st->rq == RQ_DONE)
+			px_mirror_done(st);
 		px_budget_request(s);
 		rc = px_stream_try(st);	/* (trims the replay copy, invariant 9) */
 		if (rc == -EBUSY) {
@@ -581,6 +587,11 @@ int px_pump_req(struct px_stream *st)
 	/* mirror what was appended (only appends happened above) */
 	if (u && !st->rb_off && u->out.data > before)
 		px_replay_add(st, buf_head(&u->out) + before, u->out.data - before);
+	if (u && !st->mb_off && u->out.data > before) {
+		px_mirror_add(st, buf_head(&u->out) + before, u->out.data - before);
+		if (st->rq == RQ_DONE)
+			px_mirror_done(st);
+	}
 	return 0;
 }
 

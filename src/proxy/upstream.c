@@ -401,7 +401,14 @@ bool px_stream_retry(struct px_stream *st, bool eligible)
 	cap = PX_BACKOFF_BASE_NS << (st->failed_tries - 1 < 4 ? st->failed_tries - 1 : 4);
 	cap = cap < PX_BACKOFF_MAX_NS ? cap : PX_BACKOFF_MAX_NS;
 	st->rs = RS_CONNECT;
-	st->retry_at = ev_now_ns() + px_rand(s) % (cap + 1);
+	if (st->d.retry->backoff_ms) {
+		/* HTTPRoute retry.backoff: at least that long, up to 1.25x */
+		uint64_t b = st->d.retry->backoff_ms * 1000000ULL;
+
+		st->retry_at = ev_now_ns() + b + px_rand(s) % (b / 4 + 1);
+	} else {
+		st->retry_at = ev_now_ns() + px_rand(s) % (cap + 1);
+	}
 	px_stream_arm(st);
 	return true;
 }

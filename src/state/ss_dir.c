@@ -704,17 +704,105 @@ static int add_stored(struct ss *s, struct md_state *st, char *const *skip, int 
 	return ret;
 }
 
+/* ---- reports (kubectl's lines) ---------------------------------------------- */
+
+static const char *kind_group(enum md_kind k)
+{
+	switch (k) {
+	case MD_K_CLUSTER: return "zerohop.io";
+	case MD_K_DEPLOYMENT: return "apps";
+	case MD_K_TRAFFICSPLIT: return "split.smi-spec.io";
+	case MD_K_HTTPROUTE: return "gateway.networking.k8s.io";
+	case MD_K_NETPOL: return "networking.k8s.io";
+	case MD_K_ROUTEGROUP: return "specs.smi-spec.io";
+	default: return "";
+	}
+}
+
+/* "kind[.group]/name", lower case. */
+static void what_of(char *buf, size_t len, const char *kind, const char *group, const char *name)
+{
+	size_t i;
+
+	snprintf(buf, len, "%s%s%s/%s", kind, *group ? "." : "", group, name);
+	for (i = 0; buf[i] && buf[i] != '.' && buf[i] != '/'; i++)
+		if (buf[i] >= 'A' && buf[i] <= 'Z')
+			buf[i] = (char)(buf[i] - 'A' + 'a');
+}
+
+/* Object i of st (md_state_obj_id), as kubectl names it in its report. */
+static void report_obj(const struct ss_opts *o, enum ss_event ev, const struct md_state *st, int i)
+{
+	struct md_obj_id ob;
+	char what[600];
+
+	if (!o || !o->report)
+		return;
+	md_state_obj_id(st, i, &ob);
+	what_of(what, sizeof(what), md_kind_name(ob.kind), kind_group(ob.kind), ob.name);
+	o->report(o->arg, ev, what, ob.ns, NULL);
+}
+
+static void report_ignored(const struct ss_opts *o, const struct md_state *st)
+{
+	char what[600];
+
+	for (int i = 0; o && o->report && i < st->n_ignored; i++) {
+		const struct md_ignored *ig = &st->ignored[i];
+
+		what_of(what, sizeof(what), ig->kind, ig->group, ig->name);
+		o->report(o->arg, SS_IGNORED, what, ig->ns, ig->reason);
+	}
+}
+
+/* Warnings about the inputs: every warning of an object outside the
+ * stored directories (the inputs are named as given). */
+static void report_warnings(const struct ss *s, const struct ss_opts *o, const struct md_state *st)
+{
+	size_t ml = strlen(s->mdir), pl = strlen(s->pdir);
+	char what[600];
+
+	for (int i = 0; o && o->report && i < st->n_warnings; i++) {
+		const struct md_warning *w = &st->warnings[i];
+
+		if ((!strncmp(w->file, s->mdir, ml) && w->file[ml] == '/') ||
+		    (!strncmp(w->file, s->pdir, pl) && w->file[pl] == '/'))
+			continue;
+		snprintf(what, sizeof(what), "%s:%d: %s", w->file, w->line, w->field);
+		o->report(o->arg, SS_WARNING, what, NULL, w->msg);
+	}
+}
+
+static void set_input_opts(struct md_state *st, const struct ss_opts *o)
+{
+	md_state_set_strict(st, o && o->strict);
+	md_state_set_namespace(st, o ? o->ns : NULL);
+}
+
 int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+{
+	return ss_apply_opts(s, paths, n_paths, NULL, err);
+}
+
+int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+{
+	return ss_delete_opts(s, paths, n_paths, NULL, err);
+}
+
+int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		  struct md_err *err)
 {
 	struct md_state *u = md_state_new();
 	char **fnames = NULL, **names = NULL;
-	bool *changed = NULL;
+	bool *changed = NULL, *existed = NULL;
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
 	md_state_set_parse(u, MD_PARSE_KEEP_TREE);	/* the inputs are re-emitted into their files */
+	set_input_opts(u, o);
 	ret = add_inputs(u, paths, n_paths, err);
 	if (ret)
 		goto out;
+	set_input_opts(u, NULL);	/* stored objects are read as stored */
 	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	fnames = obj_files(u, &names);
@@ -733,17 +821,21 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	 * an apply that changes nothing leaves the generation alone (watchers
 	 * are not woken by a re-apply). */
 	changed = zh_calloc((size_t)n_in + 1, sizeof(*changed));
+	existed = zh_calloc((size_t)n_in + 1, sizeof(*existed));
 	for (int i = 0; !ret && i < n_in; i++) {
 		char *text;
 		size_t len;
+		char path[4096];
 
+		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
+		existed[i] = access(path, F_OK) == 0;
 		ret = md_state_obj_yaml(u, i, &text, &len);
 		if (ret) {
-			struct md_obj_id o;
+			struct md_obj_id id;
 
-			md_state_obj_id(u, i, &o);
-			snprintf(err->file, sizeof(err->file), "%s", o.file);
-			err->line = o.line;
+			md_state_obj_id(u, i, &id);
+			snprintf(err->file, sizeof(err->file), "%s", id.file);
+			err->line = id.line;
 			err->field[0] = 0;
 			snprintf(err->msg, sizeof(err->msg), "cannot re-emit the object as YAML");
 			break;
@@ -779,6 +871,14 @@ int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		if (ret)
 			md_err_io(err, s->dir, -ret, "cannot write generation");
 	}
+	for (int i = 0; !ret && i < n_in; i++)
+		report_obj(o, !changed[i] ? SS_UNCHANGED : existed[i] ? SS_CONFIGURED : SS_CREATED,
+			   u, i);
+	if (!ret) {
+		report_ignored(o, u);
+		report_warnings(s, o, u);
+	}
+	free(existed);
 	free(changed);
 	unlock(s);
 out:
@@ -790,7 +890,8 @@ out:
 	return ret;
 }
 
-int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
+int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		   struct md_err *err)
 {
 	struct md_state *in = md_state_new(), *u = NULL;
 	char **fnames = NULL, **names = NULL, path[4096];
@@ -798,6 +899,7 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
 	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
+	set_input_opts(in, o);
 	ret = add_inputs(in, paths, n_paths, err);
 	if (ret)
 		goto out;
@@ -809,17 +911,17 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 		goto out;
 	}
 	for (int i = 0; i < n_in; i++) {
-		struct md_obj_id o;
+		struct md_obj_id id;
 
 		snprintf(path, sizeof(path), "%s/%s", s->mdir, fnames[i]);
 		if (access(path, F_OK) == 0)
 			continue;
-		md_state_obj_id(in, i, &o);
-		snprintf(err->file, sizeof(err->file), "%s", o.file);
-		err->line = o.line;
+		md_state_obj_id(in, i, &id);
+		snprintf(err->file, sizeof(err->file), "%s", id.file);
+		err->line = id.line;
 		snprintf(err->field, sizeof(err->field), "metadata.name");
-		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(o.kind),
-			 o.ns ? o.ns : "", o.ns ? "/" : "", o.name);
+		snprintf(err->msg, sizeof(err->msg), "%s %s%s%s not found", md_kind_name(id.kind),
+			 id.ns ? id.ns : "", id.ns ? "/" : "", id.name);
 		ret = -ENOENT;
 		goto unlock;
 	}
@@ -840,6 +942,10 @@ int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
 	ret = bump_generation(s);
 	if (ret)
 		md_err_io(err, s->dir, -ret, "cannot write generation");
+	for (int i = 0; !ret && i < n_in; i++)
+		report_obj(o, SS_DELETED, in, i);
+	if (!ret)
+		report_ignored(o, in);
 unlock:
 	unlock(s);
 out:

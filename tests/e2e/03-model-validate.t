@@ -42,9 +42,9 @@ while IFS='|' read -r file want; do
 	is "$(cat "$TMP/err")" "$EX/bad/$file:$want" "bad/$file: error names file, line, field"
 	is "$out" "" "bad/$file: nothing on stdout"
 done <<'LIST'
-unknown-kind.yaml|8: kind: unknown kind "Gizmo" (Cluster, Namespace, ConfigMap, Pod, Deployment, Service, TrafficSplit, HTTPRoute, NetworkPolicy)
+unknown-kind.yaml|8: kind: unknown kind "Gizmo" (Cluster, Namespace, ConfigMap, Pod, Deployment, Service, ServiceAccount, TrafficSplit, HTTPRoute, HTTPRouteGroup, NetworkPolicy; v1 kinds with no data-plane meaning are skipped)
 port-range.yaml|11: spec.ports[1].port: must be between 1 and 65535, got 70000
-split-missing-backend.yaml|15: spec.backends[1].service: backend Service default/nowhere does not exist
+redirect-code.yaml|15: spec.rules[0].filters[0].requestRedirect.statusCode: must be 301, 302, 303, 307 or 308, got 304
 bad-weight.yaml|14: spec.backends[0].weight: invalid weight "-1": must be a non-negative quantity such as 1, 500m or 2k
 bad-selector.yaml|7: spec.podSelector.matchExpressions[0].values: must be non-empty when operator is In
 duplicate.yaml|7: metadata.name: duplicate Service default/twice (also defined at examples/manifests/bad/duplicate.yaml:1)
@@ -56,6 +56,107 @@ printf '{"apiVersion":"v1","kind":"Service","metadata":{"name":"j"},"spec":{"por
 out=$("$ZH" validate -f "$TMP/s.json" 2>&1); rc=$?
 is "$rc" 0 "JSON input: exit 0"
 is "$out" "ok: 1 objects" "JSON input: 1 object"
+
+# references resolve eventually: a split naming a Service that does not
+# exist yet validates, with a warning naming file:line: field
+cat >"$TMP/early.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: root}
+spec:
+  ports: [{port: 80}]
+---
+apiVersion: split.smi-spec.io/v1alpha4
+kind: TrafficSplit
+metadata: {name: s}
+spec:
+  service: root
+  backends:
+    - service: root
+      weight: 100
+    - service: later
+      weight: 0
+YAML
+out=$("$ZH" validate -f "$TMP/early.yaml" 2>"$TMP/err"); rc=$?
+is "$rc" 0 "split before its backend Service: valid"
+is "$out" "ok: 2 objects" "... 2 objects"
+is "$(cat "$TMP/err")" "warning: $TMP/early.yaml:15: spec.backends[1].service: backend Service default/later does not exist (yet): its weight is not served" \
+	"... a warning names the missing Service"
+
+# kinds with no data-plane meaning are skipped and listed; --strict refuses
+cat >"$TMP/mixed.yaml" <<'YAML'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: reviews}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: reviews}
+spec:
+  ports: [{port: 9080, name: http}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge}
+spec:
+  gatewayClassName: x
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+YAML
+out=$("$ZH" validate -f "$TMP/mixed.yaml" 2>"$TMP/err"); rc=$?
+is "$rc" 0 "ServiceAccount, Gateway and VirtualService beside a Service: valid"
+is "$out" "gateway.gateway.networking.k8s.io/edge ignored (no ingress gateway in zerohop)
+virtualservice.networking.istio.io/reviews ignored (no data-plane meaning for zerohop)
+ok: 2 objects, 2 ignored" "... the skipped objects are listed"
+out=$("$ZH" validate --strict -f "$TMP/mixed.yaml" 2>&1); rc=$?
+is "$rc" 1 "--strict: refused"
+is "$out" "$TMP/mixed.yaml:12: kind: Gateway (gateway.networking.k8s.io/v1) is not acted on by zerohop (no ingress gateway in zerohop); refused with --strict" \
+	"--strict: the first skipped object is the error"
+
+# -n: the default namespace; a conflicting namespace is an error
+out=$("$ZH" validate -n shop -f "$TMP/early.yaml" 2>&1); rc=$?
+is "$rc" 0 "-n shop: valid"
+printf 'apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: prod}\nspec: {ports: [{port: 80}]}\n' >"$TMP/prod.yaml"
+out=$("$ZH" validate -n shop -f "$TMP/prod.yaml" 2>&1); rc=$?
+is "$rc" 1 "-n shop on an object of namespace prod: error"
+is "$out" "$TMP/prod.yaml:3: metadata.namespace: the object's namespace \"prod\" does not match the namespace \"shop\" given with -n" \
+	"... naming file:line"
+
+# a directory with a trailing slash names DIR/file, not DIR//file
+out=$("$ZH" validate -f "$EX/bad/" 2>&1)
+is "$out" "$EX/bad/bad-selector.yaml:7: spec.podSelector.matchExpressions[0].values: must be non-empty when operator is In" \
+	"DIR/ names DIR/file"
+
+# every subcommand answers --help and -h with its usage on stdout, exit 0
+for c in apply delete get validate lab proxy echo bench dns; do
+	for h in --help -h; do
+		out=$("$ZH" $c $h 2>/dev/null); rc=$?
+		ok $([ $rc -eq 0 ] && echo "$out" | grep -q "usage: zerohop $c"; echo $?) "zerohop $c $h: usage, exit 0"
+	done
+done
+for r in $("$ZH" get --help | head -1 | awk '{print $3}' | tr '|' ' '); do
+	"$ZH" --help | grep -E "^  get " | grep -q "$r"
+	ok $? "top-level help lists get resource $r"
+done
+
+# manifests written like the published demo applications (tests/e2e/manifests21)
+M21=tests/e2e/manifests21
+while IFS='|' read -r file want; do
+	out=$("$ZH" validate -f "$M21/$file" 2>/dev/null | tail -1); rc=$?
+	is "$out" "$want" "$file: $want"
+done <<'LIST'
+bookinfo-like.yaml|ok: 14 objects
+emojivoto-like.yaml|ok: 8 objects
+boutique-like.yaml|ok: 9 objects, 5 ignored
+mixed.yaml|ok: 3 objects, 5 ignored
+LIST
+out=$("$ZH" validate -f "$M21/" 2>&1 | tail -1)
+is "$out" "ok: 34 objects, 10 ignored" "the four files together (a directory)"
 
 # I/O and usage errors
 "$ZH" validate -f "$TMP/missing.yaml" 2>"$TMP/err"; rc=$?

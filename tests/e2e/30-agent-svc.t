@@ -144,25 +144,22 @@ kind: Service
 metadata: {name: dup}
 spec:
   ports: [{port: 81}]'
-bad split-missing-root 'apiVersion: split.smi-spec.io/v1alpha1
-kind: TrafficSplit
-metadata: {name: s}
+bad grpcroute 'apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g}
 spec:
-  service: nowhere
-  backends:
-    - {service: who, weight: 1}'
-bad split-missing-backend 'apiVersion: split.smi-spec.io/v1alpha1
-kind: TrafficSplit
-metadata: {name: s}
+  parentRefs: [{group: "", kind: Service, name: who, port: 80}]'
+bad redirect-code 'apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
 spec:
-  service: who
-  backends:
-    - {service: who, weight: 1}
-    - {service: nowhere, weight: 500m}'
+  parentRefs: [{group: "", kind: Service, name: who, port: 80}]
+  rules:
+    - filters: [{type: RequestRedirect, requestRedirect: {statusCode: 304}}]'
 
 before_gen=$(cat /run/zerohop/$LAB/state/generation)
 before_svc=$("$ZH" get --lab $LAB backends -o json)
-for f in unknown-kind bad-weight bad-quantity bad-selector port-range duplicate split-missing-root split-missing-backend; do
+for f in unknown-kind bad-weight bad-quantity bad-selector port-range duplicate grpcroute redirect-code; do
 	err=$("$ZH" apply --lab $LAB -f "$TMP/$f.yaml" 2>&1 >/dev/null)
 	rc=$?
 	is $rc 1 "bad input $f: apply exits 1"

@@ -214,6 +214,34 @@ static void test_services_and_split(void)
 	e = c ? find(c, "10.96.0.20", 80, ZH_LB_TCP) : NULL;
 	ok(e && e->n_be == 0, "split with only empty/zero-weight backends: refuse");
 	ag_compiled_free(c);
+
+	/* A backend Service that does not exist yet (issue 21): no share. */
+	sb[0].weight_milli = 1000;
+	sb[1] = (struct md_split_backend){ (char *)"later", 1000, NULL };
+	split.n_backends = 2;
+	c = NULL;
+	is_int(ag_compile(&st, &c, err, sizeof(err)), 0, "compile: split with a missing backend");
+	e = c ? find(c, "10.96.0.20", 80, ZH_LB_TCP) : NULL;
+	ok(e && e->n_be == 2 && fabs(share(e, "10.244.0.10", 2) - 1) < 1e-9,
+	   "missing backend Service: its weight is not served, v1 gets everything");
+	ag_compiled_free(c);
+
+	/* SMI matches: per request, so the root goes to the node proxy and
+	 * keeps its own endpoints (none here) instead of the L4 split. */
+	{
+		struct md_split_match m = { (char *)"HTTPRouteGroup", (char *)"g", 1 };
+
+		split.matches = &m;
+		split.n_matches = 1;
+		c = NULL;
+		is_int(ag_compile(&st, &c, err, sizeof(err)), 0, "compile: split with matches");
+		e = c ? find(c, "10.96.0.20", 80, ZH_LB_TCP) : NULL;
+		ok(e && (e->flags & ZH_LB_F_L7) && !(e->flags & ZH_LB_F_SPLIT) && e->n_be == 0,
+		   "split with matches: root flagged L7, not split at L4, own endpoints kept");
+		ag_compiled_free(c);
+		split.matches = NULL;
+		split.n_matches = 0;
+	}
 	free_state(&st);
 }
 

@@ -169,17 +169,71 @@ static const struct ecase cases[] = {
 	{ "backend duplicate", SVC_A TS2 "spec:\n  service: a\n  backends:\n"
 	  "    - {service: a, weight: 1}\n    - {service: a, weight: 2}\n", 0, 13,
 	  "spec.backends[1].service", "duplicate backend" },
-	{ "split root missing", SVC_A TS1 "spec:\n  service: nope\n  backends: [{service: a, weight: 1}]\n",
-	  1, 10, "spec.service", "root Service default/nope does not exist" },
-	{ "split backend missing", SVC_A TS1 "spec:\n  service: a\n  backends:\n"
-	  "    - {service: a, weight: 1}\n    - {service: gone, weight: 1}\n", 1, 13,
-	  "spec.backends[1].service", "backend Service default/gone does not exist" },
+	{ "split matches v1alpha2", SVC_A TS2 "spec:\n  service: a\n  backends: [{service: a, weight: 1}]\n"
+	  "  matches: [{kind: HTTPRouteGroup, name: g}]\n", 0, 12, "spec.matches",
+	  "matches need v1alpha3 or v1alpha4" },
+	{ "split matches kind", SVC_A "apiVersion: split.smi-spec.io/v1alpha4\nkind: TrafficSplit\n"
+	  "metadata: {name: s}\nspec:\n  service: a\n  backends: [{service: a, weight: 1}]\n"
+	  "  matches: [{kind: TCPRoute, name: g}]\n", 0, 12, "spec.matches[0].kind",
+	  "matches of kind \"TCPRoute\" are not supported" },
+	{ "route group regex", "apiVersion: specs.smi-spec.io/v1alpha4\nkind: HTTPRouteGroup\n"
+	  "metadata: {name: g}\nspec:\n  matches:\n    - name: m\n      pathRegex: \"/a(\"\n", 0, 7,
+	  "spec.matches[0].pathRegex", "invalid regular expression" },
+	{ "route group empty", "apiVersion: specs.smi-spec.io/v1alpha4\nkind: HTTPRouteGroup\n"
+	  "metadata: {name: g}\nspec: {matches: []}\n", 0, 4, "spec.matches",
+	  "at least one match" },
+	{ "grpcroute refused", "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\n"
+	  "metadata: {name: g}\n", 0, 2, "kind", "not supported yet (HTTP/2)" },
+	{ "ignored kind needs a name", "apiVersion: v1\nkind: Secret\nmetadata: {}\n", 0, 3,
+	  "metadata.name", "is required" },
 	{ "split backends missing", SVC_A TS1 "spec:\n  service: a\n", 0, 10, "spec.backends",
 	  "is required" },
 
 	/* HTTPRoute */
-	{ "route parent missing", RT "spec:\n  parentRefs: [{kind: Service, group: \"\", name: nope}]\n",
-	  1, 5, "spec.parentRefs[0]", "parent Service default/nope does not exist" },
+	{ "route section name", RT "spec:\n  parentRefs: [{kind: Service, group: \"\", name: a, sectionName: http}]\n",
+	  0, 5, "spec.parentRefs[0].sectionName", "use port" },
+	{ "route extension ref", RT "spec:\n  rules:\n    - filters: [{type: ExtensionRef, extensionRef: {name: x}}]\n",
+	  0, 6, "spec.rules[0].filters[0].type", "ExtensionRef filters are not supported" },
+	{ "route backend rewrite", RT "spec:\n  rules:\n    - backendRefs:\n        - name: a\n"
+	  "          port: 80\n          filters: [{type: URLRewrite, urlRewrite: {hostname: h}}]\n",
+	  0, 9, "spec.rules[0].backendRefs[0].filters[0]", "only RequestHeaderModifier" },
+	{ "route retry code", RT "spec:\n  rules:\n    - retry: {codes: [503, 404]}\n", 0, 6,
+	  "spec.rules[0].retry.codes[1]", "5xx statuses only" },
+	{ "route retry attempts", RT "spec:\n  rules:\n    - retry: {attempts: 11}\n", 0, 6,
+	  "spec.rules[0].retry.attempts", "between 0 and 10" },
+	{ "route retry backoff", RT "spec:\n  rules:\n    - retry: {backoff: fast}\n", 0, 6,
+	  "spec.rules[0].retry.backoff", "invalid duration" },
+	{ "route unknown field", RT "spec:\n  rules:\n    - backendRef: [{name: a, port: 80}]\n", 0, 6,
+	  "spec.rules[0].backendRef", "unknown field" },
+	{ "route unknown match field", RT "spec:\n  rules:\n    - matches: [{paths: {value: /x}}]\n", 0, 6,
+	  "spec.rules[0].matches[0].paths", "unknown field" },
+	{ "split unknown field", SVC_A TS2 "spec:\n  service: a\n  backend: [{service: a, weight: 1}]\n",
+	  0, 11, "spec.backend", "unknown field" },
+	{ "np unknown field", NP "spec:\n  podSelector: {}\n  ingres: []\n", 0, 6, "spec.ingres",
+	  "unknown field" },
+	{ "route session persistence", RT "spec:\n  rules:\n    - sessionPersistence: {sessionName: s}\n",
+	  0, 6, "spec.rules[0].sessionPersistence", "not supported" },
+	{ "route two redirects", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 301}}\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 302}}\n", 0, 8,
+	  "spec.rules[0].filters[1]", "already given" },
+	{ "route redirect and rewrite", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestRedirect, requestRedirect: {statusCode: 301}}\n"
+	  "        - {type: URLRewrite, urlRewrite: {hostname: h}}\n", 0, 7,
+	  "spec.rules[0].filters", "cannot be used together" },
+	{ "route five mirrors", RT "spec:\n  rules:\n    - filters:\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 1}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 2}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 3}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 4}}}\n"
+	  "        - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 5}}}\n", 0, 11,
+	  "spec.rules[0].filters[4]", "at most 4 RequestMirror" },
+	{ "route mirror port", RT "spec:\n  rules:\n    - filters:\n        - type: RequestMirror\n"
+	  "          requestMirror: {backendRef: {name: m}}\n", 0, 8,
+	  "spec.rules[0].filters[0].requestMirror.backendRef.port", "is required" },
+	{ "route mirror percent", RT "spec:\n  rules:\n    - filters:\n        - type: RequestMirror\n"
+	  "          requestMirror: {backendRef: {name: m, port: 80}, percent: 101}\n", 0, 8,
+	  "spec.rules[0].filters[0].requestMirror.percent", "between 0 and 100" },
 	{ "route path type", RT "spec:\n  rules:\n    - matches:\n        - path: {type: Glob, value: /x}\n",
 	  0, 7, "spec.rules[0].matches[0].path.type", "unknown path match type" },
 	{ "route path slash", RT "spec:\n  rules:\n    - matches:\n        - path: {value: x}\n", 0, 7,
@@ -199,8 +253,8 @@ static const struct ecase cases[] = {
 	{ "route filter body", RT "spec:\n  rules:\n    - filters: [{type: RequestHeaderModifier}]\n", 0,
 	  6, "spec.rules[0].filters[0].requestHeaderModifier", "is required" },
 	{ "route redirect code", RT "spec:\n  rules:\n    - filters:\n        - type: RequestRedirect\n"
-	  "          requestRedirect: {statusCode: 307}\n", 0, 8,
-	  "spec.rules[0].filters[0].requestRedirect.statusCode", "between 301 and 302" },
+	  "          requestRedirect: {statusCode: 304}\n", 0, 8,
+	  "spec.rules[0].filters[0].requestRedirect.statusCode", "must be 301, 302, 303, 307 or 308" },
 
 	/* NetworkPolicy (Kubernetes' ValidateNetworkPolicy) */
 	{ "np invalid cidr", NPBLOCK("{cidr: 10.0.0.0/40}"), 0, 8, "spec.egress[0].to[0].ipBlock.cidr",

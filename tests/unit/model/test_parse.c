@@ -119,7 +119,7 @@ static const char all_kinds[] =
 	"        - name: web\n"
 	"          port: 80\n"
 	"          weight: 0\n"
-	"          filters: [{type: URLRewrite, urlRewrite: {hostname: h, path: {type: ReplacePrefixMatch, replacePrefixMatch: /v2}}}]\n"
+	"          filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-v, value: \"2\"}]}}]\n"
 	"        - {name: missing, port: 80, namespace: other}\n"
 	"      timeouts: {request: 10s, backendRequest: 2s}\n"
 	"---\n"
@@ -300,8 +300,9 @@ static void test_all_kinds(void)
 		ok(ru->backends[0].svc == md_find_service(st, "shop", "web"), "backendRef resolved");
 		ok(ru->backends[1].svc == NULL, "missing backendRef resolves to NULL, not an error");
 		is_str(ru->backends[1].ns, "other", "backendRef namespace");
-		is_int(ru->backends[0].filters[0].type, MD_FILTER_URL_REWRITE, "backend filter");
-		is_int(ru->backends[0].filters[0].path_type, MD_PATHMOD_PREFIX, "prefix rewrite");
+		is_int(ru->backends[0].filters[0].type, MD_FILTER_REQUEST_HEADER_MODIFIER,
+		       "backend filter");
+		is_int(ru->backends[0].filters[0].headers.set.n, 1, "backend header set");
 		is_int(ru->timeout_request_ms, 10000, "timeouts.request");
 		is_int(ru->timeout_backend_ms, 2000, "timeouts.backendRequest");
 		ok(md_route_needs_l7(rt), "route with matches needs L7");

@@ -169,28 +169,21 @@ static void test_all_or_nothing(struct ss *s)
 		"---\n"
 		"apiVersion: split.smi-spec.io/v1alpha1\nkind: TrafficSplit\nmetadata: {name: s}\n"
 		"spec:\n  service: web\n  backends:\n    - {service: web, weight: 1}\n"
-		"    - {service: gone, weight: 1}\n";
+		"    - {service: gone, weight: -1}\n";
 	const char *bad_port =
 		"apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 0}]}\n";
 
 	r = apply1(s, write_file("bad.yaml", bad_split), &err);
-	is_int(r, -EINVAL, "apply with a split to a missing backend fails");
+	is_int(r, -EINVAL, "apply with a split with a bad weight fails");
 	ok(strstr(err.file, "bad.yaml") != NULL, "error names the input file");
 	is_int(err.line, 13, "error line");
-	is_str(err.field, "spec.backends[1].service", "error field");
+	is_str(err.field, "spec.backends[1].weight", "error field");
 	ok(!exists("manifests/service_default_new-svc.yaml"), "the valid Service of that file was not written");
 	is_int(count_files("manifests"), before, "no file added");
 	is_int(ss_generation(s), g, "generation unchanged");
 	r = apply1(s, write_file("bad2.yaml", bad_port), &err);
 	is_int(r, -EINVAL, "apply with port 0 fails");
 	is_str(err.field, "spec.ports[0].port", "port error field");
-	r = delete1(s, write_file("del.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: web-v2}\n"),
-		    &err);
-	is_int(r, -EINVAL, "deleting a Service a split still uses fails");
-	ok(strstr(err.file, "trafficsplit_default_s.yaml") != NULL,
-	   "error names the stored split: %s", err.file);
-	is_str(err.field, "spec.backends[1].service", "and its field");
-	ok(exists("manifests/service_default_web-v2.yaml"), "the Service is still there");
 	r = delete1(s, write_file("del2.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: nope}\n"),
 		    &err);
 	is_int(r, -ENOENT, "deleting a missing object fails");
@@ -262,6 +255,96 @@ static void test_replace_delete(struct ss *s)
 	}
 }
 
+/* ---- reports, -n, --strict, eventual references (issue 21) ------------- */
+
+static char rep[2048];
+
+static void report(void *arg, enum ss_event ev, const char *what, const char *ns,
+		   const char *detail)
+{
+	static const char *const n[] = { "created", "configured", "unchanged", "deleted",
+					 "ignored", "warning" };
+	size_t l = strlen(rep);
+
+	(void)arg;
+	snprintf(rep + l, sizeof(rep) - l, "%s %s%s%s%s|", what, n[ev], ns ? " @" : "",
+		 ns ? ns : "", ev == SS_IGNORED ? " (reason)" : "");
+	(void)detail;
+}
+
+static void test_report(struct ss *s)
+{
+	struct ss_opts o = { .report = report, .ns = "shop" };
+	struct md_state *st;
+	struct md_err err;
+	char *paths[1];
+	const char *in =
+		"apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sa}\n"
+		"---\napiVersion: v1\nkind: Service\nmetadata: {name: late-root}\n"
+		"spec: {ports: [{port: 80}]}\n"
+		"---\napiVersion: split.smi-spec.io/v1alpha2\nkind: TrafficSplit\n"
+		"metadata: {name: early}\nspec: {service: late-root, backends: [{service: later, weight: 1}]}\n"
+		"---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vs}\n";
+	const char *later = "apiVersion: v1\nkind: Service\nmetadata: {name: later}\n"
+			    "spec: {ports: [{port: 80}]}\n";
+	int r;
+
+	rep[0] = 0;
+	paths[0] = write_file("r.yaml", in);
+	r = ss_apply_opts(s, paths, 1, &o, &err);
+	is_int(r, 0, "apply -n shop: a split before its backend, a skipped kind");
+	{
+		static const char want[] =
+			"serviceaccount/sa created @shop|service/late-root created @shop|"
+			"trafficsplit.split.smi-spec.io/early created @shop|"
+			"virtualservice.networking.istio.io/vs ignored @shop (reason)|";
+
+		ok(!strncmp(rep, want, strlen(want)), "report: one line per object: %s", rep);
+		ok(strstr(rep, "/in/r.yaml:13: spec.backends[0].service warning|") != NULL,
+		   "report: the warning names the input file:line: field");
+	}
+	ok(exists("manifests/serviceaccount_shop_sa.yaml") &&
+	   exists("manifests/trafficsplit_shop_early.yaml"), "stored under namespace shop");
+	ok(!exists("manifests/virtualservice_shop_vs.yaml") && count_files("manifests") > 0,
+	   "the skipped kind is not stored");
+	r = ss_load(s, &st, &err);	/* the stored file carries the namespace */
+	is_int(r, 0, "load");
+	if (!r) {
+		ok(md_find_service(st, "shop", "late-root") != NULL,
+		   "the namespace was written into the stored file");
+		ok(st->n_splits && strstr(st->splits[0].not_ready, "shop/later"),
+		   "the split is not ready");
+		md_state_free(st);
+	}
+	rep[0] = 0;
+	r = ss_apply_opts(s, paths, 1, &o, &err);
+	ok(r == 0 && strstr(rep, "serviceaccount/sa unchanged @shop|"), "re-apply: unchanged");
+	rep[0] = 0;
+	paths[0] = write_file("l.yaml", later);
+	r = ss_apply_opts(s, paths, 1, &o, &err);
+	is_str(rep, "service/later created @shop|", "the backend Service arrives");
+	r = ss_load(s, &st, &err);
+	if (!r) {
+		is_str(st->splits[0].not_ready, "", "the split is ready now");
+		md_state_free(st);
+	}
+	o.strict = true;
+	rep[0] = 0;
+	paths[0] = write_file("r.yaml", in);
+	r = ss_apply_opts(s, paths, 1, &o, &err);
+	is_int(r, -EINVAL, "--strict: the VirtualService refuses the apply");
+	is_str(rep, "", "... and nothing is reported");
+	o.strict = false;
+	rep[0] = 0;
+	r = ss_delete_opts(s, paths, 1, &o, &err);
+	is_int(r, 0, "delete -n shop");
+	is_str(rep, "serviceaccount/sa deleted @shop|service/late-root deleted @shop|"
+	       "trafficsplit.split.smi-spec.io/early deleted @shop|"
+	       "virtualservice.networking.istio.io/vs ignored @shop (reason)|", "delete report");
+	paths[0] = write_file("l.yaml", later);
+	is_int(ss_delete_opts(s, paths, 1, &o, &err), 0, "clean up");
+}
+
 static void cleanup(void)
 {
 	char cmd[700];
@@ -293,6 +376,7 @@ int main(void)
 	test_apply_load(s);
 	test_all_or_nothing(s);
 	test_replace_delete(s);
+	test_report(s);
 	is_int(ss_open(dir, &s2), 0, "a second handle on the same directory");
 	ok(s2 && ss_generation(s2) == ss_generation(s), "sees the same generation");
 	ss_close(s2);
