@@ -9,7 +9,7 @@
  *
  * The doctor changes nothing on the machine: every probe that loads a BPF
  * program or creates a namespace does it in a short-lived child or a
- * throw-away object, never attached anywhere (DESIGN rule: BPF only on
+ * throw-away object, never attached anywhere (the lab's safety rule: BPF only on
  * cgroups the lab made).
  */
 #include <errno.h>

@@ -775,8 +775,7 @@ static int dc_service_ports(struct dctx *c, const struct yn *ports, struct md_se
  * silent IPv4-only Service. ipFamilyPolicy SingleStack or PreferDualStack
  * (which then gets IPv4 only), ipFamilies [IPv4], clusterIPs [ONE IPv4 or
  * "None"] equal to clusterIP when both are given. Native IPv6 and dual-stack
- * Services are the second half of issue 14 (docs/agent.md "AF_INET6
- * sockets"). *ip is the clusterIP given (may be set from clusterIPs[0]). */
+ * Services are not built yet (docs/agent.md "AF_INET6 sockets"). *ip is the clusterIP given (may be set from clusterIPs[0]). */
 #define DC_NO_IPV6 "this cluster is IPv4-only (IPv6 and dual-stack Services are not built yet)"
 
 static int dc_service_families(struct dctx *c, const struct yn *spec, char **ip)

@@ -16,7 +16,7 @@
  *               endpoint and shared: no request reaches one unchecked, so
  *               pooling stays safe); upstream source address
  *
- * Objects and lifetimes (memory by lifetime, DESIGN.md 7.8):
+ * Objects and lifetimes (memory by lifetime: a connection arena, pools):
  *   px_conn     one per client connection; buffers allocated lazily and
  *               given back to a small buffer pool whenever the connection is
  *               idle, so an idle keep-alive client costs sizeof(px_conn).
@@ -56,14 +56,14 @@
  *
  * Transitions: px_stream_start (head → route), px_up_cb (connect result),
  * px_pump_req (RQ_*), px_pump_resp (RS_HEAD/RS_BODY), px_stream_end.
- * Part 2 edges (invariants 6-16): in RS_CONNECT or RS_HEAD, a connect
+ * Resilience edges (invariants 6-16): in RS_CONNECT or RS_HEAD, a connect
  * failure/timeout, a reset before any response byte, a retriable status or
  * a per-try timeout goes back to RS_CONNECT/RS_HEAD on a new upstream
  * (px_stream_retry) when the policy, the replay copy and the budget allow,
  * else to the failure answers above (503 / 502 / the status itself / 504).
  * A request timeout in RS_CONNECT/RS_HEAD answers 504; in RS_BODY it cuts.
  *
- * Timeouts (part 2):
+ * Timeouts:
  * 6. A forwarded stream holds at most one timer, armed for the earliest of
  *    its deadlines: request (t0 + timeouts.request), backend (start of the
  *    upstream try + timeouts.backendRequest) and, while RS_CONNECT, connect
@@ -80,7 +80,7 @@
  *    silent for client_idle, is closed; a pooled upstream idle for
  *    upstream_idle is closed.
  *
- * Retries (part 2):
+ * Retries:
  * 9. A try may be retried only while nothing of its response reached the
  *    client (rs is RS_CONNECT or RS_HEAD) and every request byte sent so far
  *    is still in st->rb (the replay copy, at most PX_REPLAY_MAX bytes; a
@@ -100,7 +100,7 @@
  *    below 500), every request one result (effective success); both go to
  *    the metrics per route and backend.
  *
- * Passive outlier detection (part 2):
+ * Passive outlier detection:
  * 13. Every try's end is reported for its endpoint (ip:port, kept in
  *    s->hosts across route reloads): an answer below 500 resets the
  *    endpoint's consecutive failures; a 5xx, connect failure, reset or
@@ -112,7 +112,7 @@
  *    next look or in the sweep. With nothing ejected (s->n_ejected == 0)
  *    the pick costs nothing extra.
  *
- * Load balancing (part 2):
+ * Load balancing:
  * 15. Among the in-service endpoints of the chosen backend (at most
  *    PX_PICK_MAX considered): p2c-ewma (default) takes two distinct random
  *    ones and the lower cost = peak-EWMA latency x (in-flight tries + 1);

@@ -68,7 +68,7 @@ np_agents_at() {	# GEN: both agents synced generation GEN
 
 np_apply_sync() {
 	local gen
-	gen=$("$ZH" apply --lab "$LAB" -f "$1" | awk '{print $NF}') && np_wait_agents "$gen"
+	gen=$("$ZH" apply --lab "$LAB" -f "$1" | awk '/generation/ {g = $NF} END {print g}') && np_wait_agents "$gen"
 }
 
 np_hold_near_far() {
