@@ -421,7 +421,21 @@ static int get_backends(const struct md_state *st, bool json)
 	return 0;
 }
 
-static void get_splits(const struct md_state *st, bool json)
+/* What a lab's nodes run in place of the agent's hooks: the L7 capture
+ * needs the agent's connect4 (bpf mode). Not a lab, or lab.conf unreadable:
+ * the agent's default (bpf). */
+enum dp_kind { DP_BPF, DP_NFT, DP_NONE };
+
+static enum dp_kind lab_datapath(const char *lab)
+{
+	struct lab_topo t;
+
+	if (!lab || lab_topo_read(lab, &t))
+		return DP_BPF;
+	return !t.mesh ? DP_NONE : t.nft ? DP_NFT : DP_BPF;
+}
+
+static void get_splits(const struct md_state *st, bool json, enum dp_kind dp)
 {
 	int i, b, n_out = 0;
 
@@ -440,6 +454,14 @@ static void get_splits(const struct md_state *st, bool json)
 			continue;
 		if (!ready)
 			snprintf(status, sizeof(status), "not ready: %s", t->not_ready);
+		else if (t->n_matches && dp == DP_NFT)
+			/* the root keeps its own endpoints (compile.c); nothing
+			 * captures it for the proxy that would apply the matches */
+			snprintf(status, sizeof(status), "NOT enforced: matches need the node L7 "
+				 "proxy, which --service-proxy nft does not capture (the root "
+				 "Service's own endpoints serve every request)");
+		else if (t->n_matches && dp == DP_NONE)
+			snprintf(status, sizeof(status), "not enforced (lab without mesh: no agent)");
 		else if (t->n_matches)
 			snprintf(status, sizeof(status), "ready (matching requests only, per request "
 				 "by the node L7 proxy)");
@@ -586,20 +608,6 @@ static void get_pods(const struct md_state *st, bool json)
 	}
 	if (json)
 		printf("]\n");
-}
-
-/* What a lab's nodes run in place of the agent's hooks: the L7 capture
- * needs the agent's connect4 (bpf mode). Not a lab, or lab.conf unreadable:
- * the agent's default (bpf). */
-enum dp_kind { DP_BPF, DP_NFT, DP_NONE };
-
-static enum dp_kind lab_datapath(const char *lab)
-{
-	struct lab_topo t;
-
-	if (!lab || lab_topo_read(lab, &t))
-		return DP_BPF;
-	return !t.mesh ? DP_NONE : t.nft ? DP_NFT : DP_BPF;
 }
 
 static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
@@ -866,7 +874,7 @@ int cli_get(int argc, char **argv)
 	else if (!strcmp(o.kind, "backends"))
 		ret = get_backends(st, o.json);
 	else if (!strcmp(o.kind, "splits") || !strcmp(o.kind, "trafficsplits"))
-		get_splits(st, o.json);
+		get_splits(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else if (!strcmp(o.kind, "pods") || !strcmp(o.kind, "po"))
 		get_pods(st, o.json);
 	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))

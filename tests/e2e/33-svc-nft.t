@@ -69,4 +69,31 @@ YAML
 ok $? "apply an HTTPRoute with a path match"
 "$ZH" get --lab $LAB routes | grep by-path | grep -q "NOT enforced"
 ok $? "get routes: nft mode reports the match as NOT enforced ($("$ZH" get --lab $LAB routes | grep by-path | sed 's/  */ /g'))"
+# the same for an SMI split with matches: `get splits` must say so
+cat >"$TMP/ab.yaml" <<YAML
+apiVersion: specs.smi-spec.io/v1alpha4
+kind: HTTPRouteGroup
+metadata: {name: testers}
+spec:
+  matches:
+  - name: testers
+    headers:
+    - x-group: "^testers$"
+---
+apiVersion: split.smi-spec.io/v1alpha4
+kind: TrafficSplit
+metadata: {name: ab}
+spec:
+  service: flaskapp
+  matches:
+  - kind: HTTPRouteGroup
+    name: testers
+  backends:
+  - service: flaskapp-v2
+    weight: 100
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/ab.yaml" >/dev/null
+ok $? "apply an SMI v1alpha4 split with matches"
+"$ZH" get --lab $LAB splits | grep -E '^default +ab ' | grep -q "NOT enforced: matches need the node L7 proxy"
+ok $? "get splits: nft mode reports the matches as NOT enforced"
 done_testing
