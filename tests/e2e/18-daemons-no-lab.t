@@ -20,20 +20,26 @@ BASE=$CG2/zh-t18
 NODECG=$BASE/node
 PXCG=$BASE/proxy
 PIN=/sys/fs/bpf/zh-t18-node
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+DMCG=$BASE/daemons	# the agent and the echo servers: every process this test starts is in one of its cgroups
+# Stop every process in the test's cgroups (ours alone: the test made them),
+# then remove pins, cgroups and the namespace.
+teardown() {
+	local cg p
+	for cg in $DMCG $PXCG $NODECG; do
+		[ -f $cg/cgroup.procs ] || continue
+		for p in $(cat $cg/cgroup.procs); do kill "$p" 2>/dev/null; done
+	done
+	for cg in $DMCG $PXCG $NODECG; do
+		for _ in $(seq 50); do [ -s $cg/cgroup.procs ] || break; sleep 0.1; done
+		rmdir $cg 2>/dev/null
+	done
+	rmdir $BASE 2>/dev/null
 	"$ZH" agent --cleanup --node node-a --pin-dir $PIN >/dev/null 2>&1
 	rm -rf $PIN
-	rmdir $NODECG $PXCG $BASE 2>/dev/null
 	ip netns del $NS 2>/dev/null
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
-cleanup_old() { ip netns del $NS 2>/dev/null; rmdir $NODECG $PXCG $BASE 2>/dev/null; }
-cleanup_old
+trap 'teardown; rm -rf "$TMP"' EXIT
+teardown
 ls /run/zerohop/*/lab.conf >/dev/null 2>&1 && diag "(labs of other tests may be up; this test uses none of them)"
 
 # The node: a network namespace with its address, the proxy's upstream
@@ -41,10 +47,13 @@ ls /run/zerohop/*/lab.conf >/dev/null 2>&1 && diag "(labs of other tests may be 
 ip netns add $NS
 ip -n $NS link set lo up
 for a in 10.250.0.1 10.244.0.1 10.244.0.2 10.244.0.3; do ip -n $NS addr add $a/32 dev lo; done
-mkdir -p $NODECG $PXCG
+mkdir -p $NODECG $PXCG $DMCG
 IN() { nsenter --net=/run/netns/$NS "$@"; }
-# run CMD in the node cgroup (a pod's view) inside the node's netns
-POD() { IN sh -c 'echo $$ > "$0"/cgroup.procs && exec "$@"' $NODECG "$@"; }
+# run CMD in cgroup CG inside the node's netns (the teardown stops what is
+# in the test's cgroups, so no PID needs keeping)
+RUNIN() { nsenter --net=/run/netns/$NS sh -c 'echo $$ > "$0"/cgroup.procs && exec "$@"' "$@"; }
+# run CMD in the node cgroup (a pod's view)
+POD() { RUNIN $NODECG "$@"; }
 
 mkdir -p "$TMP/state"
 cat >"$TMP/m.yaml" <<'YAML'
@@ -90,14 +99,12 @@ done
 ok $? "apply into a plain state directory ($(head -1 "$TMP/apply.out"))"
 
 for i in 1 2; do
-	IN "$ZH" echo --http 10.244.0.$((i + 1)):8080 --tcp 10.244.0.$((i + 1)):8078 --udp 10.244.0.$((i + 1)):8078 --name web-$i \
+	RUNIN $DMCG "$ZH" echo --http 10.244.0.$((i + 1)):8080 --tcp 10.244.0.$((i + 1)):8078 --udp 10.244.0.$((i + 1)):8078 --name web-$i \
 		>"$TMP/echo$i.log" 2>&1 &
-	PIDS+=($!)
 done
 
-IN "$ZH" agent --node node-a --cgroup $NODECG --pin-dir $PIN --state "$TMP/state" \
+RUNIN $DMCG "$ZH" agent --node node-a --cgroup $NODECG --pin-dir $PIN --state "$TMP/state" \
 	--health-file "$TMP/agent.health" >"$TMP/agent.log" 2>&1 &
-PIDS+=($!)
 for _ in $(seq 100); do grep -q '^state ready' "$TMP/agent.health" 2>/dev/null && break; sleep 0.1; done
 grep -q '^state ready' "$TMP/agent.health"
 ok $? "the agent started from flags and published 'state ready'"
@@ -106,9 +113,8 @@ ok $? "with a synced generation"
 ls /run/zerohop/*/lab.conf 2>/dev/null | grep -q zh-t18
 is $? 1 "no lab.conf of this node anywhere"
 
-IN sh -c 'echo $$ > "$0"/cgroup.procs && exec "$@"' $PXCG "$ZH" proxy --node node-a --cgroup $NODECG \
+RUNIN $PXCG "$ZH" proxy --node node-a --cgroup $NODECG \
 	--pin-dir $PIN --node-ip 10.250.0.1 --state "$TMP/state" >"$TMP/proxy.log" 2>&1 &
-PIDS+=($!)
 for _ in $(seq 100); do IN ss -Htln 'sport = :15001' | grep -q 15001 && break; sleep 0.1; done
 IN ss -Htln 'sport = :15001' | grep -q 10.250.0.1
 ok $? "the proxy started from flags and listens on 10.250.0.1:15001"
@@ -145,4 +151,9 @@ ok $r "L7: the backend saw the proxy's upstream source ($(echo "$body" | jq -r .
 stats=$(bpftool map dump pinned $PIN/zh_lb_stats 2>/dev/null | grep -c value)
 [ "${stats:-0}" -ge 1 ]
 ok $? "the agent's maps are pinned in the pin dir it was given ($PIN)"
+
+teardown
+left=$(pgrep -f "zh-t18|--name web-[12]$" | tr '\n' ' ')
+is "$left" "" "teardown: no process of this test left"
+ok $([ ! -e $BASE ] && [ ! -e $PIN ] && ! ip netns list | grep -q "^$NS"; echo $?) "teardown: no cgroup, pin or namespace left"
 done_testing
