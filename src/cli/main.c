@@ -23,6 +23,7 @@ static const struct cli_cmd cmds[] = {
 	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
+	{ "ca",       cli_ca,       "ca init|rotate|issue: the cluster CA and workload certificates (SVIDs)" },
 };
 
 static int usage(FILE *f)

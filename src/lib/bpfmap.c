@@ -9,7 +9,7 @@
 #include "zerohop/bpfmap.h"
 #include "zerohop/log.h"
 
-/* The kernel's own "operation not supported" (include/linux/errno.h), what
+/* The kernel's own "operation not supported" (ENOTSUPP in the kernel's errno.h), what
  * BPF_MAP_LOOKUP_BATCH answers for a map type without batch ops; it is not
  * the libc ENOTSUP. */
 #define KERNEL_ENOTSUPP 524
