@@ -3,9 +3,9 @@
  * connections (reads, request heads, pipelining, flushes, close) and the
  * client idle sweep. Invariants 1-3 and 8 of docs/proxy.md ("Design note").
  *
- * Above it: server.c. Below it: stream.c, which it hands each
- * parsed request head (px_stream_open) and which drives it back through
- * px_conn_ops.progress only.
+ * Above it: server.c. Below it: h1req.c (HTTP/1.1 requests over the
+ * connection's buffers) or, after the HTTP/2 preface, h2conn.c; the
+ * stream layer drives it back through px_conn_ops.progress only.
  */
 #include <errno.h>
 #include <unistd.h>
@@ -109,82 +109,28 @@ static void px_conn_update(struct px_conn *c)
 	c->mask = mask;
 }
 
-/* Parse the next request head in c->in into a new stream. 0 when a stream
- * was started (or answered), -EAGAIN when more bytes are needed. */
-static int px_conn_request(struct px_conn *c)
-{
-	struct px_server *s = c->srv;
-	struct h1_header h[PX_MAX_HDRS];
-	size_t n = PX_MAX_HDRS;
-	struct h1_request rq;
-	struct px_stream *st;
-	int rc;
-
-	rc = h1_parse_request(buf_head(&c->in), c->in.data, c->last_len, &s->lim, &rq, h, &n);
-	if (rc == -EAGAIN) {
-		c->last_len = c->in.data;
-		return -EAGAIN;
-	}
-	c->last_len = 0;
-	st = px_stream_new(c);
-	if (rc < 0) {
-		c->in.data = c->in.head = 0;	/* never parse past a bad head */
-		px_stream_bad_head(st, rc);
-		return 0;
-	}
-	/* h[] points into c->in: consumed bytes stay in place until the
-	 * next read, so the stream may use them until it returns */
-	return px_stream_open(st, &rq, h, n, (size_t)rc);
-}
-
-/* Drive a connection as far as the buffered bytes allow: pump the current
- * stream, end it when complete, start the next (pipelined) one, flush. */
+/* Drive a connection as far as the buffered bytes allow: its protocol
+ * (h1req.c's request sequence, or h2conn.c's session once the client sent
+ * the HTTP/2 preface), then flush, close, or re-arm its events. */
 static void px_conn_progress(struct px_conn *c)
 {
 	struct px_server *s = c->srv;
 
-	for (;;) {
-		struct px_stream *st = c->st;
+	if (!c->h2 && !c->h1_seen && !c->st) {
+		int p = px_h2_preface(&c->in);
 
-		if (!st) {
-			if (c->closing)
-				break;
-			if (!c->in.data) {
-				if (c->rd_eof)
-					c->closing = true;
-				break;
-			}
-			if (c->out.data >= PX_HIGH)
-				break;	/* let the client read its answers first */
-			if (px_conn_request(c) == -EAGAIN) {
-				if (c->rd_eof)
-					c->closing = true;
-				break;
-			}
-			continue;
-		}
-		if (st->rq == RQ_BODY && c->rd_eof && !c->in.data) {
-			px_stream_fail(st, 400, "client closed during the request body");
-			continue;
-		}
-		if (st->up && st->rs != RS_CONNECT) {
-			if (px_pump_req(st) || px_pump_resp(st))
-				continue;
-			/* sent before the loop waits; a reset takes the
-			 * error path in upstream.c's px_up_sent */
-			if (st->up && st->up->out.data)
-				px_wq_add(s, &st->up->wr);
-		}
-		if (st->rq == RQ_DONE && st->rs == RS_DONE) {
-			px_stream_end(st);
-			continue;
-		}
-		break;
+		if (p > 0)
+			px_h2_start(c);	/* from now on an HTTP/2 connection */
+		else if (p == 0 && !c->rd_eof)
+			goto io;	/* a preface so far: wait for the rest */
 	}
+	if (c->h2)
+		px_h2_run(c);
+	else
+		px_h1_run(c);
+io:
 	if (c->out.data)	/* the bytes go out before the loop next waits */
 		px_wq_add(s, &c->wr);
-	if (c->st && c->st->up)
-		px_up_update(c->st->up);
 	if (c->closing && !c->out.data) {
 		px_conn_close(c);
 		return;
@@ -203,6 +149,8 @@ void px_conn_close(struct px_conn *c)
 
 	if (c->st)
 		px_stream_free(c->st);
+	if (c->h2)
+		px_h2_free(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -225,7 +173,7 @@ uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle)
 
 	for (c = s->conns; c; c = cn) {
 		cn = c->next;
-		if (!c->st && !c->out.data && now - c->last_active >= min_idle) {
+		if (!c->st && !c->n_sub && !c->out.data && now - c->last_active >= min_idle) {
 			n++;
 			px_conn_close(c);
 		}

@@ -146,6 +146,12 @@ struct px_conn {
 	struct px_stream *st;
 	uint64_t last_active;	/* last client read or stream end */
 	struct px_conn *prev, *next;	/* all client connections (idle sweep) */
+	bool h1_seen;		/* a request head was parsed (no HTTP/2 preface now) */
+	bool one_req;		/* an HTTP/2 stream's view: one request only */
+	struct px_h2 *h2;	/* HTTP/2 session (h2conn.c), NULL = HTTP/1.1 */
+	uint32_t n_sub;		/* HTTP/2 streams open (not idle while > 0) */
+	struct buf trailers;	/* an HTTP/2 stream's view: response trailers
+				 * ("name: value\r\n" lines) from an HTTP/2 upstream */
 };
 
 struct px_stream {
@@ -293,6 +299,7 @@ struct px_server {
 	uint32_t n_mirrors_inflight;
 	uint64_t n_mirror_sent, n_mirror_failed;
 	uint64_t n_mirror_dropped[3];	/* by enum px_mirror_drop */
+	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
 };
 
 /* ---- RequestMirror (mirror.c) ------------------------------------------ */
@@ -425,6 +432,18 @@ void px_conn_close(struct px_conn *c);
 /* Close client connections with no stream and nothing to write that were
  * silent for at least min_idle; returns how many. */
 uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle);
+
+/* h1req.c: HTTP/1.1 requests over c->in / c->out: start, pump and end
+ * streams as far as the buffered bytes allow (no socket touched). */
+void px_h1_run(struct px_conn *c);
+
+/* h2conn.c: HTTP/2 client connections (prior knowledge, RFC 9113 3.3). */
+/* b starts with the client preface: 1; b holds a prefix of it (maybe
+ * empty): 0; anything else: -1. */
+int px_h2_preface(const struct buf *b);
+void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
+void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
+void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 
 /* stream.c: a request (head parsed by the client layer) → stream: route,
  * forward, pumps both ways, replies, retries and timers, the end. */
