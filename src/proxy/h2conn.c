@@ -53,6 +53,10 @@
 
 #define PX_H2_MAX_STREAMS	100	/* SETTINGS_MAX_CONCURRENT_STREAMS (nginx: 128) */
 #define PX_H2_MAX_HDR_LIST	65536	/* SETTINGS_MAX_HEADER_LIST_SIZE */
+#define PX_H2_RESET_BURST	1000	/* rapid reset: resets allowed at once, */
+#define PX_H2_RESET_RATE	33	/* then per second (nghttp2's, as Envoy's order) */
+#define PX_H2_MAX_CONTINUATIONS	8	/* CONTINUATION frames per header block */
+#define PX_H2_MAX_OUTBOUND_ACK	1000	/* SETTINGS/PING acks queued for a non-reader */
 
 static const char px_h2_preface_str[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PX_H2_PREFACE_LEN (sizeof(px_h2_preface_str) - 1)
@@ -87,6 +91,8 @@ struct px_h2 {
 	nghttp2_session *sess;
 	struct px_h2s *streams;
 	bool dead;		/* session error: close the connection */
+	bool recv_err;		/* the input was refused: send what is queued
+				 * (a GOAWAY), then close */
 };
 
 #define VC_H2S(c) ((struct px_h2s *)(void *)((char *)(c) - offsetof(struct px_h2s, vc)))
@@ -153,6 +159,13 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	s2 = px_h2s_get(ud, f->hd.stream_id);
 	if (!s2)
 		return 0;
+	if (s2->head.data + s2->host.data + nl + vl + 4 >
+	    s2->vc.srv->lim.max_head + s2->vc.srv->lim.max_line) {
+		/* a header list larger than an HTTP/1.1 head may be (an HPACK
+		 * bomb decodes to this): reset the stream, never buffer it */
+		s2->vc.srv->n_h2_hdr_big++;
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
 	/* nghttp2 checked names and values (RFC 9113 8.2: no CR/LF/NUL, lower
 	 * case, no connection-specific fields, pseudo-headers first) */
 	px_buf_get(s2->vc.srv, &s2->head);
@@ -256,6 +269,8 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
 	(void)sess;
+	if (f->hd.type == NGHTTP2_RST_STREAM)
+		((struct px_h2 *)ud)->c->srv->n_h2_resets_rx++;
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
 		return 0;
 	s2 = px_h2s_get(ud, f->hd.stream_id);
@@ -265,6 +280,20 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 		px_h2s_head_done(s2, end);
 	if (end)
 		px_h2s_req_end(s2);
+	return 0;
+}
+
+/* Count what the defences sent: a refused stream (over the concurrent
+ * stream limit), a GOAWAY with an error (a flood or a protocol error). */
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+	struct px_server *s = ((struct px_h2 *)ud)->c->srv;
+
+	(void)sess;
+	if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+		s->n_h2_refused++;
+	else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
+		s->n_h2_errors++;
 	return 0;
 }
 
@@ -380,6 +409,9 @@ static int px_h2s_resp_head(struct px_h2s *s2)
 	for (i = 0; i < n; i++) {
 		if (px_h2_drop_field(&h[i]) || used + h[i].name_len > sizeof(names))
 			continue;
+		if (s2->framing == H1_BODY_LENGTH && !cl && !s2->head_req &&
+		    px_name_is(&h[i], "content-length"))
+			continue;	/* ours: headers-only (gRPC trailers-only) */
 		for (size_t j = 0; j < h[i].name_len; j++)	/* HTTP/2 names are lower case */
 			names[used + j] = (char)(h[i].name[j] >= 'A' && h[i].name[j] <= 'Z' ?
 						 h[i].name[j] + 32 : h[i].name[j]);
@@ -549,9 +581,17 @@ void px_h2_start(struct px_conn *c)
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_option_new(&opt);
 	nghttp2_option_set_no_auto_window_update(opt, 1);	/* invariant 1 */
+	/* defences (docs/proxy.md "HTTP/2 and gRPC"): SETTINGS entries per
+	 * frame, rapid reset (CVE-2023-44487: a burst of 1000 resets, then 33
+	 * a second, else GOAWAY), CONTINUATION frames per header block,
+	 * queued SETTINGS/PING acks of a client that does not read */
 	nghttp2_option_set_max_settings(opt, 32);
+	nghttp2_option_set_stream_reset_rate_limit(opt, PX_H2_RESET_BURST, PX_H2_RESET_RATE);
+	nghttp2_option_set_max_continuations(opt, PX_H2_MAX_CONTINUATIONS);
+	nghttp2_option_set_max_outbound_ack(opt, PX_H2_MAX_OUTBOUND_ACK);
 	if (nghttp2_session_server_new2(&h2->sess, cb, h2, opt))
 		h2->dead = true;
 	nghttp2_option_del(opt);
@@ -572,19 +612,23 @@ void px_h2_run(struct px_conn *c)
 
 		if (n < 0) {
 			zh_dbg("proxy: h2: %s", nghttp2_strerror((int)n));
-			c->srv->n_h2_errors++;
-			h2->dead = true;
+			/* a flood or a broken frame: say why before closing
+			 * (on_frame_send counts it) */
+			nghttp2_session_terminate_session(h2->sess,
+				n == NGHTTP2_ERR_FLOODED || n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+				NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+			h2->recv_err = true;
 		} else {
 			buf_consume(&c->in, (size_t)n);
 		}
 	}
-	for (s2 = h2->streams; s2 && !h2->dead; s2 = s2->next)
+	for (s2 = h2->streams; s2 && !h2->dead && !h2->recv_err; s2 = s2->next)
 		px_h2s_pump(s2);
 	if (c->rd_eof && !c->in.data)
 		h2->dead = true;	/* the client is gone: so are its streams */
 	px_h2_output(h2);
-	if (h2->dead)
-		c->closing = true;
+	if (h2->dead || h2->recv_err)
+		c->closing = true;	/* (after what was queued is sent) */
 }
 
 void px_h2_free(struct px_conn *c)

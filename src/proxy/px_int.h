@@ -119,6 +119,7 @@ struct px_up {
 	int host;		/* s->hosts index: the endpoint's n_conns (invariant 21) */
 	uint32_t n_reqs;	/* requests carried */
 	uint32_t max_reqs;	/* pool policy's max requests per connection, 0 = no limit */
+	struct px_h2us *h2;	/* an HTTP/2 stream's view (h2up.c): no socket */
 };
 
 /* What the stream layer asks of the client connection it serves (conn.c
@@ -211,6 +212,7 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t n_conns;	/* upstream connections open: busy, idle, connecting */
 	uint32_t n_pending;	/* streams waiting for a connection (FIFO) */
 	struct px_stream *pend_head, *pend_tail;
+	struct px_h2c *h2c;	/* multiplexed HTTP/2 connection (h2up.c), or NULL */
 };
 
 struct px_stat {
@@ -300,6 +302,8 @@ struct px_server {
 	uint64_t n_mirror_sent, n_mirror_failed;
 	uint64_t n_mirror_dropped[3];	/* by enum px_mirror_drop */
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
+	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
+	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 };
 
 /* ---- RequestMirror (mirror.c) ------------------------------------------ */
@@ -463,6 +467,14 @@ const char *px_reason(int status);
 void px_stream_fail(struct px_stream *st, int status, const char *err);
 void px_stream_end(struct px_stream *st);
 void px_stream_free(struct px_stream *st);	/* client gone: no answer */
+
+/* h2up.c: HTTP/2 upstreams (backends whose port declares h2c): one
+ * multiplexed connection per endpoint; each try is a socketless px_up
+ * (u->h2) whose out/in hold the request/response as HTTP/1.1 bytes. */
+int px_h2up_get(struct px_server *s, int host, struct px_up **out);	/* 0 or -errno */
+void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
+void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
+void px_h2up_close_all(struct px_server *s);	/* server exit */
 
 /* upstream.c: upstream connections and the per-endpoint pools. */
 /* An upstream for a try of st to hosts[host] (invariants 21-22): 0 with

@@ -372,6 +372,7 @@ out:
 	while (s.conns)
 		px_conn_close(s.conns);
 	px_pool_close_all(&s);
+	px_h2up_close_all(&s);
 	if (s.loop)
 		px_mirror_close_all(&s);
 	if (s.sfd >= 0)

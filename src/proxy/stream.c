@@ -619,6 +619,21 @@ static void px_resp_finish(struct px_stream *st)
 	st->rs = RS_DONE;
 }
 
+/* grpc-status in a response head (a gRPC trailers-only answer), or -1. */
+static int px_grpc_status(const struct h1_header *h, size_t n)
+{
+	int i = h1_find_header(h, n, "grpc-status"), v = 0;
+
+	if (i < 0 || !h[i].value_len || h[i].value_len > 2)
+		return -1;
+	for (size_t k = 0; k < h[i].value_len; k++) {
+		if (h[i].value[k] < '0' || h[i].value[k] > '9')
+			return -1;
+		v = v * 10 + (h[i].value[k] - '0');
+	}
+	return v;
+}
+
 /* Parse the response head in up->in and write the client's head. 0 when
  * parsed (or more bytes needed), -EPROTO when the stream was failed. */
 static int px_resp_head(struct px_stream *st)
@@ -661,7 +676,8 @@ static int px_resp_head(struct px_stream *st)
 		}
 		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
 	}
-	if (px_retry_status(st->d.retry, r.status) && px_stream_retry(st, true))
+	if ((px_retry_status(st->d.retry, r.status) ||
+	     px_retry_grpc(st->d.retry, px_grpc_status(h, n))) && px_stream_retry(st, true))
 		return 1;	/* restarted; nothing reached the client */
 	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
 	if (fr < 0) {

@@ -111,6 +111,10 @@ void px_up_release(struct px_up *u, bool reusable)
 	struct px_server *s = u->srv;
 
 	u->st = NULL;
+	if (u->h2) {		/* a try on an HTTP/2 upstream (h2up.c) */
+		px_h2up_release(u);
+		return;
+	}
 	if (reusable && u->max_reqs && u->n_reqs >= u->max_reqs) {
 		reusable = false;	/* max requests per connection reached */
 		s->n_max_reqs_closed++;
@@ -135,6 +139,10 @@ void px_up_update(struct px_up *u)
 	struct px_stream *st = u->st;
 	int mask = 0;
 
+	if (u->h2) {
+		px_h2up_update(u);
+		return;
+	}
 	if (!st) {
 		mask = EV_READ;	/* idle: notice the peer closing */
 	} else if (u->connecting) {
@@ -203,9 +211,12 @@ void px_pend_remove(struct px_stream *st)
 int px_pool_get(struct px_server *s, int host, struct px_stream *st, struct px_up **out)
 {
 	const struct px_pool_policy *pool = st->d.pool;
-	struct px_up *u = px_up_take_idle(s, st->d.ip, st->d.port);
+	struct px_up *u;
 	int rc;
 
+	if (pool->h2c)	/* one multiplexed connection per endpoint (h2up.c) */
+		return px_h2up_get(s, host, out);
+	u = px_up_take_idle(s, st->d.ip, st->d.port);
 	if (!u && s->hosts[host].n_conns >= pool->max_connections) {
 		if (s->hosts[host].n_pending >= pool->max_pending) {
 			s->n_overflow++;

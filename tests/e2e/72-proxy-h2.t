@@ -118,6 +118,32 @@ PY
 ok $? "a client sending a broken frame gets GOAWAY and the connection closes"
 is "$("${H2[@]}" "$U/exact" | name)" v2 "the proxy serves others after it"
 
+# ---- defences (crafted clients: python3-h2 and raw frames) ------------------------
+ATT="$(dirname "$0")/../tools/clients/h2_attack.py"
+metric() { curl -s "http://127.0.0.1:$S/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+out=$(/usr/bin/python3 "$ATT" streams "$P" 150)
+diag "150 streams at once: $out"
+is "$out" "refused=50 answered=100" "over MAX_CONCURRENT_STREAMS: 50 streams refused, 100 answered"
+is "$(metric 'zerohop_proxy_h2_defence_total{action="refused_stream"}')" 50 "... counted"
+out=$(/usr/bin/python3 "$ATT" rapid-reset "$P" 500)
+diag "500 HEADERS+RST_STREAM pairs: $out"
+is "$out" "goaway=-1 closed=0" "500 resets at once: within the burst, the connection stays"
+out=$(/usr/bin/python3 "$ATT" rapid-reset "$P" 3000)
+diag "3000 HEADERS+RST_STREAM pairs: $out"
+is "$out" "goaway=2 closed=1" "rapid reset (CVE-2023-44487): GOAWAY and the connection closed"
+n=$(metric zerohop_proxy_h2_client_resets_total)
+ok $([ "${n:-0}" -ge 1500 ]; echo $?) "client resets counted ($n)"
+out=$(/usr/bin/python3 "$ATT" continuation "$P" 50)
+diag "HEADERS + 50 CONTINUATION frames: $out"
+is "$out" "goaway=11 closed=1" "CONTINUATION flood: GOAWAY ENHANCE_YOUR_CALM, connection closed"
+n=$(metric 'zerohop_proxy_h2_defence_total{action="goaway_error"}')
+ok $([ "${n:-0}" -ge 2 ]; echo $?) "GOAWAYs with an error counted ($n)"
+out=$(/usr/bin/python3 "$ATT" big-header "$P" 100)
+diag "a 100 KiB header: $out"
+is "$out" "reset=1 then=200" "header list over the limit: that stream reset, the connection serves on"
+is "$(metric 'zerohop_proxy_h2_defence_total{action="header_list_too_large"}')" 1 "... counted"
+is "$("${H2[@]}" "$U/exact" | name)" v2 "the proxy serves others after every attack"
+
 # ---- metrics and access log ------------------------------------------------------------
 grep -q '"GET /exact HTTP/1.1" 200' "$TMP/access.log"
 ok $? "HTTP/2 requests are in the access log like any other"
