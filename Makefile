@@ -130,8 +130,9 @@ demo: all
 fuzz: | $(DEPS_STAMP)
 	@mkdir -p $(B)/fuzz
 	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
+	  x=$$(sed -n 's/^ \* fuzz-link: //p' $$f); \
 	  $(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Iinclude \
-	    -o $(B)/fuzz/$$n $$f $(LIB_SRCS_FUZZ) || exit 1; done
+	    -o $(B)/fuzz/$$n $$f $(LIB_SRCS_FUZZ) $$x || exit 1; done
 
 clean:
 	rm -rf $(B)
