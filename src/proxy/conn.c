@@ -181,6 +181,19 @@ uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle)
 	return n;
 }
 
+void px_conn_drain(struct px_server *s)
+{
+	struct px_conn *c, *cn;
+
+	for (c = s->conns; c; c = cn) {
+		cn = c->next;
+		if (c->h2) {
+			px_h2_goaway(c);
+			px_conn_progress(c);	/* sends it (may close c) */
+		}
+	}
+}
+
 /* ---- listener -------------------------------------------------------------- */
 
 static int px_capture_lookup(struct px_server *s, struct px_conn *c)

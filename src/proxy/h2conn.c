@@ -631,6 +631,18 @@ void px_h2_run(struct px_conn *c)
 		c->closing = true;	/* (after what was queued is sent) */
 }
 
+void px_h2_goaway(struct px_conn *c)
+{
+	struct px_h2 *h2 = c->h2;
+
+	/* the last stream it took: the client retries later ones elsewhere
+	 * (RFC 9113 6.8); streams up to it finish, then the session closes */
+	if (!h2->dead)
+		nghttp2_submit_goaway(h2->sess, NGHTTP2_FLAG_NONE,
+				      nghttp2_session_get_last_proc_stream_id(h2->sess),
+				      NGHTTP2_NO_ERROR, NULL, 0);
+}
+
 void px_h2_free(struct px_conn *c)
 {
 	struct px_h2 *h2 = c->h2;

@@ -436,6 +436,8 @@ void px_conn_close(struct px_conn *c);
 /* Close client connections with no stream and nothing to write that were
  * silent for at least min_idle; returns how many. */
 uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle);
+/* Drain (invariant 18): HTTP/2 connections get a GOAWAY now. */
+void px_conn_drain(struct px_server *s);
 
 /* h1req.c: HTTP/1.1 requests over c->in / c->out: start, pump and end
  * streams as far as the buffered bytes allow (no socket touched). */
@@ -448,6 +450,7 @@ int px_h2_preface(const struct buf *b);
 void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
+void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
 
 /* stream.c: a request (head parsed by the client layer) → stream: route,
  * forward, pumps both ways, replies, retries and timers, the end. */

@@ -196,6 +196,7 @@ static void px_drain_start(struct px_server *s)
 	}
 	zh_info("proxy: draining: %llu client connection(s), deadline %llu ms",
 		(unsigned long long)s->active, (unsigned long long)(s->drain_ns / PX_MS));
+	px_conn_drain(s);	/* HTTP/2 clients: GOAWAY */
 	px_drain_cb(s->loop, 0, s);
 }
 

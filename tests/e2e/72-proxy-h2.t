@@ -44,7 +44,8 @@ mkdir -p "$TMP/state"
 ok $? "manifests applied"
 "$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
 	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" 2>"$TMP/proxy.err" &
-PIDS+=($!)
+PX=$!
+PIDS+=($PX)
 wait_until 10 lb_http_up $P $((B + 3))
 up=$?
 ok $up "proxy answers HTTP/1.1"
@@ -147,4 +148,15 @@ is "$("${H2[@]}" "$U/exact" | name)" v2 "the proxy serves others after every att
 # ---- metrics and access log ------------------------------------------------------------
 grep -q '"GET /exact HTTP/1.1" 200' "$TMP/access.log"
 ok $? "HTTP/2 requests are in the access log like any other"
+
+# ---- drain (last: the proxy exits) ---------------------------------------------------------
+/usr/bin/python3 "$ATT" drain "$P" 800 >"$TMP/drain.out" 2>&1 &
+DC=$!
+sleep 0.3
+kill -TERM $PX
+wait $DC
+is "$(cat "$TMP/drain.out")" "goaway=0 last=1 status=200 closed=1" \
+	"SIGTERM: GOAWAY(NO_ERROR, last stream 1), the in-flight stream answered, then closed"
+wait $PX
+ok $? "the proxy exits 0 once drained"
 done_testing

@@ -11,6 +11,9 @@ facts about what the proxy did and exits 0; the test judges them.
                       one on the same connection: "reset=R then=STATUS"
   continuation PORT N HEADERS without END_HEADERS + N CONTINUATION
                       frames: "goaway=E closed=C"
+  drain PORT MS       one GET /?delay=MSms, then reads to the end (the test
+                      sends the proxy SIGTERM meanwhile):
+                      "goaway=E last=L status=S closed=C"
 """
 import socket
 import struct
@@ -161,7 +164,43 @@ def big_header(port, kb):
     print("reset=%d then=%s" % (reset, st[0] if st else "none"))
 
 
+def drain(port, ms):
+    # raw frames: python3-h2 drops the frames that follow a GOAWAY
+    import hpack
+    s, c = conn(port)
+    c.send_headers(1, req(1, "/?delay=%dms" % ms), end_stream=True)
+    s.sendall(c.data_to_send())
+    s.settimeout(10)
+    buf, closed = b"", False
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            buf += d
+    except OSError:
+        pass
+    code, last, status, i, dec = -1, "-", "none", 0, hpack.Decoder()
+    while i + 9 <= len(buf):
+        ln = struct.unpack(">I", b"\0" + buf[i:i + 3])[0]
+        ft, fl, sid = buf[i + 3], buf[i + 4], struct.unpack(">I", buf[i + 5:i + 9])[0]
+        pl = buf[i + 9:i + 9 + ln]
+        if ft == 7:
+            last, code = struct.unpack(">II", pl[:8])
+        elif ft == 1:
+            if fl & 0x8:    # PADDED
+                pl = pl[1:len(pl) - pl[0]]
+            if fl & 0x20:   # PRIORITY
+                pl = pl[5:]
+            h = dict(dec.decode(pl))
+            if sid == 1 and code >= 0:   # answered after the GOAWAY
+                status = h.get(":status", "none")
+        i += 9 + ln
+    print("goaway=%d last=%s status=%s closed=%d" % (code, last, status, closed))
+
+
 if __name__ == "__main__":
     mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     {"streams": streams, "rapid-reset": rapid_reset, "big-header": big_header,
-     "continuation": continuation}[mode](port, n)
+     "continuation": continuation, "drain": drain}[mode](port, n)
