@@ -75,6 +75,7 @@ struct px_h2c {			/* one multiplexed connection to an endpoint */
 	bool connected, dead, running;
 	struct px_h2us *streams;
 	uint64_t kick_timer;
+	uint64_t idle_since;	/* when its last try ended (or it opened) */
 };
 
 #define SOCK_H2C(w) ((struct px_h2c *)(void *)((char *)(w) - offsetof(struct px_h2c, sock.wr)))
@@ -636,6 +637,7 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, NULL, 0);
 	hs->n_conns++;
 	hs->h2c = h;
+	h->idle_since = ev_now_ns();
 	s->n_h2_up_conns++;
 	px_h2c_update(h);
 	return h;
@@ -690,6 +692,8 @@ void px_h2up_release(struct px_up *u)
 		}
 		if (!h->dead)
 			px_h2c_kick(h);
+		if (!h->streams)
+			h->idle_since = ev_now_ns();
 	}
 	px_buf_drop(s, &u->in);
 	px_buf_drop(s, &u->out);
@@ -702,6 +706,23 @@ void px_h2up_update(struct px_up *u)
 {
 	if (u->h2->h2c && !u->h2->h2c->dead)
 		px_h2c_kick(u->h2->h2c);
+}
+
+void px_h2up_close_idle(struct px_server *s, uint64_t now, bool gone_only)
+{
+	for (int i = 0; i < s->n_hosts; i++) {
+		struct px_h2c *h = s->hosts[i].h2c;
+
+		if (!h || h->streams || h->running)
+			continue;
+		if (!px_table_has_ep(s->tbl, h->sock.ip, h->sock.port))
+			s->n_up_gone++;
+		else if (gone_only || now - h->idle_since < s->up_idle_ns)
+			continue;
+		else
+			s->n_up_idle++;
+		px_h2c_free(h);
+	}
 }
 
 void px_h2up_close_all(struct px_server *s)

@@ -478,6 +478,10 @@ int px_h2up_get(struct px_server *s, int host, struct px_up **out);	/* 0 or -err
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
 void px_h2up_close_all(struct px_server *s);	/* server exit */
+/* Close connections without a try that idled up_idle (the idle sweep,
+ * invariant 8) or whose endpoint left the table (a reload, invariant 20;
+ * gone_only: only those). */
+void px_h2up_close_idle(struct px_server *s, uint64_t now, bool gone_only);
 
 /* upstream.c: upstream connections and the per-endpoint pools. */
 /* An upstream for a try of st to hosts[host] (invariants 21-22): 0 with

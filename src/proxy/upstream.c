@@ -281,6 +281,7 @@ void px_pool_prune(struct px_server *s)
 {
 	struct px_up **pp, *u;
 
+	px_h2up_close_idle(s, ev_now_ns(), true);
 	for (pp = &s->idle; (u = *pp);) {
 		if (!px_table_has_ep(s->tbl, u->ip, u->port)) {
 			*pp = u->next;
@@ -298,6 +299,7 @@ void px_pool_close_idle(struct px_server *s, uint64_t now)
 {
 	struct px_up **pp, *u;
 
+	px_h2up_close_idle(s, now, false);
 	for (pp = &s->idle; (u = *pp);) {
 		if (now - u->idle_since >= s->up_idle_ns) {
 			*pp = u->next;
