@@ -23,7 +23,7 @@ MULTIARCH := $(shell $(CC) -dumpmachine)
 
 # Evaluated when used (=, not :=): on a fresh machine pkg-config and the
 # libraries only exist once the deps target has run.
-PKGS     := libbpf yaml-0.1 libelf zlib openssl
+PKGS     := libbpf yaml-0.1 libelf zlib openssl libnghttp2
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -130,8 +130,9 @@ demo: all
 fuzz: | $(DEPS_STAMP)
 	@mkdir -p $(B)/fuzz
 	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
+	  x=$$(sed -n 's/^ \* fuzz-link: //p' $$f); \
 	  $(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -Iinclude \
-	    -o $(B)/fuzz/$$n $$f $(LIB_SRCS_FUZZ) || exit 1; done
+	    -o $(B)/fuzz/$$n $$f $(LIB_SRCS_FUZZ) $$x || exit 1; done
 
 clean:
 	rm -rf $(B)

@@ -9,6 +9,7 @@ pkgs=(
 	wrk nginx-light haproxy iperf3
 	libclang-rt-14-dev libssl-dev openssl
 	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
+	libnghttp2-dev nghttp2-client python3-h2
 )
 missing=()
 for p in "${pkgs[@]}"; do

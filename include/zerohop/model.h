@@ -230,6 +230,7 @@ struct md_service_port {
 	uint16_t port;
 	struct md_port_ref target;	/* defaults to port */
 	enum md_proto proto;	/* TCP or UDP */
+	char *app_protocol;	/* appProtocol, or NULL */
 };
 
 struct md_endpoint {

@@ -101,7 +101,9 @@ enum px_action {
  * retries on connect failure, reset before the response, and 503. Set per
  * HTTPRoute with the annotations zerohop.io/retries ("0".."10"),
  * zerohop.io/retry-on (comma list of connect-failure, reset, 5xx,
- * gateway-error, unavailable, or a status 500..599) and
+ * gateway-error, unavailable (503 and gRPC UNAVAILABLE), the gRPC
+ * cancelled, deadline-exceeded, internal, resource-exhausted, or a status
+ * 500..599; the default adds gRPC UNAVAILABLE and CANCELLED, as Istio) and
  * zerohop.io/per-try-timeout (a Gateway API duration). */
 #define PX_RETRY_CONNECT	1u	/* connect refused / failed / timed out */
 #define PX_RETRY_RESET		2u	/* upstream closed before any response byte */
@@ -113,8 +115,17 @@ struct px_retry_policy {
 	uint64_t per_try_ms;	/* 0 = none */
 	uint64_t backoff_ms;	/* HTTPRoute retry.backoff: each retry waits at least this
 				 * (up to 1.25x); 0 = the default jittered backoff */
+	uint32_t grpc;		/* bit i = grpc-status i of a headers-only answer
+				 * retriable (retry-on cancelled, deadline-exceeded,
+				 * internal, resource-exhausted, unavailable) */
 };
 extern const struct px_retry_policy px_retry_default;
+
+/* grpc-status code (0..16, -1 = none) retriable under p. */
+static inline bool px_retry_grpc(const struct px_retry_policy *p, int code)
+{
+	return code >= 0 && code < 32 && (p->grpc >> code & 1);
+}
 
 static inline bool px_retry_status(const struct px_retry_policy *p, int status)
 {
@@ -148,6 +159,11 @@ struct px_pool_policy {
 	uint32_t max_connections;
 	uint32_t max_pending;
 	uint32_t max_requests_per_conn;	/* 0 = unlimited */
+	/* The backend port speaks cleartext HTTP/2 (as Istio reads a Service
+	 * port: appProtocol kubernetes.io/h2c, grpc or http2, else a name
+	 * grpc, http2, grpc-* or http2-*): requests go to it over one
+	 * multiplexed HTTP/2 connection per endpoint (docs/proxy.md). */
+	bool h2c;
 };
 extern const struct px_pool_policy px_pool_default;
 

@@ -740,7 +740,8 @@ static int dc_service_ports(struct dctx *c, const struct yn *ports, struct md_se
 		if (dc_map(c, p, NULL) || dc_str(c, p, "name", false, &sp->name) ||
 		    dc_int(c, p, "port", 1, 65535, &v, &has) ||
 		    dc_port_ref(c, p, "targetPort", &sp->target) ||
-		    dc_proto(c, p, "protocol", false, &sp->proto, NULL))
+		    dc_proto(c, p, "protocol", false, &sp->proto, NULL) ||
+		    dc_str(c, p, "appProtocol", false, &sp->app_protocol))
 			return -EINVAL;
 		if (!has)
 			return dc_fail(c, p, "port", "is required");

@@ -54,6 +54,7 @@ const struct px_retry_policy px_retry_default = {
 	.retries = 2,
 	.on = PX_RETRY_CONNECT | PX_RETRY_RESET,
 	.codes = { 1ull << 3, 0 },	/* 503 */
+	.grpc = 1u << 14 | 1u << 1,	/* UNAVAILABLE, CANCELLED (Istio's default) */
 };
 
 const struct px_lb_policy px_lb_default = { .kind = PX_LB_P2C_EWMA };
@@ -129,6 +130,7 @@ static int px_retry_parse(const struct md_httproute *rt, struct px_retry_policy 
 
 		p->on = 0;
 		p->codes[0] = p->codes[1] = 0;
+		p->grpc = 0;
 		while (*q) {
 			const char *e = strchr(q, ',');
 			size_t n = e ? (size_t)(e - q) : strlen(q);
@@ -153,13 +155,23 @@ static int px_retry_parse(const struct md_httproute *rt, struct px_retry_policy 
 				p->codes[0] |= 7ull << 2;	/* 502, 503, 504 */
 			} else if (!strcmp(tok, "unavailable")) {
 				p->codes[0] |= 1ull << 3;
+				p->grpc |= 1u << 14;
+			} else if (!strcmp(tok, "cancelled")) {
+				p->grpc |= 1u << 1;
+			} else if (!strcmp(tok, "deadline-exceeded")) {
+				p->grpc |= 1u << 4;
+			} else if (!strcmp(tok, "resource-exhausted")) {
+				p->grpc |= 1u << 8;
+			} else if (!strcmp(tok, "internal")) {
+				p->grpc |= 1u << 13;
 			} else if (n == 3 && (code = strtol(tok, &end, 10)) >= 500 && code <= 599 &&
 				   !*end) {
 				p->codes[(code - 500) / 64] |= 1ull << ((code - 500) % 64);
 			} else {
 				snprintf(err, errlen, "%s/%s: annotation %s \"%s\": unknown condition "
 					 "\"%s\" (want connect-failure, reset, 5xx, gateway-error, "
-					 "unavailable or a status 500..599)", rt->meta.ns, rt->meta.name,
+					 "unavailable, cancelled, deadline-exceeded, internal, "
+					 "resource-exhausted or a status 500..599)", rt->meta.ns, rt->meta.name,
 					 PX_ANN_RETRY_ON, v, tok);
 				return -EINVAL;
 			}
@@ -369,6 +381,18 @@ static int px_pool_parse(const struct md_service *svc, struct px_pool_policy *p,
 	return 0;
 }
 
+/* Istio's protocol selection for a Service port: HTTP/2 cleartext? */
+static bool px_port_h2c(const struct md_service_port *sp)
+{
+	const char *a = sp->app_protocol, *n = sp->name;
+
+	if (a)
+		return !strcmp(a, "kubernetes.io/h2c") || !strcmp(a, "grpc") ||
+		       !strcmp(a, "http2");
+	return n && (!strcmp(n, "grpc") || !strcmp(n, "http2") || !strncmp(n, "grpc-", 5) ||
+		     !strncmp(n, "http2-", 6));
+}
+
 static void px_backend_fill(struct px_backend *b, const struct md_service *svc, int pidx,
 			    uint64_t weight)
 {
@@ -383,6 +407,7 @@ static void px_backend_fill(struct px_backend *b, const struct md_service *svc, 
 		b->invalid = pidx < 0;
 		return;
 	}
+	b->pool.h2c = px_port_h2c(&svc->ports[pidx]);
 	b->n_eps = svc->endpoints[pidx].n;
 	b->eps = zh_calloc(b->n_eps ? b->n_eps : 1, sizeof(*b->eps));
 	for (i = 0; i < b->n_eps; i++) {

@@ -123,6 +123,19 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_LIMIT],
 		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_TOO_LARGE],
 		   (unsigned long long)s->n_mirror_dropped[PX_MIRROR_POLICY]);
+	/* HTTP/2 (h2conn.c, h2up.c): connections and what the defences did */
+	buf_printf(b, "# TYPE zerohop_proxy_h2_connections_total counter\n"
+		   "zerohop_proxy_h2_connections_total{side=\"client\"} %llu\n"
+		   "zerohop_proxy_h2_connections_total{side=\"upstream\"} %llu\n"
+		   "# TYPE zerohop_proxy_h2_defence_total counter\n"
+		   "zerohop_proxy_h2_defence_total{action=\"goaway_error\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"refused_stream\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"header_list_too_large\"} %llu\n"
+		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
+		   "zerohop_proxy_h2_client_resets_total %llu\n",
+		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
+		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
+		   (unsigned long long)s->n_h2_hdr_big, (unsigned long long)s->n_h2_resets_rx);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

@@ -1,0 +1,659 @@
+/* h2conn.c — HTTP/2 client connections of the proxy (px_): cleartext
+ * HTTP/2 with prior knowledge (RFC 9113 3.3), detected by the client
+ * preface on the same port as HTTP/1.1. Debian's libnghttp2 does framing,
+ * HPACK and flow control; the loop, buffers and routing stay ours.
+ *
+ * Design note. Each HTTP/2 stream gets a "view" (struct px_h2s.vc): a
+ * px_conn without a socket whose c->in holds the stream's request as
+ * HTTP/1.1 bytes (head synthesized from the pseudo-headers, body from DATA
+ * frames) and whose c->out receives the response as the stream layer
+ * writes it for any HTTP/1.1 client. h1req.c runs the view exactly as a
+ * socket's bytes, so every HTTP/2 request goes through the same strict
+ * head parser and limits, routing, splits, balancing, timeouts, retries
+ * and metrics as an HTTP/1.1 one. The response head and body in vc.out
+ * are parsed back (h1_parse_response, chunked decoding) into HEADERS and
+ * DATA frames; trailers an HTTP/2 upstream received are in vc.trailers.
+ * Costs one HTTP/1.1 serialization and parse per message each way: chosen
+ * for one code path with all the policy, not for speed.
+ *
+ *   socket --c->in--> nghttp2 (mem_recv) --headers/data--> vc.in (HTTP/1.1)
+ *   vc.out (HTTP/1.1) --parse--> body buf --data provider--> nghttp2
+ *   (mem_send) --c->out--> socket
+ *
+ * Invariants:
+ *  1. Memory per stream is bounded: request bytes are acknowledged to the
+ *     client (WINDOW_UPDATE, nghttp2_session_consume) only once vc.in holds
+ *     less than PX_HIGH, so a stream's window (64 KiB) bounds vc.in; the
+ *     response moves from vc.out to the body buffer only while that holds
+ *     less than PX_HIGH, and vc.out itself is bounded by the stream layer's
+ *     backpressure (upstream read only while vc.out < PX_HIGH).
+ *  2. A slow reader stalls only itself: frames go to c->out only while it
+ *     holds less than PX_HIGH; the rest waits in nghttp2, each stream's
+ *     data provider deferred, so one stream's unread response never blocks
+ *     another's upstream.
+ *  3. A view carries one request (one_req): bytes after it are never parsed
+ *     as a second request.
+ *  4. Views are freed only at the end of px_h2_run or px_h2_free, never
+ *     inside a nghttp2 callback, and a stream whose view still has a
+ *     px_stream (client reset, connection closed) frees it as a client
+ *     that left.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "zerohop/buf.h"
+#include "zerohop/ev.h"
+#include "zerohop/h1.h"
+#include "zerohop/log.h"
+#include "px_int.h"
+
+#define PX_H2_MAX_STREAMS	100	/* SETTINGS_MAX_CONCURRENT_STREAMS (nginx: 128) */
+#define PX_H2_MAX_HDR_LIST	65536	/* SETTINGS_MAX_HEADER_LIST_SIZE */
+#define PX_H2_RESET_BURST	1000	/* rapid reset: resets allowed at once, */
+#define PX_H2_RESET_RATE	33	/* then per second (nghttp2's, as Envoy's order) */
+#define PX_H2_MAX_CONTINUATIONS	8	/* CONTINUATION frames per header block */
+#define PX_H2_MAX_OUTBOUND_ACK	1000	/* SETTINGS/PING acks queued for a non-reader */
+
+static const char px_h2_preface_str[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define PX_H2_PREFACE_LEN (sizeof(px_h2_preface_str) - 1)
+
+struct px_h2s {
+	struct px_conn vc;	/* the stream's HTTP/1.1 view (design note) */
+	struct px_h2 *h2;
+	int32_t id;
+	struct px_h2s *next;
+	/* request */
+	struct buf head;	/* the synthesized head while headers arrive */
+	struct buf host;	/* :authority */
+	bool has_cl;		/* content-length given: the body as it is */
+	bool chunked;		/* no length: the body re-framed as chunked */
+	bool head_req;
+	bool req_done;		/* END_STREAM seen */
+	size_t unacked;		/* request DATA bytes not yet consumed (invariant 1) */
+	/* response */
+	size_t rlast;
+	bool resp_head;		/* HEADERS submitted */
+	bool resp_done;		/* the whole body is in body */
+	bool deferred;		/* the data provider waits for bytes */
+	int framing;
+	uint64_t left;
+	struct h1_chunked ck;
+	struct buf body;	/* response body for the data provider */
+	bool closed;		/* nghttp2 closed the stream: free it (invariant 4) */
+};
+
+struct px_h2 {
+	struct px_conn *c;
+	nghttp2_session *sess;
+	struct px_h2s *streams;
+	bool dead;		/* session error: close the connection */
+	bool recv_err;		/* the input was refused: send what is queued
+				 * (a GOAWAY), then close */
+};
+
+#define VC_H2S(c) ((struct px_h2s *)(void *)((char *)(c) - offsetof(struct px_h2s, vc)))
+
+static void px_h2s_progress(struct px_conn *vc);
+
+static const struct px_conn_ops px_h2s_ops = {
+	.progress = px_h2s_progress,
+};
+
+int px_h2_preface(const struct buf *b)
+{
+	size_t n = b->data < PX_H2_PREFACE_LEN ? b->data : PX_H2_PREFACE_LEN;
+
+	if (n && memcmp(buf_head((struct buf *)b), px_h2_preface_str, n))
+		return -1;
+	return n == PX_H2_PREFACE_LEN ? 1 : 0;
+}
+
+static struct px_h2s *px_h2s_get(struct px_h2 *h2, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(h2->sess, id);
+}
+
+/* ---- request: frames -> the view's HTTP/1.1 bytes ------------------------------ */
+
+static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+	struct px_h2 *h2 = ud;
+	struct px_conn *c = h2->c;
+	struct px_h2s *s2;
+
+	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s2 = zh_calloc(1, sizeof(*s2));
+	s2->h2 = h2;
+	s2->id = f->hd.stream_id;
+	s2->vc.srv = c->srv;
+	s2->vc.ops = &px_h2s_ops;
+	s2->vc.fd = -1;
+	s2->vc.mask = -1;
+	s2->vc.one_req = true;
+	s2->vc.peer_ip = c->peer_ip;
+	s2->vc.peer_port = c->peer_port;
+	s2->vc.dst_ip = c->dst_ip;
+	s2->vc.dst_port = c->dst_port;
+	s2->vc.last_active = ev_now_ns();
+	px_wr_init(&s2->vc.wr, PX_WR_CONN, NULL);	/* never queued: no socket */
+	s2->next = h2->streams;
+	h2->streams = s2;
+	c->n_sub++;
+	nghttp2_session_set_stream_user_data(sess, s2->id, s2);
+	return 0;
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *name,
+		     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+	struct px_h2s *s2;
+
+	(void)flags;
+	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;	/* request trailers: dropped (HTTP/1.1 upstreams) */
+	s2 = px_h2s_get(ud, f->hd.stream_id);
+	if (!s2)
+		return 0;
+	if (s2->head.data + s2->host.data + nl + vl + 4 >
+	    s2->vc.srv->lim.max_head + s2->vc.srv->lim.max_line) {
+		/* a header list larger than an HTTP/1.1 head may be (an HPACK
+		 * bomb decodes to this): reset the stream, never buffer it */
+		s2->vc.srv->n_h2_hdr_big++;
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
+	/* nghttp2 checked names and values (RFC 9113 8.2: no CR/LF/NUL, lower
+	 * case, no connection-specific fields, pseudo-headers first) */
+	px_buf_get(s2->vc.srv, &s2->head);
+	if (nl && name[0] == ':') {
+		if (nl == 7 && !memcmp(name, ":method", 7)) {
+			/* the request line starts the head: method first */
+			char tmp[PX_BUFSZ];
+			size_t have = s2->head.data < sizeof(tmp) ? s2->head.data : 0;
+
+			memcpy(tmp, buf_head(&s2->head), have);
+			s2->head.data = s2->head.head = 0;
+			buf_append(&s2->head, value, vl);
+			buf_append(&s2->head, " ", 1);
+			buf_append(&s2->head, tmp, have);
+			s2->head_req = vl == 4 && !memcmp(value, "HEAD", 4);
+		} else if (nl == 5 && !memcmp(name, ":path", 5)) {
+			buf_append(&s2->head, value, vl);
+			buf_append(&s2->head, " HTTP/1.1\r\n", 11);
+		} else if (nl == 10 && !memcmp(name, ":authority", 10)) {
+			px_buf_get(s2->vc.srv, &s2->host);
+			buf_append(&s2->host, value, vl);
+		}
+		return 0;	/* :scheme: cleartext only */
+	}
+	if (nl == 4 && !memcmp(name, "host", 4)) {
+		if (!s2->host.data) {
+			px_buf_get(s2->vc.srv, &s2->host);
+			buf_append(&s2->host, value, vl);
+		}
+		return 0;
+	}
+	if (nl == 6 && !memcmp(name, "expect", 6))
+		return 0;	/* no 100-continue through HTTP/2 */
+	if (nl == 14 && !memcmp(name, "content-length", 14))
+		s2->has_cl = true;
+	buf_append(&s2->head, name, nl);
+	buf_append(&s2->head, ": ", 2);
+	buf_append(&s2->head, value, vl);
+	buf_append(&s2->head, "\r\n", 2);
+	return 0;
+}
+
+/* The request head is complete: into the view, framed for HTTP/1.1. */
+static void px_h2s_head_done(struct px_h2s *s2, bool end_stream)
+{
+	struct px_conn *vc = &s2->vc;
+
+	px_buf_get(vc->srv, &vc->in);
+	buf_append(&vc->in, buf_head(&s2->head), s2->head.data);
+	if (s2->host.data) {
+		buf_append(&vc->in, "host: ", 6);
+		buf_append(&vc->in, buf_head(&s2->host), s2->host.data);
+		buf_append(&vc->in, "\r\n", 2);
+	}
+	if (!end_stream && !s2->has_cl) {
+		s2->chunked = true;
+		buf_append(&vc->in, "transfer-encoding: chunked\r\n", 28);
+	}
+	buf_append(&vc->in, "\r\n", 2);
+	px_buf_drop(vc->srv, &s2->head);
+	px_buf_drop(vc->srv, &s2->host);
+}
+
+static void px_h2s_req_end(struct px_h2s *s2)
+{
+	if (s2->req_done)
+		return;
+	s2->req_done = true;
+	if (s2->chunked) {
+		px_buf_get(s2->vc.srv, &s2->vc.in);
+		buf_append(&s2->vc.in, "0\r\n\r\n", 5);
+	}
+	s2->vc.rd_eof = true;	/* a shorter body than its length: 400 */
+}
+
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
+			 size_t len, void *ud)
+{
+	struct px_h2s *s2 = px_h2s_get(ud, id);
+	struct px_conn *vc;
+
+	(void)flags;
+	if (!s2 || s2->req_done) {
+		nghttp2_session_consume(sess, id, len);
+		return 0;
+	}
+	vc = &s2->vc;
+	px_buf_get(vc->srv, &vc->in);
+	if (s2->chunked && len)
+		buf_printf(&vc->in, "%zx\r\n", len);
+	buf_append(&vc->in, data, len);
+	if (s2->chunked && len)
+		buf_append(&vc->in, "\r\n", 2);
+	s2->unacked += len;
+	return 0;
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+	struct px_h2s *s2;
+	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+	(void)sess;
+	if (f->hd.type == NGHTTP2_RST_STREAM)
+		((struct px_h2 *)ud)->c->srv->n_h2_resets_rx++;
+	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+		return 0;
+	s2 = px_h2s_get(ud, f->hd.stream_id);
+	if (!s2)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+		px_h2s_head_done(s2, end);
+	if (end)
+		px_h2s_req_end(s2);
+	return 0;
+}
+
+/* Count what the defences sent: a refused stream (over the concurrent
+ * stream limit), a GOAWAY with an error (a flood or a protocol error). */
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+	struct px_server *s = ((struct px_h2 *)ud)->c->srv;
+
+	(void)sess;
+	if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
+		s->n_h2_refused++;
+	else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
+		s->n_h2_errors++;
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, void *ud)
+{
+	struct px_h2s *s2 = px_h2s_get(ud, id);
+
+	(void)sess;
+	(void)err;
+	if (s2)
+		s2->closed = true;	/* freed at the end of px_h2_run (invariant 4) */
+	return 0;
+}
+
+/* ---- response: the view's HTTP/1.1 bytes -> frames ------------------------------ */
+
+static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size_t len,
+			   uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	struct px_h2s *s2 = src->ptr;
+	size_t n = s2->body.data < len ? s2->body.data : len;
+
+	(void)ud;
+	if (n) {
+		memcpy(out, buf_head(&s2->body), n);
+		buf_consume(&s2->body, n);
+	}
+	if (!n && !s2->resp_done) {
+		s2->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	if (s2->resp_done && !s2->body.data) {
+		struct buf *t = &s2->vc.trailers;
+
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (t->data) {	/* "name: value\r\n" lines (upstream's trailers) */
+			nghttp2_nv nv[32];
+			char *p = buf_head(t), *e = p + t->data;
+			size_t k = 0;
+
+			while (p < e && k < 32) {
+				char *eol = memchr(p, '\n', e - p), *colon;
+
+				if (!eol)
+					break;
+				colon = memchr(p, ':', eol - p);
+				if (colon) {
+					char *v = colon + 1, *ve = eol;
+
+					while (v < ve && *v == ' ')
+						v++;
+					if (ve > v && ve[-1] == '\r')
+						ve--;
+					nv[k++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v,
+								(size_t)(colon - p),
+								(size_t)(ve - v),
+								NGHTTP2_NV_FLAG_NONE };
+				}
+				p = eol + 1;
+			}
+			if (k && !nghttp2_submit_trailer(sess, id, nv, k))
+				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		}
+	}
+	return (ssize_t)n;
+}
+
+/* Hop-by-hop and HTTP/1.1 framing fields never go into HTTP/2 (RFC 9113
+ * 8.2.2); the stream layer adds Connection and Transfer-Encoding. */
+static bool px_h2_drop_field(const struct h1_header *h)
+{
+	return px_name_is(h, "connection") || px_name_is(h, "keep-alive") ||
+	       px_name_is(h, "proxy-connection") || px_name_is(h, "transfer-encoding") ||
+	       px_name_is(h, "upgrade") || px_name_is(h, "te");
+}
+
+/* The response head in vc.out → HEADERS. 0 when submitted or more bytes
+ * are needed, -EPROTO when the stream must be reset. */
+static int px_h2s_resp_head(struct px_h2s *s2)
+{
+	struct px_conn *vc = &s2->vc;
+	struct h1_header h[PX_MAX_HDRS];
+	nghttp2_nv nv[PX_MAX_HDRS + 1];
+	char names[PX_BUFSZ], status[8];
+	struct h1_response r;
+	size_t n, i, k = 0, used = 0;
+	uint64_t cl = 0;
+	int rc, hl;
+
+	for (;;) {
+		n = PX_MAX_HDRS;
+		rc = h1_parse_response(buf_head(&vc->out), vc->out.data, s2->rlast, &vc->srv->lim,
+				       &r, h, &n);
+		if (rc == -EAGAIN) {
+			s2->rlast = vc->out.data;
+			return 0;
+		}
+		s2->rlast = 0;
+		if (rc < 0)
+			return -EPROTO;
+		if (r.status >= 200)
+			break;
+		buf_consume(&vc->out, (size_t)rc);	/* 1xx: not forwarded */
+	}
+	hl = rc;
+	s2->framing = h1_body_framing(h, n, 0, r.status, s2->head_req, &cl);
+	if (s2->framing < 0)
+		return -EPROTO;
+	s2->left = cl;
+	snprintf(status, sizeof(status), "%03d", r.status % 1000);
+	nv[k++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3,
+				NGHTTP2_NV_FLAG_NONE };
+	for (i = 0; i < n; i++) {
+		if (px_h2_drop_field(&h[i]) || used + h[i].name_len > sizeof(names))
+			continue;
+		if (s2->framing == H1_BODY_LENGTH && !cl && !s2->head_req &&
+		    px_name_is(&h[i], "content-length"))
+			continue;	/* ours: headers-only (gRPC trailers-only) */
+		for (size_t j = 0; j < h[i].name_len; j++)	/* HTTP/2 names are lower case */
+			names[used + j] = (char)(h[i].name[j] >= 'A' && h[i].name[j] <= 'Z' ?
+						 h[i].name[j] + 32 : h[i].name[j]);
+		nv[k++] = (nghttp2_nv){ (uint8_t *)names + used, (uint8_t *)h[i].value,
+					h[i].name_len, h[i].value_len, NGHTTP2_NV_FLAG_NONE };
+		used += h[i].name_len;
+	}
+	s2->resp_head = true;
+	if (s2->framing == H1_BODY_NONE || (s2->framing == H1_BODY_LENGTH && !cl)) {
+		/* no body: HEADERS with END_STREAM (a gRPC trailers-only answer) */
+		s2->resp_done = true;
+		rc = nghttp2_submit_response(s2->h2->sess, s2->id, nv, k, NULL);
+	} else {
+		nghttp2_data_provider prd = { .source.ptr = s2, .read_callback = px_h2s_read };
+
+		rc = nghttp2_submit_response(s2->h2->sess, s2->id, nv, k, &prd);
+	}
+	buf_consume(&vc->out, (size_t)hl);	/* (nghttp2 copied the fields) */
+	return rc ? -EPROTO : 0;
+}
+
+/* Move the response body from vc.out into the data provider's buffer
+ * (invariant 1), decoding the HTTP/1.1 framing. 0, or -EPROTO. */
+static int px_h2s_resp_body(struct px_h2s *s2)
+{
+	struct px_conn *vc = &s2->vc;
+	struct px_server *s = vc->srv;
+	size_t before = s2->body.data;
+
+	while (!s2->resp_done && vc->out.data && s2->body.data < PX_HIGH) {
+		px_buf_get(s, &s2->body);
+		if (s2->framing == H1_BODY_LENGTH) {
+			size_t k = vc->out.data < s2->left ? vc->out.data : s2->left;
+
+			buf_append(&s2->body, buf_head(&vc->out), k);
+			buf_consume(&vc->out, k);
+			s2->left -= k;
+			if (!s2->left)
+				s2->resp_done = true;
+		} else if (s2->framing == H1_BODY_CHUNKED) {
+			size_t in = vc->out.data, len = in;
+			ssize_t left = h1_decode_chunked(&s2->ck, buf_head(&vc->out), &len);
+
+			if (left < 0)
+				return -EPROTO;
+			buf_append(&s2->body, buf_head(&vc->out), len);
+			buf_consume(&vc->out, in);
+			if (left > 0 || h1_chunked_done(&s2->ck))
+				s2->resp_done = true;
+		} else {	/* EOF-delimited: ends with the stream (below) */
+			buf_append(&s2->body, buf_head(&vc->out), vc->out.data);
+			buf_consume(&vc->out, vc->out.data);
+		}
+	}
+	if (!s2->resp_done && s2->framing == H1_BODY_EOF && !vc->st && !vc->out.data)
+		s2->resp_done = true;
+	if (s2->deferred && (s2->body.data > before || s2->resp_done)) {
+		s2->deferred = false;
+		nghttp2_session_resume_data(s2->h2->sess, s2->id);
+	}
+	return 0;
+}
+
+/* Run one stream's view (h1req.c) and turn what it answered into frames. */
+static void px_h2s_pump(struct px_h2s *s2)
+{
+	struct px_conn *vc = &s2->vc;
+	nghttp2_session *sess = s2->h2->sess;
+
+	if (s2->closed)
+		return;
+	if (!vc->h1_seen && !vc->in.data)
+		return;	/* head not complete yet */
+	px_h1_run(vc);
+	if (s2->unacked && vc->in.data < PX_HIGH) {	/* invariant 1 */
+		nghttp2_session_consume(sess, s2->id, s2->unacked);
+		s2->unacked = 0;
+	}
+	if ((!s2->resp_head && px_h2s_resp_head(s2)) ||
+	    (s2->resp_head && px_h2s_resp_body(s2))) {
+		nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id, NGHTTP2_INTERNAL_ERROR);
+		return;
+	}
+	if (!vc->st && !s2->resp_done && !vc->out.data && (vc->closing || !s2->resp_head))
+		/* the stream layer cut the response (its "close the
+		 * connection"): the honest HTTP/2 signal is a reset */
+		nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void px_h2s_free(struct px_h2s *s2)
+{
+	struct px_conn *vc = &s2->vc;
+	struct px_server *s = vc->srv;
+
+	if (vc->st)
+		px_stream_free(vc->st);	/* the client left (invariant 4) */
+	px_buf_drop(s, &vc->in);
+	px_buf_drop(s, &vc->out);
+	px_buf_drop(s, &vc->trailers);
+	px_buf_drop(s, &s2->head);
+	px_buf_drop(s, &s2->host);
+	px_buf_drop(s, &s2->body);
+	s2->h2->c->n_sub--;
+	free(s2);
+}
+
+/* Frames out while the client reads (invariant 2); closed streams go. */
+static void px_h2_output(struct px_h2 *h2)
+{
+	struct px_conn *c = h2->c;
+	struct px_h2s **pp, *s2;
+
+	while (!h2->dead && c->out.data < PX_HIGH) {
+		const uint8_t *p;
+		ssize_t n = nghttp2_session_mem_send(h2->sess, &p);
+
+		if (n < 0) {
+			h2->dead = true;
+			break;
+		}
+		if (!n)
+			break;
+		px_buf_get(c->srv, &c->out);
+		buf_append(&c->out, p, (size_t)n);
+	}
+	for (pp = &h2->streams; (s2 = *pp);) {
+		if (s2->closed) {
+			*pp = s2->next;
+			px_h2s_free(s2);
+		} else {
+			pp = &s2->next;
+		}
+	}
+	if (h2->dead || (!nghttp2_session_want_read(h2->sess) &&
+			 !nghttp2_session_want_write(h2->sess)))
+		c->closing = true;
+}
+
+/* A view's progress (its stream's upstream or timer moved): run it, then
+ * drive the connection itself (conn.c, through its ops) to send. */
+static void px_h2s_progress(struct px_conn *vc)
+{
+	struct px_h2s *s2 = VC_H2S(vc);
+	struct px_conn *c = s2->h2->c;
+
+	px_h2s_pump(s2);
+	c->ops->progress(c);
+}
+
+/* ---- the connection -------------------------------------------------------------- */
+
+void px_h2_start(struct px_conn *c)
+{
+	nghttp2_session_callbacks *cb;
+	nghttp2_option *opt;
+	struct px_h2 *h2 = zh_calloc(1, sizeof(*h2));
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, PX_H2_MAX_STREAMS },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, PX_H2_MAX_HDR_LIST },
+	};
+
+	h2->c = c;
+	c->h2 = h2;
+	nghttp2_session_callbacks_new(&cb);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+	nghttp2_option_new(&opt);
+	nghttp2_option_set_no_auto_window_update(opt, 1);	/* invariant 1 */
+	/* defences (docs/proxy.md "HTTP/2 and gRPC"): SETTINGS entries per
+	 * frame, rapid reset (CVE-2023-44487: a burst of 1000 resets, then 33
+	 * a second, else GOAWAY), CONTINUATION frames per header block,
+	 * queued SETTINGS/PING acks of a client that does not read */
+	nghttp2_option_set_max_settings(opt, 32);
+	nghttp2_option_set_stream_reset_rate_limit(opt, PX_H2_RESET_BURST, PX_H2_RESET_RATE);
+	nghttp2_option_set_max_continuations(opt, PX_H2_MAX_CONTINUATIONS);
+	nghttp2_option_set_max_outbound_ack(opt, PX_H2_MAX_OUTBOUND_ACK);
+	if (nghttp2_session_server_new2(&h2->sess, cb, h2, opt))
+		h2->dead = true;
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	if (!h2->dead)
+		nghttp2_submit_settings(h2->sess, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+	c->srv->n_h2_conns++;
+}
+
+void px_h2_run(struct px_conn *c)
+{
+	struct px_h2 *h2 = c->h2;
+	struct px_h2s *s2;
+
+	if (c->in.data && !h2->dead) {
+		ssize_t n = nghttp2_session_mem_recv(h2->sess, (const uint8_t *)buf_head(&c->in),
+						     c->in.data);
+
+		if (n < 0) {
+			zh_dbg("proxy: h2: %s", nghttp2_strerror((int)n));
+			/* a flood or a broken frame: say why before closing
+			 * (on_frame_send counts it) */
+			nghttp2_session_terminate_session(h2->sess,
+				n == NGHTTP2_ERR_FLOODED || n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+				NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
+			h2->recv_err = true;
+		} else {
+			buf_consume(&c->in, (size_t)n);
+		}
+	}
+	for (s2 = h2->streams; s2 && !h2->dead && !h2->recv_err; s2 = s2->next)
+		px_h2s_pump(s2);
+	if (c->rd_eof && !c->in.data)
+		h2->dead = true;	/* the client is gone: so are its streams */
+	px_h2_output(h2);
+	if (h2->dead || h2->recv_err)
+		c->closing = true;	/* (after what was queued is sent) */
+}
+
+void px_h2_goaway(struct px_conn *c)
+{
+	struct px_h2 *h2 = c->h2;
+
+	/* the last stream it took: the client retries later ones elsewhere
+	 * (RFC 9113 6.8); streams up to it finish, then the session closes */
+	if (!h2->dead)
+		nghttp2_submit_goaway(h2->sess, NGHTTP2_FLAG_NONE,
+				      nghttp2_session_get_last_proc_stream_id(h2->sess),
+				      NGHTTP2_NO_ERROR, NULL, 0);
+}
+
+void px_h2_free(struct px_conn *c)
+{
+	struct px_h2 *h2 = c->h2;
+
+	while (h2->streams) {
+		struct px_h2s *s2 = h2->streams;
+
+		h2->streams = s2->next;
+		px_h2s_free(s2);
+	}
+	nghttp2_session_del(h2->sess);
+	free(h2);
+	c->h2 = NULL;
+}

@@ -1,0 +1,742 @@
+/* h2up.c — HTTP/2 upstreams of the proxy (px_): backends whose Service
+ * port declares cleartext HTTP/2 (px_pool_policy.h2c) get one multiplexed
+ * connection per endpoint (s->hosts[i].h2c), shared by all client
+ * connections; libnghttp2 does framing, HPACK and flow control.
+ *
+ * Design note. Each try on such a backend is a px_up without a socket
+ * (u->h2, struct px_h2us): the stream layer writes the request into u->out
+ * and reads the response from u->in as HTTP/1.1 bytes, exactly as for an
+ * HTTP/1.1 upstream, so retries, timeouts, outlier detection and metrics
+ * apply unchanged. Here the request head in u->out is parsed into HEADERS
+ * (pseudo-headers from the request line and Host), its body decoded into
+ * DATA; the response HEADERS become an HTTP/1.1 head in u->in (chunked
+ * unless the backend sent a length, "content-length: 0" for a headers-
+ * only answer such as gRPC's trailers-only), DATA its body, and trailers
+ * go to the client's HTTP/2 view (c->trailers, h2conn.c) with the
+ * chunked end.
+ *
+ * Invariants:
+ *  1. No nghttp2 call runs inside the stream layer: px_h2up_update and
+ *     px_h2up_release only record and arm a zero-delay timer (kick); the
+ *     session runs from that timer or from the socket's events
+ *     (px_h2c_run), and reports to streams through s->up_ops afterwards,
+ *     looking each one up again by id (a report may end other streams).
+ *  2. Memory per try is bounded as on the client side: response DATA is
+ *     acknowledged (nghttp2_session_consume) only while u->in holds less
+ *     than PX_HIGH; request body moves from u->out into the data provider's
+ *     buffer only while that holds less than PX_HIGH.
+ *  3. A released try whose stream is still open is reset (CANCEL); the
+ *     connection lives on for the others. A connection that fails ends
+ *     every try on it as a connect failure (not connected yet) or a reset.
+ *  4. The socket is a px_up (h2c->sock) so batch.c reads and sends it like
+ *     any upstream; it is never pooled, never attached to a stream, and
+ *     counted in its endpoint's n_conns (px_hosts_prune keeps the record).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "zerohop/buf.h"
+#include "zerohop/ev.h"
+#include "zerohop/h1.h"
+#include "zerohop/log.h"
+#include "zerohop/net.h"
+#include "px_int.h"
+
+struct px_h2us {		/* one try on an HTTP/2 upstream */
+	struct px_up u;		/* the view the stream layer uses */
+	struct px_h2c *h2c;
+	int32_t id;		/* nghttp2 stream id, 0 = not submitted */
+	struct px_h2us *next;
+	/* request: u.out -> HEADERS + DATA */
+	size_t qlast;
+	int framing;
+	uint64_t left;
+	struct h1_chunked ck;
+	struct buf body;
+	bool req_done, deferred;
+	/* response: frames -> u.in */
+	int status;
+	struct buf hdrs;	/* fields of the HEADERS being received */
+	bool resp_head, chunked, resp_done, closed, dirty;
+	size_t unacked;
+};
+
+struct px_h2c {			/* one multiplexed connection to an endpoint */
+	struct px_up sock;	/* invariant 4 */
+	nghttp2_session *sess;
+	int host;
+	bool connected, dead, running;
+	struct px_h2us *streams;
+	uint64_t kick_timer;
+	uint64_t idle_since;	/* when its last try ended (or it opened) */
+};
+
+#define SOCK_H2C(w) ((struct px_h2c *)(void *)((char *)(w) - offsetof(struct px_h2c, sock.wr)))
+
+static void px_h2c_run(struct px_h2c *h);
+
+static void px_h2c_kick_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_h2c *h = arg;
+
+	(void)loop;
+	(void)id;
+	h->kick_timer = 0;
+	px_h2c_run(h);
+}
+
+static void px_h2c_kick(struct px_h2c *h)
+{
+	if (!h->kick_timer && !h->running)
+		h->kick_timer = ev_timer_add(h->sock.srv->loop, ev_now_ns(), px_h2c_kick_cb, h);
+}
+
+/* ---- nghttp2 callbacks (client session) --------------------------------------- */
+
+static struct px_h2us *px_h2us_of(struct px_h2c *h, int32_t id)
+{
+	return nghttp2_session_get_stream_user_data(h->sess, id);
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *name,
+		     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud)
+{
+	struct px_h2us *us = px_h2us_of(ud, f->hd.stream_id);
+
+	(void)sess;
+	(void)flags;
+	if (!us || f->hd.type != NGHTTP2_HEADERS)
+		return 0;
+	if (nl == 7 && !memcmp(name, ":status", 7)) {
+		us->status = 0;
+		for (size_t i = 0; i < vl && i < 3; i++)
+			us->status = us->status * 10 + (value[i] - '0');
+		return 0;
+	}
+	if (nl && name[0] == ':')
+		return 0;
+	px_buf_get(us->u.srv, &us->hdrs);
+	buf_append(&us->hdrs, name, nl);
+	buf_append(&us->hdrs, ": ", 2);
+	buf_append(&us->hdrs, value, vl);
+	buf_append(&us->hdrs, "\r\n", 2);
+	return 0;
+}
+
+/* The body ended (END_STREAM): close the HTTP/1.1 framing. */
+static void px_h2us_resp_end(struct px_h2us *us)
+{
+	if (us->resp_done)
+		return;
+	us->resp_done = true;
+	if (us->chunked) {
+		px_buf_get(us->u.srv, &us->u.in);
+		buf_append(&us->u.in, "0\r\n\r\n", 5);
+	}
+}
+
+static void px_h2us_head(struct px_h2us *us, bool end_stream)
+{
+	struct buf *in = &us->u.in;
+	bool has_cl = false;
+	const char *p = buf_head(&us->hdrs), *e = p + us->hdrs.data;
+
+	for (const char *l = p; l < e;) {	/* a length given: the body as it is */
+		const char *eol = memchr(l, '\n', (size_t)(e - l));
+
+		if (!strncasecmp(l, "content-length:", 15))
+			has_cl = true;
+		l = eol ? eol + 1 : e;
+	}
+	px_buf_get(us->u.srv, in);
+	buf_printf(in, "HTTP/1.1 %d %s\r\n", us->status, h1_reason(us->status, "Unknown"));
+	buf_append(in, p, us->hdrs.data);
+	if (end_stream && !has_cl)
+		buf_append(in, "content-length: 0\r\n", 19);
+	else if (!has_cl) {
+		us->chunked = true;
+		buf_append(in, "transfer-encoding: chunked\r\n", 28);
+	}
+	buf_append(in, "\r\n", 2);
+	us->resp_head = true;
+}
+
+/* Trailer fields: to the client's HTTP/2 view (h2conn.c sends them); an
+ * HTTP/1.1 client gets none (the chunked end carries no trailers here). */
+static void px_h2us_trailers(struct px_h2us *us)
+{
+	struct px_stream *st = us->u.st;
+
+	if (st && st->c->one_req && us->hdrs.data) {
+		px_buf_get(us->u.srv, &st->c->trailers);
+		buf_append(&st->c->trailers, buf_head(&us->hdrs), us->hdrs.data);
+	}
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+	struct px_h2us *us = px_h2us_of(ud, f->hd.stream_id);
+	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+
+	(void)sess;
+	if (!us)
+		return 0;
+	if (f->hd.type == NGHTTP2_HEADERS) {
+		if (!us->resp_head && us->status >= 200)
+			px_h2us_head(us, end);
+		else if (us->resp_head)
+			px_h2us_trailers(us);
+		us->hdrs.data = us->hdrs.head = 0;	/* (a 1xx: dropped) */
+		us->dirty = true;
+	}
+	if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && end &&
+	    us->resp_head) {
+		px_h2us_resp_end(us);
+		us->dirty = true;
+	}
+	return 0;
+}
+
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
+			 size_t len, void *ud)
+{
+	struct px_h2us *us = px_h2us_of(ud, id);
+	struct buf *in;
+
+	(void)flags;
+	if (!us || !us->resp_head) {
+		nghttp2_session_consume(sess, id, len);
+		return 0;
+	}
+	in = &us->u.in;
+	px_buf_get(us->u.srv, in);
+	if (us->chunked && len)
+		buf_printf(in, "%zx\r\n", len);
+	buf_append(in, data, len);
+	if (us->chunked && len)
+		buf_append(in, "\r\n", 2);
+	us->unacked += len;
+	us->dirty = true;
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, void *ud)
+{
+	struct px_h2us *us = px_h2us_of(ud, id);
+
+	(void)sess;
+	(void)err;
+	if (!us)
+		return 0;
+	us->closed = true;
+	if (!us->resp_done)
+		us->u.eof = true;	/* reset (REFUSED_STREAM...): as a closed upstream */
+	us->dirty = true;
+	return 0;
+}
+
+/* ---- request: u.out (HTTP/1.1) -> frames --------------------------------------- */
+
+static ssize_t px_h2us_read(nghttp2_session *sess, int32_t id, uint8_t *out, size_t len,
+			    uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+	struct px_h2us *us = src->ptr;
+	size_t n = us->body.data < len ? us->body.data : len;
+
+	(void)sess;
+	(void)id;
+	(void)ud;
+	if (n) {
+		memcpy(out, buf_head(&us->body), n);
+		buf_consume(&us->body, n);
+	}
+	if (!n && !us->req_done) {
+		us->deferred = true;
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	if (us->req_done && !us->body.data)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+static bool px_h2us_drop_field(const struct h1_header *h)
+{
+	return px_name_is(h, "host") || px_name_is(h, "connection") ||
+	       px_name_is(h, "keep-alive") || px_name_is(h, "proxy-connection") ||
+	       px_name_is(h, "transfer-encoding") || px_name_is(h, "te") ||
+	       px_name_is(h, "upgrade");
+}
+
+/* Parse the request head in u.out and submit it. 0 (submitted or more
+ * bytes needed) or -EPROTO. */
+static int px_h2us_submit(struct px_h2us *us)
+{
+	struct px_up *u = &us->u;
+	struct h1_header h[PX_MAX_HDRS];
+	nghttp2_nv nv[PX_MAX_HDRS + 5];
+	char names[PX_BUFSZ];
+	struct h1_request rq;
+	size_t n = PX_MAX_HDRS, k = 0, used = 0;
+	uint64_t cl = 0;
+	int rc, hl, hi;
+	bool grpc = false;
+
+	rc = h1_parse_request(buf_head(&u->out), u->out.data, us->qlast, &u->srv->lim, &rq, h, &n);
+	if (rc == -EAGAIN) {
+		us->qlast = u->out.data;
+		return 0;
+	}
+	if (rc < 0)
+		return -EPROTO;
+	hl = rc;
+	us->framing = h1_body_framing(h, n, 1, 0, 0, &cl);
+	if (us->framing < 0)
+		return -EPROTO;
+	us->left = cl;
+	hi = h1_find_header(h, n, "host");
+#define NV(n_, nl_, v_, vl_) (nghttp2_nv){ (uint8_t *)(n_), (uint8_t *)(v_), (nl_), (vl_), \
+					   NGHTTP2_NV_FLAG_NONE }
+	nv[k++] = NV(":method", 7, rq.method, rq.method_len);
+	nv[k++] = NV(":scheme", 7, "http", 4);
+	nv[k++] = NV(":path", 5, rq.target, rq.target_len);
+	if (hi >= 0)
+		nv[k++] = NV(":authority", 10, h[hi].value, h[hi].value_len);
+	for (size_t i = 0; i < n; i++) {
+		if (px_h2us_drop_field(&h[i]) || used + h[i].name_len > sizeof(names))
+			continue;
+		if (px_name_is(&h[i], "content-type") && h[i].value_len >= 16 &&
+		    !strncasecmp(h[i].value, "application/grpc", 16))
+			grpc = true;
+		for (size_t j = 0; j < h[i].name_len; j++)	/* lower case in HTTP/2 */
+			names[used + j] = (char)(h[i].name[j] >= 'A' && h[i].name[j] <= 'Z' ?
+						 h[i].name[j] + 32 : h[i].name[j]);
+		nv[k++] = NV(names + used, h[i].name_len, h[i].value, h[i].value_len);
+		used += h[i].name_len;
+	}
+	if (grpc)	/* gRPC servers want it (the hop-by-hop TE was dropped) */
+		nv[k++] = NV("te", 2, "trailers", 8);
+#undef NV
+	if (us->framing == H1_BODY_NONE || (us->framing == H1_BODY_LENGTH && !cl)) {
+		us->req_done = true;
+		rc = nghttp2_submit_request(us->h2c->sess, NULL, nv, k, NULL, us);
+	} else {
+		nghttp2_data_provider prd = { .source.ptr = us, .read_callback = px_h2us_read };
+
+		rc = nghttp2_submit_request(us->h2c->sess, NULL, nv, k, &prd, us);
+	}
+	buf_consume(&u->out, (size_t)hl);	/* (nghttp2 copied the fields) */
+	if (rc < 0)
+		return -EPROTO;
+	us->id = rc;
+	return 0;
+}
+
+/* Move the request into frames and acknowledge drained response bytes. */
+static void px_h2us_feed(struct px_h2us *us)
+{
+	struct px_up *u = &us->u;
+	struct px_server *s = u->srv;
+	nghttp2_session *sess = us->h2c->sess;
+	size_t before = us->body.data;
+
+	if (us->closed || u->eof)
+		return;
+	if (!us->id && u->out.data && px_h2us_submit(us)) {
+		u->eof = true;
+		us->dirty = true;
+		return;
+	}
+	while (us->id && !us->req_done && u->out.data && us->body.data < PX_HIGH) {
+		px_buf_get(s, &us->body);
+		if (us->framing == H1_BODY_LENGTH) {
+			size_t k = u->out.data < us->left ? u->out.data : us->left;
+
+			buf_append(&us->body, buf_head(&u->out), k);
+			buf_consume(&u->out, k);
+			us->left -= k;
+			if (!us->left)
+				us->req_done = true;
+		} else {
+			size_t in = u->out.data, len = in;
+			ssize_t left = h1_decode_chunked(&us->ck, buf_head(&u->out), &len);
+
+			if (left < 0) {
+				u->eof = true;
+				us->dirty = true;
+				return;
+			}
+			buf_append(&us->body, buf_head(&u->out), len);
+			buf_consume(&u->out, in);
+			if (left > 0 || h1_chunked_done(&us->ck))
+				us->req_done = true;
+		}
+	}
+	if (us->deferred && (us->body.data > before || us->req_done)) {
+		us->deferred = false;
+		nghttp2_session_resume_data(sess, us->id);
+	}
+	if (us->unacked && u->in.data < PX_HIGH) {	/* invariant 2 */
+		nghttp2_session_consume(sess, us->id, us->unacked);
+		us->unacked = 0;
+	}
+}
+
+/* ---- the connection ------------------------------------------------------------------ */
+
+static void px_h2c_update(struct px_h2c *h)
+{
+	struct px_up *u = &h->sock;
+	int mask = 0;
+
+	if (u->connecting)
+		mask = EV_WRITE;
+	else {
+		if (u->out.data && u->wr.slot < 0)	/* batch.c invariant 3 */
+			mask |= EV_WRITE;
+		if (!u->eof && u->in.data < PX_HIGH)
+			mask |= EV_READ;
+	}
+	if (mask == u->mask)
+		return;
+	if (!mask)
+		ev_del(u->srv->loop, u->fd);
+	else
+		ev_add(u->srv->loop, u->fd, mask, px_io_cb, &u->wr);
+	u->mask = mask;
+}
+
+static void px_h2c_free(struct px_h2c *h)
+{
+	struct px_server *s = h->sock.srv;
+
+	if (s->hosts[h->host].h2c == h)
+		s->hosts[h->host].h2c = NULL;
+	s->hosts[h->host].n_conns--;
+	if (h->kick_timer)
+		ev_timer_del(s->loop, h->kick_timer);
+	px_wq_del(s, &h->sock.wr);
+	ev_del(s->loop, h->sock.fd);
+	close(h->sock.fd);
+	px_buf_drop(s, &h->sock.in);
+	px_buf_drop(s, &h->sock.out);
+	nghttp2_session_del(h->sess);
+	free(h);
+}
+
+/* Report to the streams whose try moved (invariant 1: by id, again). */
+static void px_h2c_report(struct px_h2c *h)
+{
+	const struct px_up_ops *ops = h->sock.srv->up_ops;
+	struct px_h2us *us;
+	struct px_h2us *ids[256];	/* (compared, never dereferenced: found again) */
+	int n;
+
+	do {
+		n = 0;
+		for (us = h->streams; us && n < 256; us = us->next)
+			if (us->dirty && us->u.st) {
+				us->dirty = false;
+				ids[n++] = us;
+			}
+		for (int i = 0; i < n; i++) {
+			for (us = h->streams; us && us != ids[i]; us = us->next)
+				;
+			if (us && us->u.st)
+				ops->progress(us->u.st);
+		}
+	} while (n == 256);
+}
+
+/* The connection failed: every try on it ends (invariant 3). */
+static void px_h2c_fail(struct px_h2c *h)
+{
+	const struct px_up_ops *ops = h->sock.srv->up_ops;
+	struct px_h2us *us;
+
+	h->dead = true;
+	/* each report releases its try (px_h2up_release unlinks it) */
+	while ((us = h->streams)) {
+		struct px_stream *st = us->u.st;
+
+		us->u.eof = true;
+		if (!st) {
+			h->streams = us->next;	/* (not attached: cannot happen) */
+			continue;
+		}
+		if (us->u.connecting)
+			ops->connect_failed(st);
+		else
+			ops->reset(st);
+		if (h->streams == us)	/* the stream kept it: detach */
+			h->streams = us->next, us->h2c = NULL;
+	}
+	px_h2c_free(h);
+}
+
+static void px_h2c_run(struct px_h2c *h)
+{
+	struct px_up *sk = &h->sock;
+	struct px_server *s = sk->srv;
+	struct px_h2us *us;
+
+	if (h->running)
+		return;
+	h->running = true;
+	if (h->connected && sk->in.data && !h->dead) {
+		ssize_t n = nghttp2_session_mem_recv(h->sess, (const uint8_t *)buf_head(&sk->in),
+						     sk->in.data);
+
+		if (n < 0)
+			h->dead = true;
+		else
+			buf_consume(&sk->in, (size_t)n);
+	}
+	if (sk->eof)
+		h->dead = true;
+	for (us = h->streams; us && !h->dead; us = us->next)
+		px_h2us_feed(us);
+	while (h->connected && !h->dead && sk->out.data < PX_HIGH) {
+		const uint8_t *p;
+		ssize_t n = nghttp2_session_mem_send(h->sess, &p);
+
+		if (n <= 0) {
+			h->dead = n < 0;
+			break;
+		}
+		px_buf_get(s, &sk->out);
+		buf_append(&sk->out, p, (size_t)n);
+	}
+	if (sk->out.data && !h->dead)
+		px_wq_add(s, &sk->wr);
+	h->running = false;
+	if (h->dead) {
+		px_h2c_fail(h);
+		return;
+	}
+	if (!sk->in.data)
+		px_buf_put(s, &sk->in);
+	px_h2c_update(h);
+	px_h2c_report(h);
+}
+
+static void px_h2c_event(struct px_wr *w, int events)
+{
+	struct px_h2c *h = SOCK_H2C(w);
+	struct px_up *sk = &h->sock;
+	const struct px_up_ops *ops = sk->srv->up_ops;
+
+	if (sk->connecting) {
+		struct px_h2us *us;
+
+		if (!(events & (EV_WRITE | EV_ERROR)))
+			return;
+		if (net_connect_result(sk->fd)) {
+			px_h2c_fail(h);
+			return;
+		}
+		sk->connecting = false;
+		h->connected = true;
+		for (us = h->streams; us; us = us->next)
+			if (us->u.connecting) {
+				us->u.connecting = false;
+				us->dirty = true;
+				if (us->u.st)
+					ops->connected(us->u.st);
+			}
+	}
+	if (events & EV_WRITE)
+		sk->wr.blocked = false;
+	if ((events & (EV_READ | EV_ERROR)) && sk->rd_iter != ev_iteration(sk->srv->loop) &&
+	    !sk->eof && sk->in.data < PX_HIGH) {
+		ssize_t n;
+
+		px_buf_get(sk->srv, &sk->in);
+		n = buf_read_fd(&sk->in, sk->fd, 0);
+		if (n == 0 || (n < 0 && n != -EAGAIN))
+			sk->eof = true;
+	}
+	px_h2c_run(h);
+}
+
+static bool px_h2c_want_read(const struct px_wr *w)
+{
+	const struct px_h2c *h = SOCK_H2C(w);
+
+	return h->connected && !h->sock.eof && h->sock.in.data < PX_HIGH;
+}
+
+static void px_h2c_sent(struct px_wr *w)
+{
+	struct px_h2c *h = SOCK_H2C(w);
+	ssize_t res = w->res;
+
+	if (res < 0 && res != -EAGAIN) {
+		h->sock.eof = true;
+	} else {
+		if (res > 0)
+			buf_consume(&h->sock.out, (size_t)res);
+		if (h->sock.out.data)
+			w->blocked = true;
+	}
+	px_h2c_run(h);
+}
+
+static const struct px_io_ops px_h2c_io = {
+	.event = px_h2c_event,
+	.want_read = px_h2c_want_read,
+	.sent = px_h2c_sent,
+};
+
+static struct px_h2c *px_h2c_open(struct px_server *s, int host)
+{
+	struct px_host *hs = &s->hosts[host];
+	nghttp2_session_callbacks *cb;
+	nghttp2_option *opt;
+	struct sockaddr_in *sin;
+	struct net_addr a;
+	struct px_h2c *h;
+	int fd;
+
+	memset(&a, 0, sizeof(a));
+	sin = (struct sockaddr_in *)&a.ss;
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = hs->ip;
+	sin->sin_port = htons(hs->port);
+	a.len = sizeof(*sin);
+	fd = px_netpol_connect(s, &a);
+	if (fd < 0)
+		return NULL;
+	net_set_nodelay(fd);
+	h = zh_calloc(1, sizeof(*h));
+	h->host = host;
+	h->sock.srv = s;
+	h->sock.fd = fd;
+	h->sock.ip = hs->ip;
+	h->sock.port = hs->port;
+	h->sock.host = host;
+	h->sock.connecting = true;
+	h->sock.mask = -1;
+	px_wr_init(&h->sock.wr, PX_WR_UP, &px_h2c_io);
+	nghttp2_session_callbacks_new(&cb);
+	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+	nghttp2_option_new(&opt);
+	nghttp2_option_set_no_auto_window_update(opt, 1);	/* invariant 2 */
+	nghttp2_session_client_new2(&h->sess, cb, h, opt);
+	nghttp2_option_del(opt);
+	nghttp2_session_callbacks_del(cb);
+	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, NULL, 0);
+	hs->n_conns++;
+	hs->h2c = h;
+	h->idle_since = ev_now_ns();
+	s->n_h2_up_conns++;
+	px_h2c_update(h);
+	return h;
+}
+
+/* ---- the stream layer's side (upstream.c dispatches here) ------------------------------ */
+
+int px_h2up_get(struct px_server *s, int host, struct px_up **out)
+{
+	struct px_h2c *h = s->hosts[host].h2c;
+	struct px_h2us *us;
+
+	if (!h || h->dead)
+		h = px_h2c_open(s, host);
+	if (!h)
+		return -ECONNREFUSED;
+	us = zh_calloc(1, sizeof(*us));
+	us->h2c = h;
+	us->u.srv = s;
+	us->u.fd = -1;
+	us->u.ip = h->sock.ip;
+	us->u.port = h->sock.port;
+	us->u.host = host;
+	us->u.connecting = !h->connected;
+	us->u.mask = -1;
+	us->u.h2 = us;
+	px_wr_init(&us->u.wr, PX_WR_UP, NULL);
+	us->u.wr.blocked = true;	/* never queued: no socket (batch.c) */
+	us->next = h->streams;
+	h->streams = us;
+	*out = &us->u;
+	return 0;
+}
+
+void px_h2up_release(struct px_up *u)
+{
+	struct px_h2us *us = u->h2, **pp;
+	struct px_h2c *h = us->h2c;
+	struct px_server *s = u->srv;
+
+	if (h) {
+		for (pp = &h->streams; *pp; pp = &(*pp)->next)
+			if (*pp == us) {
+				*pp = us->next;
+				break;
+			}
+		if (us->id) {
+			nghttp2_session_set_stream_user_data(h->sess, us->id, NULL);
+			if (!us->closed)	/* invariant 3 */
+				nghttp2_submit_rst_stream(h->sess, NGHTTP2_FLAG_NONE, us->id,
+							  NGHTTP2_CANCEL);
+		}
+		if (!h->dead)
+			px_h2c_kick(h);
+		if (!h->streams)
+			h->idle_since = ev_now_ns();
+	}
+	px_buf_drop(s, &u->in);
+	px_buf_drop(s, &u->out);
+	px_buf_drop(s, &us->body);
+	px_buf_drop(s, &us->hdrs);
+	free(us);
+}
+
+void px_h2up_update(struct px_up *u)
+{
+	if (u->h2->h2c && !u->h2->h2c->dead)
+		px_h2c_kick(u->h2->h2c);
+}
+
+void px_h2up_close_idle(struct px_server *s, uint64_t now, bool gone_only)
+{
+	for (int i = 0; i < s->n_hosts; i++) {
+		struct px_h2c *h = s->hosts[i].h2c;
+
+		if (!h || h->streams || h->running)
+			continue;
+		if (!px_table_has_ep(s->tbl, h->sock.ip, h->sock.port))
+			s->n_up_gone++;
+		else if (gone_only || now - h->idle_since < s->up_idle_ns)
+			continue;
+		else
+			s->n_up_idle++;
+		px_h2c_free(h);
+	}
+}
+
+void px_h2up_close_all(struct px_server *s)
+{
+	for (int i = 0; i < s->n_hosts; i++)
+		if (s->hosts[i].h2c) {
+			struct px_h2c *h = s->hosts[i].h2c;
+
+			while (h->streams) {	/* (their streams are gone by now) */
+				struct px_h2us *us = h->streams;
+
+				h->streams = us->next;
+				us->h2c = NULL;
+			}
+			px_h2c_free(h);
+		}
+}
