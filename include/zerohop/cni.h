@@ -23,6 +23,8 @@
  *                               CNI_DATA_ROOT/NAME
  *   labelsDir  string           labels of pod NS/NAME from DIR/NS_NAME
  *                               (key=value lines), when the file exists
+ *   rangeStart, rangeEnd        the part of podCIDR to hand out (default:
+ *                               all but its first two and last address)
  *   mtu        number           of both veth ends (default: the kernel's)
  *   args.cni.labels             [{"key","value"}] (CNI conventions), merged
  *                               over the labels file

@@ -240,6 +240,34 @@ static int conf_str(const struct cni_req *r, const char *key, bool required, con
 	return 0;
 }
 
+/* rangeStart/rangeEnd (host-local's names): a part of podCIDR, when
+ * something else hands out the rest (the lab's own process pods). */
+static int parse_range(struct cni_req *r, struct cni_err *e)
+{
+	static const char *const keys[] = { "rangeStart", "rangeEnd" };
+	uint32_t *out[] = { &r->range_lo, &r->range_hi }, base = ntohl(r->net);
+	uint32_t size = 1u << (32 - r->plen);
+
+	for (int i = 0; i < 2; i++) {
+		const char *v;
+		uint32_t h;
+
+		if (conf_str(r, keys[i], false, &v, e))
+			return -1;
+		if (!v)
+			continue;
+		if (inet_pton(AF_INET, v, out[i]) != 1 || (h = ntohl(*out[i]) - base) < 2 ||
+		    h > size - 2)
+			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+					"field '%s': '%s' is not a pod address of podCIDR (not its first two or last)",
+					keys[i], v);
+	}
+	if (r->range_lo && r->range_hi && ntohl(r->range_lo) > ntohl(r->range_hi))
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"field 'rangeStart' is after 'rangeEnd'");
+	return 0;
+}
+
 static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cni_err *e)
 {
 	const char *cidr, *dd;
@@ -299,7 +327,7 @@ static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cn
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"field 'mtu': expected an integer from 68 to 65535");
 	r->mtu = mtu ? (int)mtu->num : 0;
-	return 0;
+	return r->plen ? parse_range(r, e) : 0;
 }
 
 /* The variables each command needs (spec "Parameters"). */

@@ -31,6 +31,7 @@ struct cni_req {
 	char data_dir[PATH_MAX];
 	uint32_t net;		/* podCIDR, network order */
 	int plen;
+	uint32_t range_lo, range_hi;	/* rangeStart, rangeEnd (network order; 0: podCIDR's) */
 	int mtu;		/* 0: kernel default */
 	char pod_ns[64];	/* K8S_POD_NAMESPACE, else "default" */
 	char pod_name[254];	/* K8S_POD_NAME, else the container id */

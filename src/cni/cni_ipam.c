@@ -179,6 +179,11 @@ int cni_ip_alloc(const struct cni_req *r, const char *id, const char *ifname, ui
 {
 	uint32_t base = ntohl(r->net), size = r->plen >= 32 ? 1 : 1u << (32 - r->plen);
 	uint32_t last = 0, lo = 2, hi = size - 2;	/* invariant 3 */
+
+	if (r->range_lo)	/* rangeStart/rangeEnd, checked inside lo..hi */
+		lo = ntohl(r->range_lo) - base;
+	if (r->range_hi)
+		hi = ntohl(r->range_hi) - base;
 	char p[PATH_MAX + 32], owner[512], a[16], cidr[24];
 	FILE *f;
 

@@ -190,6 +190,13 @@ conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD ide e
 is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.9.2/32" "after DEL the address is free again"
 conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni DEL ide e
 
+# rangeStart/rangeEnd: a part of podCIDR (the rest is someone else's)
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.7.77" | .rangeEnd = "10.244.7.77"' | cni ADD idd d
+is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.77/32" "rangeStart..rangeEnd bounds the addresses"
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.8.1"' | cni ADD idd d
+error 7 "rangeStart outside podCIDR"
+
 # ---- a real consumer: Debian's tuning plugin chained after ours reads our
 # result as prevResult (Go's CNI library decodes it) and passes it on
 TUNING=/usr/lib/cni/tuning
