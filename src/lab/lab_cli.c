@@ -49,7 +49,8 @@ static void usage(FILE *f)
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
-		"       zerohop lab exec [--lab NAME] --node NODE -- CMD [ARGS...]\n");
+		"       zerohop lab exec [--lab NAME] --node NODE -- CMD [ARGS...]\n"
+		"       zerohop lab podman [--lab NAME] --node NODE -- PODMAN-ARGS...   (docs/cni.md)\n");
 }
 
 static bool name_ok(const char *s, size_t max)
@@ -885,6 +886,13 @@ int cli_lab(int argc, char **argv)
 		ret = lab_down(lab, true) ? 1 : 0;
 	} else if (!strcmp(sub, "status")) {
 		ret = lab_status(lab, json);
+	} else if (!strcmp(sub, "podman")) {
+		/* podman --node NODE -- ARGS: real containers (lab_podman.c) */
+		if (!node || optind >= argc) {
+			usage(stderr);
+			goto out;
+		}
+		ret = lab_podman(lab, node, argv + optind, argc - optind);
 	} else if (!strcmp(sub, "exec")) {
 		const char *pod = NULL;
 		char ref[256];

@@ -268,6 +268,7 @@ int lab_down(const char *lab, bool verbose)
 	uint64_t end;
 
 	zh_run_dir(rundir, sizeof(rundir), lab);
+	lab_podman_down(lab);	/* through podman first: its state is outside the lab's cgroups */
 	kill_supervisor(lab);
 	if (root) {
 		lab_lab_cgroup_path(cg, sizeof(cg), lab);

@@ -73,4 +73,10 @@ char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
  * runs, then keeps going until SIGTERM. Never returns. */
 void lab_supervisor(const struct lab_topo *t, int ready_fd) __attribute__((noreturn));
 
+/* Real containers (lab_podman.c): podman for one node of a running lab
+ * (args: podman's subcommand and arguments; the exit status), and the
+ * removal of every container and cgroup it made (called by lab down). */
+int lab_podman(const char *lab, const char *node, char **args, int n);
+void lab_podman_down(const char *lab);
+
 #endif
