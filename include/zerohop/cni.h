@@ -28,6 +28,11 @@
  *   mtu        number           of both veth ends (default: the kernel's)
  *   args.cni.labels             [{"key","value"}] (CNI conventions), merged
  *                               over the labels file
+ *   publish    bool             write the pod to stateDir (default true);
+ *                               false when the runtime publishes it (the
+ *                               lab's kubelet under --runtime podman)
+ *   runtimeConfig.ips           the "ips" capability: the address to give
+ *                               (must be a pod address of podCIDR, free)
  *   prevResult                  CHECK: what ADD returned
  *
  * What ADD makes (the lab's pod plumbing, lab.h "Addresses"): a veth pair

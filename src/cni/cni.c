@@ -270,8 +270,8 @@ static int parse_range(struct cni_req *r, struct cni_err *e)
 
 static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cni_err *e)
 {
-	const char *cidr, *dd;
-	const struct jv *mtu;
+	const char *cidr, *dd, *want;
+	const struct jv *mtu, *pub;
 	char err[160], net[32], *slash;
 	int ret;
 
@@ -327,6 +327,22 @@ static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cn
 		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 				"field 'mtu': expected an integer from 68 to 65535");
 	r->mtu = mtu ? (int)mtu->num : 0;
+	pub = jv_get(r->conf, "publish");
+	if (pub && !jv_is(pub, JV_BOOL))
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"field 'publish': expected true or false");
+	r->publish = !pub || pub->b;
+	/* the "ips" capability (CNI conventions): the runtime asks for an address */
+	want = jv_str(jv_at(jv_get(jv_get(r->conf, "runtimeConfig"), "ips"), 0));
+	if (want) {
+		snprintf(net, sizeof(net), "%s", want);
+		slash = strchr(net, '/');
+		if (slash)
+			*slash = 0;
+		if (inet_pton(AF_INET, net, &r->want_ip) != 1)
+			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+					"runtimeConfig.ips: '%s' is not an IPv4 address", want);
+	}
 	return r->plen ? parse_range(r, e) : 0;
 }
 
@@ -395,7 +411,9 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 		/* ADD again for the same attachment */
 		if (rec.ready && !strcmp(rec.netns, r->netns)) {
 			cni_net_check(r, &rec, drift, sizeof(drift));
-			if (!drift[0] && cni_pod_matches(r->state_dir, rec.ns, rec.name, r->id, rec.ip)) {
+			if (!drift[0] && (!r->publish || cni_pod_matches(r->state_dir, rec.ns, rec.name,
+									  r->id, rec.ip)) &&
+			    (!r->want_ip || r->want_ip == rec.ip)) {
 				print_result(r, &rec);
 				return 0;
 			}
@@ -406,8 +424,16 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 		cni_net_del(rec.veth);
 		if (rec.published && (strcmp(rec.ns, r->pod_ns) || strcmp(rec.name, r->pod_name)))
 			cni_pod_unpublish(r->state_dir, rec.ns, rec.name, r->id);
-		if (rec.ip && cni_ip_held(r, rec.ip, r->id, r->ifname))
+		if (rec.ip && cni_ip_held(r, rec.ip, r->id, r->ifname) &&
+		    (!r->want_ip || r->want_ip == rec.ip))
 			ip = rec.ip;
+		else if (rec.ip)
+			cni_ip_release(r, r->id, r->ifname);
+	}
+	if (!ip && r->want_ip) {
+		if (cni_ip_claim(r, r->id, r->ifname, r->want_ip, e))
+			goto fail;
+		ip = r->want_ip;
 	}
 	if (!ip && cni_ip_alloc(r, r->id, r->ifname, &ip, e))
 		goto fail;
@@ -419,7 +445,7 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 	snprintf(rec.ns, sizeof(rec.ns), "%s", r->pod_ns);
 	snprintf(rec.name, sizeof(rec.name), "%s", r->pod_name);
 	rec.ip = ip;
-	rec.published = true;	/* may be: DEL then looks (it checks the owner) */
+	rec.published = r->publish;	/* may be: DEL then looks (it checks the owner) */
 	if (cni_rec_save(r, &rec)) {
 		cni_fail(e, CNI_ERR_IO, "cannot write the attachment record", "%s: %s", r->data_dir,
 			 strerror(errno));
@@ -429,7 +455,7 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 	if (cni_net_add(r, ip, e))
 		goto fail;
 	crash_hook("veth");
-	if (cni_pod_publish(r, ip, e))
+	if (r->publish && cni_pod_publish(r, ip, e))
 		goto fail;
 	crash_hook("publish");
 	rec.ready = true;
@@ -476,7 +502,8 @@ static int cmd_check(struct cni_req *r, struct cni_err *e)
 		off += (size_t)snprintf(drift + off, sizeof(drift) - off,
 					"%sprevResult has %s, the attachment %s", off ? "; " : "",
 					paddr, want);
-	if (off < sizeof(drift) && !cni_pod_matches(r->state_dir, rec.ns, rec.name, r->id, rec.ip))
+	if (off < sizeof(drift) && r->publish &&
+	    !cni_pod_matches(r->state_dir, rec.ns, rec.name, r->id, rec.ip))
 		snprintf(drift + off, sizeof(drift) - off,
 			 "%spod %s/%s is not published with %s in %s", off ? "; " : "", rec.ns,
 			 rec.name, a, r->state_dir);

@@ -33,6 +33,8 @@ struct cni_req {
 	int plen;
 	uint32_t range_lo, range_hi;	/* rangeStart, rangeEnd (network order; 0: podCIDR's) */
 	int mtu;		/* 0: kernel default */
+	uint32_t want_ip;	/* runtimeConfig.ips[0] (network order; 0: none) */
+	bool publish;		/* "publish" (default true): write the pod to stateDir */
 	char pod_ns[64];	/* K8S_POD_NAMESPACE, else "default" */
 	char pod_name[254];	/* K8S_POD_NAME, else the container id */
 	bool k8s_names;		/* the two above came from CNI_ARGS */
@@ -60,6 +62,10 @@ void cni_rec_remove(const struct cni_req *r, const char *id, const char *ifname)
 /* The first free address after the last one handed out (next-fit, as the
  * lab, invariant 4 of lab_sup.c), written as DATADIR/ips/A.B.C.D. */
 int cni_ip_alloc(const struct cni_req *r, const char *id, const char *ifname, uint32_t *ip,
+		 struct cni_err *e);
+/* Take the runtime's requested address (runtimeConfig.ips); 0 also when
+ * (id, ifname) holds it already. */
+int cni_ip_claim(const struct cni_req *r, const char *id, const char *ifname, uint32_t ip,
 		 struct cni_err *e);
 /* Free every address held by (id, ifname); 0 or the number freed. */
 int cni_ip_release(const struct cni_req *r, const char *id, const char *ifname);

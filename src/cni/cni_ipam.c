@@ -218,6 +218,31 @@ int cni_ip_alloc(const struct cni_req *r, const char *id, const char *ifname, ui
 			"every address of podCIDR %s is taken (records in %s/ips)", cidr, r->data_dir);
 }
 
+int cni_ip_claim(const struct cni_req *r, const char *id, const char *ifname, uint32_t ip,
+		 struct cni_err *e)
+{
+	uint32_t base = ntohl(r->net), h = ntohl(ip) - base, size = 1u << (32 - r->plen);
+	char p[PATH_MAX + 32], owner[512], a[16];
+	int ret;
+
+	inet_ntop(AF_INET, &ip, a, sizeof(a));
+	if (h < 2 || h > size - 2)	/* invariant 3; also outside podCIDR */
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid requested address",
+				"runtimeConfig.ips: %s is not a pod address of podCIDR", a);
+	if (cni_ip_held(r, ip, id, ifname))
+		return 0;
+	snprintf(p, sizeof(p), "%s/ips/%s", r->data_dir, a);
+	snprintf(owner, sizeof(owner), "%s %s\n", id, ifname);
+	ret = write_file(p, owner, true);
+	if (ret == -EEXIST)
+		return cni_fail(e, CNI_ERR_NO_ADDRESS, "requested address in use",
+				"runtimeConfig.ips: %s is held by another attachment (%s)", a, p);
+	if (ret)
+		return cni_fail(e, CNI_ERR_IO, "cannot record the address", "%s: %s", p,
+				strerror(-ret));
+	return 0;
+}
+
 int cni_ip_release(const struct cni_req *r, const char *id, const char *ifname)
 {
 	char d[PATH_MAX + 8], p[PATH_MAX + 300];

@@ -197,6 +197,13 @@ conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
 conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.8.1"' | cni ADD idd d
 error 7 "rangeStart outside podCIDR"
 
+# the "ips" capability and publish=false (the lab's kubelet publishes itself)
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.publish = false | .runtimeConfig = {ips: ["10.244.7.9/24"]}' | cni ADD idd d
+is "$RC:$(echo "$OUT" | jq -r '.ips[0].address'):$(pods)" "0:10.244.7.9/32:3" "runtimeConfig.ips gives the requested address; publish=false writes no pod"
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.runtimeConfig = {ips: ["10.244.7.9"]}' | cni ADD ide e
+error 100 "a requested address another attachment holds"
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+
 # ---- a real consumer: Debian's tuning plugin chained after ours reads our
 # result as prevResult (Go's CNI library decodes it) and passes it on
 TUNING=/usr/lib/cni/tuning
