@@ -31,7 +31,8 @@
  *   publish    bool             write the pod to stateDir (default true);
  *                               false when the runtime publishes it (the
  *                               lab's kubelet under --runtime podman)
- *   runtimeConfig.ips           the "ips" capability: the address to give
+ *   runtimeConfig.ips           the "ips" capability (or CNI_ARGS IP=, what
+ *                               podman --ip sends): the address to give
  *                               (must be a pod address of podCIDR, free)
  *   prevResult                  CHECK: what ADD returned
  *

@@ -185,8 +185,9 @@ static bool dns_ok(const char *s, size_t max, bool dots)
 	return true;
 }
 
-/* CNI_ARGS: "K=V;K=V". Only the Kubernetes pod names are read; others are
- * ignored (as IgnoreUnknown asks). */
+/* CNI_ARGS: "K=V;K=V". Read: the Kubernetes pod names and IP (the address
+ * the runtime asks for: host-local's convention, what podman --ip sends);
+ * others are ignored (as IgnoreUnknown asks). */
 static int parse_args(struct cni_req *r, struct cni_err *e)
 {
 	char buf[2048], *save = NULL;
@@ -208,6 +209,32 @@ static int parse_args(struct cni_req *r, struct cni_err *e)
 			return cni_fail(e, CNI_ERR_ENV, "invalid CNI_ARGS",
 					"'%s' is not KEY=VALUE", kv);
 		*eq = 0;
+		/* names matter only to a publishing ADD: DEL must not fail on
+		 * them (invariant 2), and a runtime that publishes itself may
+		 * pass any container name */
+		if (!strcmp(kv, "K8S_POD_NAMESPACE") || !strcmp(kv, "K8S_POD_NAME")) {
+			bool label = !strcmp(kv, "K8S_POD_NAMESPACE");
+
+			if (!dns_ok(eq + 1, label ? 63 : 253, !label)) {
+				if (!r->publish || strcmp(r->cmd, "ADD"))
+					continue;
+				return cni_fail(e, CNI_ERR_ENV, "invalid CNI_ARGS",
+						"%s '%s' is not a DNS-1123 %s", kv, eq + 1,
+						label ? "label" : "subdomain");
+			}
+		}
+		if (!strcmp(kv, "IP")) {	/* host-local's convention; podman --ip */
+			char a[32], *sl;
+
+			snprintf(a, sizeof(a), "%s", eq + 1);
+			sl = strchr(a, '/');
+			if (sl)
+				*sl = 0;
+			if (inet_pton(AF_INET, a, &r->want_ip) != 1)
+				return cni_fail(e, CNI_ERR_ENV, "invalid CNI_ARGS",
+						"IP '%s' is not an IPv4 address", eq + 1);
+			continue;
+		}
 		if (!strcmp(kv, "K8S_POD_NAMESPACE")) {
 			if (!dns_ok(eq + 1, 63, false))
 				return cni_fail(e, CNI_ERR_ENV, "invalid CNI_ARGS",

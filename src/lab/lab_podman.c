@@ -107,6 +107,17 @@ static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const ch
 	lab_fmt(p, sizeof(p), "%s/net.d/zerohop.conflist", dir);
 	if ((ret = lab_write_str(p, text)))
 		return ret;
+	/* --runtime podman: the lab's kubelet picks the address and publishes
+	 * the pod itself (invariant 5) */
+	lab_fmt(text, sizeof(text),
+		"{\"cniVersion\": \"1.0.0\", \"name\": \"zhlab-%s-kubelet\", \"plugins\": [{\n"
+		"  \"type\": \"zerohop-cni\", \"node\": \"%s\", \"podCIDR\": \"%s/%d\",\n"
+		"  \"publish\": false, \"capabilities\": {\"ips\": true},\n"
+		"  \"stateDir\": \"%s\", \"dataDir\": \"%s/ipam\"}]}\n",
+		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len, st, dir);
+	lab_fmt(p, sizeof(p), "%s/net.d/zerohop-kubelet.conflist", dir);
+	if ((ret = lab_write_str(p, text)))
+		return ret;
 	lab_fmt(text, sizeof(text),
 		"[storage]\ndriver = \"vfs\"\nrunroot = \"%s/run\"\ngraphroot = \"%s/storage\"\n",
 		dir, dir);
@@ -157,7 +168,7 @@ static void write_labels(const char *dir, char **args, int n)
 /* Run podman for one node (invariant 1); args[0] is podman's subcommand.
  * Returns podman's exit status (run.h), or -errno. */
 static int pm_exec(const char *lab, const char *node, const char *dir, char **args, int n,
-		   bool quiet)
+		   bool quiet, bool in_place)
 {
 	char conf[LAB_PATH + 32], sconf[LAB_PATH + 32], root[LAB_PATH + 32], runroot[LAB_PATH + 32];
 	char runc[LAB_PATH + 32], parent[LAB_PATH + 32];
@@ -181,12 +192,16 @@ static int pm_exec(const char *lab, const char *node, const char *dir, char **ar
 	v[k++] = runroot;
 	v[k++] = runc;
 	for (int i = 0; i < n; i++) {
+		bool own = false;
+
+		for (int j = 1; j < n; j++)
+			own |= !strncmp(args[j], "--cgroup-parent", 15);
 		v[k++] = args[i];
-		if (i == 0 && (!strcmp(args[0], "run") || !strcmp(args[0], "create")))
+		if (i == 0 && !own && (!strcmp(args[0], "run") || !strcmp(args[0], "create")))
 			v[k++] = parent;	/* invariant 2 */
 	}
 	write_labels(dir, args, n);
-	pid = fork();
+	pid = in_place ? 0 : fork();
 	if (pid < 0) {
 		free(v);
 		return -errno;
@@ -231,7 +246,7 @@ int lab_podman(const char *lab, const char *node, char **args, int n)
 	pm_dir(dir, sizeof(dir), lab, node);
 	ret = pm_setup(t, nd, dir);
 	if (!ret)
-		ret = pm_exec(lab, node, dir, args, n, false);
+		ret = pm_exec(lab, node, dir, args, n, false, true);	/* returns on failure only */
 out:
 	free(t);
 	return ret < 0 ? 1 : ret;
@@ -272,7 +287,7 @@ void lab_podman_down(const char *lab)
 		if (de->d_name[0] == '.')
 			continue;
 		lab_fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
-		if (pm_exec(lab, de->d_name, p, rm, 4, true))
+		if (pm_exec(lab, de->d_name, p, rm, 4, true, false))
 			lab_err("podman: rm --all on node %s failed; the lab's cgroups are killed anyway",
 				de->d_name);
 	}
@@ -300,4 +315,193 @@ void lab_podman_down(const char *lab)
 	}
 	if (left)
 		lab_err("podman: %d cgroup v1 directories zerohop-%s are still busy", left, lab);
+}
+
+/* ---- --runtime podman: the lab's kubelet runs pods as containers -------- */
+
+#define PM_IMAGE "localhost/zerohop-pod:lab"
+#define PM_ZEROHOP "/usr/local/bin/zerohop"	/* the zerohop binary in the image */
+
+static int cp_file(const char *src, const char *dst)
+{
+	char *argv[] = { "cp", "-L", (char *)src, (char *)dst, NULL };
+
+	return lab_run(argv, false);
+}
+
+/* The pod image (invariant 6): busybox-static, the zerohop binary and its
+ * shared libraries, packed from local files only. */
+static int build_image(const struct lab_topo *t, const char *root, const char *tar)
+{
+	static const char *const applets[] = { "sh", "ls", "cat", "echo", "sleep", "wget", "nc",
+					       "ip", "ping", "hostname", "true", "nslookup", "env" };
+	char p[LAB_PATH * 2], cmd[LAB_PATH + 16], line[LAB_PATH];
+	const char *bb = access("/usr/bin/busybox", X_OK) ? "/bin/busybox" : "/usr/bin/busybox";
+	FILE *f;
+	int ret;
+
+	for (const char *d = "bin"; d; d = !strcmp(d, "bin") ? "usr/local/bin" :
+	     !strcmp(d, "usr/local/bin") ? "etc" : !strcmp(d, "etc") ? "tmp" : NULL) {
+		lab_fmt(p, sizeof(p), "%s/%s", root, d);
+		if ((ret = zh_mkdir_p(p, 0755)))
+			return ret;
+	}
+	lab_fmt(p, sizeof(p), "%s/bin/busybox", root);
+	if ((ret = cp_file(bb, p)))
+		return ret;
+	for (size_t i = 0; i < sizeof(applets) / sizeof(applets[0]); i++) {
+		lab_fmt(p, sizeof(p), "%s/bin/%s", root, applets[i]);
+		if (symlink("busybox", p) && errno != EEXIST)
+			return -errno;
+	}
+	lab_fmt(p, sizeof(p), "%s%s", root, PM_ZEROHOP);
+	if ((ret = cp_file(t->zerohop, p)))
+		return ret;
+	lab_fmt(cmd, sizeof(cmd), "ldd %s", t->zerohop);
+	f = popen(cmd, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *lib = strchr(line, '/'), *end;
+
+		if (!lib)
+			continue;
+		end = lib + strcspn(lib, " \n");
+		*end = 0;
+		lab_fmt(p, sizeof(p), "%s%s", root, lib);
+		*strrchr(p, '/') = 0;
+		zh_mkdir_p(p, 0755);
+		lab_fmt(p, sizeof(p), "%s%s", root, lib);
+		if ((ret = cp_file(lib, p))) {
+			pclose(f);
+			return ret;
+		}
+	}
+	if (!f || pclose(f))
+		lab_err("podman: ldd %s failed; the image may miss libraries", t->zerohop);
+	lab_fmt(p, sizeof(p), "%s/etc/passwd", root);
+	if ((ret = lab_write_str(p, "root:x:0:0:root:/:/bin/sh\n")))
+		return ret;
+	{
+		char *argv[] = { "tar", "-C", (char *)root, "-cf", (char *)tar, ".", NULL };
+
+		return lab_run(argv, false);
+	}
+}
+
+int lab_podman_up(const struct lab_topo *t)
+{
+	char base[LAB_PATH], root[LAB_PATH + 16], tar[LAB_PATH + 16], dir[LAB_PATH];
+	char *imp[] = { "import", "--quiet", tar, PM_IMAGE, NULL };
+	int ret;
+
+	lab_fmt(base, sizeof(base), "%s/%s/podman", ZH_RUN_ROOT, t->lab);
+	lab_fmt(root, sizeof(root), "%s/rootfs", base);
+	lab_fmt(tar, sizeof(tar), "%s/image.tar", base);
+	ret = build_image(t, root, tar);
+	lab_rm_tree(root);
+	if (ret) {
+		lab_err("podman: cannot build the pod image %s", tar);
+		return ret;
+	}
+	for (int i = 0; i < t->n_nodes; i++) {
+		pm_dir(dir, sizeof(dir), t->lab, t->nodes[i].name);
+		ret = pm_setup(t, &t->nodes[i], dir);
+		if (!ret)
+			ret = pm_exec(t->lab, t->nodes[i].name, dir, imp, 4, true, false);
+		if (ret) {
+			lab_err("podman: node %s: cannot set up podman or import %s (exit %d)",
+				t->nodes[i].name, PM_IMAGE, ret);
+			return ret < 0 ? ret : -EIO;
+		}
+	}
+	unlink(tar);
+	return 0;
+}
+
+char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const char *ns,
+			   const char *name, uint32_t ip, const char *pod_cg,
+			   const struct lab_mount *mounts, int n_mounts, char **cmd)
+{
+	const char *root = lab_cgroup_root(true);
+	int n = 0, cap = 50 + 2 * n_mounts;
+	char **v, a[16], buf[LAB_PATH * 2 + 8];
+
+	for (char **c = cmd; *c; c++)
+		cap++;
+	v = zh_calloc(cap, sizeof(char *));
+#define ADD(s) (v[n++] = zh_strdup(s))
+	ADD(t->zerohop);
+	ADD("lab");
+	ADD("podman");
+	ADD("--lab");
+	ADD(t->lab);
+	ADD("--node");
+	ADD(node);
+	ADD("--");
+	ADD("run");
+	ADD("--rm");
+	ADD("--replace");
+	lab_fmt(buf, sizeof(buf), "--name=%s.%s", ns, name);	/* a DNS name, as CNI_ARGS wants */
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--network=zhlab-%s-kubelet", t->lab);
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--ip=%s", lab_ip4_str(ip, a));
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--cgroup-parent=%s", root ? pod_cg + strlen(root) : pod_cg);
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--hostname=%s", name);
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--env=POD_NAME=%s", name);
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--env=POD_NAMESPACE=%s", ns);
+	ADD(buf);
+	lab_fmt(buf, sizeof(buf), "--env=POD_IP=%s", a);
+	ADD(buf);
+	/* the lab's run dir where process pods see it (the state the cluster
+	 * DNS pod serves from, ConfigMap files); read-write: the state source
+	 * opens its lock for writing */
+	lab_fmt(buf, sizeof(buf), "--volume=%s/%s:%s/%s", ZH_RUN_ROOT, t->lab, ZH_RUN_ROOT, t->lab);
+	ADD(buf);
+	for (int i = 0; i < n_mounts; i++) {
+		if (mounts[i].tmpfs)
+			lab_fmt(buf, sizeof(buf), "--tmpfs=%s", mounts[i].dst);
+		else
+			lab_fmt(buf, sizeof(buf), "--volume=%s:%s", mounts[i].src, mounts[i].dst);
+		ADD(buf);
+	}
+	ADD(PM_IMAGE);
+	/* the lab maps well-known images to this binary (lab_plan_image): in
+	 * the container it is the image's copy */
+	for (char **c = cmd; *c; c++)
+		ADD(c == cmd && !strcmp(*c, t->zerohop) ? PM_ZEROHOP : *c);
+#undef ADD
+	return v;
+}
+
+int lab_podman_pod_pid(const char *pod_cg)
+{
+	char p[LAB_PATH * 2], buf[64];
+	struct dirent *de;
+	int pid = 0;
+	DIR *d = opendir(pod_cg);
+
+	while (d && !pid && (de = readdir(d))) {
+		if (strncmp(de->d_name, "libpod-", 7) || de->d_type != DT_DIR)
+			continue;
+		lab_fmt(p, sizeof(p), "%s/%s/cgroup.procs", pod_cg, de->d_name);
+		if (lab_read_file(p, buf, sizeof(buf)) > 0)
+			pid = atoi(buf);
+	}
+	if (d)
+		closedir(d);
+	return pid;
+}
+
+void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const char *name)
+{
+	char dir[LAB_PATH], cname[300];
+	char *rm[] = { "rm", "--force", "--ignore", "--time=0", cname, NULL };
+
+	pm_dir(dir, sizeof(dir), lab, node);
+	lab_fmt(cname, sizeof(cname), "%s.%s", ns, name);
+	pm_exec(lab, node, dir, rm, 5, true, false);
 }

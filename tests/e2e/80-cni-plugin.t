@@ -203,6 +203,9 @@ is "$RC:$(echo "$OUT" | jq -r '.ips[0].address'):$(pods)" "0:10.244.7.9/32:3" "r
 conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.runtimeConfig = {ips: ["10.244.7.9"]}' | cni ADD ide e
 error 100 "a requested address another attachment holds"
 conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni ADD idd d CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=d;IP=10.244.7.33"
+is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.33/32" "CNI_ARGS IP= (what podman --ip sends) gives that address"
+conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
 
 # ---- a real consumer: Debian's tuning plugin chained after ours reads our
 # result as prevResult (Go's CNI library decodes it) and passes it on

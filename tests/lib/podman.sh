@@ -42,7 +42,7 @@ pm_run() {
 		--dns-search default.svc.cluster.local --dns-search svc.cluster.local \
 		--dns-option ndots:5 $PM_IMAGE "$@" >/dev/null
 }
-pm_ip() { "$ZH" get pods --lab "$LAB" -o json | jq -r --arg n "$1" '.[] | select(.name == $n) | .ip // .podIP'; }
+pm_ip() { "$ZH" get pods --lab "$LAB" -o json | jq -r --arg n "$1" '.[] | select(.name == $n) | .ip'; }
 # busybox nc, not wget: Debian's static busybox wget crashes with -q/-T
 pm_http() {
 	pm "$1" exec "$2" sh -c 'printf "GET / HTTP/1.0\r\nHost: $0\r\n\r\n" | nc -w 3 "$0" "$1"' "$3" "$4" 2>/dev/null |
