@@ -34,7 +34,9 @@
  *   runtimeConfig.ips           the "ips" capability (or CNI_ARGS IP=, what
  *                               podman --ip sends): the address to give
  *                               (must be a pod address of podCIDR, free)
- *   prevResult                  CHECK: what ADD returned
+ *   prevResult                  CHECK: what ADD returned; ADD: chained after
+ *                               an interface plugin (publish its address,
+ *                               pass the result on; docs/cni.md "Chaining")
  *
  * What ADD makes (the lab's pod plumbing, lab.h "Addresses"): a veth pair
  * whose host end (CNI_HOST_VETH_PREFIX + hash of container id and ifname,

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define JV_MAX_DEPTH 64
 
@@ -42,5 +43,7 @@ const struct jv *jv_get(const struct jv *obj, const char *key);	/* NULL: absent 
 const struct jv *jv_at(const struct jv *arr, int i);		/* NULL: out of range / not an array */
 const char *jv_str(const struct jv *v);				/* NULL unless a string */
 bool jv_is(const struct jv *v, enum jv_type t);
+/* v as compact JSON to f (strings through json.h's escaper). */
+void jv_print(FILE *f, const struct jv *v);
 
 #endif

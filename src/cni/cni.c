@@ -428,11 +428,63 @@ static void undo(const struct cni_req *r, const char *id, const char *ifname)
 	cni_rec_remove(r, id, ifname);
 }
 
+/* Chained after an interface plugin (bridge, ptp, ...): its prevResult
+ * has the address; publish the pod with it and pass the result on. No veth,
+ * no address of ours. */
+static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err *e)
+{
+	const char *paddr = jv_str(jv_get(jv_at(jv_get(prev, "ips"), 0), "address"));
+	struct cni_rec rec;
+	char a[48], *sl;
+	uint32_t ip;
+
+	snprintf(a, sizeof(a), "%s", paddr ? paddr : "");
+	sl = strchr(a, '/');
+	if (sl)
+		*sl = 0;
+	if (!paddr || inet_pton(AF_INET, a, &ip) != 1)
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"prevResult: no IPv4 ips[0].address to publish (chained after a plugin that gave none)");
+	if (!cni_rec_load(r, r->id, r->ifname, &rec) && rec.published &&
+	    (strcmp(rec.ns, r->pod_ns) || strcmp(rec.name, r->pod_name)))
+		cni_pod_unpublish(r->state_dir, rec.ns, rec.name, r->id);
+	memset(&rec, 0, sizeof(rec));
+	snprintf(rec.id, sizeof(rec.id), "%s", r->id);
+	snprintf(rec.ifname, sizeof(rec.ifname), "%s", r->ifname);
+	snprintf(rec.netns, sizeof(rec.netns), "%s", r->netns);
+	snprintf(rec.ns, sizeof(rec.ns), "%s", r->pod_ns);
+	snprintf(rec.name, sizeof(rec.name), "%s", r->pod_name);
+	rec.ip = ip;
+	rec.chained = true;
+	rec.published = r->publish;
+	if (cni_rec_save(r, &rec) || (r->publish && cni_pod_publish(r, ip, e)) ||
+	    (rec.ready = true, cni_rec_save(r, &rec))) {
+		cni_fail(e, CNI_ERR_IO, "cannot write the attachment record", "%s", r->data_dir);
+		undo(r, r->id, r->ifname);
+		return -1;
+	}
+	printf("{\"cniVersion\":\"%s\"", r->version);	/* prevResult, in our version */
+	for (int i = 0; i < prev->n; i++) {
+		if (!strcmp(prev->keys[i], "cniVersion"))
+			continue;
+		printf(",");
+		json_put_str(stdout, prev->keys[i]);
+		printf(":");
+		jv_print(stdout, prev->items[i]);
+	}
+	printf("}\n");
+	return 0;
+}
+
 static int cmd_add(struct cni_req *r, struct cni_err *e)
 {
+	const struct jv *prev = jv_get(r->conf, "prevResult");
 	struct cni_rec rec;
 	char drift[1024];
 	uint32_t ip = 0;
+
+	if (jv_is(prev, JV_OBJ))
+		return add_chained(r, prev, e);
 
 	if (!cni_rec_load(r, r->id, r->ifname, &rec)) {
 		/* ADD again for the same attachment */
@@ -524,11 +576,12 @@ static int cmd_check(struct cni_req *r, struct cni_err *e)
 				"ADD did not finish for %s/%s", r->id, r->ifname);
 	cni_net_check(r, &rec, drift, sizeof(drift));
 	off = strlen(drift);
-	snprintf(want, sizeof(want), "%s/32", inet_ntop(AF_INET, &rec.ip, a, sizeof(a)));
-	if (paddr && strcmp(paddr, want))
+	/* the address, whatever its prefix (chained: the other plugin's /24) */
+	snprintf(want, sizeof(want), "%s/", inet_ntop(AF_INET, &rec.ip, a, sizeof(a)));
+	if (paddr && strncmp(paddr, want, strlen(want)) && strcmp(paddr, a))
 		off += (size_t)snprintf(drift + off, sizeof(drift) - off,
 					"%sprevResult has %s, the attachment %s", off ? "; " : "",
-					paddr, want);
+					paddr, a);
 	if (off < sizeof(drift) && r->publish &&
 	    !cni_pod_matches(r->state_dir, rec.ns, rec.name, r->id, rec.ip))
 		snprintf(drift + off, sizeof(drift) - off,

@@ -48,6 +48,7 @@ struct cni_rec {
 	uint32_t ip;		/* network order; 0: none yet */
 	bool ready;		/* ADD finished (else "adding": a crash or failure mid-way) */
 	bool published;		/* the pod was written to the state source */
+	bool chained;		/* after another plugin: its interface, only published */
 };
 
 /* The whole of fd, NUL-terminated (zh_malloc); NULL on a read error. */

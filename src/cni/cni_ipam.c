@@ -126,6 +126,8 @@ int cni_rec_load(const struct cni_req *r, const char *id, const char *ifname,
 			out->ready = !strcmp(v, "ready");
 		else if (!strcmp(k, "published"))
 			out->published = !strcmp(v, "yes");
+		else if (!strcmp(k, "chained"))
+			out->chained = !strcmp(v, "yes");
 	}
 	fclose(f);
 	return 0;
@@ -137,10 +139,11 @@ int cni_rec_save(const struct cni_req *r, const struct cni_rec *rec)
 
 	rec_path(r, rec->id, rec->ifname, p, sizeof(p));
 	snprintf(text, sizeof(text),
-		 "ip %s\nveth %s\nnetns %s\nnamespace %s\nname %s\nstate %s\npublished %s\n",
+		 "ip %s\nveth %s\nnetns %s\nnamespace %s\nname %s\nstate %s\npublished %s\nchained %s\n",
 		 inet_ntop(AF_INET, &rec->ip, a, sizeof(a)), rec->veth,
 		 rec->netns[0] ? rec->netns : "-", rec->ns, rec->name,
-		 rec->ready ? "ready" : "adding", rec->published ? "yes" : "no");
+		 rec->ready ? "ready" : "adding", rec->published ? "yes" : "no",
+		 rec->chained ? "yes" : "no");
 	return write_file(p, text, false);
 }
 

@@ -200,7 +200,9 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 	inet_ntop(AF_INET, &rec->ip, a, sizeof(a));
 	buf[0] = 0;
 #define ADD(...) off += (size_t)snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__)
-	if (!if_nametoindex(rec->veth))
+	if (rec->chained)	/* another plugin's interface: only the address is ours to check */
+		;
+	else if (!if_nametoindex(rec->veth))
 		ADD("host veth %s is missing; ", rec->veth);
 	else if (!has_route(rec->ip, 0xffffffff, 0, rec->veth))
 		ADD("host route %s/32 dev %s is missing; ", a, rec->veth);
@@ -223,7 +225,7 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 		}
 		if (!has_addr(rec->ifname, rec->ip))
 			bad |= BAD_ADDR;
-		if (!has_route(0, 0, gw, rec->ifname))
+		if (!rec->chained && !has_route(0, 0, gw, rec->ifname))
 			bad |= BAD_DEFAULT;
 		_exit(bad);
 	}

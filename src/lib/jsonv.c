@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zerohop/json.h"
 #include "zerohop/jsonv.h"
 #include "zerohop/log.h"
 
@@ -348,4 +349,36 @@ const char *jv_str(const struct jv *v)
 bool jv_is(const struct jv *v, enum jv_type t)
 {
 	return v && v->type == t;
+}
+
+void jv_print(FILE *f, const struct jv *v)
+{
+	if (!v || v->type == JV_NULL) {
+		fputs("null", f);
+		return;
+	}
+	switch (v->type) {
+	case JV_BOOL:
+		fputs(v->b ? "true" : "false", f);
+		return;
+	case JV_NUM:
+		fprintf(f, "%.17g", v->num);
+		return;
+	case JV_STR:
+		json_put_str(f, v->str);
+		return;
+	default:
+		break;
+	}
+	fputc(v->type == JV_OBJ ? '{' : '[', f);
+	for (int i = 0; i < v->n; i++) {
+		if (i)
+			fputc(',', f);
+		if (v->type == JV_OBJ) {
+			json_put_str(f, v->keys[i]);
+			fputc(':', f);
+		}
+		jv_print(f, v->items[i]);
+	}
+	fputc(v->type == JV_OBJ ? '}' : ']', f);
 }

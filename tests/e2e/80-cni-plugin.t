@@ -19,7 +19,7 @@ CNI=$(dirname "$ZH")/zerohop-cni
 [ -x "$CNI" ] || skip_all "no $CNI (make first)"
 S=${ZH_TEST_LAB_SUFFIX:-}
 NODE=zh-t80$S-node
-PODS="a b c d e"
+PODS="a b c d e f"
 TMP=$(mktemp -d /tmp/zh-t80.XXXXXX)
 teardown() {
 	local p
@@ -224,6 +224,28 @@ if [ -x $TUNING ]; then
 	is "$?" 0 "tuning CHECK with our 0.4.0 result as prevResult ($tout)"
 else
 	diag "no $TUNING (containernetworking-plugins): chained check skipped"
+fi
+
+# ---- chained after Debian's bridge + host-local: bridge makes the
+# interface and address, zerohop-cni publishes the pod and passes the result on
+BRIDGE=/usr/lib/cni/bridge
+if [ -x $BRIDGE ]; then
+	bconf=$(jq -n --arg d "$TMP/hl" '{cniVersion: "1.0.0", name: "zh-t80b", type: "bridge", bridge: "br80t",
+		isGateway: true, ipam: {type: "host-local", subnet: "10.244.50.0/24", dataDir: $d}}')
+	benv=(env -i PATH="$PATH" CNI_CONTAINERID=idf CNI_NETNS=/run/netns/zh-t80$S-f CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni)
+	bres=$(echo "$bconf" | "${benv[@]}" CNI_COMMAND=ADD nsenter --net=/run/netns/$NODE $BRIDGE)
+	ipf=$(echo "$bres" | jq -r '.ips[0].address')
+	conf 1.0.0 | jq --argjson p "$bres" '.prevResult = $p' | cni ADD idf f
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address'):$(echo "$OUT" | jq -r '.interfaces | length')" "0:$ipf:$(echo "$bres" | jq -r '.interfaces | length')" \
+		"chained after bridge: ADD passes bridge's result on ($ipf)"
+	grep -q "podIP: ${ipf%/*}" "$TMP/state/pods/default_f.yaml" 2>/dev/null
+	ok $? "chained: the pod is published with bridge's address"
+	conf 1.0.0 | jq --argjson p "$OUT" '.prevResult = $p' | cni CHECK idf f
+	is "$RC:$OUT" "0:" "chained: CHECK clean"
+	conf 1.0.0 | cni DEL idf f
+	echo "$bconf" | "${benv[@]}" CNI_COMMAND=DEL nsenter --net=/run/netns/$NODE $BRIDGE
+	ok $([ ! -e "$TMP/state/pods/default_f.yaml" ] && [ -z "$(ip -n zh-t80$S-f -br link | grep -v '^lo')" ]; echo $?) \
+		"chained: DEL of ours then bridge's leaves no pod and no interface"
 fi
 
 # ---- GC (CNI 1.1): everything but a and b is stale
