@@ -67,7 +67,11 @@ E2E      := $(sort $(wildcard tests/e2e/*.t tests/lint/*.t))
 .PHONY: all deps check unit e2e demo clean fuzz tools
 # Keep intermediate objects (the sanitizer build) between runs.
 .SECONDARY:
-all: $(B)/zerohop $(TOOL_BINS)
+all: $(B)/zerohop $(B)/zerohop-cni $(TOOL_BINS)
+
+# The CNI plugin is the same binary under the name runtimes run (cni.h).
+$(B)/zerohop-cni: $(B)/zerohop
+	ln -sf zerohop $@
 
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP): scripts/deps.sh

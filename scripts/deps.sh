@@ -10,6 +10,7 @@ pkgs=(
 	libclang-rt-14-dev libssl-dev openssl
 	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
 	libnghttp2-dev nghttp2-client python3-h2
+	podman runc containernetworking-plugins busybox-static buildah
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -84,6 +84,8 @@ struct lab_topo {
 	 * `lab up`); they are not in lab.conf. */
 	int drain_ms;		/* --drain-delay: unpublished pod keeps running this long */
 	char accel_skip_ports[1024];	/* --accel-skip-ports, passed to every agent; "" none */
+	bool podman;		/* --runtime podman: pods are podman containers
+				 * (lab_podman.c, docs/cni.md); in memory only */
 	bool keep_going;	/* --keep-going: a node daemon that cannot start leaves
 				 * the lab up, degraded, instead of failing `lab up` */
 };

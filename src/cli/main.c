@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/cni.h"
 
 struct cli_cmd {
 	const char *name;
@@ -22,6 +23,7 @@ static const struct cli_cmd cmds[] = {
 	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
 	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
+	{ "cni",      cli_cni,      "cni: the CNI plugin (also as a zerohop-cni symlink)" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 	{ "ca",       cli_ca,       "ca init|rotate|issue: the cluster CA and workload certificates (SVIDs)" },
 };
@@ -37,6 +39,11 @@ static int usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* a runtime runs plugins by file name: zerohop-cni is us (cni.h) */
+	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+
+	if (argc > 0 && !strcmp(base ? base + 1 : argv[0], CNI_PLUGIN_NAME))
+		return cli_cni(argc, argv);
 	if (argc < 2)
 		return usage(stderr);
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))

@@ -46,10 +46,12 @@ static void usage(FILE *f)
 		"usage: zerohop lab up [--lab NAME] [-f FILE ...] [--overlay vxlan] [--no-mesh]\n"
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
 		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
+		"                      [--runtime process|podman]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
-		"       zerohop lab exec [--lab NAME] --node NODE -- CMD [ARGS...]\n");
+		"       zerohop lab exec [--lab NAME] --node NODE -- CMD [ARGS...]\n"
+		"       zerohop lab podman [--lab NAME] --node NODE -- PODMAN-ARGS...   (docs/cni.md)\n");
 }
 
 static bool name_ok(const char *s, size_t max)
@@ -314,7 +316,7 @@ static int check_skip_ports(const char *list)
 struct up_opts {
 	char **files;
 	int n_files;
-	bool overlay, mesh, nft, keep_going;
+	bool overlay, mesh, nft, keep_going, podman;
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
@@ -345,6 +347,7 @@ static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st
 	t->accel = o->accel;
 	t->nft = o->nft;
 	t->drain_ms = o->drain_ms;
+	t->podman = o->podman;
 	t->keep_going = o->keep_going;
 	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s",
 		o->skip_ports ? o->skip_ports : "");
@@ -520,6 +523,8 @@ static int lab_up(const char *lab, const struct up_opts *o)
 		}
 	}
 	if (up_build(t, o))
+		goto fail;
+	if (t->podman && lab_podman_up(t))	/* the pod image on every node */
 		goto fail;
 	if (up_start(t, t0, line, sizeof(line))) {
 		lab_err("lab %s: %s", lab, line);
@@ -748,6 +753,7 @@ int cli_lab(int argc, char **argv)
 		{ "accel-skip-ports", required_argument, NULL, 'P' },
 		{ "drain-delay", required_argument, NULL, 'D' },
 		{ "keep-going", no_argument, NULL, 'K' },
+		{ "runtime", required_argument, NULL, 'R' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
@@ -757,7 +763,7 @@ int cli_lab(int argc, char **argv)
 	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
-	bool up_only = false, keep_going = false;
+	bool up_only = false, keep_going = false, podman = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -830,6 +836,14 @@ int cli_lab(int argc, char **argv)
 			keep_going = true;
 			up_only = true;
 			break;
+		case 'R':	/* pods as processes (default) or podman containers */
+			if (strcmp(optarg, "process") && strcmp(optarg, "podman")) {
+				lab_err("--runtime: expected process or podman, got '%s'", optarg);
+				goto out;
+			}
+			podman = !strcmp(optarg, "podman");
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -862,7 +876,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay and --keep-going are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going and --runtime are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -877,7 +891,7 @@ int cli_lab(int argc, char **argv)
 		struct up_opts uo = {
 			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
 			.nft = nft, .keep_going = keep_going, .accel = accel,
-			.skip_ports = skip_ports, .drain_ms = drain_ms,
+			.skip_ports = skip_ports, .drain_ms = drain_ms, .podman = podman,
 		};
 
 		ret = lab_up(lab, &uo);
@@ -885,6 +899,13 @@ int cli_lab(int argc, char **argv)
 		ret = lab_down(lab, true) ? 1 : 0;
 	} else if (!strcmp(sub, "status")) {
 		ret = lab_status(lab, json);
+	} else if (!strcmp(sub, "podman")) {
+		/* podman --node NODE -- ARGS: real containers (lab_podman.c) */
+		if (!node || optind >= argc) {
+			usage(stderr);
+			goto out;
+		}
+		ret = lab_podman(lab, node, argv + optind, argc - optind);
 	} else if (!strcmp(sub, "exec")) {
 		const char *pod = NULL;
 		char ref[256];

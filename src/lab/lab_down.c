@@ -268,7 +268,8 @@ int lab_down(const char *lab, bool verbose)
 	uint64_t end;
 
 	zh_run_dir(rundir, sizeof(rundir), lab);
-	kill_supervisor(lab);
+	kill_supervisor(lab);	/* first: it would restart the containers removed next */
+	lab_podman_down(lab);	/* through podman: its state is outside the lab's cgroups */
 	if (root) {
 		lab_lab_cgroup_path(cg, sizeof(cg), lab);
 		lab_fmt(p, sizeof(p), "%s/cgroup.kill", cg);

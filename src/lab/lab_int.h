@@ -73,4 +73,21 @@ char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
  * runs, then keeps going until SIGTERM. Never returns. */
 void lab_supervisor(const struct lab_topo *t, int ready_fd) __attribute__((noreturn));
 
+/* Real containers (lab_podman.c): podman for one node of a running lab
+ * (args: podman's subcommand and arguments; the exit status), and the
+ * removal of every container and cgroup it made (called by lab down). */
+int lab_podman(const char *lab, const char *node, char **args, int n);
+void lab_podman_down(const char *lab);
+/* lab up --runtime podman: build the pod image, set up and import it on
+ * every node. The argv (NULL-terminated, malloc'd strings) that runs one
+ * pod's container in the foreground (podman run --rm) with the lab's
+ * address, under the pod's cgroup, with the plan's mounts and command; the
+ * pid of that container's first process (0: none yet); removing it. */
+int lab_podman_up(const struct lab_topo *t);
+char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const char *ns,
+			   const char *name, uint32_t ip, const char *pod_cg,
+			   const struct lab_mount *mounts, int n_mounts, char **cmd);
+int lab_podman_pod_pid(const char *pod_cg);
+void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const char *name);
+
 #endif

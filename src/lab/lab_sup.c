@@ -332,10 +332,18 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 	pod->procs = zh_calloc(pod->n_procs, sizeof(*pod->procs));
 	pod_write_info(s, pod);
 
-	ret = lab_pod_ns_create(s->t.lab, ns, name, pod->plan.mounts, pod->plan.n_mounts);
+	/* --runtime podman: podman makes the namespaces and the CNI plugin the
+	 * network (lab_podman.c); one container per pod */
+	if (s->t.podman && pod->n_procs != 1) {
+		zh_err("%s:%d: pod %s/%s: the podman runtime runs one container per pod, not %d",
+		       file, line, ns, name, pod->n_procs);
+		goto fail;
+	}
+	ret = s->t.podman ? 0 : lab_pod_ns_create(s->t.lab, ns, name, pod->plan.mounts,
+						  pod->plan.n_mounts);
 	if (ret)
 		goto fail;
-	ret = lab_net_pod_add(&s->t, s->t.nodes[node].name, ns, name, pod->ip);
+	ret = s->t.podman ? 0 : lab_net_pod_add(&s->t, s->t.nodes[node].name, ns, name, pod->ip);
 	if (ret)
 		goto fail;
 	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[node].name, ns, name);
@@ -363,6 +371,19 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		lab_pod_netns_path(p->netns, sizeof(p->netns), s->t.lab, ns, name);
 		lab_pod_nsfile(p->uts, sizeof(p->uts), s->t.lab, ns, name, "uts");
 		lab_pod_nsfile(p->mnt, sizeof(p->mnt), s->t.lab, ns, name, "mnt");
+		if (s->t.podman) {
+			/* `zerohop lab podman ... run` in the node's namespace
+			 * (it enters it itself): the container is its child */
+			char **cmd = p->argv;
+
+			p->argv = lab_podman_pod_argv(&s->t, s->t.nodes[node].name, ns, name, pod->ip,
+						      cg, pod->plan.mounts, pod->plan.n_mounts, cmd);
+			for (int k = 0; cmd[k]; k++)
+				free(cmd[k]);
+			free(cmd);
+			lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, s->t.nodes[node].name);
+			p->uts[0] = p->mnt[0] = 0;
+		}
 		if (pod->isolate_gen) {
 			p->next_ms = UINT64_MAX - 1;	/* held: isolate_check() starts it */
 			continue;
@@ -404,6 +425,13 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 	if (pod->published)
 		ss_del_pod(s->ss, pod->ns, pod->name);	/* invariant 1: processes gone */
 	pod->published = false;
+	if (s->t.podman) {	/* CNI DEL, netns, runc state; then conmon's cgroup */
+		char ccg[LAB_PATH + 8];
+
+		lab_podman_pod_rm(s->t.lab, s->t.nodes[pod->node].name, pod->ns, pod->name);
+		lab_fmt(ccg, sizeof(ccg), "%s/conmon", cg);
+		rmdir(ccg);
+	}
 	rmdir(cg);
 	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
 	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);
@@ -564,12 +592,18 @@ static bool proc_net_has(pid_t pid, const char *file, uint16_t port, bool listen
 	return found;
 }
 
-static bool pod_ports_ready(struct sup_pod *pod)
+static bool pod_ports_ready(struct sup *s, struct sup_pod *pod)
 {
+	char cg[LAB_PATH];
 	pid_t pid = 0;
 
 	for (int i = 0; i < pod->n_procs && !pid; i++)
 		pid = pod->procs[i].pid;
+	if (s->t.podman) {	/* the container's process, not podman's */
+		lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[pod->node].name, pod->ns,
+				    pod->name);
+		pid = lab_podman_pod_pid(cg);
+	}
 	if (!pid)
 		return false;
 	for (int i = 0; i < pod->plan.n_ports; i++) {
@@ -604,7 +638,7 @@ static void ready_check(struct sup *s)
 		 * serve it: its policy and Services would not be in force. */
 		if (!sup_node_serving(s, pod->node))
 			continue;
-		if (!pod_ports_ready(pod)) {
+		if (!pod_ports_ready(s, pod)) {
 			if (!any_exited && now - pod->created_ms < READY_MS)
 				continue;
 			zh_warn("pod %s/%s: declared ports not listening after %llu ms; marking Running",
