@@ -527,7 +527,7 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 		p += 7;
 	while (*p) {
 		const char *e = strchr(p, ','), *colon;
-		size_t l = e ? (size_t)(e - p) : strlen(p);
+		size_t l = e ? (size_t)(e - p) : strlen(p), whole = l;
 		char tmp[128], *end;
 		long port;
 
@@ -547,7 +547,7 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 		eps[n].host[colon - tmp] = 0;
 		eps[n].port = (int)port;
 		n++;
-		p += l + (e ? 1 : 0);
+		p += whole + (e ? 1 : 0);
 		if (e && !*p)
 			return -EINVAL;
 	}
