@@ -392,7 +392,10 @@ static int w_message(struct ss_etcd *s, const struct eg_json *m, char *why, size
 	int n = 0;
 
 	if (!res) {
-		snprintf(why, wl, "watch: unexpected message");
+		const struct eg_json *e = eg_json_get(eg_json_get(m, "error"), "message");
+
+		/* the gateway's error object, e.g. "etcdserver: no leader" */
+		snprintf(why, wl, "watch: %.150s", e && e->t == EG_STR ? e->s : "unexpected message");
 		return -EPROTO;
 	}
 	if (eg_json_bool(eg_json_get(res, "canceled"))) {
@@ -473,7 +476,7 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 	}
 	while (!s->stop) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int r = poll(&p, 1, 200);
+		int r = poll(&p, 1, in.data ? 0 : 200);
 		long l;
 
 		if (r < 0 && errno != EINTR) {
@@ -490,16 +493,17 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 			}
 			last_probe = mono_ms();
 		}
-		if (r <= 0)
+		/* the head's read may have brought the first messages too */
+		if (r <= 0 && !in.data)
 			continue;
-		ssize_t n = buf_read_fd(&in, fd, 0);
+		if (r > 0) {
+			ssize_t n = buf_read_fd(&in, fd, 0);
 
-		if (n == -EAGAIN)
-			continue;
-		if (n <= 0) {
-			snprintf(why, wl, "%s:%d: watch stream closed", ep->host, ep->port);
-			ret = n ? (int)n : -ECONNRESET;
-			break;
+			if (n == 0 || (n < 0 && n != -EAGAIN)) {
+				snprintf(why, wl, "%s:%d: watch stream closed", ep->host, ep->port);
+				ret = n ? (int)n : -ECONNRESET;
+				break;
+			}
 		}
 		if (chunked)
 			ret = eg_dechunk(&dc, buf_head(&in), in.data, &body);

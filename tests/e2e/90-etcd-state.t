@@ -25,7 +25,7 @@ for n in 1 2; do et_agent_start $n; done
 in_sync() { [ "$(et_health "$1")" = ready ] && [ "$(et_gen "$1")" = "$(et_rev)" ]; }
 wait_until 15 in_sync 1 && wait_until 5 in_sync 2
 ok $? "both agents ready at etcd's revision $(et_rev)"
-wait_until 5 test "$(et_who 2)" = web-1-2
+wait_until 5 who_is 2 web-1-2
 is "$(et_who 2)" web-1-2 "node 2 reaches the ClusterIP: answered by web-1-2 on node 1"
 is "$(et_who 1)" web-1-2 "node 1 too"
 bpftool map dump pinned /sys/fs/bpf/$ET_TAG-n2/zh_lb_svc 2>/dev/null | grep -q 'value'
@@ -35,7 +35,7 @@ ok $? "node 2's service map has entries"
 et_svc "app: web, ver: b" >"$TMP/svc-b.yaml"
 t0=$(date +%s%N)
 ZHE apply -f "$TMP/svc-b.yaml" >/dev/null
-wait_until 5 test "$(et_who 1)" = web-2-2
+wait_until 5 who_is 1 web-2-2
 is "$(et_who 1)" web-2-2 "change via etcd: node 1 now reaches web-2-2 ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 wait_until 5 in_sync 2
 is "$(et_who 2)" web-2-2 "node 2 too, its generation is etcd's revision $(et_gen 2)"

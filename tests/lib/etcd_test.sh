@@ -65,6 +65,7 @@ et_port() {
 	ip -n $1 link set eth0 up
 }
 
+et_quorum() { ETCDCTL --command-timeout=2s get /zerohop/probe >/dev/null 2>&1; }
 et_healthy() { ip netns exec $ET_TAG-n1 etcdctl --endpoints "$ET_SPEC_LIST" endpoint health >/dev/null 2>&1; }
 
 et_member_start() {
@@ -182,3 +183,6 @@ YAML
 et_echo() { et_bg "$1" "$ZH" echo --http 10.244.$1.$2:8080 --name web-$1-$2 >"$TMP/echo-$1-$2.log" 2>&1; }
 # the .name of the backend that answers NODE's pod cgroup at VIP
 et_who() { et_run "$1" curl -s -m 2 "http://${2:-10.96.90.10}/" | jq -r .name 2>/dev/null; }
+# conditions for wait_until (evaluated on every try)
+who_is() { [ "$(et_who "$1")" = "$2" ]; }
+health_is() { [ "$(et_health "$1")" = "$2" ]; }
