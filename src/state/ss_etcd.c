@@ -144,10 +144,10 @@ static int call(struct ss_etcd *s, const char *path, const char *body, struct eg
 			return 0;
 		}
 		if (ret != -EIO && ret != -EPROTO)
-			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d: %s", s->eps[i].host,
+			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d unreachable: %s", s->eps[i].host,
 				 s->eps[i].port, strerror(-ret));
 	}
-	snprintf(err->file, sizeof(err->file), "%s", s->spec);
+	err->file[0] = 0;	/* md_err_str: the message alone */
 	err->line = 0;
 	err->field[0] = 0;
 	return ret;
@@ -640,8 +640,8 @@ static int update(struct ss_etcd *s, uint64_t *base, struct md_err *err)
 		sev_commit(&s->src.set[k]);
 	if (!s->listed) {
 		pthread_mutex_lock(&s->mu);
-		snprintf(err->file, sizeof(err->file), "%s", s->spec);
-		snprintf(err->msg, sizeof(err->msg), "waiting for etcd: %s", s->why);
+		err->file[0] = 0;
+		snprintf(err->msg, sizeof(err->msg), "waiting for etcd: %.200s", s->why);
 		pthread_mutex_unlock(&s->mu);
 		return -ENOTCONN;
 	}
@@ -1015,7 +1015,7 @@ int setcd_apply(struct ss_etcd *s, char *const *paths, int n_paths, const struct
 		 * validate again against the new state (a stale
 		 * resourceVersion is then reported as a conflict) */
 	}
-	snprintf(err->file, sizeof(err->file), "%s", s->spec);
+	err->file[0] = 0;
 	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
 		 RETRIES);
 	return -EBUSY;
@@ -1089,7 +1089,7 @@ int setcd_delete(struct ss_etcd *s, char *const *paths, int n_paths, const struc
 		if (ret != 1)
 			return ret;
 	}
-	snprintf(err->file, sizeof(err->file), "%s", s->spec);
+	err->file[0] = 0;
 	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
 		 RETRIES);
 	return -EBUSY;
