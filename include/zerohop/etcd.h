@@ -69,11 +69,14 @@ struct eg_dechunk {
 int eg_dechunk(struct eg_dechunk *d, const char *in, size_t n, struct buf *out);
 
 struct eg_ep {
-	char host[64];
-	int port;
+	char host[160];		/* a host name or address; a socket path with unix */
+	int port;		/* 0 with unix */
+	bool unix_sock;
 };
 /* "etcd://h:p,h:p" or "h:p,h:p" into eps (at most max); the count, or
- * -EINVAL naming nothing (the caller says which spec). */
+ * -EINVAL naming nothing (the caller says which spec). An endpoint
+ * "unix:PATH" is a Unix socket (etcd's unix://NAME:PORT client listener
+ * creates the file NAME:PORT in its working directory). */
 int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max);
 
 /* Connect with a timeout: a connected blocking socket or -errno. */

@@ -139,6 +139,10 @@ uint64_t ss_generation(struct ss *s);
 int ss_watch_fd(struct ss *s);
 void ss_watch_drain(struct ss *s);
 
+/* The applied objects alone (no runtime pods), finished: what the lab's
+ * supervisor reconciles pods against. 0/-errno with err. */
+int ss_load_desired(struct ss *s, struct md_state **out, struct md_err *err);
+
 /* 0 when the store is reachable (always for a directory); -ENOTCONN with
  * a one-line reason in buf while the watcher cannot reach any endpoint. */
 int ss_health(struct ss *s, char *buf, size_t len);

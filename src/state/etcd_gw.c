@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "zerohop/etcd.h"
 #include "zerohop/log.h"
@@ -535,6 +536,18 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 			return -EINVAL;
 		memcpy(tmp, p, l);
 		tmp[l] = 0;
+		if (!strncmp(tmp, "unix:", 5)) {
+			if (!tmp[5] || l - 5 >= sizeof(eps[n].host))
+				return -EINVAL;
+			memcpy(eps[n].host, tmp + 5, l - 4);
+			eps[n].port = 0;
+			eps[n].unix_sock = true;
+			n++;
+			p += whole + (e ? 1 : 0);
+			if (e && !*p)
+				return -EINVAL;
+			continue;
+		}
 		if (tmp[l - 1] == '/')
 			tmp[--l] = 0;	/* etcd://h:p/ */
 		colon = strrchr(tmp, ':');
@@ -546,6 +559,7 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 		memcpy(eps[n].host, tmp, (size_t)(colon - tmp));
 		eps[n].host[colon - tmp] = 0;
 		eps[n].port = (int)port;
+		eps[n].unix_sock = false;
 		n++;
 		p += whole + (e ? 1 : 0);
 		if (e && !*p)
@@ -590,6 +604,23 @@ int eg_connect(const struct eg_ep *ep, int timeout_ms)
 	int fd, ret, one = 1;
 	socklen_t sl = sizeof(ret);
 
+	if (ep->unix_sock) {
+		struct sockaddr_un su = { .sun_family = AF_UNIX };
+
+		if (strlen(ep->host) >= sizeof(su.sun_path))
+			return -ENAMETOOLONG;
+		memcpy(su.sun_path, ep->host, strlen(ep->host));
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&su, sizeof(su))) {
+			ret = -errno;
+			close(fd);
+			return ret;
+		}
+		fcntl(fd, F_SETFL, O_NONBLOCK);
+		return fd;
+	}
 	snprintf(port, sizeof(port), "%d", ep->port);
 	if (getaddrinfo(ep->host, port, &hints, &ai))
 		return -EHOSTUNREACH;
@@ -624,7 +655,7 @@ int eg_send(int fd, const struct eg_ep *ep, const char *path, const char *body, 
 	buf_printf(&b,
 		   "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
 		   "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		   path, ep->host, ep->port, strlen(body));
+		   path, ep->unix_sock ? "localhost" : ep->host, ep->port, strlen(body));
 	buf_append(&b, body, strlen(body));
 	while (b.data) {
 		ssize_t w = buf_write_fd(&b, fd);

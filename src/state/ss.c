@@ -90,6 +90,29 @@ int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss
 			 sdir_load_delta(s->dir, io, token, d, err);
 }
 
+int ss_load_desired(struct ss *s, struct md_state **out, struct md_err *err)
+{
+	char dir[4200];
+	struct md_state *st;
+	int ret;
+
+	if (s->etcd)
+		return setcd_load_desired(s->etcd, out, err);
+	st = md_state_new();
+	snprintf(dir, sizeof(dir), "%s/manifests", sdir_path(s->dir));
+	ret = md_state_add_dir(st, dir, err);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (!ret)
+		ret = md_state_finish(st, err);
+	if (ret) {
+		md_state_free(st);
+		return ret;
+	}
+	*out = st;
+	return 0;
+}
+
 int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml)
 {
 	return s->etcd ? setcd_put_pod(s->etcd, ns, name, yaml) : sdir_put_pod(s->dir, ns, name, yaml);

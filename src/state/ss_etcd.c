@@ -33,7 +33,7 @@
  *      a mutex and signals an eventfd; parsing and the model are the main
  *      thread's. While no endpoint answers, the last state stays loaded
  *      (the agent keeps its maps), ss_health says why, and the watcher
- *      retries with backoff (100 ms doubling to 2 s), trying the endpoints
+ *      retries with backoff (100 ms doubling to BACKOFF_MAX_MS, 1 s), trying the endpoints
  *      in turn. A watch on a member without a leader is refused by etcd
  *      (hasleader metadata), so a member cut off from its quorum is left.
  */
@@ -60,6 +60,7 @@
 #define PROBE_MS 1000		/* liveness probe of the watched endpoint */
 #define PROBE_EVERY_MS 1000
 #define RETRIES 3
+#define BACKOFF_MAX_MS 1000	/* K4: a healed node is back within about a second */
 
 struct wev {			/* a raw event queued by the watcher */
 	char *key;
@@ -566,7 +567,7 @@ static void *watcher(void *arg)
 		set_up(s, false, why[0] ? why : strerror(-ret));
 		s->cur = (s->cur + 1) % s->n_eps;	/* fail over */
 		nap(s, backoff);
-		backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 		if (s->up)
 			backoff = 100;
 	}
@@ -665,6 +666,14 @@ int setcd_load_delta(struct ss_etcd *s, struct md_state **io, uint64_t *token,
 	memset(d, 0, sizeof(*d));
 	ret = update(s, &base, err);
 	return ret ? ret : sev_load_delta(&s->src, base, io, token, d, err);
+}
+
+int setcd_load_desired(struct ss_etcd *s, struct md_state **out, struct md_err *err)
+{
+	uint64_t base;
+	int ret = update(s, &base, err);
+
+	return ret ? ret : sev_load_set(&s->src, 0, out, err);
 }
 
 uint64_t setcd_generation(struct ss_etcd *s)

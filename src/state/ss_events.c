@@ -234,6 +234,21 @@ int sev_load(struct sev_src *src, struct md_state **out, struct md_err *err)
 	return 0;
 }
 
+int sev_load_set(struct sev_src *src, int k, struct md_state **out, struct md_err *err)
+{
+	struct md_state *st = md_state_new();
+	int ret = set_build(&src->set[k], st, err);
+
+	if (!ret)
+		ret = md_state_finish(st, err);
+	if (ret) {
+		md_state_free(st);
+		return ret;
+	}
+	*out = st;
+	return 0;
+}
+
 /* The changes of the last commit of s as patches: (slot, new file) pairs
  * when every change is patchable in place; else false. */
 struct sev_patch {

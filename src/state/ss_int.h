@@ -92,6 +92,8 @@ void sev_src_clear(struct sev_src *src);
 
 /* A fresh, finished state of both sets (E1, E2). */
 int sev_load(struct sev_src *src, struct md_state **out, struct md_err *err);
+/* The same from set k alone (k = 0: the applied manifests). */
+int sev_load_set(struct sev_src *src, int k, struct md_state **out, struct md_err *err);
 /* ss_load_delta's contract (state.h) after a committed batch begun at base. */
 int sev_load_delta(struct sev_src *src, uint64_t base, struct md_state **io, uint64_t *token,
 		   struct ss_delta *d, struct md_err *err);
@@ -126,6 +128,7 @@ int setcd_delete(struct ss_etcd *s, char *const *paths, int n_paths, const struc
 int setcd_load(struct ss_etcd *s, struct md_state **out, struct md_err *err);
 int setcd_load_delta(struct ss_etcd *s, struct md_state **io, uint64_t *token,
 		     struct ss_delta *d, struct md_err *err);
+int setcd_load_desired(struct ss_etcd *s, struct md_state **out, struct md_err *err);
 int setcd_put_pod(struct ss_etcd *s, const char *ns, const char *name, const char *yaml);
 int setcd_del_pod(struct ss_etcd *s, const char *ns, const char *name);
 uint64_t setcd_generation(struct ss_etcd *s);

@@ -197,6 +197,9 @@ static void test_endpoints(void)
 	ok(eg_parse_endpoints("etcd://127.0.0.1:2379,10.0.0.2:32379/", e, 8) == 2 &&
 	   !strcmp(e[0].host, "127.0.0.1") && e[0].port == 2379 && !strcmp(e[1].host, "10.0.0.2") &&
 	   e[1].port == 32379, "two endpoints");
+	ok(eg_parse_endpoints("etcd://unix:/run/x/c.sock:0,h:1", e, 8) == 2 && e[0].unix_sock &&
+	   !strcmp(e[0].host, "/run/x/c.sock:0") && !e[1].unix_sock && e[1].port == 1,
+	   "a unix socket endpoint keeps its whole path");
 	ok(eg_parse_endpoints("etcd://h:0", e, 8) < 0, "port 0 refused");
 	ok(eg_parse_endpoints("etcd://h", e, 8) < 0, "missing port refused");
 	ok(eg_parse_endpoints("etcd://a:1,", e, 8) < 0, "trailing comma refused");
