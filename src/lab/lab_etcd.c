@@ -74,7 +74,9 @@ static int start_member(const struct lab_topo *t, int k, const char *cluster)
 				 "--listen-client-urls", a[1], "--advertise-client-urls", a[2],
 				 "--listen-peer-urls", a[3], "--initial-advertise-peer-urls", a[3],
 				 "--initial-cluster", (char *)cluster, "--initial-cluster-state", "new",
-				 "--heartbeat-interval", "50", "--election-timeout", "500", NULL };
+				 "--heartbeat-interval", "50", "--election-timeout", "500",
+				 /* one apply = one txn (ss_etcd.c K1): room for big ones */
+				 "--max-txn-ops", "20000", "--max-request-bytes", "33554432", NULL };
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
 		if (fd < 0 || lab_join_netns_path(nsp) || chdir(dir))

@@ -60,6 +60,7 @@
 #define PROBE_MS 1000		/* liveness probe of the watched endpoint */
 #define PROBE_EVERY_MS 1000
 #define RETRIES 3
+#define LIST_MS 30000		/* a listing of the whole state (100,000s of objects) */
 #define BACKOFF_MAX_MS 1000	/* K4: a healed node is back within about a second */
 
 struct wev {			/* a raw event queued by the watcher */
@@ -115,8 +116,8 @@ static void put_b64(struct buf *b, const char *s, size_t len)
 
 /* POST to the endpoints in turn from s->cur; the parsed body of the first
  * that answers 200. -errno with err->msg. */
-static int call(struct ss_etcd *s, const char *path, const char *body, struct eg_json **out,
-		struct md_err *err)
+static int call_t(struct ss_etcd *s, const char *path, const char *body, int timeout_ms,
+		  struct eg_json **out, struct md_err *err)
 {
 	int ret = -ENOTCONN, status = 0;
 
@@ -125,7 +126,7 @@ static int call(struct ss_etcd *s, const char *path, const char *body, struct eg
 		struct buf r;
 
 		buf_init(&r, 0);
-		ret = eg_call(&s->eps[i], path, body, CALL_MS, &status, &r);
+		ret = eg_call(&s->eps[i], path, body, timeout_ms, &status, &r);
 		if (!ret && status != 200) {
 			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: HTTP %d: %.*s",
 				 s->eps[i].host, s->eps[i].port, path, status,
@@ -144,7 +145,10 @@ static int call(struct ss_etcd *s, const char *path, const char *body, struct eg
 			s->cur = i;
 			return 0;
 		}
-		if (ret != -EIO && ret != -EPROTO)
+		if (ret == -ETIMEDOUT)
+			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: no answer within %d ms",
+				 s->eps[i].host, s->eps[i].port, path, timeout_ms);
+		else if (ret != -EIO && ret != -EPROTO)
 			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d unreachable: %s", s->eps[i].host,
 				 s->eps[i].port, strerror(-ret));
 	}
@@ -152,6 +156,14 @@ static int call(struct ss_etcd *s, const char *path, const char *body, struct eg
 	err->line = 0;
 	err->field[0] = 0;
 	return ret;
+}
+
+/* A unary request; its time bound grows with the request (a big txn takes
+ * etcd a while to commit: 2 s per MiB on top of CALL_MS). */
+static int call(struct ss_etcd *s, const char *path, const char *body, struct eg_json **out,
+		struct md_err *err)
+{
+	return call_t(s, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out, err);
 }
 
 /* Range over the whole prefix: the parsed response (kvs, header.revision). */
@@ -167,7 +179,7 @@ static int list_all(struct ss_etcd *s, struct eg_json **out, struct md_err *err)
 	put_b64(&b, PFX_END, strlen(PFX_END));
 	buf_printf(&b, "}");
 	buf_append(&b, "", 1);
-	ret = call(s, "/v3/kv/range", buf_head(&b), out, err);
+	ret = call_t(s, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
 	buf_free(&b);
 	return ret;
 }
@@ -828,38 +840,55 @@ static int stored_read(struct ss_etcd *s, struct stored *st, struct md_err *err)
 	return 0;
 }
 
+/* etcd returns a range sorted by key bytes (strcmp order): bsearch. */
 static int stored_find(const struct stored *st, const char *key)
 {
-	for (int i = 0; i < st->n; i++)
-		if (!strcmp(st->key[i], key))
-			return i;
+	int lo = 0, hi = st->n - 1;
+
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2, c = strcmp(st->key[mid], key);
+
+		if (!c)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
 	return -1;
+}
+
+static int cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* Add the stored objects except skip[] to u: manifests, then runtime pods. */
 static int stored_add(const struct stored *st, struct md_state *u, char *const *skip, int n_skip,
 		      struct md_err *err)
 {
-	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i < st->n; i++) {
+	char **sorted = zh_calloc((size_t)n_skip + 1, sizeof(*sorted));
+	int n_sorted = 0, ret = 0;
+
+	for (int k = 0; k < n_skip; k++)
+		if (skip[k])
+			sorted[n_sorted++] = skip[k];
+	qsort(sorted, (size_t)n_sorted, sizeof(*sorted), cmp_pstr);
+	for (int pass = 0; !ret && pass < 2; pass++)
+		for (int i = 0; !ret && i < st->n; i++) {
 			const char *pfx = pass ? RPFX : MPFX;
 			char name[600];
-			bool skipped = false;
-			int ret;
 
 			if (strncmp(st->key[i], pfx, strlen(pfx)) ||
 			    (!pass && !strncmp(st->key[i], RPFX, strlen(RPFX))))
 				continue;
-			for (int k = 0; k < n_skip; k++)
-				skipped |= !strcmp(skip[k], st->key[i]);
-			if (skipped)
+			if (bsearch(&st->key[i], sorted, (size_t)n_sorted, sizeof(*sorted), cmp_pstr))
 				continue;
 			snprintf(name, sizeof(name), "etcd:%s", st->key[i]);
 			ret = md_state_add_buf(u, name, st->val[i], st->len[i], err);
-			if (ret)
-				return ret;
 		}
-	return 0;
+	free(sorted);
+	return ret;
 }
 
 static void conflict(struct md_err *err, const struct md_obj_id *id, uint64_t given,

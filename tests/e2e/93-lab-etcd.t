@@ -60,8 +60,9 @@ t0=$(date +%s%N)
 for k in 1 2 3; do ip -n $LAB-node-b route del blackhole 10.250.0.20$k/32; done
 wait_until 10 who_is who-a
 is "$(who)" who-a "after the heal node-b caught up ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
-! degraded
-ok $? "and is no longer degraded"
+healthy() { ! degraded; }
+wait_until 5 healthy
+ok $? "and is no longer degraded (lab status)"
 
 "$ZH" lab down --lab $LAB >/dev/null
 ok $? "lab down"

@@ -78,7 +78,9 @@ et_member_start() {
 		--listen-peer-urls http://10.252.0.$((10 + i)):2380 \
 		--initial-advertise-peer-urls http://10.252.0.$((10 + i)):2380 \
 		--initial-cluster "$cluster" --initial-cluster-state new \
-		--heartbeat-interval 50 --election-timeout 500 >>"$TMP/etcd-m$i.log" 2>&1 &
+		--heartbeat-interval 50 --election-timeout 500 \
+		--max-txn-ops 20000 --max-request-bytes 33554432 >>"$TMP/etcd-m$i.log" 2>&1 &
+	disown	# a member SIGKILLed on purpose is no news for the job table
 }
 
 et_member_stop() {
