@@ -17,6 +17,10 @@ int cli_agent(int argc, char **argv);	/* src/agent: node agent */
 int cli_apply(int argc, char **argv);	/* src/agent: apply -f (state source) */
 int cli_delete(int argc, char **argv);	/* src/agent: delete -f */
 int cli_get(int argc, char **argv);	/* src/agent: get KIND */
+struct ss;
+/* get KIND -o yaml: the stored manifests with metadata.resourceVersion
+ * (src/agent/cli_yaml.c; etcd state only). 0 or -errno. */
+int cli_get_yaml(struct ss *s, const char *kind, const char *ns);
 int cli_proxy(int argc, char **argv);	/* src/proxy: node L7 proxy */
 int cli_validate(int argc, char **argv);	/* src/model: parse + validate manifests */
 int cli_dns(int argc, char **argv);	/* src/agent: cluster DNS responder (runs in a pod) */

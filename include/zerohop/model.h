@@ -650,6 +650,9 @@ struct md_file;
  * new md_file with one reference. 0, or -errno/-EINVAL with err set. */
 int md_file_load(int dfd, const char *name, const char *path, struct md_file **out,
 		 struct md_err *err);
+/* The same from text in memory (a store's value); path names it in errors. */
+int md_file_parse(const char *path, const char *buf, size_t len, struct md_file **out,
+		  struct md_err *err);
 struct md_file *md_file_get(struct md_file *f);	/* take a reference; NULL is fine */
 void md_file_put(struct md_file *f);	/* drop a reference; NULL is fine */
 /* Append f's objects to st (not finished) and take a reference on f. Fails

@@ -1,6 +1,9 @@
 /* state.h — the state source: where desired and runtime cluster state lives
  * (prefix ss_). The embedded default is a directory watched with inotify;
- * etcd or the Kubernetes API can later implement the same operations.
+ * "etcd://HOST:PORT[,HOST:PORT...]" names an etcd v3 cluster instead
+ * (docs/state-etcd.md). Every operation below works on both; where the
+ * etcd source differs it is said. Both sources feed one shared layer that
+ * turns object events into the model (src/state/ss_int.h).
  *
  * Layout of the directory source (DIR is e.g. /run/zerohop/LAB/state):
  *   DIR/manifests/KIND_NAMESPACE_NAME.yaml   one applied object per file
@@ -44,9 +47,13 @@
 
 struct ss;
 
-int ss_open(const char *dir, struct ss **out);	/* creates the layout if missing */
+/* spec: a directory (its layout is created if missing) or an etcd:// URL
+ * (nothing is contacted before the first operation). */
+int ss_open(const char *spec, struct ss **out);
 void ss_close(struct ss *s);
-const char *ss_dir(const struct ss *s);
+const char *ss_dir(const struct ss *s);	/* the spec as given */
+bool ss_spec_is_etcd(const char *spec);
+bool ss_is_etcd(const struct ss *s);
 
 int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err);
 int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err);
@@ -122,8 +129,28 @@ static inline void ss_delta_free(struct ss_delta *d)
 	d->n_svcs = 0;
 }
 
+/* Directory: the generation counter. etcd: the store revision of the last
+ * load (ss_load/ss_load_delta), or of the last apply/delete. */
 uint64_t ss_generation(struct ss *s);
+/* Directory: inotify. etcd: the first call starts a watcher thread (list,
+ * then watch from the next revision, resume, relist on compaction, fail
+ * over between endpoints, backoff) and returns an eventfd that becomes
+ * readable on every change and on every change of ss_health. */
 int ss_watch_fd(struct ss *s);
 void ss_watch_drain(struct ss *s);
+
+/* The applied objects alone (no runtime pods), finished: what the lab's
+ * supervisor reconciles pods against. 0/-errno with err. */
+int ss_load_desired(struct ss *s, struct md_state **out, struct md_err *err);
+
+/* 0 when the store is reachable (always for a directory); -ENOTCONN with
+ * a one-line reason in buf while the watcher cannot reach any endpoint. */
+int ss_health(struct ss *s, char *buf, size_t len);
+
+/* etcd only: every stored object, in key order, with its text and mod
+ * revision (metadata.resourceVersion); fn returns 0 to go on. */
+typedef int (*ss_raw_fn)(void *arg, const char *key, const char *text, size_t len,
+			 uint64_t mod_rev);
+int ss_list_raw(struct ss *s, ss_raw_fn fn, void *arg, struct md_err *err);
 
 #endif

@@ -59,6 +59,12 @@
  *      sees a generation the kernel does not have yet), and "degraded"
  *      with the error when the sync failed (A3: the previous generation is
  *      still the one in force). The lab waits on this file, not on maps.
+ * A10. With an etcd state source (docs/state-etcd.md) the watch fd is the
+ *      source's eventfd, which also wakes on every change of reachability:
+ *      the sync that follows republishes the health file, "degraded" with
+ *      the reason while etcd is out of reach (the maps keep the last
+ *      state, A3). An agent started while etcd is down adopts its pins
+ *      (A4), fails its first load and waits for the watcher to list.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -93,8 +99,9 @@ enum ag_mode { AG_MODE_BPF, AG_MODE_NFT };
 struct agent {
 	const char *node;
 	const char *lab;
+	bool lab_given;		/* --lab: the lab's state, not ZEROHOP_STATE */
 	char cgroup[256];
-	char state_dir[256];
+	char state_dir[512];
 	char pin_dir[256];
 	char proxy_cg[256];	/* --proxy-cgroup: the node proxy's cgroup ("": none) */
 	enum ag_mode mode;
@@ -264,6 +271,9 @@ static void health_publish(struct agent *a, int sync_ret, uint64_t gen)
 		snprintf(h->error, sizeof(h->error), "%s", strerror(-sync_ret));
 	}
 	snprintf(h->state, sizeof(h->state), "%s", sync_ret ? "degraded" : "ready");
+	/* A10: the kernel has gen, but the store is out of reach */
+	if (!sync_ret && ss_health(a->ss, h->error, sizeof(h->error)))
+		snprintf(h->state, sizeof(h->state), "degraded");
 	if (!a->health_file)
 		return;
 	ret = zh_health_write(a->health_file, h);
@@ -551,6 +561,8 @@ static int agent_serve(struct agent *a, const char *cg, const char *sd)
 		snprintf(a->cgroup, sizeof(a->cgroup), "%s", cg);
 	else
 		lab_node_cgroup_path(a->cgroup, sizeof(a->cgroup), a->lab, a->node);
+	if (!sd && !a->lab_given)
+		sd = getenv("ZEROHOP_STATE");	/* docs/state-etcd.md */
 	if (sd)
 		snprintf(a->state_dir, sizeof(a->state_dir), "%s", sd);
 	else
@@ -728,6 +740,7 @@ int cli_agent(int argc, char **argv)
 		return 2;
 	}
 	a.lab = zh_lab_name(lab_opt);
+	a.lab_given = lab_opt != NULL;
 	if (pd)
 		snprintf(a.pin_dir, sizeof(a.pin_dir), "%s", pd);
 	else

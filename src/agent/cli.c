@@ -30,6 +30,7 @@ struct cli_opts {
 	char **files;
 	int n_files;
 	bool json;
+	bool yaml;		/* -o yaml: the stored manifests (etcd state) */
 	bool strict;		/* --strict: ignored kinds are errors */
 	const char *ns;		/* -n/--namespace, or NULL */
 	const char *kind;
@@ -38,11 +39,11 @@ struct cli_opts {
 static void usage(FILE *f, const char *cmd)
 {
 	if (!strcmp(cmd, "get"))
-		fprintf(f, "usage: zerohop get %s [-n NS] [-o json|table] [--lab LAB | --state DIR]\n"
+		fprintf(f, "usage: zerohop get %s [-n NS] [-o json|table|yaml] [--lab LAB | --state DIR|etcd://H:P,...]\n"
 			"  -n, --namespace NS   only objects of namespace NS (default: all)\n",
 			CLI_GET_RESOURCES);
 	else
-		fprintf(f, "usage: zerohop %s -f FILE|DIR [-f ...] [-n NS]%s [--lab LAB | --state DIR]\n"
+		fprintf(f, "usage: zerohop %s -f FILE|DIR [-f ...] [-n NS]%s [--lab LAB | --state DIR|etcd://H:P,...]\n"
 			"  -f, --filename PATH  a manifest file (multi-document YAML or JSON) or a\n"
 			"                       directory of them (*.yaml, *.yml, *.json)\n"
 			"  -n, --namespace NS   namespace of objects without one; an object naming\n"
@@ -99,12 +100,13 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 			o->files[o->n_files++] = optarg;
 			break;
 		case 'o':
-			if (strcmp(optarg, "json") && strcmp(optarg, "table")) {
-				fprintf(stderr, "zerohop %s: -o: expected json or table, got '%s'\n",
+			if (strcmp(optarg, "json") && strcmp(optarg, "table") && strcmp(optarg, "yaml")) {
+				fprintf(stderr, "zerohop %s: -o: expected json, table or yaml, got '%s'\n",
 					argv[0], optarg);
 				return -EINVAL;
 			}
 			o->json = !strcmp(optarg, "json");
+			o->yaml = !strcmp(optarg, "yaml");
 			break;
 		default:
 			goto bad;
@@ -129,11 +131,14 @@ bad:
 
 static int open_state(const struct cli_opts *o, struct ss **s)
 {
-	char dir[256];
+	const char *env = getenv("ZEROHOP_STATE");	/* docs/state-etcd.md */
+	char dir[512];
 	int ret;
 
 	if (o->state)
 		snprintf(dir, sizeof(dir), "%s", o->state);
+	else if (!o->lab && env && *env)
+		snprintf(dir, sizeof(dir), "%s", env);
 	else
 		zh_state_dir(dir, sizeof(dir), zh_lab_name(o->lab));
 	ret = ss_open(dir, s);
@@ -863,6 +868,10 @@ int cli_get(int argc, char **argv)
 	ret = open_state(&o, &s);
 	if (ret)
 		goto out;
+	if (o.yaml) {
+		ret = cli_get_yaml(s, o.kind, o.ns);
+		goto out;
+	}
 	ret = ss_load(s, &st, &err);
 	if (ret) {
 		fprintf(stderr, "%s\n", md_err_str(&err, buf, sizeof(buf)));

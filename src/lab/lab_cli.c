@@ -47,6 +47,7 @@ static void usage(FILE *f)
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
 		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
 		"                      [--runtime process|podman]\n"
+		"                      [--state etcd]   (3-member etcd cluster: docs/state-etcd.md)\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -317,6 +318,7 @@ struct up_opts {
 	char **files;
 	int n_files;
 	bool overlay, mesh, nft, keep_going, podman;
+	bool etcd;		/* --state etcd (lab_etcd.c) */
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
@@ -389,7 +391,7 @@ static int up_build(const struct lab_topo *t, const struct up_opts *o)
 		lab_err("write %s/lab.conf: %s", rundir, strerror(errno));
 		return -1;
 	}
-	if (mk_cgroups(t) || lab_net_up(t))
+	if (mk_cgroups(t) || lab_net_up(t) || (o->etcd && lab_etcd_up(t)))
 		return -1;
 
 	/* The workloads go into the state source; the supervisor acts on them. */
@@ -657,7 +659,9 @@ static int lab_status(const char *lab, bool json)
 			json_str(lab_pod_netns_name(nsn, sizeof(nsn), lab, pods[i].ns, pods[i].name));
 			printf("}");
 		}
-		printf("]}\n");
+		printf("]");
+		lab_etcd_status(lab, true);
+		printf("}\n");
 	} else {
 		printf("lab %s: %s, supervisor pid %d%s%s\n", lab, up ? "up" : "NOT RUNNING", sup,
 		       t.overlay ? ", vxlan overlay" : "", t.mesh ? "" : ", no mesh");
@@ -691,6 +695,7 @@ static int lab_status(const char *lab, bool json)
 					       ds[k]->error[0] ? ds[k]->error : "no error logged",
 					       ds[k]->log[0] ? "; log " : "", ds[k]->log);
 		}
+		lab_etcd_status(lab, false);
 		printf("\n%-14s %-40s %-12s %-15s %-11s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
 		       "PHASE", "PID", "RESTARTS");
 		for (int i = 0; i < n; i++)
@@ -754,6 +759,7 @@ int cli_lab(int argc, char **argv)
 		{ "drain-delay", required_argument, NULL, 'D' },
 		{ "keep-going", no_argument, NULL, 'K' },
 		{ "runtime", required_argument, NULL, 'R' },
+		{ "state", required_argument, NULL, 'E' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
@@ -763,7 +769,7 @@ int cli_lab(int argc, char **argv)
 	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
-	bool up_only = false, keep_going = false, podman = false;
+	bool up_only = false, keep_going = false, podman = false, etcd = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -844,6 +850,14 @@ int cli_lab(int argc, char **argv)
 			podman = !strcmp(optarg, "podman");
 			up_only = true;
 			break;
+		case 'E':
+			if (strcmp(optarg, "etcd") && strcmp(optarg, "dir")) {
+				lab_err("--state: expected etcd or dir, got '%s'", optarg);
+				goto out;
+			}
+			etcd = !strcmp(optarg, "etcd");
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -876,7 +890,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going and --runtime are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going, --runtime and --state are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -892,6 +906,7 @@ int cli_lab(int argc, char **argv)
 			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
 			.nft = nft, .keep_going = keep_going, .accel = accel,
 			.skip_ports = skip_ports, .drain_ms = drain_ms, .podman = podman,
+			.etcd = etcd,
 		};
 
 		ret = lab_up(lab, &uo);

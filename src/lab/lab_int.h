@@ -46,6 +46,11 @@ char *lab_ip4_str(uint32_t ip, char *buf);	/* network order -> dotted, buf >= 16
 
 /* Network set-up (lab_net.c). */
 int lab_net_up(const struct lab_topo *t);
+/* lab_etcd.c: lab up --state etcd (3 members on the fabric), the spec the
+ * agents use (-ENOENT without etcd), and lab status' etcd lines. */
+int lab_etcd_up(const struct lab_topo *t);
+int lab_etcd_node_spec(const char *lab, char *buf, size_t len);
+void lab_etcd_status(const char *lab, bool json);
 int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
 		    const char *pod, uint32_t ip);
 void lab_net_pod_del(const struct lab_topo *t, const char *node, const char *ns,

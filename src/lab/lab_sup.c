@@ -668,7 +668,8 @@ static void agents_start(struct sup *s)
 
 		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, node);
 		zh_pin_dir(pin, sizeof(pin), s->t.lab, node);
-		zh_state_dir(sd, sizeof(sd), s->t.lab);
+		if (lab_etcd_node_spec(s->t.lab, sd, sizeof(sd)))	/* agents over the fabric */
+			zh_state_dir(sd, sizeof(sd), s->t.lab);
 		v[n++] = zh_strdup(s->t.zerohop);
 		v[n++] = zh_strdup("agent");
 		v[n++] = zh_strdup("--node");

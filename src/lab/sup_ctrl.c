@@ -192,21 +192,15 @@ void sup_reconcile(struct sup *s)
 /* Load the desired state: the applied manifests only (runtime pods are ours). */
 void sup_load_want(struct sup *s)
 {
-	char dir[LAB_PATH], ebuf[1024];
-	struct md_state *st = md_state_new();
+	char ebuf[1024];
+	struct md_state *st = NULL;
 	struct md_err err = { 0 };
 	int ret;
 
-	lab_fmt(dir, sizeof(dir), "%s/manifests", ss_dir(s->ss));
-	ret = md_state_add_dir(st, dir, &err);
-	if (ret == -ENOENT)
-		ret = 0;
-	if (!ret)
-		ret = md_state_finish(st, &err);
+	ret = ss_load_desired(s->ss, &st, &err);
 	if (ret) {
 		zh_err("desired state not loaded, keeping the previous one: %s",
 		       md_err_str(&err, ebuf, sizeof(ebuf)));
-		md_state_free(st);
 		return;
 	}
 	md_state_free(s->want);

@@ -1,6 +1,7 @@
 /* paths.c — lab naming and well-known paths (see paths.h). */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,6 +27,22 @@ char *zh_run_dir(char *buf, size_t len, const char *lab)
 
 char *zh_state_dir(char *buf, size_t len, const char *lab)
 {
+	char p[512];
+	FILE *f;
+
+	/* a lab up with --state etcd names its etcd cluster there
+	 * (src/lab/lab_etcd.c) */
+	snprintf(p, sizeof(p), "%s/%s/state.spec", ZH_RUN_ROOT, zh_lab_name(lab));
+	f = fopen(p, "re");
+	if (f) {
+		bool got = fgets(buf, (int)len, f) && !strncmp(buf, "etcd://", 7);
+
+		fclose(f);
+		if (got) {
+			buf[strcspn(buf, "\n")] = 0;
+			return buf;
+		}
+	}
 	snprintf(buf, len, "%s/%s/state", ZH_RUN_ROOT, zh_lab_name(lab));
 	return buf;
 }

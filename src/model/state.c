@@ -404,6 +404,28 @@ fail:
 	return ret;
 }
 
+int md_file_parse(const char *path, const char *buf, size_t len, struct md_file **out,
+		  struct md_err *err)
+{
+	struct md_file *f = zh_calloc(1, sizeof(*f));
+	size_t blk = 1024;
+	int ret;
+
+	f->refs = 1;
+	f->path = zh_strdup(path);
+	f->st = md_state_new();
+	while (blk < len && blk < 64 * 1024)	/* as md_file_load */
+		blk *= 2;
+	md_priv(f->st)->ar.blk = blk;
+	ret = md_state_add_buf(f->st, path, buf, len, err);
+	if (ret) {
+		md_file_put(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
 struct md_file *md_file_get(struct md_file *f)
 {
 	if (f)

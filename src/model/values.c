@@ -11,7 +11,9 @@
 
 const char *md_err_str(const struct md_err *err, char *buf, size_t len)
 {
-	if (err->field[0])
+	if (!err->file[0])	/* not about a file (a store's answer) */
+		snprintf(buf, len, "%s", err->msg);
+	else if (err->field[0])
 		snprintf(buf, len, "%s:%d: %s: %s", err->file, err->line, err->field, err->msg);
 	else
 		snprintf(buf, len, "%s:%d: %s", err->file, err->line, err->msg);

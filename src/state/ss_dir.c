@@ -9,12 +9,12 @@
  *    NAME: a reader sees the old or the new object, never half of one.
  *    Temporary names start with '.', which md_state_add_dir() skips.
  * 3. Writers (apply, delete, put/del pod) hold an exclusive flock on
- *    DIR/.lock; ss_load() holds a shared one, so a load never sees half of a
+ *    DIR/.lock; sdir_load() holds a shared one, so a load never sees half of a
  *    multi-object apply, across processes.
  * 4. DIR/generation is bumped (atomically, invariant 2) after the object
  *    files of a change are in place; it only grows.
  *
- * 5. ss_load() gives exactly the state a fresh parse of manifests/ then
+ * 5. sdir_load() gives exactly the state a fresh parse of manifests/ then
  *    pods/ (each in name order) and md_state_finish() would give; the parse
  *    cache below only decides which files need parsing again.
  *
@@ -44,12 +44,12 @@
  *       points into (model.h, struct md_file).
  *   C5. Every cache update records what it changed (old and new md_file of
  *       each re-parsed, added or removed entry, with a reference each) and
- *       bumps s->epoch. ss_load_delta() patches the caller's state in place
+ *       bumps s->epoch. sdir_load_delta() patches the caller's state in place
  *       only when the caller's token is the epoch before this update (the
  *       state reflects the cache as it was), no directory was rescanned and
  *       every recorded change is an in-place pod or Service update the
  *       model accepts (md_pod_patchable / md_svc_patchable); the result is
- *       then what invariant 5 says ss_load() gives (tests/unit/agent/
+ *       then what invariant 5 says sdir_load() gives (tests/unit/agent/
  *       test_incr.c checks it against a fresh load).
  * The "generation" file is not part of the key: every writer changes the
  * object files themselves, and C1/C2 see those changes directly (a bump
@@ -79,6 +79,7 @@
 #include "zerohop/paths.h"
 #include "zerohop/state.h"
 #include "zerohop/model.h"
+#include "ss_int.h"
 
 /* A file changed less than this before a full scan read it is parsed again
  * by the next full scan (C2): 50 ms, above the coarse clock tick (<= 10 ms)
@@ -94,7 +95,7 @@ struct ss_cent {
 	off_t size;
 	struct timespec mtime, ctime;
 	bool racy;		/* changed within RACY_NS of being read (C2) */
-	struct md_file *f;	/* NULL: unreadable or invalid, parsed on every load (C3) */
+	bool ok;		/* parsed: else parsed again on every load (C3) */
 };
 
 struct ss_cdir {
@@ -105,25 +106,17 @@ struct ss_cdir {
 	bool valid;		/* entries reflect the directory + dirty (C1) */
 	char **dirty;		/* names the watch reported since the last load */
 	int n_dirty, cap_dirty;
-	/* what the last cdir_update changed (ss_load_delta): one reference
-	 * on each non-NULL file; last_full: it was a full scan */
-	struct ss_chg *chg;
-	int n_chg, cap_chg;
-	bool last_full;
+	struct sev_set *set;	/* the parsed objects, keyed by file name (ss_int.h) */
 };
 
-struct ss_chg {
-	struct md_file *old_f, *new_f;	/* NULL: added / removed / unparseable */
-};
-
-struct ss {
+struct ss_dir {
 	char *dir;
 	char *mdir;		/* DIR/manifests */
 	char *pdir;		/* DIR/pods */
 	int lock_fd;
-	int ino_fd;		/* -1 until ss_watch_fd() */
+	int ino_fd;		/* -1 until sdir_watch_fd() */
 	struct ss_cdir cache[2];	/* manifests, pods */
-	uint64_t epoch;		/* bumped by every cache update (ss_load_delta) */
+	struct sev_src src;	/* their objects and change logs (C5) */
 };
 
 static char *join(const char *a, const char *b)
@@ -227,7 +220,7 @@ static int sync_dir_fs(const char *dir, struct md_err *err)
 	return ret;
 }
 
-uint64_t ss_generation(struct ss *s)
+uint64_t sdir_generation(struct ss_dir *s)
 {
 	char path[4096], buf[32] = "";
 	uint64_t g = 0;
@@ -247,10 +240,10 @@ uint64_t ss_generation(struct ss *s)
 	return g;
 }
 
-static int bump_generation(struct ss *s)
+static int bump_generation(struct ss_dir *s)
 {
 	char buf[32];
-	int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", ss_generation(s) + 1);
+	int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", sdir_generation(s) + 1);
 
 	return write_atomic(s->dir, "generation", buf, (size_t)n);
 }
@@ -267,35 +260,10 @@ static void dirty_clear(struct ss_cdir *cd)
 static void cent_free(struct ss_cent *e)
 {
 	free(e->name);
-	md_file_put(e->f);
-}
-
-static void chg_clear(struct ss_cdir *cd)
-{
-	for (int i = 0; i < cd->n_chg; i++) {
-		md_file_put(cd->chg[i].old_f);
-		md_file_put(cd->chg[i].new_f);
-	}
-	cd->n_chg = 0;
-}
-
-/* Record old -> new (references taken by the caller are handed over). */
-static void chg_add(struct ss_cdir *cd, struct md_file *old_f, struct md_file *new_f)
-{
-	if (cd->n_chg == cd->cap_chg) {
-		cd->cap_chg = cd->cap_chg ? 2 * cd->cap_chg : 16;
-		cd->chg = zh_realloc(cd->chg, (size_t)cd->cap_chg * sizeof(*cd->chg));
-	}
-	cd->chg[cd->n_chg].old_f = old_f;
-	cd->chg[cd->n_chg++].new_f = new_f;
 }
 
 static void cdir_clear(struct ss_cdir *cd)
 {
-	chg_clear(cd);
-	free(cd->chg);
-	cd->chg = NULL;
-	cd->cap_chg = 0;
 	for (int i = 0; i < cd->n; i++)
 		cent_free(&cd->v[i]);
 	free(cd->v);
@@ -325,7 +293,7 @@ static void dirty_add(struct ss_cdir *cd, const char *name)
 }
 
 /* Read every queued inotify event into the dirty lists (C1). */
-static void watch_read(struct ss *s)
+static void watch_read(struct ss_dir *s)
 {
 	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t n;
@@ -362,13 +330,15 @@ static long long ts_ns(struct timespec t)
 }
 
 /* The entry for name as the directory holds it now: old (moved into *out)
- * when its key still matches, else a fresh parse. Returns false when there
- * is no such manifest file (gone, or a directory). full: a full scan, which
- * re-parses racy entries (C2). */
+ * when its key still matches, else a fresh parse, queued as a put on the
+ * set (the event layer, ss_int.h). Returns false when there is no such
+ * manifest file (gone, or a directory). full: a full scan, which re-parses
+ * racy entries (C2). */
 static bool cent_refresh(struct ss_cdir *cd, int dfd, const char *name, struct ss_cent *old,
 			 bool full, long long t0, struct ss_cent *out)
 {
 	char path[4096];
+	struct md_file *f = NULL;
 	struct md_err err;
 	struct stat sb;
 
@@ -379,21 +349,17 @@ static bool cent_refresh(struct ss_cdir *cd, int dfd, const char *name, struct s
 	} else if (S_ISDIR(sb.st_mode)) {
 		return false;
 	}
-	if (old && old->f && old->dev == sb.st_dev && old->ino == sb.st_ino &&
+	if (old && old->ok && old->dev == sb.st_dev && old->ino == sb.st_ino &&
 	    old->size == sb.st_size && ts_eq(old->mtime, sb.st_mtim) &&
 	    ts_eq(old->ctime, sb.st_ctim) && !(full && old->racy)) {
 		*out = *old;
 		old->name = NULL;
-		old->f = NULL;
 		return true;
 	}
 	memset(out, 0, sizeof(*out));
 	out->name = old ? old->name : zh_strdup(name);
-	if (old) {
+	if (old)
 		old->name = NULL;
-		md_file_put(old->f);
-		old->f = NULL;
-	}
 	out->dev = sb.st_dev;
 	out->ino = sb.st_ino;
 	out->size = sb.st_size;
@@ -401,8 +367,11 @@ static bool cent_refresh(struct ss_cdir *cd, int dfd, const char *name, struct s
 	out->ctime = sb.st_ctim;
 	out->racy = ts_ns(sb.st_mtim) >= t0 - RACY_NS || ts_ns(sb.st_ctim) >= t0 - RACY_NS;
 	snprintf(path, sizeof(path), "%s/%s", cd->path, name);
-	if (md_file_load(dfd, name, path, &out->f, &err))
-		out->f = NULL;	/* C3: the build step parses it again and reports */
+	memset(&err, 0, sizeof(err));
+	if (md_file_load(dfd, name, path, &f, &err))
+		f = NULL;	/* C3: kept with its error, parsed again next load */
+	out->ok = f != NULL;
+	sev_put(cd->set, name, f, &err, 0);
 	return true;
 }
 
@@ -412,7 +381,8 @@ static int cmp_pstr(const void *a, const void *b)
 }
 
 /* Bring cd up to date with its directory (C1, C2): merge the sorted old
- * entries with the sorted names to look at. Called under the shared lock. */
+ * entries with the sorted names to look at, turning what changed into
+ * events on cd->set (committed here). Called under the shared lock. */
 static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md_err *err)
 {
 	bool full = !watched || !cd->valid;
@@ -425,8 +395,6 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 	if (!d)
 		return md_err_io(err, cd->path, errno, "cannot open directory");
 	dfd = dirfd(d);
-	chg_clear(cd);
-	cd->last_full = full;
 	if (full) {
 		struct dirent *de;
 
@@ -452,35 +420,21 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 	while (i < cd->n || j < n_names) {
 		int c = i == cd->n ? 1 : j == n_names ? -1 : strcmp(cd->v[i].name, names[j]);
 
-		struct md_file *of;
-
 		if (c < 0) {	/* not looked at: kept unless the scan missed it */
-			if (full)
+			if (full) {
+				sev_del(cd->set, cd->v[i].name, 0);
 				cent_free(&cd->v[i]);
-			else
+			} else {
 				nv[n_new++] = cd->v[i];
+			}
 			i++;
 			continue;
 		}
-		/* the change log (ss_load_delta) holds its own references */
-		of = c == 0 ? cd->v[i].f : NULL;
-		md_file_get(of);
 		if (cent_refresh(cd, dfd, names[j], c == 0 ? &cd->v[i] : NULL, full, t0,
-				 &nv[n_new])) {
-			struct md_file *nf = nv[n_new].f;
-
+				 &nv[n_new]))
 			n_new++;
-			if (nf == of && c == 0) {
-				md_file_put(of);	/* unchanged */
-			} else {
-				md_file_get(nf);
-				chg_add(cd, of, nf);
-			}
-		} else if (c == 0) {
-			chg_add(cd, of, NULL);	/* removed */
-		} else {
-			md_file_put(of);
-		}
+		else if (c == 0)
+			sev_del(cd->set, cd->v[i].name, 0);	/* removed */
 		if (c == 0) {
 			cent_free(&cd->v[i]);	/* what refresh did not take over */
 			i++;
@@ -489,6 +443,8 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 		for (j++; j < n_names && !strcmp(names[j], names[j - 1]); j++)
 			;
 	}
+	cd->set->full = full;	/* C5: a rescan never patches */
+	sev_commit(cd->set);
 	free(cd->v);
 	cd->v = nv;
 	cd->n = n_new;
@@ -500,30 +456,9 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 	return ret;
 }
 
-/* Append every entry of cd to st in name order; parse the uncached ones
- * again so their error is reported (C3). */
-static int cdir_build(struct ss_cdir *cd, struct md_state *st, struct md_err *err)
+int sdir_open(const char *dir, struct ss_dir **out)
 {
-	int ret = 0;
-
-	for (int i = 0; !ret && i < cd->n; i++) {
-		struct ss_cent *e = &cd->v[i];
-		char path[4096];
-
-		if (!e->f) {
-			snprintf(path, sizeof(path), "%s/%s", cd->path, e->name);
-			ret = md_file_load(AT_FDCWD, path, path, &e->f, err);
-			if (ret)
-				break;
-		}
-		ret = md_state_add_parsed(st, e->f, err);
-	}
-	return ret;
-}
-
-int ss_open(const char *dir, struct ss **out)
-{
-	struct ss *s = zh_calloc(1, sizeof(*s));
+	struct ss_dir *s = zh_calloc(1, sizeof(*s));
 	char *lock = NULL;
 	struct stat sb;
 	int ret;
@@ -535,6 +470,8 @@ int ss_open(const char *dir, struct ss **out)
 	s->pdir = join(dir, "pods");
 	s->cache[0].path = s->mdir;
 	s->cache[1].path = s->pdir;
+	s->cache[0].set = &s->src.set[0];
+	s->cache[1].set = &s->src.set[1];
 	s->cache[0].wd = s->cache[1].wd = -1;
 	if ((ret = zh_mkdir_p(s->mdir, 0755)) || (ret = zh_mkdir_p(s->pdir, 0755)))
 		goto fail;
@@ -557,11 +494,11 @@ int ss_open(const char *dir, struct ss **out)
 	return 0;
 fail:
 	free(lock);
-	ss_close(s);
+	sdir_close(s);
 	return ret;
 }
 
-void ss_close(struct ss *s)
+void sdir_close(struct ss_dir *s)
 {
 	if (!s)
 		return;
@@ -571,18 +508,19 @@ void ss_close(struct ss *s)
 		close(s->ino_fd);
 	for (int d = 0; d < 2; d++)
 		cdir_clear(&s->cache[d]);
+	sev_src_clear(&s->src);
 	free(s->dir);
 	free(s->mdir);
 	free(s->pdir);
 	free(s);
 }
 
-const char *ss_dir(const struct ss *s)
+const char *sdir_path(const struct ss_dir *s)
 {
 	return s->dir;
 }
 
-static int lock(struct ss *s, int how)
+static int lock(struct ss_dir *s, int how)
 {
 	while (flock(s->lock_fd, how))
 		if (errno != EINTR)
@@ -590,7 +528,7 @@ static int lock(struct ss *s, int how)
 	return 0;
 }
 
-static void unlock(struct ss *s)
+static void unlock(struct ss_dir *s)
 {
 	flock(s->lock_fd, LOCK_UN);
 }
@@ -635,7 +573,7 @@ static bool same_content(const char *dir, const char *name, const char *text, si
 	return same;
 }
 
-static int add_inputs(struct md_state *st, char *const *paths, int n, struct md_err *err)
+int ss_add_inputs(struct md_state *st, char *const *paths, int n, struct md_err *err)
 {
 	for (int i = 0; i < n; i++) {
 		struct stat sb;
@@ -674,7 +612,7 @@ static char **obj_files(const struct md_state *st, char ***sorted)
 
 /* Add every stored manifest to st except the n_skip names in skip (sorted),
  * then the runtime pods. */
-static int add_stored(struct ss *s, struct md_state *st, char *const *skip, int n_skip,
+static int add_stored(struct ss_dir *s, struct md_state *st, char *const *skip, int n_skip,
 		      struct md_err *err)
 {
 	struct dirent *de;
@@ -731,7 +669,7 @@ static void what_of(char *buf, size_t len, const char *kind, const char *group, 
 }
 
 /* Object i of st (md_state_obj_id), as kubectl names it in its report. */
-static void report_obj(const struct ss_opts *o, enum ss_event ev, const struct md_state *st, int i)
+void ss_report_obj(const struct ss_opts *o, enum ss_event ev, const struct md_state *st, int i)
 {
 	struct md_obj_id ob;
 	char what[600];
@@ -743,7 +681,7 @@ static void report_obj(const struct ss_opts *o, enum ss_event ev, const struct m
 	o->report(o->arg, ev, what, ob.ns, NULL);
 }
 
-static void report_ignored(const struct ss_opts *o, const struct md_state *st)
+void ss_report_ignored(const struct ss_opts *o, const struct md_state *st)
 {
 	char what[600];
 
@@ -757,7 +695,7 @@ static void report_ignored(const struct ss_opts *o, const struct md_state *st)
 
 /* Warnings about the inputs: every warning of an object outside the
  * stored directories (the inputs are named as given). */
-static void report_warnings(const struct ss *s, const struct ss_opts *o, const struct md_state *st)
+static void report_warnings(const struct ss_dir *s, const struct ss_opts *o, const struct md_state *st)
 {
 	size_t ml = strlen(s->mdir), pl = strlen(s->pdir);
 	char what[600];
@@ -773,23 +711,13 @@ static void report_warnings(const struct ss *s, const struct ss_opts *o, const s
 	}
 }
 
-static void set_input_opts(struct md_state *st, const struct ss_opts *o)
+void ss_set_input_opts(struct md_state *st, const struct ss_opts *o)
 {
 	md_state_set_strict(st, o && o->strict);
 	md_state_set_namespace(st, o ? o->ns : NULL);
 }
 
-int ss_apply(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
-{
-	return ss_apply_opts(s, paths, n_paths, NULL, err);
-}
-
-int ss_delete(struct ss *s, char *const *paths, int n_paths, struct md_err *err)
-{
-	return ss_delete_opts(s, paths, n_paths, NULL, err);
-}
-
-int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+int sdir_apply(struct ss_dir *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		  struct md_err *err)
 {
 	struct md_state *u = md_state_new();
@@ -798,11 +726,11 @@ int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
 	md_state_set_parse(u, MD_PARSE_KEEP_TREE);	/* the inputs are re-emitted into their files */
-	set_input_opts(u, o);
-	ret = add_inputs(u, paths, n_paths, err);
+	ss_set_input_opts(u, o);
+	ret = ss_add_inputs(u, paths, n_paths, err);
 	if (ret)
 		goto out;
-	set_input_opts(u, NULL);	/* stored objects are read as stored */
+	ss_set_input_opts(u, NULL);	/* stored objects are read as stored */
 	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	fnames = obj_files(u, &names);
@@ -872,10 +800,10 @@ int ss_apply_opts(struct ss *s, char *const *paths, int n_paths, const struct ss
 			md_err_io(err, s->dir, -ret, "cannot write generation");
 	}
 	for (int i = 0; !ret && i < n_in; i++)
-		report_obj(o, !changed[i] ? SS_UNCHANGED : existed[i] ? SS_CONFIGURED : SS_CREATED,
+		ss_report_obj(o, !changed[i] ? SS_UNCHANGED : existed[i] ? SS_CONFIGURED : SS_CREATED,
 			   u, i);
 	if (!ret) {
-		report_ignored(o, u);
+		ss_report_ignored(o, u);
 		report_warnings(s, o, u);
 	}
 	free(existed);
@@ -890,7 +818,7 @@ out:
 	return ret;
 }
 
-int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct ss_opts *o,
+int sdir_delete(struct ss_dir *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		   struct md_err *err)
 {
 	struct md_state *in = md_state_new(), *u = NULL;
@@ -899,8 +827,8 @@ int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct s
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
 	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
-	set_input_opts(in, o);
-	ret = add_inputs(in, paths, n_paths, err);
+	ss_set_input_opts(in, o);
+	ret = ss_add_inputs(in, paths, n_paths, err);
 	if (ret)
 		goto out;
 	n_in = md_state_n_objects(in);
@@ -943,9 +871,9 @@ int ss_delete_opts(struct ss *s, char *const *paths, int n_paths, const struct s
 	if (ret)
 		md_err_io(err, s->dir, -ret, "cannot write generation");
 	for (int i = 0; !ret && i < n_in; i++)
-		report_obj(o, SS_DELETED, in, i);
+		ss_report_obj(o, SS_DELETED, in, i);
 	if (!ret)
-		report_ignored(o, in);
+		ss_report_ignored(o, in);
 unlock:
 	unlock(s);
 out:
@@ -958,148 +886,43 @@ out:
 	return ret;
 }
 
-int ss_load(struct ss *s, struct md_state **out, struct md_err *err)
+/* Under the shared lock, bring both caches up to date: one batch of
+ * events (ss_int.h); returns the batch's base epoch in *base. */
+static int update(struct ss_dir *s, uint64_t *base, struct md_err *err)
 {
-	struct md_state *st = md_state_new();
 	struct timespec now;
-	long long t0;
 	int ret;
 
-	ret = lock(s, LOCK_SH);
-	if (ret) {
-		md_err_io(err, s->dir, -ret, "cannot lock the state");
-		goto fail;
-	}
-	/* every finished writer's events are queued now (C1) */
-	watch_read(s);
-	clock_gettime(CLOCK_REALTIME, &now);
-	t0 = ts_ns(now);
-	s->epoch++;
-	for (int d = 0; !ret && d < 2; d++)
-		ret = cdir_update(&s->cache[d], s->ino_fd >= 0, t0, err);
-	for (int d = 0; !ret && d < 2; d++)
-		ret = cdir_build(&s->cache[d], st, err);
-	unlock(s);
-	if (!ret)
-		ret = md_state_finish(st, err);
-	if (ret)
-		goto fail;
-	*out = st;
-	return 0;
-fail:
-	md_state_free(st);
-	return ret;
-}
-
-/* The changes of the last cache update as patches of st: pods[] and
- * svcs[] get (slot, new file) pairs when every change is patchable in
- * place (md_pod_patchable for pods/, md_svc_patchable for manifests/);
- * else false. */
-struct ss_patch {
-	int *idx;
-	struct md_file **nf;
-	int n;
-};
-
-static bool patch_list(const struct ss_cdir *cd, const struct md_state *st, struct ss_patch *p,
-		       int (*patchable)(const struct md_state *, const struct md_file *,
-					const struct md_file *))
-{
-	p->idx = zh_calloc((size_t)cd->n_chg + 1, sizeof(*p->idx));
-	p->nf = zh_calloc((size_t)cd->n_chg + 1, sizeof(*p->nf));
-	p->n = 0;
-	for (int i = 0; i < cd->n_chg; i++) {
-		int k = patchable(st, cd->chg[i].old_f, cd->chg[i].new_f);
-
-		/* one entry per file, but an object moved between files
-		 * could show twice: refuse */
-		for (int j = 0; k >= 0 && j < p->n; j++)
-			if (p->idx[j] == k)
-				k = -1;
-		if (k < 0)
-			return false;
-		p->idx[p->n] = k;
-		p->nf[p->n++] = cd->chg[i].new_f;
-	}
-	return true;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
-int ss_load_delta(struct ss *s, struct md_state **io, uint64_t *token, struct ss_delta *d,
-		  struct md_err *err)
-{
-	struct ss_patch pp = {}, sp = {};
-	struct md_state *st = NULL;
-	struct timespec now;
-	uint64_t base = s->epoch;
-	int ret;
-
-	memset(d, 0, sizeof(*d));
 	ret = lock(s, LOCK_SH);
 	if (ret)
 		return md_err_io(err, s->dir, -ret, "cannot lock the state");
-	watch_read(s);	/* C1 */
+	/* every finished writer's events are queued now (C1) */
+	watch_read(s);
 	clock_gettime(CLOCK_REALTIME, &now);
-	s->epoch++;
-	for (int k = 0; !ret && k < 2; k++)
-		ret = cdir_update(&s->cache[k], s->ino_fd >= 0, ts_ns(now), err);
-	if (!ret && *io && *token == base && !s->cache[0].last_full && !s->cache[1].last_full &&
-	    patch_list(&s->cache[0], *io, &sp, md_svc_patchable) &&
-	    patch_list(&s->cache[1], *io, &pp, md_pod_patchable)) {
-		int *aff = NULL, n_aff = 0;
-
-		unlock(s);
-		/* Services first: the pod patch then recomputes, with the new
-		 * selectors, every Service selecting a patched pod */
-		md_state_patch_svcs(*io, sp.nf, sp.idx, sp.n);
-		md_state_patch_pods(*io, pp.nf, pp.idx, pp.n, &aff, &n_aff, &d->pol_relevant);
-		d->svcs = zh_calloc((size_t)(sp.n + n_aff) + 1, sizeof(*d->svcs));
-		memcpy(d->svcs, sp.idx, (size_t)sp.n * sizeof(*d->svcs));
-		if (n_aff)
-			memcpy(d->svcs + sp.n, aff, (size_t)n_aff * sizeof(*d->svcs));
-		d->n_svcs = sp.n + n_aff;
-		qsort(d->svcs, (size_t)d->n_svcs, sizeof(*d->svcs), cmp_int);
-		{
-			int u = 0;
-
-			for (int i = 0; i < d->n_svcs; i++)
-				if (!u || d->svcs[u - 1] != d->svcs[i])
-					d->svcs[u++] = d->svcs[i];
-			d->n_svcs = u;
-		}
-		free(aff);
-		d->patched = true;
-		d->n_pods = pp.n;
-		d->n_svc_objs = sp.n;
-		*token = s->epoch;
-		goto out;
-	}
-	d->pol_relevant = true;
-	st = md_state_new();
-	for (int k = 0; !ret && k < 2; k++)
-		ret = cdir_build(&s->cache[k], st, err);
+	*base = sev_begin(&s->src);
+	for (int d = 0; !ret && d < 2; d++)
+		ret = cdir_update(&s->cache[d], s->ino_fd >= 0, ts_ns(now), err);
 	unlock(s);
-	if (!ret)
-		ret = md_state_finish(st, err);
-	if (ret) {
-		md_state_free(st);
-		goto out;
-	}
-	md_state_free(*io);
-	*io = st;
-	*token = s->epoch;
-out:
-	free(pp.idx);
-	free(pp.nf);
-	free(sp.idx);
-	free(sp.nf);
 	return ret;
+}
+
+int sdir_load(struct ss_dir *s, struct md_state **out, struct md_err *err)
+{
+	uint64_t base;
+	int ret = update(s, &base, err);
+
+	return ret ? ret : sev_load(&s->src, out, err);
+}
+
+int sdir_load_delta(struct ss_dir *s, struct md_state **io, uint64_t *token, struct ss_delta *d,
+		    struct md_err *err)
+{
+	uint64_t base;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	ret = update(s, &base, err);
+	return ret ? ret : sev_load_delta(&s->src, base, io, token, d, err);
 }
 
 static int pod_file(const char *ns, const char *name, char *buf, size_t len)
@@ -1110,7 +933,7 @@ static int pod_file(const char *ns, const char *name, char *buf, size_t len)
 	return 0;
 }
 
-int ss_put_pod(struct ss *s, const char *ns, const char *name, const char *yaml)
+int sdir_put_pod(struct ss_dir *s, const char *ns, const char *name, const char *yaml)
 {
 	struct md_state *st = md_state_new();
 	struct md_err err;
@@ -1149,7 +972,7 @@ out:
 	return ret;
 }
 
-int ss_del_pod(struct ss *s, const char *ns, const char *name)
+int sdir_del_pod(struct ss_dir *s, const char *ns, const char *name)
 {
 	char fname[600], path[4096];
 	int ret;
@@ -1169,7 +992,7 @@ int ss_del_pod(struct ss *s, const char *ns, const char *name)
 	return ret;
 }
 
-int ss_watch_fd(struct ss *s)
+int sdir_watch_fd(struct ss_dir *s)
 {
 	const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE;
 
@@ -1194,7 +1017,7 @@ int ss_watch_fd(struct ss *s)
 	return s->ino_fd;
 }
 
-void ss_watch_drain(struct ss *s)
+void sdir_watch_drain(struct ss_dir *s)
 {
 	watch_read(s);	/* the names are kept for the next ss_load (C1) */
 }
