@@ -83,6 +83,7 @@
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/mounts.h"
+#include "zerohop/obs.h"
 #include "zerohop/paths.h"
 #include "zerohop/policy.h"
 #include "zerohop/state.h"
@@ -125,6 +126,10 @@ struct agent {
 	/* A9: --health-file, rewritten after every sync (health.h) */
 	const char *health_file;
 	struct zh_health health;
+	/* L4 signals + /metrics (obs.c); NULL: off (nft mode, load failure) */
+	struct ag_obs *obs;
+	const char *metrics_addr;
+	int max_series;
 };
 
 #define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
@@ -360,6 +365,7 @@ static int sync_once(struct agent *a)
 			zh_info("agent: destroy-stale: %d backends removed, %d sockets destroyed",
 				n_gone, killed);
 	}
+	ag_obs_set_state(a->obs, a->st, a->c);
 	if (incr)
 		snprintf(ebuf, sizeof(ebuf),
 			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",
@@ -373,12 +379,21 @@ static int sync_once(struct agent *a)
 out:
 	ss_delta_free(&d);
 	health_publish(a, ret, gen);
+	if (a->obs) {
+		struct ag_obs_agent_stats os = { .generation = a->health.generation,
+						 .syncs = a->health.syncs,
+						 .last_sync_ms = now_ms() - t0,
+						 .degraded = ret != 0,
+						 .n_svcs = a->c ? a->c->n_svcs : 0 };
+
+		ag_obs_set_agent_stats(a->obs, &os);
+	}
 	return ret;
 }
 
 static int run(struct agent *a)
 {
-	struct pollfd pfd[2];
+	struct pollfd pfd[2 + ZH_OBS_NPOLL];
 	sigset_t mask;
 	int sfd, ret;
 
@@ -399,7 +414,8 @@ static int run(struct agent *a)
 	for (;;) {
 		double start;
 
-		int np = poll(pfd, 2, a->proxy_pending ? PROXY_POLL_MS : -1);
+		int n_obs = ag_obs_pollfds(a->obs, pfd + 2);
+		int np = poll(pfd, 2 + (nfds_t)n_obs, a->proxy_pending ? PROXY_POLL_MS : -1);
 
 		if (np < 0) {
 			if (errno == EINTR)
@@ -413,6 +429,7 @@ static int run(struct agent *a)
 		}
 		if (pfd[1].revents)
 			break;
+		ag_obs_handle(a->obs, pfd + 2, n_obs);
 		if (!(pfd[0].revents & POLLIN))
 			continue;
 		/* DEBOUNCE: wait until the writer is quiet, bounded. */
@@ -438,7 +455,7 @@ static void usage(void)
 		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
-		"                     [--health-file PATH]\n"
+		"                     [--health-file PATH] [--metrics-addr IP:PORT] [--metrics-max-series N]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -533,6 +550,7 @@ static int agent_cleanup(struct agent *a)
 			if (!ret)
 				ret = rp;
 		}
+		ag_obs_cleanup(a->pin_dir);
 		rmdir(a->pin_dir);
 	}
 	if (ret)
@@ -614,11 +632,28 @@ static int agent_serve(struct agent *a, const char *cg, const char *sd)
 	}
 	if (!a->acc || !a->accel)
 		a->proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
+	if (a->mode == AG_MODE_BPF) {
+		/* After LB, policy and accel: its connect hooks run last and
+		 * see their verdicts (bpf/obs.bpf.c); a failure leaves the
+		 * datapath running without L4 signals. */
+		char sock[300];
+		struct ag_obs_opts oo = { .node = a->node, .cgroup = a->cgroup,
+					  .pin_dir = a->pin_dir, .metrics_addr = a->metrics_addr,
+					  .sock_path = ag_obs_sock_path(sock, sizeof(sock), a->lab, a->node),
+					  .max_series = a->max_series };
+
+		ret = ag_obs_open(&oo, &a->obs);
+		if (ret) {
+			zh_warn("agent: L4 signals unavailable: %s", strerror(-ret));
+			a->obs = NULL;
+		}
+	}
 	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
 		a->node, a->lab, a->mode == AG_MODE_NFT ? "nft" : "bpf", a->accel ? "on" : "off",
 		a->destroy_stale ? "on" : "off", a->cgroup, a->pin_dir, a->state_dir);
 	ret = run(a);
 out:
+	ag_obs_close(a->obs, 0);
 	ag_compiled_free(a->c);
 	md_state_free(a->st);
 	pol_close(a->pol, 0);
@@ -647,6 +682,8 @@ int cli_agent(int argc, char **argv)
 		{ "destroy-stale", required_argument, NULL, 'D' },
 		{ "filename", required_argument, NULL, 'f' },
 		{ "health-file", required_argument, NULL, 'H' },
+		{ "metrics-addr", required_argument, NULL, 'M' },
+		{ "metrics-max-series", required_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -710,6 +747,14 @@ int cli_agent(int argc, char **argv)
 			break;
 		case 'B': bench_rounds = atoi(optarg); break;
 		case 'H': a.health_file = optarg; break;
+		case 'M': a.metrics_addr = optarg; break;
+		case 'X':
+			a.max_series = atoi(optarg);
+			if (a.max_series < 1 || a.max_series > 1000000) {
+				fprintf(stderr, "zerohop agent: --metrics-max-series: 1..1000000, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		case 'f':
 			if (n_files == 16) {
 				fprintf(stderr, "zerohop agent: at most 16 -f files\n");
