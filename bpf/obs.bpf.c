@@ -138,47 +138,6 @@ static __always_inline void obs_submit(struct zh_obs_event *e)
 	obs_count(ZH_OBS_ST_EVENTS);
 }
 
-/* ---- connect: refusals by the hooks before us -------------------------- */
-
-static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
-{
-	struct zh_obs_event *e;
-	int rv;
-
-	if (ctx->protocol != IPPROTO_TCP)
-		return 1;
-	rv = bpf_get_retval();
-	if (rv >= 0)
-		return 1;
-	e = obs_reserve();
-	if (!e)
-		return 1;
-	e->type = ZH_OBS_EV_DROP;
-	e->role = ZH_OBS_ROLE_CLIENT;
-	e->reason = rv == -ECONNREFUSED ? ZH_OBS_R_NO_BACKEND :
-		    rv == -EPERM ? ZH_OBS_R_POLICY : ZH_OBS_R_OTHER;
-	e->cookie = bpf_get_socket_cookie(ctx);
-	e->cgid = bpf_get_current_cgroup_id();
-	e->daddr = dst;
-	e->dport = bpf_ntohs((__u16)ctx->user_port);
-	obs_submit(e);
-	return 1;	/* invariant 5 */
-}
-
-SEC("cgroup/connect4")
-int zh_obs_connect4(struct bpf_sock_addr *ctx)
-{
-	return obs_connect(ctx, ctx->user_ip4);
-}
-
-SEC("cgroup/connect6")
-int zh_obs_connect6(struct bpf_sock_addr *ctx)
-{
-	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
-		return 1;	/* invariant 4 */
-	return obs_connect(ctx, ctx->user_ip6[3]);
-}
-
 /* ---- sock_ops: open, close, fail ----------------------------------------- */
 
 /* Fill the addresses of e from skops; 0 for a native IPv6 connection. */
@@ -205,6 +164,49 @@ static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk)
 	__builtin_memcpy(&e->vip, &sv->vip[12], 4);
 	e->vport = bpf_ntohs(sv->vport);
 	e->flags |= ZH_OBS_F_SVC;
+}
+
+/* ---- connect: refusals by the hooks before us -------------------------- */
+
+static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
+{
+	struct zh_obs_event *e;
+	int rv;
+
+	if (ctx->protocol != IPPROTO_TCP)
+		return 1;
+	rv = bpf_get_retval();
+	if (rv >= 0)
+		return 1;
+	e = obs_reserve();
+	if (!e)
+		return 1;
+	e->type = ZH_OBS_EV_DROP;
+	e->role = ZH_OBS_ROLE_CLIENT;
+	e->reason = rv == -ECONNREFUSED ? ZH_OBS_R_NO_BACKEND :
+		    rv == -EPERM ? ZH_OBS_R_POLICY : ZH_OBS_R_OTHER;
+	e->cookie = bpf_get_socket_cookie(ctx);
+	e->cgid = bpf_get_current_cgroup_id();
+	e->daddr = dst;
+	e->dport = bpf_ntohs((__u16)ctx->user_port);
+	if (ctx->sk)	/* the LB translated before policy refused: its VIP */
+		obs_svc(e, ctx->sk);
+	obs_submit(e);
+	return 1;	/* invariant 5 */
+}
+
+SEC("cgroup/connect4")
+int zh_obs_connect4(struct bpf_sock_addr *ctx)
+{
+	return obs_connect(ctx, ctx->user_ip4);
+}
+
+SEC("cgroup/connect6")
+int zh_obs_connect6(struct bpf_sock_addr *ctx)
+{
+	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+		return 1;	/* invariant 4 */
+	return obs_connect(ctx, ctx->user_ip6[3]);
 }
 
 static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/obs.h"
 
 struct cli_cmd {
 	const char *name;
@@ -22,6 +23,7 @@ static const struct cli_cmd cmds[] = {
 	{ "demo",     cli_demo,     "demo: the seed experiments in the lab" },
 	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
+	{ "observe",  cli_observe,  "observe [--pod P] [--service S] [--verdict V] [-f]: the connection flow log" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 };
 
