@@ -45,7 +45,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: zerohop lab up [--lab NAME] [-f FILE ...] [--overlay vxlan] [--no-mesh]\n"
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
-		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
+		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going] [--prometheus]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -318,6 +318,7 @@ struct up_opts {
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
+	bool prometheus;	/* --prometheus: lab_prom.c */
 };
 
 /* Phase 1, before anything is built: parse and check every manifest and
@@ -540,6 +541,13 @@ static int lab_up(const char *lab, const struct up_opts *o)
 		       o->overlay ? ", vxlan overlay" : "", o->mesh ? "" : ", no mesh",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
+		if (o->prometheus) {
+			char pa[64];
+
+			if (lab_prom_start(t, o->mesh && !o->nft, pa, sizeof(pa)))
+				goto fail;
+			printf("prometheus: http://%s (in netns %s-%s)\n", pa, lab, t->nodes[0].name);
+		}
 		/* --keep-going: up, but say loudly what does not work */
 		if (!strncmp(line, "ok degraded: ", 13))
 			fprintf(stderr, "zerohop lab: lab %s is DEGRADED: %s\n"
@@ -748,6 +756,7 @@ int cli_lab(int argc, char **argv)
 		{ "accel-skip-ports", required_argument, NULL, 'P' },
 		{ "drain-delay", required_argument, NULL, 'D' },
 		{ "keep-going", no_argument, NULL, 'K' },
+		{ "prometheus", no_argument, NULL, 'R' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
@@ -757,7 +766,7 @@ int cli_lab(int argc, char **argv)
 	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
-	bool up_only = false, keep_going = false;
+	bool up_only = false, keep_going = false, prometheus = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -830,6 +839,10 @@ int cli_lab(int argc, char **argv)
 			keep_going = true;
 			up_only = true;
 			break;
+		case 'R':
+			prometheus = true;
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -862,7 +875,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay and --keep-going are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going and --prometheus are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -877,7 +890,7 @@ int cli_lab(int argc, char **argv)
 		struct up_opts uo = {
 			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
 			.nft = nft, .keep_going = keep_going, .accel = accel,
-			.skip_ports = skip_ports, .drain_ms = drain_ms,
+			.skip_ports = skip_ports, .drain_ms = drain_ms, .prometheus = prometheus,
 		};
 
 		ret = lab_up(lab, &uo);

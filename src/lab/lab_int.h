@@ -73,4 +73,9 @@ char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
  * runs, then keeps going until SIGTERM. Never returns. */
 void lab_supervisor(const struct lab_topo *t, int ready_fd) __attribute__((noreturn));
 
+/* lab_prom.c: start Debian's Prometheus in the first node's netns scraping
+ * every agent (and proxy); its "IP:PORT" into addr. 0/-errno (printed). */
+struct lab_topo;
+int lab_prom_start(const struct lab_topo *t, bool proxies, char *addr, size_t addrlen);
+
 #endif
