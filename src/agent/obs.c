@@ -398,10 +398,11 @@ static int on_event(void *ctx, void *data, size_t len)
 			break;
 		case ZH_OBS_EV_CLOSE:
 			s->closed++;
-			/* bytes_sent of this socket: the client's sent = the
-			 * server's received */
-			s->sent += client ? e->bytes_sent : e->bytes_recv;
-			s->recv += client ? e->bytes_recv : e->bytes_sent;
+			/* Istio's directions, the same for both reporters:
+			 * "sent" = the response direction (destination ->
+			 * source), "received" = the request direction */
+			s->sent += client ? e->bytes_recv : e->bytes_sent;
+			s->recv += client ? e->bytes_sent : e->bytes_recv;
 			if (e->srtt_us) {
 				s->rtt_sum_us += e->srtt_us;
 				s->rtt_n++;
@@ -505,10 +506,11 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 	metric_family(f, ob, "istio_tcp_connections_closed_total",
 		      "TCP connections closed (kernel, at TCP_CLOSE).", offsetof(struct series, closed));
 	metric_family(f, ob, "istio_tcp_sent_bytes_total",
-		      "Bytes the source sent (TCP acked + same-node short-circuit), at close.",
+		      "Bytes of the response direction (destination to source; TCP + same-node short-circuit), at close.",
 		      offsetof(struct series, sent));
 	metric_family(f, ob, "istio_tcp_received_bytes_total",
-		      "Bytes the source received, at close.", offsetof(struct series, recv));
+		      "Bytes of the request direction (source to destination), at close.",
+		      offsetof(struct series, recv));
 	metric_family(f, ob, "zerohop_tcp_connections_failed_total",
 		      "Active opens that died in SYN_SENT (reset or timed out).",
 		      offsetof(struct series, failed));
