@@ -699,6 +699,8 @@ int cli_agent(int argc, char **argv)
 	 * the agents it starts); the flag wins. */
 	if (ds_env && on_off("ZH_AGENT_DESTROY_STALE", ds_env, &a.destroy_stale))
 		return 2;
+	if (getenv("ZH_AGENT_METRICS_MAX_SERIES"))	/* same rule: the flag wins */
+		a.max_series = atoi(getenv("ZH_AGENT_METRICS_MAX_SERIES"));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hf:", opts, NULL)) != -1) {
 		switch (c) {

@@ -15,8 +15,10 @@
  *
  * Invariants:
  *  O1. Memory is bounded whatever the traffic: the series and drop tables
- *      are allocated once with max_series entries each (sizeof(struct
- *      series) ~ 400 B: 2000 sets ~ 0.8 MB); a new label set beyond the cap
+ *      are allocated once with 2 x max_series slots each (832 + 528 bytes
+ *      a slot), a rendering of /metrics is ~2.3 KB per set, the flow ring
+ *      at most 1 MB: ~5 KB per set of the cap plus 1 MB in all
+ *      (tests/e2e/73-obs-cardinality.t measures it); a new label set beyond the cap
  *      goes into one "overflow" set per table, counted in
  *      zerohop_obs_series_overflow_total, so totals stay right.
  *  O2. Counters only grow for the agent's lifetime (Prometheus counters);
@@ -245,6 +247,7 @@ static struct series *series_get(struct ag_obs *ob, int reporter, const char *sw
 	}
 	if (ob->n_ser >= ob->max) {
 		ob->overflow++;
+		ob->ser_over.used = 1;	/* exported from now on */
 		return &ob->ser_over;
 	}
 	s->used = 1;
@@ -276,6 +279,7 @@ static struct drop *drop_get(struct ag_obs *ob, int reason, const char *sw, cons
 	}
 	if (ob->n_drop >= ob->max) {
 		ob->overflow++;
+		ob->drop_over.used = 1;
 		return &ob->drop_over;
 	}
 	d->used = 1;
