@@ -1,5 +1,5 @@
 /* balance.c — the proxy's per-endpoint state: passive outlier detection
- * and load balancing (invariants 13-16 in the design note of proxy.c). */
+ * and load balancing (invariants 13-16 of docs/proxy.md, "Design note"). */
 #include <math.h>
 #include <string.h>
 #include <arpa/inet.h>

@@ -17,7 +17,7 @@
  * event. With io_uring unavailable, ioq falls back to one call each, in the
  * same places.
  *
- *   producer (px_flush, px_conn_progress)      px_wq_flush (before poll)
+ *   producer (px_conn_progress)                px_wq_flush (before poll)
  *   ------------------------------------      -------------------------------
  *   out gains bytes -> px_wq_add(w)     --->   swap wq <-> wq_run; one ioq
  *                                              batch of every run entry's out;
@@ -99,52 +99,14 @@ static void record(void *tag, ssize_t res, void *arg)
 	((struct px_wr *)tag)->res = res;
 }
 
-/* The client is gone (reset, or closed its read side): nothing more can be
- * delivered on this connection. */
-static void conn_sent(struct px_conn *c)
+/* Every proxy socket's ev callback: the owning layer's handler. */
+void px_io_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
-	ssize_t res = c->wr.res;
+	struct px_wr *w = arg;
 
-	if (res < 0 && res != -EAGAIN) {
-		px_conn_close(c);
-		return;
-	}
-	if (res > 0)
-		buf_consume(&c->out, (size_t)res);
-	if (c->out.data)
-		c->wr.blocked = true;
-	px_conn_progress(c);
-}
-
-/* The upstream is gone: retry or fail the stream as a reset (the error path
- * the send in px_conn_progress had). */
-static void up_sent(struct px_up *u)
-{
-	struct px_stream *st = u->st;
-	ssize_t res = u->wr.res;
-
-	if (res < 0 && res != -EAGAIN) {
-		struct px_conn *c;
-
-		u->eof = true;
-		if (!st) {
-			px_up_update(u);
-			return;
-		}
-		c = st->c;
-		if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
-			px_stream_fail(st, 502, px_err_upstream_closed);
-		px_conn_progress(c);
-		return;
-	}
-	if (res > 0)
-		buf_consume(&u->out, (size_t)res);
-	if (u->out.data)
-		u->wr.blocked = true;
-	if (st)
-		px_conn_progress(st->c);
-	else
-		px_up_update(u);
+	(void)loop;
+	(void)fd;
+	w->io->event(w, events);
 }
 
 void px_wq_flush(struct ev_loop *loop, void *arg)
@@ -190,10 +152,7 @@ void px_wq_flush(struct ev_loop *loop, void *arg)
 			s->wq_run[i] = NULL;
 			w->slot = -1;
 			w->in_run = false;
-			if (w->kind == PX_WR_CONN)
-				conn_sent(WR_OF(w, struct px_conn));
-			else
-				up_sent(WR_OF(w, struct px_up));
+			w->io->sent(w);	/* the owning layer acts on w->res */
 		}
 		s->n_run = 0;
 	}
@@ -232,20 +191,20 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 
 		if (!(r[i].events & (EV_READ | EV_ERROR)))
 			continue;
-		if (r[i].cb == px_conn_cb && px_conn_want_read(r[i].arg)) {
-			struct px_conn *c = r[i].arg;
+		if (r[i].cb != px_io_cb || !((struct px_wr *)r[i].arg)->io->want_read(r[i].arg))
+			continue;
+		if (((struct px_wr *)r[i].arg)->kind == PX_WR_CONN) {
+			struct px_conn *c = WR_OF(r[i].arg, struct px_conn);
 
 			b = &c->in;
 			fd = c->fd;
 			e[k] = (struct rd_ent){ .obj = c, .conn = true };
-		} else if (r[i].cb == px_up_cb && px_up_want_read(r[i].arg)) {
-			struct px_up *u = r[i].arg;
+		} else {
+			struct px_up *u = WR_OF(r[i].arg, struct px_up);
 
 			b = &u->in;
 			fd = u->fd;
 			e[k] = (struct rd_ent){ .obj = u, .conn = false };
-		} else {
-			continue;
 		}
 		px_buf_get(s, b);
 		room = buf_read_room(b);	/* may move the data: before buf_tail */

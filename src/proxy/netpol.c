@@ -168,7 +168,5 @@ bool px_netpol_check(struct px_stream *st)
 		zh_dbg("proxy: %s -> %s:%u %s (%s)", a, b, st->d.port, st->err,
 		       px_netpol_name(s->pol, pol_id));
 	}
-	px_reply(c, 403, "Forbidden", NULL, false);
-	px_stream_end(st);
-	return false;
+	return false;	/* the stream answers 403 */
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "zerohop/buf.h"
 #include "zerohop/ev.h"
@@ -40,7 +42,7 @@ void px_capture_close(struct px_capture *cap);
  * the same one when nothing changed or re-opening failed (logged). */
 int px_capture_refresh(struct px_capture *cap);
 
-/* ---- proxy objects (proxy.c design note) ---------------------------------- */
+/* ---- proxy objects (docs/proxy.md, "Design note") ------------------------- */
 
 #define PX_BUFSZ	16384		/* default buffer, pooled */
 #define PX_HIGH		65536		/* backpressure watermark per buffer */
@@ -57,17 +59,42 @@ int px_capture_refresh(struct px_capture *cap);
 #define PX_BACKOFF_MAX_NS 250000000ULL	/* doubling, full jitter, capped 250 ms */
 #define PX_DRAIN_TICK_NS 50000000ULL	/* drain check period */
 #define PX_DRAIN_IDLE_NS 1000000000ULL	/* drain: idle client connections go after this */
+#define PX_ACCEPT_BATCH	64		/* connections accepted per listener event */
+
+/* Defaults of the px_config knobs left 0 (include/zerohop/proxy.h). */
+#define PX_DEF_CONNECT_MS	1000
+#define PX_DEF_CLIENT_IDLE_MS	300000
+#define PX_DEF_UPSTREAM_IDLE_MS	60000
+#define PX_DEF_DRAIN_MS		15000
+#define PX_DEF_OUTLIER_BASE_MS	30000
+#define PX_DEF_OUTLIER_CONSEC	5
+#define PX_RELOAD_DEBOUNCE_NS	20000000ULL	/* an apply writes several files */
+#define PX_CAP_CHECK_NS		1000000000ULL	/* capture re-registration check */
+#define PX_SWEEP_MIN_NS		10000000ULL	/* idle sweep period bounds */
+#define PX_SWEEP_MAX_NS		1000000000ULL
 
 enum px_rq { RQ_BODY, RQ_DONE };
 enum px_rs { RS_CONNECT, RS_HEAD, RS_BODY, RS_DONE };
 
 struct px_server;
 struct px_stream;
+struct px_conn;
+struct px_up;
 
 /* A socket whose output buffer the write queue sends (batch.c design note):
  * embedded in a client connection and in an upstream connection. */
 enum px_wr_kind { PX_WR_CONN, PX_WR_UP };
+struct px_wr;
+/* What batch.c asks of the layer that owns a socket: the socket's events
+ * (all sockets register px_io_cb with their px_wr as the argument), whether
+ * it wants to be read now, and the result of a batched send (w->res). */
+struct px_io_ops {
+	void (*event)(struct px_wr *w, int events);
+	bool (*want_read)(const struct px_wr *w);
+	void (*sent)(struct px_wr *w);
+};
 struct px_wr {
+	const struct px_io_ops *io;
 	int slot;		/* index in the queue it is in, -1 = not queued */
 	bool in_run;		/* ...which is the batch being sent (wq_run) */
 	bool blocked;		/* last send short or -EAGAIN: wait for EV_WRITE */
@@ -94,8 +121,16 @@ struct px_up {
 	uint32_t max_reqs;	/* pool policy's max requests per connection, 0 = no limit */
 };
 
+/* What the stream layer asks of the client connection it serves (conn.c
+ * for HTTP/1.1): drive it after something happened outside its own events
+ * (an upstream event, a stream timer). */
+struct px_conn_ops {
+	void (*progress)(struct px_conn *c);
+};
+
 struct px_conn {
 	struct px_server *srv;
+	const struct px_conn_ops *ops;
 	int fd;
 	int mask;
 	struct buf in, out;
@@ -179,7 +214,26 @@ struct px_stat {
 	struct hist *lat;
 };
 
+/* How the upstream layer reports to the stream it carries (stream.c
+ * implements them; upstream.c never calls into the stream otherwise).
+ * Each may end the stream; each then drives the stream's client. */
+struct px_up_ops {
+	/* connect completed: the request bytes can go, connect deadline off */
+	void (*connected)(struct px_stream *st);
+	/* connect failed (asynchronously): retry, else 503 */
+	void (*connect_failed)(struct px_stream *st);
+	/* a send failed (reset): retry, else 502 */
+	void (*reset)(struct px_stream *st);
+	/* bytes arrived or send room freed: move the stream on */
+	void (*progress)(struct px_stream *st);
+	/* a pending stream's turn (invariant 22): u to attach to hosts[host],
+	 * or u NULL when connecting failed with rc */
+	void (*slot)(struct px_stream *st, struct px_up *u, int host, int rc);
+};
+
 struct px_server {
+	const struct px_config *cfg;	/* the options it was started with */
+	const struct px_up_ops *up_ops;	/* stream.c's px_stream_up_ops */
 	struct ev_loop *loop;
 	int lfd, sfd, stats_fd, watch_fd, cap_fd;
 	uint64_t reload_timer;
@@ -258,17 +312,39 @@ void px_mirror_close_all(struct px_server *s);	/* server exit */
 
 #define PX_MS	1000000ULL
 
-uint64_t px_rand(struct px_server *s);
-bool px_name_is(const struct h1_header *h, const char *name);
+static inline uint64_t px_rand(struct px_server *s)
+{
+	/* xorshift64*: fast, good enough for weighted choice */
+	s->rng ^= s->rng >> 12;
+	s->rng ^= s->rng << 25;
+	s->rng ^= s->rng >> 27;
+	return s->rng * 0x2545F4914F6CDD1DULL;
+}
+
+/* h's name is `name` (lower case), ignoring case. */
+static inline bool px_name_is(const struct h1_header *h, const char *name)
+{
+	size_t n = strlen(name);
+
+	return h->name_len == n && !strncasecmp(h->name, name, n);
+}
+
+static inline uint64_t px_min_dl(uint64_t a, uint64_t b)	/* earliest deadline, 0 = none */
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
 
 /* batch.c: deferred sends. px_wq_add queues w's output to be sent before the
  * loop next waits (not when blocked: EV_WRITE re-arms it); px_wq_del takes
  * a closing socket out; px_wq_flush sends everything queued (the loop's
  * before-poll hook, and once more before the proxy exits). */
-static inline void px_wr_init(struct px_wr *w, enum px_wr_kind kind)
+static inline void px_wr_init(struct px_wr *w, enum px_wr_kind kind,
+			      const struct px_io_ops *io)
 {
-	*w = (struct px_wr){ .slot = -1, .kind = (uint8_t)kind };
+	*w = (struct px_wr){ .io = io, .slot = -1, .kind = (uint8_t)kind };
 }
+/* The ev callback of every proxy socket (arg: its px_wr): w->io->event. */
+void px_io_cb(struct ev_loop *loop, int fd, int events, void *arg);
 void px_wq_add(struct px_server *s, struct px_wr *w);
 void px_wq_del(struct px_server *s, struct px_wr *w);
 void px_wq_flush(struct ev_loop *loop, void *arg);
@@ -307,8 +383,8 @@ void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
  * contract: fd, or -errno). */
 struct net_addr;
 int px_netpol_connect(struct px_server *s, const struct net_addr *a);
-/* Judge st's chosen endpoint for st's client. True: go on. False: denied,
- * answered 403 and the stream ended (st is freed: return at once). */
+/* Judge st's chosen endpoint for st's client. True: go on. False: denied
+ * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);
 
 /* ---- buffers: lazily allocated, pooled (inline: on every hot path) ------- */
@@ -341,29 +417,25 @@ static inline void px_buf_drop(struct px_server *s, struct buf *b)
 }
 
 
-/* ---- layers (proxy.c design note: which file does which transition) ------ */
+/* ---- layers, top to bottom (docs/proxy.md "Design note": files) ---------- */
 
-/* upstream.c: pool, tries, retries and budget, stream timers, idle sweep. */
-void px_up_close(struct px_up *u);
-void px_up_release(struct px_up *u, bool reusable);
-void px_up_update(struct px_up *u);
-void px_up_cb(struct ev_loop *loop, int fd, int events, void *arg);
-bool px_up_want_read(const struct px_up *u);
-uint64_t px_min_dl(uint64_t a, uint64_t b);	/* earliest deadline, 0 = none */
-void px_budget_request(struct px_server *s);
-void px_replay_add(struct px_stream *st, const void *p, size_t n);
-int px_stream_try(struct px_stream *st);
-bool px_stream_retry(struct px_stream *st, bool eligible);
-void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg);
-void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
-void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+/* conn.c: the listener and HTTP/1.1 client connections. */
+void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
+void px_conn_close(struct px_conn *c);
+/* Close client connections with no stream and nothing to write that were
+ * silent for at least min_idle; returns how many. */
+uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle);
 
-/* proxy.c: client connection events. */
-void px_conn_cb(struct ev_loop *loop, int fd, int events, void *arg);
-bool px_conn_want_read(const struct px_conn *c);
-
-/* stream.c: request head -> stream, replies, pumps, stream end. */
-int px_stream_start(struct px_conn *c);
+/* stream.c: a request (head parsed by the client layer) → stream: route,
+ * forward, pumps both ways, replies, retries and timers, the end. */
+extern const struct px_up_ops px_stream_up_ops;
+struct px_stream *px_stream_new(struct px_conn *c);
+/* The head did not parse (h1 error e): answer it and end st. */
+void px_stream_bad_head(struct px_stream *st, int e);
+/* Start st from its parsed head (head_len bytes at the front of c->in):
+ * checks, route, local answer or first try. Always 0. */
+int px_stream_open(struct px_stream *st, const struct h1_request *rq,
+		   const struct h1_header *h, size_t n, size_t head_len);
 int px_pump_req(struct px_stream *st);
 int px_pump_resp(struct px_stream *st);
 void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
@@ -371,10 +443,21 @@ void px_reply(struct px_conn *c, int status, const char *reason, const char *ext
 const char *px_reason(int status);
 void px_stream_fail(struct px_stream *st, int status, const char *err);
 void px_stream_end(struct px_stream *st);
-void px_conn_close(struct px_conn *c);
-void px_flush(struct px_conn *c);
+void px_stream_free(struct px_stream *st);	/* client gone: no answer */
 
-/* proxy.c: client connection events and the server. */
-void px_conn_progress(struct px_conn *c);
+/* upstream.c: upstream connections and the per-endpoint pools. */
+/* An upstream for a try of st to hosts[host] (invariants 21-22): 0 with
+ * *out (a pooled idle one, else a new connecting one), -EAGAIN when st was
+ * put on the endpoint's pending FIFO (s->up_ops->slot serves it later),
+ * -EBUSY when that is full, or -errno when connecting failed at once. */
+int px_pool_get(struct px_server *s, int host, struct px_stream *st, struct px_up **out);
+void px_up_attach(struct px_up *u, struct px_stream *st);
+void px_up_release(struct px_up *u, bool reusable);
+void px_up_update(struct px_up *u);
+void px_up_close(struct px_up *u);
+void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
+void px_pool_close_idle(struct px_server *s, uint64_t now);	/* idle sweep (invariant 8) */
+void px_pool_close_all(struct px_server *s);	/* server exit */
 
 #endif

@@ -1,34 +1,41 @@
-/* stream.c — the proxy's stream layer (px_): a request head parsed and
- * routed into a stream, header rewriting, local replies, body pumps both
- * ways and the stream's end. Invariants 1-3 of the design note in proxy.c.
+/* stream.c — the proxy's stream layer (px_): a parsed request head routed
+ * into a stream (px_stream_open, by phase: read the head, route, forward),
+ * header rewriting, local replies, body pumps both ways, tries, retries
+ * with the budget and backoff, the stream's timer, and its end.
+ * Invariants 1-4, 6-12 and 20 of docs/proxy.md ("Design note").
+ *
+ * Above it: conn.c (the client connection, driven back through
+ * px_conn_ops.progress). Below it: upstream.c (pools), which reports
+ * through px_stream_up_ops (the end of this file); balance.c, netpol.c,
+ * mirror.c and batch.c.
  */
 #include <errno.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 
-#include <bpf/bpf.h>
-
-#include "zerohop/abi/l7cap.h"
 #include "zerohop/buf.h"
 #include "zerohop/ev.h"
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
-#include "zerohop/net.h"
 #include "zerohop/proxy.h"
-#include "zerohop/state.h"
 #include "px_int.h"
+
+static void px_stream_arm(struct px_stream *st);
+static int px_stream_try(struct px_stream *st);
+static bool px_stream_retry(struct px_stream *st, bool eligible);
+static void px_budget_request(struct px_server *s);
+static void px_replay_add(struct px_stream *st, const void *p, size_t n);
+
+/* Drive st's client connection (it may end streams, pipeline the next). */
+static inline void px_client_wake(struct px_conn *c)
+{
+	c->ops->progress(c);
+}
 
 /* Header emission without printf: on every request (profile: vfprintf was
  * ~2.5 % of the proxy's CPU time with printf here). */
@@ -80,13 +87,6 @@ static void px_hex128(char *dst, uint64_t a, uint64_t b)
 }
 
 /* ---- header helpers ------------------------------------------------------ */
-
-bool px_name_is(const struct h1_header *h, const char *name)
-{
-	size_t n = strlen(name);
-
-	return h->name_len == n && !strncasecmp(h->name, name, n);
-}
 
 /* Hop-by-hop (RFC 9110 7.6.1) plus the framing headers we regenerate. */
 static bool px_hop_by_hop(const struct h1_header *h, const struct h1_header *hs, size_t n)
@@ -178,7 +178,7 @@ static void px_log_access(struct px_server *s, struct px_stream *st)
 		st->reqid[0] ? st->reqid : "-", st->err ? st->err : "-");
 }
 
-static void px_stream_free(struct px_stream *st)
+void px_stream_free(struct px_stream *st)
 {
 	struct px_server *s = st->c->srv;
 	struct px_stat *ps;
@@ -225,34 +225,6 @@ void px_stream_end(struct px_stream *st)
 	if (!st->client_keep)
 		st->c->closing = true;
 	px_stream_free(st);
-}
-
-void px_conn_close(struct px_conn *c)
-{
-	struct px_server *s = c->srv;
-
-	if (c->st)
-		px_stream_free(c->st);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		s->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	ev_del(s->loop, c->fd);
-	close(c->fd);
-	px_wq_del(s, &c->wr);
-	px_buf_drop(s, &c->in);
-	px_buf_drop(s, &c->out);
-	s->active--;
-	free(c);
-}
-
-/* The bytes go out before the loop next waits (batch.c). */
-void px_flush(struct px_conn *c)
-{
-	if (c->out.data)
-		px_wq_add(c->srv, &c->wr);
 }
 
 /* Answer locally; the stream (if any) is complete on the response side. A
@@ -375,61 +347,57 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 	px_put(b, "\r\n");
 }
 
-/* Parse and route the next request in c->in. Returns 0 when a stream was
- * started (or answered), -EAGAIN when more bytes are needed, -EPIPE when
- * the connection must close. */
-int px_stream_start(struct px_conn *c)
+struct px_stream *px_stream_new(struct px_conn *c)
 {
-	struct px_server *s = c->srv;
-	struct h1_header h[PX_MAX_HDRS];
-	size_t n = PX_MAX_HDRS;
-	struct h1_request rq;
-	struct px_stream *st;
-	struct px_req_view v;
-	uint64_t cl = 0;
-	int rc, fr, hi;
+	struct px_stream *st = zh_calloc(1, sizeof(*st));
 
-	rc = h1_parse_request(buf_head(&c->in), c->in.data, c->last_len, &s->lim, &rq, h, &n);
-	if (rc == -EAGAIN) {
-		c->last_len = c->in.data;
-		return -EAGAIN;
-	}
-	c->last_len = 0;
-	st = zh_calloc(1, sizeof(*st));
 	st->mb_off = true;	/* until px_mirror_begin */
 	st->c = c;
 	c->st = st;
 	st->host = -1;
 	st->t0 = ev_now_ns();
-	st->tbl = px_table_ref(s->tbl);
+	st->tbl = px_table_ref(c->srv->tbl);
 	st->rq = RQ_DONE;
 	st->rs = RS_CONNECT;
-	if (rc < 0) {
-		snprintf(st->method, sizeof(st->method), "-");
-		snprintf(st->target, sizeof(st->target), "-");
-		st->err = h1_err_str(rc);
-		c->in.data = c->in.head = 0;	/* never parse past a bad head */
-		px_reply(c, h1_err_status(rc), px_reason(h1_err_status(rc)), NULL, true);
-		px_stream_end(st);
-		return 0;
-	}
-	px_copy(st->method, sizeof(st->method), rq.method, rq.method_len);
-	px_copy(st->target, sizeof(st->target), rq.target, rq.target_len);
-	st->client_minor = rq.minor_version;
-	st->bytes_in = rc;
-	st->head_req = rq.method_len == 4 && !memcmp(rq.method, "HEAD", 4);
-	st->client_keep = rq.minor_version == 1 ? !h1_header_has_token(h, n, "connection", "close")
+	return st;
+}
+
+void px_stream_bad_head(struct px_stream *st, int e)
+{
+	snprintf(st->method, sizeof(st->method), "-");
+	snprintf(st->target, sizeof(st->target), "-");
+	st->err = h1_err_str(e);
+	px_reply(st->c, h1_err_status(e), px_reason(h1_err_status(e)), NULL, true);
+	px_stream_end(st);
+}
+
+/* Phase 1: what the head says about the stream (method, target, keep-alive,
+ * body framing, request id) and the checks a head must pass (invariant 3).
+ * 0, or -EPROTO when answered and ended. */
+static int px_stream_read_head(struct px_stream *st, const struct h1_request *rq,
+			       const struct h1_header *h, size_t n, size_t head_len)
+{
+	struct px_conn *c = st->c;
+	uint64_t cl = 0;
+	int rc = 0, fr, hi;
+
+	px_copy(st->method, sizeof(st->method), rq->method, rq->method_len);
+	px_copy(st->target, sizeof(st->target), rq->target, rq->target_len);
+	st->client_minor = rq->minor_version;
+	st->bytes_in = head_len;
+	st->head_req = rq->method_len == 4 && !memcmp(rq->method, "HEAD", 4);
+	st->client_keep = rq->minor_version == 1 ? !h1_header_has_token(h, n, "connection", "close")
 			  : h1_header_has_token(h, n, "connection", "keep-alive");
 	fr = h1_body_framing(h, n, 1, 0, 0, &cl);
-	if (fr < 0 || (rc = h1_check_host(&rq, h, n)) < 0 ||
-	    (rq.target[0] != '/' && (rc = H1_E_BAD_TARGET))) {
+	if (fr < 0 || (rc = h1_check_host(rq, h, n)) < 0 ||
+	    (rq->target[0] != '/' && (rc = H1_E_BAD_TARGET))) {
 		int e = fr < 0 ? fr : rc;
 
 		st->err = h1_err_str(e);
 		c->in.data = c->in.head = 0;
 		px_reply(c, h1_err_status(e), px_reason(h1_err_status(e)), NULL, true);
 		px_stream_end(st);
-		return 0;
+		return -EPROTO;
 	}
 	st->req_framing = fr;
 	st->req_left = cl;
@@ -438,35 +406,42 @@ int px_stream_start(struct px_conn *c)
 	hi = h1_find_header(h, n, "x-request-id");
 	if (hi >= 0)
 		px_copy(st->reqid, sizeof(st->reqid), h[hi].value, h[hi].value_len);
+	return 0;
+}
 
-	/* route */
-	{
-		const struct px_svc *svc = px_dest_svc(s, c);
-		int hh = h1_find_header(h, n, "host");
+/* Phase 2: the destination Service and its route (px_route) decide; local
+ * answers (no Service, redirect, no route, no backend) end the stream here.
+ * The head leaves c->in either way. 0 to forward, or -EPROTO when answered. */
+static int px_stream_route(struct px_stream *st, const struct h1_request *rq,
+			   const struct h1_header *h, size_t n)
+{
+	struct px_conn *c = st->c;
+	struct px_server *s = c->srv;
+	const struct px_svc *svc = px_dest_svc(s, c);
+	int hh = h1_find_header(h, n, "host"), rc;
+	struct px_req_view v;
 
-		if (!svc) {
-			st->err = px_err_no_service;
-			buf_consume(&c->in, st->bytes_in);
-			px_reply(c, 502, px_reason(502), NULL, false);
-			px_stream_end(st);
-			return 0;
-		}
-		v.method = rq.method;
-		v.method_len = rq.method_len;
-		v.headers = h;
-		v.n_headers = n;
-		v.client_ns = px_table_client_ns(st->tbl, c->peer_ip);
-		px_req_view_target(&v, rq.target, rq.target_len);
-		rc = px_route(st->tbl, svc, &v, hh >= 0 ? h[hh].value : NULL,
-			      hh >= 0 ? h[hh].value_len : 0, px_rand(s), &st->d);
-	}
-	if (st->d.action != PX_FORWARD || rc)
+	if (!svc) {
+		st->err = px_err_no_service;
 		buf_consume(&c->in, st->bytes_in);
+		px_reply(c, 502, px_reason(502), NULL, false);
+		px_stream_end(st);
+		return -EPROTO;
+	}
+	v.method = rq->method;
+	v.method_len = rq->method_len;
+	v.headers = h;
+	v.n_headers = n;
+	v.client_ns = px_table_client_ns(st->tbl, c->peer_ip);
+	px_req_view_target(&v, rq->target, rq->target_len);
+	rc = px_route(st->tbl, svc, &v, hh >= 0 ? h[hh].value : NULL,
+		      hh >= 0 ? h[hh].value_len : 0, px_rand(s), &st->d);
+	buf_consume(&c->in, st->bytes_in);
 	if (rc) {
 		st->err = "rewritten path too long";
 		px_reply(c, 500, px_reason(500), NULL, false);
 		px_stream_end(st);
-		return 0;
+		return -EPROTO;
 	}
 	switch (st->d.action) {
 	case PX_REDIRECT: {
@@ -475,64 +450,92 @@ int px_stream_start(struct px_conn *c)
 		snprintf(loc, sizeof(loc), "Location: %s\r\n", st->d.location);
 		px_reply(c, st->d.status, px_reason(st->d.status), loc, false);
 		px_stream_end(st);
-		return 0;
+		return -EPROTO;
 	}
 	case PX_NOT_FOUND:
 		st->err = px_err_no_route;
 		px_reply(c, 404, px_reason(404), NULL, false);
 		px_stream_end(st);
-		return 0;
+		return -EPROTO;
 	case PX_NO_BACKEND:
 		st->err = px_err_no_backend;
 		px_reply(c, st->d.status, px_reason(st->d.status), NULL, false);
 		px_stream_end(st);
-		return 0;
+		return -EPROTO;
 	case PX_FORWARD:
 		break;
 	}
-	buf_consume(&c->in, st->bytes_in);
-	{
-		bool gen_id = !st->reqid[0];
+	return 0;
+}
 
-		if (gen_id) {
-			uint64_t a = px_rand(s), b = px_rand(s);
+/* NetworkPolicy on st's chosen endpoint (netpol.c invariants 2-3): true to
+ * go on; false when denied, answered 403 and ended. */
+static bool px_stream_policy_ok(struct px_stream *st)
+{
+	if (px_netpol_check(st))
+		return true;
+	px_reply(st->c, 403, "Forbidden", NULL, false);
+	px_stream_end(st);
+	return false;
+}
 
-			px_hex128(st->reqid, a, b);
-		}
-		/* the head goes to the replay copy first, then to the upstream
-		 * (px_stream_try); h[] still points into c->in: consumed bytes
-		 * stay in place until the next read */
-		if (st->d.lb->kind == PX_LB_RING_HASH)
-			st->hash_key = px_hash_key(st, h, n);
-		px_stream_pick(st, false);
-		/* NetworkPolicy: judged per request on the chosen endpoint,
-		 * before any upstream is taken (netpol.c invariants 2-3) */
-		if (!px_netpol_check(st))
-			return 0;
-		px_buf_get(s, &st->rb);
-		px_build_up_head(st, &rq, h, n, &st->rb, gen_id);
-		px_mirror_begin(st);	/* RequestMirror: copy the head (mirror.c) */
-		if (st->rq == RQ_DONE)
-			px_mirror_done(st);
-		px_budget_request(s);
-		rc = px_stream_try(st);	/* (trims the replay copy, invariant 9) */
-		if (rc == -EBUSY) {
-			px_stream_fail(st, 503, px_err_overflow);
-			return 0;
-		}
-		if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT)) {
-			px_stream_fail(st, 503, px_err_connect);
-			return 0;
-		}
+/* Phase 3: request id, endpoint, policy, the upstream head into the replay
+ * copy, mirrors, the first try. 0, or -EPROTO when answered and ended. */
+static int px_stream_forward(struct px_stream *st, const struct h1_request *rq,
+			     const struct h1_header *h, size_t n)
+{
+	struct px_server *s = st->c->srv;
+	bool gen_id = !st->reqid[0];
+	int rc;
+
+	if (gen_id) {
+		uint64_t a = px_rand(s), b = px_rand(s);
+
+		px_hex128(st->reqid, a, b);
 	}
+	/* the head goes to the replay copy first, then to the upstream
+	 * (px_stream_try) */
+	if (st->d.lb->kind == PX_LB_RING_HASH)
+		st->hash_key = px_hash_key(st, h, n);
+	px_stream_pick(st, false);
+	/* NetworkPolicy: judged per request on the chosen endpoint, before
+	 * any upstream is taken (netpol.c invariants 2-3) */
+	if (!px_stream_policy_ok(st))
+		return -EPROTO;
+	px_buf_get(s, &st->rb);
+	px_build_up_head(st, rq, h, n, &st->rb, gen_id);
+	px_mirror_begin(st);	/* RequestMirror: copy the head (mirror.c) */
+	if (st->rq == RQ_DONE)
+		px_mirror_done(st);
+	px_budget_request(s);
+	rc = px_stream_try(st);	/* (trims the replay copy, invariant 9) */
+	if (rc == -EBUSY) {
+		px_stream_fail(st, 503, px_err_overflow);
+		return -EPROTO;
+	}
+	if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT)) {
+		px_stream_fail(st, 503, px_err_connect);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int px_stream_open(struct px_stream *st, const struct h1_request *rq,
+		   const struct h1_header *h, size_t n, size_t head_len)
+{
+	struct px_conn *c = st->c;
+
+	if (px_stream_read_head(st, rq, h, n, head_len) || px_stream_route(st, rq, h, n) ||
+	    px_stream_forward(st, rq, h, n))
+		return 0;
 	if (st->rq == RQ_BODY && h1_header_has_token(h, n, "expect", "100-continue") &&
 	    st->client_minor == 1) {
 		/* we answer the expectation ourselves (Expect is not forwarded) */
-		px_buf_get(s, &c->out);
+		px_buf_get(c->srv, &c->out);
 		buf_printf(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
 	}
-	/* px_conn_progress writes the head and then sets the upstream's
-	 * events once: no epoll_ctl churn per request */
+	/* the client connection writes the head and then sets the
+	 * upstream's events once: no epoll_ctl churn per request */
 	return 0;
 }
 
@@ -760,3 +763,303 @@ int px_pump_resp(struct px_stream *st)
 	}
 	return 0;
 }
+
+/* ---- timeouts (invariants 6-7) -------------------------------------------- */
+
+static uint64_t px_dl_request(const struct px_stream *st)
+{
+	return st->d.timeout_request_ms ? st->t0 + st->d.timeout_request_ms * PX_MS : 0;
+}
+
+/* Per try: timeouts.backendRequest and the per-try timeout, the shorter. */
+static uint64_t px_dl_backend(const struct px_stream *st)
+{
+	uint64_t ms = px_min_dl(st->d.timeout_backend_ms, st->d.retry->per_try_ms);
+
+	return ms ? st->try_t0 + ms * PX_MS : 0;
+}
+
+/* ---- retries (invariants 9-12) ----------------------------------------------- */
+
+static int px_budget_slot(struct px_server *s, uint64_t sec)
+{
+	int i = sec % PX_BUDGET_SECS;
+
+	if (s->bud_sec[i] != sec) {
+		s->bud_sec[i] = sec;
+		s->bud_req[i] = s->bud_retry[i] = 0;
+	}
+	return i;
+}
+
+static void px_budget_request(struct px_server *s)
+{
+	s->bud_req[px_budget_slot(s, ev_now_ns() / 1000000000ULL)]++;
+}
+
+/* Take one retry from the budget: retries <= PCT % of requests + MIN_RPS/s. */
+static bool px_budget_take(struct px_server *s)
+{
+	uint64_t sec = ev_now_ns() / 1000000000ULL, req = 0, ret = 0;
+	int i, cur = px_budget_slot(s, sec);
+
+	for (i = 0; i < PX_BUDGET_SECS; i++)
+		if (sec - s->bud_sec[i] < PX_BUDGET_SECS) {
+			req += s->bud_req[i];
+			ret += s->bud_retry[i];
+		}
+	if (100 * (ret + 1) > PX_BUDGET_PCT * req + 100ULL * PX_BUDGET_MIN_RPS * PX_BUDGET_SECS) {
+		s->n_budget_denied++;
+		return false;
+	}
+	s->bud_retry[cur]++;
+	return true;
+}
+
+/* Keep request bytes for a replay; past PX_REPLAY_MAX replay is off. */
+static void px_replay_add(struct px_stream *st, const void *p, size_t n)
+{
+	struct px_server *s = st->c->srv;
+
+	if (st->rb_off)
+		return;
+	if (st->rb.data + n > PX_REPLAY_MAX) {
+		st->rb_off = true;
+		px_buf_drop(s, &st->rb);
+		return;
+	}
+	px_buf_get(s, &st->rb);
+	buf_append(&st->rb, p, n);
+}
+
+/* Attach upstream u to st and start sending the replay copy. */
+static void px_stream_attach(struct px_stream *st, struct px_up *u, int host)
+{
+	struct px_server *s = st->c->srv;
+
+	st->up = u;
+	px_up_attach(u, st);
+	st->host = host;
+	s->hosts[host].inflight++;
+	st->rs = u->connecting ? RS_CONNECT : RS_HEAD;
+	st->try_t0 = ev_now_ns();
+	st->up_last_len = 0;
+	px_buf_get(s, &u->out);
+	buf_append(&u->out, buf_head(&st->rb), st->rb.data);
+	if (!st->d.retry->retries || st->rb.data > PX_REPLAY_MAX) {
+		st->rb_off = true;	/* no retry possible: keep no copy */
+		px_buf_drop(s, &st->rb);
+	}
+	px_stream_arm(st);
+}
+
+/* Start one try on st->d's endpoint (upstream.c's px_pool_get: pooled,
+ * new, or pending, invariants 21-22). 0 (under way or pending), -EBUSY
+ * when the pool overflows (answer 503, never retried: that would only add
+ * load), or -errno when the connect failed at once. */
+static int px_stream_try(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	struct px_up *u = NULL;
+	int host, rc;
+
+	st->tries++;
+	host = px_host_find(s, st->d.ip, st->d.port, true) - s->hosts;
+	rc = px_pool_get(s, host, st, &u);
+	if (rc == -EAGAIN) {	/* pending */
+		st->rs = RS_CONNECT;
+		st->try_t0 = ev_now_ns();	/* the wait is bounded by the connect timeout */
+		px_stream_arm(st);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	px_stream_attach(st, u, host);
+	return 0;
+}
+
+/* Retry the stream when eligible (the caller's retry-on test), within the
+ * policy's count, replayable, and within the budget. True when a new try
+ * is under way (st->up replaced or connecting: invariant 10); false leaves
+ * the stream to the caller's failure path (st->up may be NULL). */
+static bool px_stream_retry(struct px_stream *st, bool eligible)
+{
+	struct px_server *s = st->c->srv;
+	uint64_t cap;
+
+	if (!eligible || st->rb_off || st->tries > st->d.retry->retries ||
+	    !(st->rs == RS_CONNECT || st->rs == RS_HEAD) || !px_budget_take(s))
+		return false;
+	s->n_retries++;
+	st->failed_tries++;
+	px_try_end(st);
+	px_outlier_note(st, true);
+	if (st->up) {
+		px_up_release(st->up, false);
+		st->up = NULL;
+	}
+	px_stream_pick(st, true);
+	/* backoff (Envoy): uniform in [0, min(250 ms, 25 ms x 2^(retry-1))]
+	 * ("full jitter"); the try starts from the stream timer (invariant 10) */
+	cap = PX_BACKOFF_BASE_NS << (st->failed_tries - 1 < 4 ? st->failed_tries - 1 : 4);
+	cap = cap < PX_BACKOFF_MAX_NS ? cap : PX_BACKOFF_MAX_NS;
+	st->rs = RS_CONNECT;
+	if (st->d.retry->backoff_ms) {
+		/* HTTPRoute retry.backoff: at least that long, up to 1.25x */
+		uint64_t b = st->d.retry->backoff_ms * 1000000ULL;
+
+		st->retry_at = ev_now_ns() + b + px_rand(s) % (b / 4 + 1);
+	} else {
+		st->retry_at = ev_now_ns() + px_rand(s) % (cap + 1);
+	}
+	px_stream_arm(st);
+	return true;
+}
+
+static void px_stream_timeout_cb(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct px_stream *st = arg;
+	struct px_conn *c = st->c;
+	struct px_server *s = c->srv;
+	uint64_t now = ev_now_ns(), rq = px_dl_request(st), be = px_dl_backend(st);
+
+	(void)loop;
+	(void)id;
+	st->timer = 0;
+	st->deadline = 0;
+	if (st->rs == RS_DONE)
+		return;	/* response complete; only the request body is pending */
+	if (st->pending) {
+		/* waited the connect timeout for a pool slot (invariant 22) */
+		px_pend_remove(st);
+		if (!(rq && now >= rq)) {
+			s->n_pending_timeouts++;
+			px_stream_fail(st, 503, px_err_overflow);
+			goto out;
+		}
+	}
+	if (st->retry_at && !(rq && now >= rq)) {
+		/* the backoff is over: the retry's try starts now */
+		int rc;
+
+		if (now < st->retry_at) {
+			px_stream_arm(st);
+			return;
+		}
+		st->retry_at = 0;
+		/* the retry's endpoint was re-picked: judge it (netpol.c 2) */
+		if (!px_stream_policy_ok(st))
+			goto out;
+		rc = px_stream_try(st);
+		if (rc == -EBUSY)
+			px_stream_fail(st, 503, px_err_overflow);
+		else if (rc && !px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+			px_stream_fail(st, 503, px_err_connect);
+		goto out;
+	}
+	st->retry_at = 0;
+	if (rq && now >= rq) {
+		/* the whole request's time is up: no retry */
+	} else if (st->rs == RS_CONNECT && !(be && now >= be)) {
+		s->n_connect_timeouts++;
+		if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+			px_stream_fail(st, 503, px_err_connect_timeout);
+		goto out;
+	} else if (px_stream_retry(st, (st->d.retry->on & PX_RETRY_RESET) ||
+				    px_retry_status(st->d.retry, 504))) {
+		/* per-try timeout: retried as Envoy's "reset" (no response) */
+		s->n_timeouts++;
+		goto out;
+	}
+	if ((st->rs == RS_CONNECT || st->rs == RS_HEAD) && st->rq == RQ_DONE) {
+		/* nothing sent to the client yet and its request is read: a
+		 * 504 that keeps the client connection */
+		s->n_timeouts++;
+		st->err = px_err_timeout;
+		st->up_keep = false;
+		if (st->up) {
+			px_up_release(st->up, false);
+			st->up = NULL;
+		}
+		px_reply(c, 504, px_reason(504), NULL, false);
+		px_stream_end(st);
+	} else {
+		s->n_timeouts++;
+		px_stream_fail(st, 504, px_err_timeout);
+	}
+out:
+	px_client_wake(c);
+}
+
+/* (Re)arm the stream's single timer for its earliest deadline. */
+static void px_stream_arm(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+	uint64_t dl;
+
+	if (st->retry_at) {	/* backing off: no try in flight */
+		dl = px_min_dl(px_dl_request(st), st->retry_at);
+	} else {
+		dl = px_min_dl(px_dl_request(st), px_dl_backend(st));
+		if (st->rs == RS_CONNECT)
+			dl = px_min_dl(dl, st->try_t0 + s->connect_ns);
+	}
+	if (dl == st->deadline)
+		return;
+	if (st->timer)
+		ev_timer_del(s->loop, st->timer);
+	st->timer = dl ? ev_timer_add(s->loop, dl, px_stream_timeout_cb, st) : 0;
+	st->deadline = dl;
+}
+
+/* ---- what the upstream layer reports (px_up_ops) --------------------------- */
+
+static void px_up_connected(struct px_stream *st)
+{
+	st->rs = RS_HEAD;
+	px_stream_arm(st);	/* the connect deadline no longer applies */
+}
+
+static void px_up_connect_failed(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+
+	if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+		px_stream_fail(st, 503, px_err_connect);
+	px_client_wake(c);
+}
+
+/* The upstream is gone: retry or fail the stream as a reset (the error
+ * path the response parser takes on an EOF). */
+static void px_up_reset(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+
+	if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_RESET))
+		px_stream_fail(st, 502, px_err_upstream_closed);
+	px_client_wake(c);
+}
+
+static void px_up_progress(struct px_stream *st)
+{
+	px_client_wake(st->c);
+}
+
+static void px_up_slot(struct px_stream *st, struct px_up *u, int host, int rc)
+{
+	struct px_conn *c = st->c;
+
+	if (!rc)
+		px_stream_attach(st, u, host);
+	else if (!px_stream_retry(st, st->d.retry->on & PX_RETRY_CONNECT))
+		px_stream_fail(st, 503, px_err_connect);
+	px_client_wake(c);
+}
+
+const struct px_up_ops px_stream_up_ops = {
+	.connected = px_up_connected,
+	.connect_failed = px_up_connect_failed,
+	.reset = px_up_reset,
+	.progress = px_up_progress,
+	.slot = px_up_slot,
+};

@@ -1,0 +1,295 @@
+/* conn.c — the proxy's client connection layer (px_): the listener, the
+ * capture lookup of a connection's original destination, HTTP/1.1 client
+ * connections (reads, request heads, pipelining, flushes, close) and the
+ * client idle sweep. Invariants 1-3 and 8 of docs/proxy.md ("Design note").
+ *
+ * Above it: server.c. Below it: stream.c, which it hands each
+ * parsed request head (px_stream_open) and which drives it back through
+ * px_conn_ops.progress only.
+ */
+#include <errno.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <bpf/bpf.h>
+
+#include "zerohop/abi/l7cap.h"
+#include "zerohop/net.h"
+#include "px_int.h"
+
+#define CONN_OF(w) ((struct px_conn *)(void *)((char *)(w) - offsetof(struct px_conn, wr)))
+
+static void px_conn_progress(struct px_conn *c);
+
+/* Whether the client socket should be read now. The same test arms
+ * EV_READ and gates the read, so a level-triggered event we would not serve
+ * never stays armed (no spinning). Reading stays armed across requests (no
+ * epoll_ctl per request); pipelined bytes simply wait in c->in. */
+static bool px_conn_want_read(const struct px_conn *c)
+{
+	const struct px_stream *st = c->st;
+	size_t lim = c->srv->lim.max_head + c->srv->lim.max_line;
+
+	if (c->rd_eof || c->closing || c->out.data >= PX_HIGH)
+		return false;	/* (a client not reading our answers) */
+	if (st && st->rq == RQ_BODY)	/* backpressure from the upstream */
+		return st->up && st->up->out.data < PX_HIGH && c->in.data < PX_HIGH;
+	return c->in.data < (lim > PX_HIGH ? lim : PX_HIGH);
+}
+
+static void px_conn_event(struct px_wr *w, int events)
+{
+	struct px_conn *c = CONN_OF(w);
+	ssize_t n;
+
+	if (events & EV_WRITE)
+		c->wr.blocked = false;	/* room again: queue the rest (batch.c) */
+	if ((events & (EV_READ | EV_ERROR)) && c->rd_iter != ev_iteration(c->srv->loop) &&
+	    px_conn_want_read(c)) {	/* (px_rd_batch did not read it) */
+		px_buf_get(c->srv, &c->in);
+		n = buf_read_fd(&c->in, c->fd, 0);
+		if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
+			c->rd_eof = true;
+		else if (n > 0)
+			c->last_active = ev_now_ns();
+	}
+	px_conn_progress(c);
+}
+
+static bool px_conn_io_want_read(const struct px_wr *w)
+{
+	return px_conn_want_read(CONN_OF(w));
+}
+
+/* The batch's send result (batch.c). The client is gone (reset, or closed
+ * its read side): nothing more can be delivered, close. */
+static void px_conn_sent(struct px_wr *w)
+{
+	struct px_conn *c = CONN_OF(w);
+	ssize_t res = c->wr.res;
+
+	if (res < 0 && res != -EAGAIN) {
+		px_conn_close(c);
+		return;
+	}
+	if (res > 0)
+		buf_consume(&c->out, (size_t)res);
+	if (c->out.data)
+		c->wr.blocked = true;
+	px_conn_progress(c);
+}
+
+static const struct px_io_ops px_conn_io = {
+	.event = px_conn_event,
+	.want_read = px_conn_io_want_read,
+	.sent = px_conn_sent,
+};
+
+static const struct px_conn_ops px_h1_conn_ops = {
+	.progress = px_conn_progress,
+};
+
+static void px_conn_update(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+	int mask = 0;
+
+	if (c->out.data && c->wr.slot < 0)	/* batch.c invariant 3 */
+		mask |= EV_WRITE;
+	if (px_conn_want_read(c))
+		mask |= EV_READ;
+	if (mask == c->mask)
+		return;
+	if (!mask)
+		ev_del(s->loop, c->fd);
+	else
+		ev_add(s->loop, c->fd, mask, px_io_cb, &c->wr);
+	c->mask = mask;
+}
+
+/* Parse the next request head in c->in into a new stream. 0 when a stream
+ * was started (or answered), -EAGAIN when more bytes are needed. */
+static int px_conn_request(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+	struct h1_header h[PX_MAX_HDRS];
+	size_t n = PX_MAX_HDRS;
+	struct h1_request rq;
+	struct px_stream *st;
+	int rc;
+
+	rc = h1_parse_request(buf_head(&c->in), c->in.data, c->last_len, &s->lim, &rq, h, &n);
+	if (rc == -EAGAIN) {
+		c->last_len = c->in.data;
+		return -EAGAIN;
+	}
+	c->last_len = 0;
+	st = px_stream_new(c);
+	if (rc < 0) {
+		c->in.data = c->in.head = 0;	/* never parse past a bad head */
+		px_stream_bad_head(st, rc);
+		return 0;
+	}
+	/* h[] points into c->in: consumed bytes stay in place until the
+	 * next read, so the stream may use them until it returns */
+	return px_stream_open(st, &rq, h, n, (size_t)rc);
+}
+
+/* Drive a connection as far as the buffered bytes allow: pump the current
+ * stream, end it when complete, start the next (pipelined) one, flush. */
+static void px_conn_progress(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+
+	for (;;) {
+		struct px_stream *st = c->st;
+
+		if (!st) {
+			if (c->closing)
+				break;
+			if (!c->in.data) {
+				if (c->rd_eof)
+					c->closing = true;
+				break;
+			}
+			if (c->out.data >= PX_HIGH)
+				break;	/* let the client read its answers first */
+			if (px_conn_request(c) == -EAGAIN) {
+				if (c->rd_eof)
+					c->closing = true;
+				break;
+			}
+			continue;
+		}
+		if (st->rq == RQ_BODY && c->rd_eof && !c->in.data) {
+			px_stream_fail(st, 400, "client closed during the request body");
+			continue;
+		}
+		if (st->up && st->rs != RS_CONNECT) {
+			if (px_pump_req(st) || px_pump_resp(st))
+				continue;
+			/* sent before the loop waits; a reset takes the
+			 * error path in upstream.c's px_up_sent */
+			if (st->up && st->up->out.data)
+				px_wq_add(s, &st->up->wr);
+		}
+		if (st->rq == RQ_DONE && st->rs == RS_DONE) {
+			px_stream_end(st);
+			continue;
+		}
+		break;
+	}
+	if (c->out.data)	/* the bytes go out before the loop next waits */
+		px_wq_add(s, &c->wr);
+	if (c->st && c->st->up)
+		px_up_update(c->st->up);
+	if (c->closing && !c->out.data) {
+		px_conn_close(c);
+		return;
+	}
+	if (!c->st) {
+		/* idle: hand the buffers back */
+		px_buf_put(s, &c->in);
+		px_buf_put(s, &c->out);
+	}
+	px_conn_update(c);
+}
+
+void px_conn_close(struct px_conn *c)
+{
+	struct px_server *s = c->srv;
+
+	if (c->st)
+		px_stream_free(c->st);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	ev_del(s->loop, c->fd);
+	close(c->fd);
+	px_wq_del(s, &c->wr);
+	px_buf_drop(s, &c->in);
+	px_buf_drop(s, &c->out);
+	s->active--;
+	free(c);
+}
+
+uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle)
+{
+	uint64_t now = ev_now_ns(), n = 0;
+	struct px_conn *c, *cn;
+
+	for (c = s->conns; c; c = cn) {
+		cn = c->next;
+		if (!c->st && !c->out.data && now - c->last_active >= min_idle) {
+			n++;
+			px_conn_close(c);
+		}
+	}
+	return n;
+}
+
+/* ---- listener -------------------------------------------------------------- */
+
+static int px_capture_lookup(struct px_server *s, struct px_conn *c)
+{
+	struct zh_l7cap_client k = { .ip = c->peer_ip, .port = htons(c->peer_port) };
+	struct zh_l7cap_dst v;
+
+	if (s->cap_fd < 0)
+		return -ENOENT;
+	if (bpf_map_lookup_elem(s->cap_fd, &k, &v))
+		return -errno;
+	bpf_map_delete_elem(s->cap_fd, &k);
+	c->dst_ip = v.ip;
+	c->dst_port = ntohs(v.port);
+	return 0;
+}
+
+void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
+{
+	struct px_server *s = arg;
+	struct net_addr peer;
+	int cfd, i;
+
+	(void)loop;
+	(void)events;
+	for (i = 0; i < PX_ACCEPT_BATCH; i++) {
+		struct px_conn *c;
+
+		cfd = net_accept(fd, &peer);
+		if (cfd < 0)
+			break;
+		net_set_nodelay(cfd);
+		c = zh_calloc(1, sizeof(*c));
+		c->srv = s;
+		c->ops = &px_h1_conn_ops;
+		c->fd = cfd;
+		c->mask = -1;
+		px_wr_init(&c->wr, PX_WR_CONN, &px_conn_io);
+		if (peer.ss.ss_family == AF_INET) {
+			struct sockaddr_in *sin = (struct sockaddr_in *)&peer.ss;
+
+			c->peer_ip = sin->sin_addr.s_addr;
+			c->peer_port = ntohs(sin->sin_port);
+		}
+		if (!s->explicit_mode && px_capture_lookup(s, c)) {
+			zh_warn("proxy: no original destination for a client connection; closed");
+			close(cfd);
+			free(c);
+			continue;
+		}
+		s->active++;
+		s->accepted++;
+		c->last_active = ev_now_ns();
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		px_conn_update(c);
+	}
+}
