@@ -68,7 +68,12 @@ int ag_obs_cleanup(const char *pin_dir);
 /* The unix socket of a lab node's agent: RUN_ROOT/LAB/nodes/NODE/agent.sock. */
 char *ag_obs_sock_path(char *buf, size_t len, const char *lab, const char *node);
 
-/* CLI: zerohop observe (src/agent/obs_cli.c). */
+/* GET target from an agent's unix socket: the fd positioned at the body
+ * (read it to EOF, then close), or -errno. */
+int ag_obs_sock_get(const char *path, const char *target);
+
+/* CLI: zerohop observe (src/agent/obs_cli.c), zerohop top (top_cli.c). */
 int cli_observe(int argc, char **argv);
+int cli_top(int argc, char **argv);
 
 #endif

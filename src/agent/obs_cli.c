@@ -165,7 +165,7 @@ static void print_line(const struct filt *f, const char *line)
 }
 
 /* Connect to path, send GET target; the fd positioned after the headers, or -errno. */
-static int flows_open(const char *path, const char *target)
+int ag_obs_sock_get(const char *path, const char *target)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char req[256], c;
@@ -311,7 +311,7 @@ int cli_observe(int argc, char **argv)
 	srcs = zh_calloc(g.gl_pathc, sizeof(*srcs));
 	pfd = zh_calloc(g.gl_pathc, sizeof(*pfd));
 	for (size_t i = 0; i < g.gl_pathc; i++) {
-		int fd = flows_open(g.gl_pathv[i], follow ? "/flows?follow=1" : "/flows");
+		int fd = ag_obs_sock_get(g.gl_pathv[i], follow ? "/flows?follow=1" : "/flows");
 
 		if (fd < 0) {
 			fprintf(stderr, "zerohop observe: %s: %s\n", g.gl_pathv[i], strerror(-fd));

@@ -24,6 +24,7 @@ static const struct cli_cmd cmds[] = {
 	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "observe",  cli_observe,  "observe [--pod P] [--service S] [--verdict V] [-f]: the connection flow log" },
+	{ "top",      cli_top,      "top [-n NS] [--by service|workload] [-o json]: live golden signals" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 };
 
