@@ -9,6 +9,7 @@ pkgs=(
 	wrk nginx-light haproxy iperf3
 	libclang-rt-14-dev
 	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
+	prometheus tmux
 )
 missing=()
 for p in "${pkgs[@]}"; do
