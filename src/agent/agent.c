@@ -130,6 +130,7 @@ struct agent {
 	struct ag_obs *obs;
 	const char *metrics_addr;
 	int max_series;
+	int metrics;		/* --metrics on|off: L4 signals (default on) */
 };
 
 #define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
@@ -455,7 +456,8 @@ static void usage(void)
 		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
-		"                     [--health-file PATH] [--metrics-addr IP:PORT] [--metrics-max-series N]\n"
+		"                     [--health-file PATH] [--metrics on|off] [--metrics-addr IP:PORT]\n"
+		"                     [--metrics-max-series N]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -632,7 +634,9 @@ static int agent_serve(struct agent *a, const char *cg, const char *sd)
 	}
 	if (!a->acc || !a->accel)
 		a->proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
-	if (a->mode == AG_MODE_BPF) {
+	if (a->mode == AG_MODE_BPF && !a->metrics) {
+		ag_obs_cleanup(a->pin_dir);	/* off: no obs program stays attached */
+	} else if (a->mode == AG_MODE_BPF) {
 		/* After LB, policy and accel: its connect hooks run last and
 		 * see their verdicts (bpf/obs.bpf.c); a failure leaves the
 		 * datapath running without L4 signals. */
@@ -684,10 +688,11 @@ int cli_agent(int argc, char **argv)
 		{ "health-file", required_argument, NULL, 'H' },
 		{ "metrics-addr", required_argument, NULL, 'M' },
 		{ "metrics-max-series", required_argument, NULL, 'X' },
+		{ "metrics", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent a = { .accel = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
+	struct agent a = { .accel = 1, .metrics = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
 	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
 	bool cleanup = false;
@@ -701,6 +706,8 @@ int cli_agent(int argc, char **argv)
 		return 2;
 	if (getenv("ZH_AGENT_METRICS_MAX_SERIES"))	/* same rule: the flag wins */
 		a.max_series = atoi(getenv("ZH_AGENT_METRICS_MAX_SERIES"));
+	if (getenv("ZH_AGENT_METRICS") && on_off("ZH_AGENT_METRICS", getenv("ZH_AGENT_METRICS"), &a.metrics))
+		return 2;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hf:", opts, NULL)) != -1) {
 		switch (c) {
@@ -750,6 +757,10 @@ int cli_agent(int argc, char **argv)
 		case 'B': bench_rounds = atoi(optarg); break;
 		case 'H': a.health_file = optarg; break;
 		case 'M': a.metrics_addr = optarg; break;
+		case 'E':
+			if (on_off("--metrics", optarg, &a.metrics))
+				return 2;
+			break;
 		case 'X':
 			a.max_series = atoi(optarg);
 			if (a.max_series < 1 || a.max_series > 1000000) {
