@@ -40,6 +40,9 @@
  *     native IPv6 is ignored like everywhere else in zerohop.
  *  5. Never changes a verdict: every program returns 1 and touches no
  *     address; connect4/6 only read the retval of the hooks before them.
+ *  7. Open and close events are written without waking the agent (one
+ *     wakeup per event cost more CPU than everything else here); it drains
+ *     the ring buffer every ZH_OBS_DRAIN_MS (abi/obs.h).
  *  6. Bytes are payload bytes, as Istio counts them: the FIN's sequence
  *     number, which the kernel's counters include on some close paths, is
  *     taken off by the state the socket closed from (measured in
@@ -132,9 +135,13 @@ static __always_inline struct zh_obs_event *obs_reserve(void)
 	return e;
 }
 
+/* Open and close events do not wake the agent (invariant 7): it drains
+ * the ring every ZH_OBS_DRAIN_MS. Drops and failures (rare, and what a
+ * follower of the flow log waits for) wake it at once. */
 static __always_inline void obs_submit(struct zh_obs_event *e)
 {
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, e->type == ZH_OBS_EV_OPEN || e->type == ZH_OBS_EV_CLOSE ?
+				      BPF_RB_NO_WAKEUP : 0);
 	obs_count(ZH_OBS_ST_EVENTS);
 }
 

@@ -8,7 +8,8 @@
 # metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, on, off ...
 # PAIRS times; prints each pair's ratio on/off and the median.
 #   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
-#   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of)
+#   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
+#        ONLY=new-conn|same-node-keepalive (one of the two measurements)
 # Not part of make check; docs/BENCHMARKS.md quotes it.
 set -u
 ZH=${ZH:-$(cd "$(dirname "$0")/.." && pwd)/build/zerohop}
@@ -77,6 +78,7 @@ run() {	# LAB URL KEEPALIVE -> req/s
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0.91/ true"; do
 	set -- $t
+	[ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ] && continue
 	: >"$TMP/ratios"
 	for i in $(seq "$PAIRS"); do
 		on=$(run $LON "$2" "$3")

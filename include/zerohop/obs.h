@@ -72,8 +72,9 @@ char *ag_obs_sock_path(char *buf, size_t len, const char *lab, const char *node)
  * (read it to EOF, then close), or -errno. */
 int ag_obs_sock_get(const char *path, const char *target);
 
-/* CLI: zerohop observe (src/agent/obs_cli.c), zerohop top (top_cli.c). */
+/* CLI: zerohop observe (src/agent/obs_cli.c), top (top_cli.c), dashboard. */
 int cli_observe(int argc, char **argv);
 int cli_top(int argc, char **argv);
+int cli_dashboard(int argc, char **argv);	/* dash_cli.c */
 
 #endif

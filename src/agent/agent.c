@@ -75,6 +75,7 @@
 #include <bpf/bpf.h>
 
 #include "zerohop/abi/accel.h"
+#include "zerohop/abi/obs.h"
 #include "zerohop/abi/l7cap.h"
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
@@ -416,7 +417,8 @@ static int run(struct agent *a)
 		double start;
 
 		int n_obs = ag_obs_pollfds(a->obs, pfd + 2);
-		int np = poll(pfd, 2 + (nfds_t)n_obs, a->proxy_pending ? PROXY_POLL_MS : -1);
+		int np = poll(pfd, 2 + (nfds_t)n_obs,
+			      a->proxy_pending ? PROXY_POLL_MS : n_obs ? ZH_OBS_DRAIN_MS : -1);
 
 		if (np < 0) {
 			if (errno == EINTR)
@@ -425,7 +427,9 @@ static int run(struct agent *a)
 			break;
 		}
 		if (np == 0) {
-			set_proxy_eps(a);	/* A8 */
+			if (a->proxy_pending)
+				set_proxy_eps(a);	/* A8 */
+			ag_obs_handle(a->obs, pfd + 2, n_obs);	/* drain (obs.bpf.c inv. 7) */
 			continue;
 		}
 		if (pfd[1].revents)

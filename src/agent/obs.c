@@ -731,8 +731,7 @@ void ag_obs_handle(struct ag_obs *ob, const struct pollfd *p, int n)
 {
 	if (!ob || n < 3)
 		return;
-	if (p[0].revents)
-		ring_buffer__consume(ob->rb);
+	ring_buffer__consume(ob->rb);	/* readable, or the drain tick */
 	if (p[1].fd >= 0 && (p[1].revents & POLLIN))
 		serve_one(ob, p[1].fd);
 	if (p[2].fd >= 0 && (p[2].revents & POLLIN)) {

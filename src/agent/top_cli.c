@@ -31,6 +31,7 @@
 #include "zerohop/log.h"
 #include "zerohop/obs.h"
 #include "zerohop/paths.h"
+#include "obs_view.h"
 
 #define TOP_PROXY_PORT 15090
 #define TOP_MAX_ROWS 512
@@ -54,7 +55,7 @@ struct sample {
 
 struct top_opts {
 	const char *lab, *ns;
-	int by_workload;
+	int by;			/* enum obs_view_by */
 	int json;
 	const char *sort;
 };
@@ -133,7 +134,19 @@ static void parse_page(struct sample *s, const struct top_opts *o, char *page)
 		label(blk, "destination_service", svc, sizeof(svc));
 		label(blk, "destination_workload", dwl, sizeof(dwl));
 		label(blk, "destination_workload_namespace", dwns, sizeof(dwns));
-		if (o->by_workload) {
+		if (o->by == OBS_BY_EDGE) {
+			char sw[96] = "unknown", sns[96] = "unknown";
+
+			label(blk, "source_workload", sw, sizeof(sw));
+			label(blk, "source_workload_namespace", sns, sizeof(sns));
+			/* to the destination workload when known, else to the
+			 * Service (drops, connections still to be resolved) */
+			if (dwl[0] && strcmp(dwl, "unknown"))
+				snprintf(key, sizeof(key), "%s/%s>%s/%s", sns, sw, dwns, dwl);
+			else
+				snprintf(key, sizeof(key), "%s/%s>%s", sns, sw, svc);
+			snprintf(ns, sizeof(ns), "%s", sns);
+		} else if (o->by == OBS_BY_WORKLOAD) {
 			if (!dwl[0])
 				continue;	/* drops carry no destination workload */
 			snprintf(key, sizeof(key), "%s/%s", dwns, dwl);
@@ -368,14 +381,21 @@ static void render(const struct sample *a, const struct sample *b, const struct 
 	sort_by = o->sort && !strcmp(o->sort, "name") ? 1 : o->sort && !strcmp(o->sort, "conns") ? 2 : 0;
 	qsort(rows, (size_t)n, sizeof(*rows), out_cmp);
 	if (o->json) {
+		static const char *const by[] = { "service", "workload", "edge" };
+
 		fprintf(f, "{\"lab\":\"%s\",\"window_seconds\":%.3f,\"by\":\"%s\",\"rows\":[", lab, dt,
-			o->by_workload ? "workload" : "service");
+			by[o->by]);
 		for (int i = 0; i < n; i++) {
 			const struct out_row *w = &rows[i];
+			const char *gt = strchr(w->r->key, '>');
 
-			fprintf(f, "%s{\"%s\":\"%s\",\"namespace\":\"%s\",\"l7\":%s,\"rps\":%.3f,",
-				i ? "," : "", o->by_workload ? "workload" : "service", w->r->key,
-				w->r->ns, w->l7 ? "true" : "false", w->rps);
+			if (o->by == OBS_BY_EDGE && gt)
+				fprintf(f, "%s{\"source\":\"%.*s\",\"destination\":\"%s\",", i ? "," : "",
+					(int)(gt - w->r->key), w->r->key, gt + 1);
+			else
+				fprintf(f, "%s{\"%s\":\"%s\",", i ? "," : "", by[o->by], w->r->key);
+			fprintf(f, "\"namespace\":\"%s\",\"l7\":%s,\"rps\":%.3f,", w->r->ns,
+				w->l7 ? "true" : "false", w->rps);
 			if (isnan(w->success))
 				fprintf(f, "\"success_rate\":null,\"p50_ms\":null,\"p95_ms\":null,\"p99_ms\":null,");
 			else
@@ -390,7 +410,8 @@ static void render(const struct sample *a, const struct sample *b, const struct 
 		return;
 	}
 	fprintf(f, "%-44s %-10s %8s %8s %8s %8s %8s %8s %6s %10s %6s\n",
-		o->by_workload ? "WORKLOAD" : "SERVICE", "NAMESPACE", "RPS", "SUCCESS", "P50ms",
+		o->by == OBS_BY_WORKLOAD ? "WORKLOAD" : o->by == OBS_BY_EDGE ? "EDGE" : "SERVICE",
+		"NAMESPACE", "RPS", "SUCCESS", "P50ms",
 		"P95ms", "P99ms", "CONN/s", "ACTIVE", "BYTES/s", "DROPS");
 	for (int i = 0; i < n; i++) {
 		const struct out_row *w = &rows[i];
@@ -408,6 +429,51 @@ static void render(const struct sample *a, const struct sample *b, const struct 
 	free(rows);
 }
 
+/* ---- the view API (obs_view.h) for the dashboard --------------------------- */
+
+struct obs_view {
+	struct top_opts o;
+	struct lab_topo t;
+	struct sample a, b;
+	int n;			/* samples taken */
+};
+
+int obs_view_open(const char *lab, int by, struct obs_view **out)
+{
+	struct obs_view *v = zh_calloc(1, sizeof(*v));
+
+	v->o.lab = lab;
+	v->o.by = by;
+	if (lab_topo_read(lab, &v->t)) {
+		free(v);
+		return -ENOENT;
+	}
+	*out = v;
+	return 0;
+}
+
+int obs_view_sample(struct obs_view *v)
+{
+	int ret;
+
+	if (v->n)
+		v->a = v->b;
+	ret = take_sample(v->o.lab, &v->t, &v->o, &v->b);
+	if (!ret && !v->n++)
+		v->a = v->b;	/* first sample: rates 0 until the next one */
+	return ret;
+}
+
+void obs_view_json(struct obs_view *v, FILE *f)
+{
+	render(&v->a, &v->b, &v->o, v->o.lab, f);
+}
+
+void obs_view_close(struct obs_view *v)
+{
+	free(v);
+}
+
 static volatile sig_atomic_t top_stop;
 
 static void on_sig(int sig)
@@ -419,7 +485,7 @@ static void on_sig(int sig)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: zerohop top [--lab LAB] [-n NAMESPACE] [--by service|workload]\n"
+		"usage: zerohop top [--lab LAB] [-n NAMESPACE] [--by service|workload|edge]\n"
 		"                   [--sort rps|name|conns] [--interval SECONDS] [--iterations N] [-o json]\n");
 }
 
@@ -451,11 +517,12 @@ int cli_top(int argc, char **argv)
 		case 'l': lab_opt = optarg; break;
 		case 'n': o.ns = optarg; break;
 		case 'b':
-			if (strcmp(optarg, "service") && strcmp(optarg, "workload")) {
-				fprintf(stderr, "zerohop top: --by: service or workload, got '%s'\n", optarg);
+			if (strcmp(optarg, "service") && strcmp(optarg, "workload") && strcmp(optarg, "edge")) {
+				fprintf(stderr, "zerohop top: --by: service, workload or edge, got '%s'\n", optarg);
 				return 2;
 			}
-			o.by_workload = !strcmp(optarg, "workload");
+			o.by = !strcmp(optarg, "workload") ? OBS_BY_WORKLOAD :
+			       !strcmp(optarg, "edge") ? OBS_BY_EDGE : OBS_BY_SERVICE;
 			break;
 		case 's':
 			if (strcmp(optarg, "rps") && strcmp(optarg, "name") && strcmp(optarg, "conns")) {

@@ -25,6 +25,7 @@ static const struct cli_cmd cmds[] = {
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "observe",  cli_observe,  "observe [--pod P] [--service S] [--verdict V] [-f]: the connection flow log" },
 	{ "top",      cli_top,      "top [-n NS] [--by service|workload] [-o json]: live golden signals" },
+	{ "dashboard", cli_dashboard, "dashboard [--addr IP:PORT]: the mesh in a web page (loopback)" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 };
 

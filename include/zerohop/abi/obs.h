@@ -22,7 +22,8 @@
 
 #include <linux/types.h>
 
-#define ZH_OBS_RINGBUF_BYTES	(1 << 20)	/* 1 MiB: ~8000 events of backlog */
+#define ZH_OBS_RINGBUF_BYTES	(1 << 20)	/* 1 MiB: ~11,900 events of backlog */
+#define ZH_OBS_DRAIN_MS		100	/* the agent drains open/close events this often */
 
 enum zh_obs_ev_type {
 	ZH_OBS_EV_OPEN = 1,
