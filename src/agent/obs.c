@@ -391,7 +391,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		/* L7 Service: the client's leg ends at the node proxy; the
 		 * proxy reports the requests (reporter="source" there too). */
 		const char *dw = dp ? dp->wl : (svc && svc->l7 ? "zerohop-proxy" : "unknown");
-		const char *dn = dp ? dp->ns : "unknown";
+		const char *dn = dp ? dp->ns : svc && svc->l7 ? "zerohop-system" : "unknown";
 		struct series *s = series_get(ob, client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
 					      sp ? sp->wl : "unknown", sp ? sp->ns : "unknown",
 					      ds, dsn, dw, dn);

@@ -444,6 +444,7 @@ int obs_view_open(const char *lab, int by, struct obs_view **out)
 
 	v->o.lab = lab;
 	v->o.by = by;
+	v->o.json = 1;
 	if (lab_topo_read(lab, &v->t)) {
 		free(v);
 		return -ENOENT;
