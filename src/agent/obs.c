@@ -26,6 +26,10 @@
  *  O3. Labels are resolved when the event arrives, against the state of the
  *      last sync: a pod that left keeps the labels it had in series already
  *      counted; an unknown address is "unknown" (as Istio does).
+ *  O5. The flow ring keeps the kernel's events raw (fixed size, no
+ *      allocation per event) and formats a line only when /flows is read or
+ *      a follower waits: labels of a line are those of the state at read
+ *      time (a pod gone since shows as its address).
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -85,6 +89,15 @@ struct svc_ent {
 	uint16_t port;		/* host order */
 	uint8_t l7;
 	char name[LBL], ns[LBL];
+	char fqdn[LBL];		/* NAME.NS.svc.cluster.local: the metric label */
+};
+
+/* One flow-log entry: the event as the kernel gave it, formatted only when
+ * someone reads it (O5). */
+struct flow {
+	struct zh_obs_event e;
+	uint32_t sip;		/* a drop's source, resolved from its cgroup */
+	double t;		/* wall-clock time of the event */
 };
 
 struct ag_obs {
@@ -110,7 +123,7 @@ struct ag_obs {
 	int n_svcs;
 	struct ag_obs_agent_stats ag;
 	/* flow log */
-	char *ring[ZH_OBS_FLOW_RING];
+	struct flow ring[ZH_OBS_FLOW_RING];
 	uint64_t ring_n;
 	int followers[ZH_OBS_MAX_FOLLOWERS];
 	int n_follow;
@@ -190,6 +203,7 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		e->l7 = !!(s->flags & ZH_LB_F_L7);
 		snprintf(e->name, LBL, "%s", s->name);
 		snprintf(e->ns, LBL, "%s", s->ns);
+		snprintf(e->fqdn, LBL, "%.63s.%.40s.svc.cluster.local", s->name, s->ns);
 		ob->n_svcs++;
 	}
 	qsort(ob->svcs, (size_t)ob->n_svcs, sizeof(*ob->svcs), svc_cmp);
@@ -335,65 +349,102 @@ static void put_end(char *b, size_t n, size_t *o, const char *key, uint32_t ip, 
 	*o += (size_t)snprintf(b + *o, n - *o, "}");
 }
 
+/* Who the event is between, as Istio sees it (the client is the source). */
+struct ends {
+	uint32_t sip, dip;
+	int sport, dport, client;
+	const struct pod_ent *sp, *dp;
+	const struct svc_ent *svc;
+};
+
+static void resolve(const struct ag_obs *ob, const struct zh_obs_event *e, uint32_t drop_sip,
+		    struct ends *x)
+{
+	x->client = e->role != ZH_OBS_ROLE_SERVER;
+	x->sip = x->client ? e->saddr : e->daddr;
+	x->sport = x->client ? e->sport : e->dport;
+	x->dip = x->client ? e->daddr : e->saddr;
+	x->dport = x->client ? e->dport : e->sport;
+	if (e->type == ZH_OBS_EV_DROP && !x->sip)
+		x->sip = drop_sip;
+	x->sp = pod_of(ob, x->sip);
+	x->dp = pod_of(ob, x->dip);
+	x->svc = NULL;
+	if (e->flags & ZH_OBS_F_SVC)
+		x->svc = svc_of(ob, e->vip, e->vport);
+	else if (e->type == ZH_OBS_EV_DROP)
+		x->svc = svc_of(ob, e->daddr, e->dport);	/* refused: never rewritten */
+}
+
+/* The flow-log line of f (labels from the current state, O5) into line;
+ * its length, or 0 when it does not fit. */
+static size_t flow_line(const struct ag_obs *ob, const struct flow *f, char *line, size_t n)
+{
+	const struct zh_obs_event *e = &f->e;
+	struct ends x;
+	size_t o = 0;
+
+	resolve(ob, e, f->sip, &x);
+	o += (size_t)snprintf(line + o, n - o,
+			      "{\"time\":%.6f,\"node\":\"%s\",\"type\":\"%s\",\"verdict\":\"%s\","
+			      "\"reason\":\"%s\",\"reporter\":\"%s\",",
+			      f->t, ob->node, ev_type_name(e->type),
+			      e->type == ZH_OBS_EV_DROP ? "DROPPED" :
+			      e->type == ZH_OBS_EV_FAIL ? "ERROR" : "FORWARDED",
+			      reason_name(e->reason), x.client ? "source" : "destination");
+	put_end(line, n, &o, "source", x.sip, x.sport, x.sp, NULL);
+	o += (size_t)snprintf(line + o, n - o, ",");
+	put_end(line, n, &o, "destination", x.dip, x.dport, x.dp, x.svc);
+	if (e->type == ZH_OBS_EV_CLOSE)
+		o += (size_t)snprintf(line + o, n - o,
+				      ",\"bytes_sent\":%llu,\"bytes_received\":%llu,\"srtt_us\":%u,"
+				      "\"duration_ms\":%u,\"short_circuit\":%s",
+				      (unsigned long long)e->bytes_sent,
+				      (unsigned long long)e->bytes_recv, e->srtt_us, e->dur_ms,
+				      (e->flags & ZH_OBS_F_SC) ? "true" : "false");
+	o += (size_t)snprintf(line + o, n - o, "}\n");
+	return o < n ? o : 0;
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct ag_obs *ob = ctx;
 	const struct zh_obs_event *e = data;
-	const struct pod_ent *sp, *dp;
-	const struct svc_ent *svc = NULL;
-	uint32_t sip, dip;
-	int sport, dport, client;
-	struct timespec rt, mt;
-	char line[1024], ds[LBL], dsn[LBL];
-	const char *verdict;
-	size_t o = 0;
-	double t;
+	struct flow *f;
+	struct ends x;
+	const char *ds, *dsn;
+	char a[16];
+	uint32_t drop_sip = 0;
 
 	if (len < sizeof(*e))
 		return 0;
-	client = e->role != ZH_OBS_ROLE_SERVER;
-	/* source/destination as Istio sees them: the client is the source */
-	sip = client ? e->saddr : e->daddr;
-	sport = client ? e->sport : e->dport;
-	dip = client ? e->daddr : e->saddr;
-	dport = client ? e->dport : e->sport;
-	if (e->type == ZH_OBS_EV_DROP && !sip && ob->fd_cgpod >= 0) {
+	if (e->type == ZH_OBS_EV_DROP && !e->saddr && ob->fd_cgpod >= 0) {
 		uint64_t cg = e->cgid;
-		uint32_t ip = 0;
 
-		if (!bpf_map_lookup_elem(ob->fd_cgpod, &cg, &ip))
-			sip = ip;
+		bpf_map_lookup_elem(ob->fd_cgpod, &cg, &drop_sip);
 	}
-	sp = pod_of(ob, sip);
-	dp = pod_of(ob, dip);
-	if (e->flags & ZH_OBS_F_SVC)
-		svc = svc_of(ob, e->vip, e->vport);
-	else if (e->type == ZH_OBS_EV_DROP)
-		svc = svc_of(ob, e->daddr, e->dport);	/* refused: never rewritten */
-	if (svc) {
-		snprintf(ds, sizeof(ds), "%.63s.%.40s.svc.cluster.local", svc->name, svc->ns);
-		snprintf(dsn, sizeof(dsn), "%s", svc->ns);
+	resolve(ob, e, drop_sip, &x);
+	if (x.svc) {
+		ds = x.svc->fqdn;
+		dsn = x.svc->ns;
 	} else {
-		char a[16];
-
-		inet_ntop(AF_INET, &dip, a, sizeof(a));
-		snprintf(ds, sizeof(ds), "%s", e->type == ZH_OBS_EV_DROP || !dp ? a : "unknown");
-		snprintf(dsn, sizeof(dsn), "%s", "unknown");
+		inet_ntop(AF_INET, &x.dip, a, sizeof(a));
+		ds = e->type == ZH_OBS_EV_DROP || !x.dp ? a : "unknown";
+		dsn = "unknown";
 	}
 
 	if (e->type == ZH_OBS_EV_DROP) {
-		struct drop *d = drop_get(ob, e->reason, sp ? sp->wl : "unknown",
-					  sp ? sp->ns : "unknown", ds, dsn);
+		struct drop *d = drop_get(ob, e->reason, x.sp ? x.sp->wl : "unknown",
+					  x.sp ? x.sp->ns : "unknown", ds, dsn);
 
 		d->count++;
-		verdict = "DROPPED";
 	} else {
 		/* L7 Service: the client's leg ends at the node proxy; the
 		 * proxy reports the requests (reporter="source" there too). */
-		const char *dw = dp ? dp->wl : (svc && svc->l7 ? "zerohop-proxy" : "unknown");
-		const char *dn = dp ? dp->ns : svc && svc->l7 ? "zerohop-system" : "unknown";
-		struct series *s = series_get(ob, client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
-					      sp ? sp->wl : "unknown", sp ? sp->ns : "unknown",
+		const char *dw = x.dp ? x.dp->wl : (x.svc && x.svc->l7 ? "zerohop-proxy" : "unknown");
+		const char *dn = x.dp ? x.dp->ns : x.svc && x.svc->l7 ? "zerohop-system" : "unknown";
+		struct series *s = series_get(ob, x.client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
+					      x.sp ? x.sp->wl : "unknown", x.sp ? x.sp->ns : "unknown",
 					      ds, dsn, dw, dn);
 
 		switch (e->type) {
@@ -405,8 +456,8 @@ static int on_event(void *ctx, void *data, size_t len)
 			/* Istio's directions, the same for both reporters:
 			 * "sent" = the response direction (destination ->
 			 * source), "received" = the request direction */
-			s->sent += client ? e->bytes_recv : e->bytes_sent;
-			s->recv += client ? e->bytes_sent : e->bytes_recv;
+			s->sent += x.client ? e->bytes_recv : e->bytes_sent;
+			s->recv += x.client ? e->bytes_sent : e->bytes_recv;
 			if (e->srtt_us) {
 				s->rtt_sum_us += e->srtt_us;
 				s->rtt_n++;
@@ -416,36 +467,27 @@ static int on_event(void *ctx, void *data, size_t len)
 			s->failed++;
 			break;
 		}
-		verdict = e->type == ZH_OBS_EV_FAIL ? "ERROR" : "FORWARDED";
 	}
 
-	/* flow log line */
-	clock_gettime(CLOCK_REALTIME, &rt);
-	clock_gettime(CLOCK_MONOTONIC, &mt);
-	t = (double)rt.tv_sec + rt.tv_nsec / 1e9 -
-	    ((double)mt.tv_sec + mt.tv_nsec / 1e9 - (double)e->ts_ns / 1e9);
-	o += (size_t)snprintf(line + o, sizeof(line) - o,
-			      "{\"time\":%.6f,\"node\":\"%s\",\"type\":\"%s\",\"verdict\":\"%s\","
-			      "\"reason\":\"%s\",\"reporter\":\"%s\",",
-			      t, ob->node, ev_type_name(e->type), verdict, reason_name(e->reason),
-			      client ? "source" : "destination");
-	put_end(line, sizeof(line), &o, "source", sip, sport, sp, NULL);
-	o += (size_t)snprintf(line + o, sizeof(line) - o, ",");
-	put_end(line, sizeof(line), &o, "destination", dip, dport, dp, svc);
-	if (e->type == ZH_OBS_EV_CLOSE)
-		o += (size_t)snprintf(line + o, sizeof(line) - o,
-				      ",\"bytes_sent\":%llu,\"bytes_received\":%llu,\"srtt_us\":%u,"
-				      "\"duration_ms\":%u,\"short_circuit\":%s",
-				      (unsigned long long)e->bytes_sent,
-				      (unsigned long long)e->bytes_recv, e->srtt_us, e->dur_ms,
-				      (e->flags & ZH_OBS_F_SC) ? "true" : "false");
-	o += (size_t)snprintf(line + o, sizeof(line) - o, "}\n");
-	if (o >= sizeof(line))
-		return 0;
-	free(ob->ring[ob->ring_n % ZH_OBS_FLOW_RING]);
-	ob->ring[ob->ring_n % ZH_OBS_FLOW_RING] = zh_strdup(line);
-	ob->ring_n++;
-	follow_send(ob, line, o);
+	/* flow log: kept raw, formatted when read (O5) */
+	f = &ob->ring[ob->ring_n++ % ZH_OBS_FLOW_RING];
+	f->e = *e;
+	f->sip = drop_sip;
+	{
+		struct timespec rt, mt;
+
+		clock_gettime(CLOCK_REALTIME, &rt);
+		clock_gettime(CLOCK_MONOTONIC, &mt);
+		f->t = (double)rt.tv_sec + rt.tv_nsec / 1e9 -
+		       ((double)mt.tv_sec + mt.tv_nsec / 1e9 - (double)e->ts_ns / 1e9);
+	}
+	if (ob->n_follow) {
+		char line[1024];
+		size_t n = flow_line(ob, f, line, sizeof(line));
+
+		if (n)
+			follow_send(ob, line, n);
+	}
 	return 0;
 }
 
@@ -641,8 +683,13 @@ static void serve_one(struct ag_obs *ob, int lfd)
 		uint64_t first = ob->ring_n > ZH_OBS_FLOW_RING ? ob->ring_n - ZH_OBS_FLOW_RING : 0;
 
 		f = open_memstream(&body, &blen);
-		for (uint64_t i = first; i < ob->ring_n; i++)
-			fputs(ob->ring[i % ZH_OBS_FLOW_RING], f);
+		for (uint64_t i = first; i < ob->ring_n; i++) {
+			char line[1024];
+			size_t ln = flow_line(ob, &ob->ring[i % ZH_OBS_FLOW_RING], line, sizeof(line));
+
+			if (ln)
+				fwrite(line, 1, ln, f);
+		}
 		fclose(f);
 		if (!follow) {
 			http_reply(fd, "200 OK", "application/x-ndjson", body, blen);
@@ -935,8 +982,6 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 		close(ob->fd_cgpod);
 	for (int i = 0; i < ob->n_follow; i++)
 		close(ob->followers[i]);
-	for (int i = 0; i < ZH_OBS_FLOW_RING; i++)
-		free(ob->ring[i]);
 	free(ob->ser);
 	free(ob->drops);
 	free(ob->pods);
