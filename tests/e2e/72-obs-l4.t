@@ -16,45 +16,26 @@
 # `zerohop observe` with their reasons and in zerohop_drops_total.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
+source "$(dirname "$0")/../lib/obs_lab.sh"
 lab_test_setup t72 curl /usr/bin/prometheus
 
 {
-	REPLICAS=1 m_deploy web node-b "app: web" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
-	REPLICAS=1 m_deploy near node-a "app: near" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
+	m_echo web node-b
+	m_echo near node-a
 	REPLICAS=1 m_deploy client node-a "app: client" "$(m_ctr shell "" sleep infinity)"
 	m_pod blocked node-a "app: blocked" "$(m_ctr shell "" sleep infinity)"
 	m_svc web "name: web" "http=80:http" 10.96.0.72
 	m_svc near "name: near" "http=80:http" 10.96.0.73
 	m_svc empty "name: nothing" "http=80:8080" 10.96.0.74
-	cat <<'YAML'
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: blocked-egress}
-spec:
-  podSelector: {matchLabels: {app: blocked}}
-  policyTypes: [Egress]
-  egress: []
-YAML
+	m_deny_egress blocked
 } >"$TMP/m.yaml"
-"$ZH" lab up --lab $LAB --prometheus -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up --prometheus"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
-PROM=$(cat /run/zerohop/$LAB/prometheus/addr)
+obs_lab_up --prometheus
 grep -q "prometheus: http://$PROM (in netns $LAB-node-a)" "$TMP/up.out"
 ok $? "lab up prints where Prometheus listens: $PROM, in node-a's netns"
 ss -Hltn "sport = :${PROM##*:}" | grep -q "${PROM%:*}"
 ok $((! $?)) "nothing listens on $PROM in the root netns"
 wait_until 10 lab_running 5
 
-# One PromQL instant query; prints the first sample's value or "none".
-promq() {
-	ip netns exec $LAB-node-a curl -s --max-time 3 "http://$PROM/api/v1/query" \
-		--data-urlencode "query=$1" | jq -r '.data.result[0].value[1] // "none"'
-}
-prom_is() {	# EXPECTED QUERY: the query gives EXPECTED (for wait_until)
-	[ "$(promq "$2")" = "$1" ]
-}
 wait_until 15 prom_is 4 'count(up{job="zerohop-agent"} == 1) + count(up{job="zerohop-proxy"} == 1)'
 ok $? "Prometheus scrapes both agents and both proxies"
 

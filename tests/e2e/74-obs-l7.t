@@ -8,35 +8,16 @@
 # (retries off on the route: a retried 503 would reach bench as a 200).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
+source "$(dirname "$0")/../lib/obs_lab.sh"
 lab_test_setup t74 curl /usr/bin/prometheus
 
 {
-	REPLICAS=1 m_deploy web node-b "app: web" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
+	m_echo web node-b
 	REPLICAS=1 m_deploy client node-a "app: client" "$(m_ctr shell "" sleep infinity)"
-	m_svc web "name: web" "http=80:http" 10.96.0.74 'zerohop.io/l7: "true"'
-	# retries off: the proxy retries 503 by default (as Istio does), and
-	# bench must see the backend's 503s to compare with the metrics
-	cat <<'YAML'
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web, annotations: {zerohop.io/retries: "0"}}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
-  - backendRefs: [{name: web, port: 80}]
-YAML
+	m_l7_svc web 10.96.0.74
 } >"$TMP/m.yaml"
-"$ZH" lab up --lab $LAB --prometheus -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up --prometheus"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
-PROM=$(cat /run/zerohop/$LAB/prometheus/addr)
+obs_lab_up --prometheus
 wait_until 10 lab_running 3
-promq() {
-	ip netns exec $LAB-node-a curl -s --max-time 3 "http://$PROM/api/v1/query" \
-		--data-urlencode "query=$1" | jq -r '.data.result[0].value[1] // "none"'
-}
-prom_is() { [ "$(promq "$2")" = "$1" ]; }
 wait_until 15 prom_is 2 'count(up{job="zerohop-proxy"} == 1)'
 ok $? "Prometheus scrapes both node proxies"
 

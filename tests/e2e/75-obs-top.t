@@ -8,30 +8,19 @@
 # (rps, success rate near 80 %, p99, connections/s).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
+source "$(dirname "$0")/../lib/obs_lab.sh"
 lab_test_setup t75 tmux
 
 {
-	REPLICAS=1 m_deploy web node-b "app: web" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
-	REPLICAS=1 m_deploy db node-a "app: db" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
+	m_echo web node-b
+	m_echo db node-a
 	REPLICAS=1 m_deploy client node-a "app: client" "$(m_ctr shell "" sleep infinity)"
-	m_svc web "name: web" "http=80:http" 10.96.0.75 'zerohop.io/l7: "true"'
+	m_l7_svc web 10.96.0.75
 	m_svc db "name: db" "http=80:http" 10.96.0.76
-	cat <<'YAML'
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web, annotations: {zerohop.io/retries: "0"}}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
-  - backendRefs: [{name: web, port: 80}]
-YAML
 } >"$TMP/m.yaml"
 TMUX_S=zh-$LAB
 lab_test_more_cleanup() { tmux kill-session -t "$TMUX_S" 2>/dev/null; }
-"$ZH" lab up --lab $LAB -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+obs_lab_up
 wait_until 10 lab_running 4
 
 lab_exec deploy/client "$ZH" bench -c 4 -qps 50 -t 12s --quiet 'http://10.96.0.75/?status=503:20' \
