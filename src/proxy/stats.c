@@ -66,7 +66,21 @@ struct px_istio_pod {
 	const char *ns, *wl;	/* owned by the table's md_state */
 };
 
+/* Requests of one keep-alive connection share their labels: a small
+ * direct-mapped memo of the inputs (table generation, client, endpoint,
+ * backend name as the table holds it, status) -> series skips building
+ * and comparing the label strings on the hot path. */
+#define PX_ISTIO_MEMO 64
+struct px_istio_memo {
+	uint64_t gen;
+	uint32_t peer, ep;
+	const char *be;
+	int code;
+	struct px_istio_series *x;
+};
+
 static struct {
+	struct px_istio_memo memo[PX_ISTIO_MEMO];
 	struct px_istio_series *ser;
 	int n;
 	struct px_istio_series over;
@@ -130,9 +144,18 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	const struct px_istio_pod *sp = NULL, *dp = NULL;
 	struct px_istio_series k = {}, *x = NULL;
 	const char *be = st->d.backend_name, *sl;
+	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
+	struct px_istio_memo *m;
 	double ms;
 
 	(void)s;
+	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
+			    (unsigned)st->status) % PX_ISTIO_MEMO];
+	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
+	    m->code == st->status) {
+		x = m->x;
+		goto count;
+	}
 	if (st->tbl) {
 		px_istio_index(st->tbl);
 		sp = px_istio_pod(st->c->peer_ip);
@@ -181,7 +204,13 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 			*x = o;
 		}
 		px_istio.overflow++;
+	} else {
+		/* backend_name lives as long as its table (gen): a new table
+		 * never matches an old entry */
+		*m = (struct px_istio_memo){ .gen = gen, .peer = st->c->peer_ip, .ep = st->d.ip,
+					    .be = be, .code = st->status, .x = x };
 	}
+count:
 	ms = (double)(ev_now_ns() - st->t0) / 1e6;
 	x->n++;
 	x->ms_sum += ms;
