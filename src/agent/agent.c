@@ -367,7 +367,8 @@ static int sync_once(struct agent *a)
 			zh_info("agent: destroy-stale: %d backends removed, %d sockets destroyed",
 				n_gone, killed);
 	}
-	ag_obs_set_state(a->obs, a->st, a->c);
+	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
+		ag_obs_set_state(a->obs, a->st, a->c);
 	if (incr)
 		snprintf(ebuf, sizeof(ebuf),
 			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",

@@ -30,6 +30,9 @@
  *      allocation per event) and formats a line only when /flows is read or
  *      a follower waits: labels of a line are those of the state at read
  *      time (a pod gone since shows as its address).
+ *  O6. The label tables are rebuilt only when pods or Services may have
+ *      changed (agent.c: a full sync, or an incremental one that touched
+ *      a pod's IP), in one string arena: ~80 bytes a pod.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -79,17 +82,19 @@ struct drop {
 	uint64_t count;
 };
 
+/* Label tables (O3): strings point into ob->strs, one allocation per
+ * sync (O6: ~80 bytes a pod, not a fixed-size copy of every name). */
 struct pod_ent {
 	uint32_t ip;
-	char name[LBL], ns[LBL], wl[LBL];
+	const char *name, *ns, *wl;
 };
 
 struct svc_ent {
 	uint32_t vip;
 	uint16_t port;		/* host order */
 	uint8_t l7;
-	char name[LBL], ns[LBL];
-	char fqdn[LBL];		/* NAME.NS.svc.cluster.local: the metric label */
+	const char *name, *ns;
+	const char *fqdn;	/* NAME.NS.svc.cluster.local: the metric label */
 };
 
 /* One flow-log entry: the event as the kernel gave it, formatted only when
@@ -121,6 +126,7 @@ struct ag_obs {
 	int n_pods;
 	struct svc_ent *svcs;
 	int n_svcs;
+	char *strs;		/* the label tables' strings */
 	struct ag_obs_agent_stats ag;
 	/* flow log */
 	struct flow ring[ZH_OBS_FLOW_RING];
@@ -164,12 +170,46 @@ static int svc_cmp(const void *a, const void *b)
 	return (int)x->port - (int)y->port;
 }
 
+/* Append s to the arena at *at (sized by the caller's first pass); a
+ * string equal to *prev is not copied again (pods of one Deployment are
+ * listed together: their namespace and workload are shared). */
+static const char *arena_put(char **at, const char *s, const char **prev)
+{
+	size_t n = strlen(s) + 1;
+	const char *r;
+
+	if (prev && *prev && !strcmp(*prev, s))
+		return *prev;
+	memcpy(*at, s, n);
+	r = *at;
+	*at += n;
+	if (prev)
+		*prev = r;
+	return r;
+}
+
 void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c)
 {
+	const char *pns = NULL, *pwl = NULL;
+	size_t total = 1;
+	char *at;
 	int i, n = 0;
 
 	if (!ob || !st)
 		return;
+	/* pass 1: the arena's size (an upper bound: no sharing assumed) */
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (p->ip)
+			total += strlen(p->meta.name) + strlen(p->meta.ns ? p->meta.ns : "default") +
+				 strlen(p->owner ? p->owner : p->meta.name) + 3;
+	}
+	for (i = 0; c && i < c->n_svcs; i++)
+		total += 2 * (strlen(c->svcs[i].name) + strlen(c->svcs[i].ns)) +
+			 sizeof(".svc.cluster.local") + 3;
+	free(ob->strs);
+	ob->strs = at = zh_malloc(total);
 	free(ob->pods);
 	ob->pods = zh_calloc((size_t)st->n_pods + 1, sizeof(*ob->pods));
 	for (i = 0; i < st->n_pods; i++) {
@@ -179,9 +219,9 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		if (!p->ip)
 			continue;
 		e->ip = p->ip;
-		snprintf(e->name, LBL, "%s", p->meta.name);
-		snprintf(e->ns, LBL, "%s", p->meta.ns ? p->meta.ns : "default");
-		snprintf(e->wl, LBL, "%s", p->owner ? p->owner : p->meta.name);
+		e->name = arena_put(&at, p->meta.name, NULL);
+		e->ns = arena_put(&at, p->meta.ns ? p->meta.ns : "default", &pns);
+		e->wl = arena_put(&at, p->owner ? p->owner : p->meta.name, &pwl);
 		n++;
 	}
 	ob->n_pods = n;
@@ -201,9 +241,10 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		memcpy(&e->vip, &s->key.vip[12], 4);
 		e->port = ntohs(s->key.port);
 		e->l7 = !!(s->flags & ZH_LB_F_L7);
-		snprintf(e->name, LBL, "%s", s->name);
-		snprintf(e->ns, LBL, "%s", s->ns);
-		snprintf(e->fqdn, LBL, "%.63s.%.40s.svc.cluster.local", s->name, s->ns);
+		e->name = arena_put(&at, s->name, NULL);
+		e->ns = arena_put(&at, s->ns, NULL);
+		e->fqdn = at;
+		at += sprintf(at, "%s.%s.svc.cluster.local", s->name, s->ns) + 1;
 		ob->n_svcs++;
 	}
 	qsort(ob->svcs, (size_t)ob->n_svcs, sizeof(*ob->svcs), svc_cmp);
@@ -986,6 +1027,7 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 	free(ob->drops);
 	free(ob->pods);
 	free(ob->svcs);
+	free(ob->strs);
 	free(ob);
 }
 
