@@ -61,6 +61,10 @@ void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *
 int ag_obs_pollfds(struct ag_obs *ob, struct pollfd *p);
 void ag_obs_handle(struct ag_obs *ob, const struct pollfd *p, int n);
 
+/* The pinned obs_stats of a node (zerohop get stats; no agent needed):
+ * events written and lost (ring buffer full). 0/-errno (-ENOENT: none). */
+int ag_obs_read_pinned_stats(const char *pin_dir, uint64_t *events, uint64_t *lost);
+
 /* Detach + unpin (unpin=1: --cleanup) or leave the pins (restart). */
 void ag_obs_close(struct ag_obs *ob, int unpin);
 int ag_obs_cleanup(const char *pin_dir);

@@ -1031,6 +1031,21 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 	free(ob);
 }
 
+int ag_obs_read_pinned_stats(const char *pin_dir, uint64_t *events, uint64_t *lost)
+{
+	char path[320];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/obs_stats", pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	*events = percpu_sum(fd, ZH_OBS_ST_EVENTS);
+	*lost = percpu_sum(fd, ZH_OBS_ST_LOST);
+	close(fd);
+	return 0;
+}
+
 /* Detach the pinned links (a detached link stops the program) and unlink
  * every obs pin. 0. */
 int ag_obs_cleanup(const char *pin_dir)
