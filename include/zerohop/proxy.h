@@ -65,6 +65,8 @@ int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t
 struct px_table *px_table_ref(struct px_table *t);
 void px_table_unref(struct px_table *t);
 uint64_t px_table_generation(const struct px_table *t);
+/* The state the table was built from (owned by the table; for labels). */
+const struct md_state *px_table_state(const struct px_table *t);
 
 /* Lookups; NULL when absent. ip network order, port host order. port 0 in
  * find_name = the service's first port. */

@@ -81,6 +81,7 @@
 #include <bpf/bpf.h>
 
 #include "zerohop/abi/accel.h"
+#include "zerohop/abi/obs.h"
 #include "zerohop/abi/l7cap.h"
 #include "zerohop/agent.h"
 #include "zerohop/accel.h"
@@ -89,6 +90,7 @@
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/mounts.h"
+#include "zerohop/obs.h"
 #include "zerohop/paths.h"
 #include "zerohop/policy.h"
 #include "zerohop/state.h"
@@ -132,6 +134,11 @@ struct agent {
 	/* A9: --health-file, rewritten after every sync (health.h) */
 	const char *health_file;
 	struct zh_health health;
+	/* L4 signals + /metrics (obs.c); NULL: off (nft mode, load failure) */
+	struct ag_obs *obs;
+	const char *metrics_addr;
+	int max_series;
+	int metrics;		/* --metrics on|off: L4 signals (default on) */
 };
 
 #define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
@@ -370,6 +377,8 @@ static int sync_once(struct agent *a)
 			zh_info("agent: destroy-stale: %d backends removed, %d sockets destroyed",
 				n_gone, killed);
 	}
+	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
+		ag_obs_set_state(a->obs, a->st, a->c);
 	if (incr)
 		snprintf(ebuf, sizeof(ebuf),
 			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",
@@ -383,12 +392,21 @@ static int sync_once(struct agent *a)
 out:
 	ss_delta_free(&d);
 	health_publish(a, ret, gen);
+	if (a->obs) {
+		struct ag_obs_agent_stats os = { .generation = a->health.generation,
+						 .syncs = a->health.syncs,
+						 .last_sync_ms = now_ms() - t0,
+						 .degraded = ret != 0,
+						 .n_svcs = a->c ? a->c->n_svcs : 0 };
+
+		ag_obs_set_agent_stats(a->obs, &os);
+	}
 	return ret;
 }
 
 static int run(struct agent *a)
 {
-	struct pollfd pfd[2];
+	struct pollfd pfd[2 + ZH_OBS_NPOLL];
 	sigset_t mask;
 	int sfd, ret;
 
@@ -409,7 +427,9 @@ static int run(struct agent *a)
 	for (;;) {
 		double start;
 
-		int np = poll(pfd, 2, a->proxy_pending ? PROXY_POLL_MS : -1);
+		int n_obs = ag_obs_pollfds(a->obs, pfd + 2);
+		int np = poll(pfd, 2 + (nfds_t)n_obs,
+			      a->proxy_pending ? PROXY_POLL_MS : n_obs ? ZH_OBS_DRAIN_MS : -1);
 
 		if (np < 0) {
 			if (errno == EINTR)
@@ -418,11 +438,14 @@ static int run(struct agent *a)
 			break;
 		}
 		if (np == 0) {
-			set_proxy_eps(a);	/* A8 */
+			if (a->proxy_pending)
+				set_proxy_eps(a);	/* A8 */
+			ag_obs_handle(a->obs, pfd + 2, n_obs);	/* drain (obs.bpf.c inv. 7) */
 			continue;
 		}
 		if (pfd[1].revents)
 			break;
+		ag_obs_handle(a->obs, pfd + 2, n_obs);
 		if (!(pfd[0].revents & POLLIN))
 			continue;
 		/* DEBOUNCE: wait until the writer is quiet, bounded. */
@@ -448,7 +471,8 @@ static void usage(void)
 		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
-		"                     [--health-file PATH]\n"
+		"                     [--health-file PATH] [--metrics on|off] [--metrics-addr IP:PORT]\n"
+		"                     [--metrics-max-series N]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -543,6 +567,7 @@ static int agent_cleanup(struct agent *a)
 			if (!ret)
 				ret = rp;
 		}
+		ag_obs_cleanup(a->pin_dir);
 		rmdir(a->pin_dir);
 	}
 	if (ret)
@@ -626,11 +651,30 @@ static int agent_serve(struct agent *a, const char *cg, const char *sd)
 	}
 	if (!a->acc || !a->accel)
 		a->proxy_cg[0] = '\0';	/* accel_proxy emptied at the first sync */
+	if (a->mode == AG_MODE_BPF && !a->metrics) {
+		ag_obs_cleanup(a->pin_dir);	/* off: no obs program stays attached */
+	} else if (a->mode == AG_MODE_BPF) {
+		/* After LB, policy and accel: its connect hooks run last and
+		 * see their verdicts (bpf/obs.bpf.c); a failure leaves the
+		 * datapath running without L4 signals. */
+		char sock[300];
+		struct ag_obs_opts oo = { .node = a->node, .cgroup = a->cgroup,
+					  .pin_dir = a->pin_dir, .metrics_addr = a->metrics_addr,
+					  .sock_path = ag_obs_sock_path(sock, sizeof(sock), a->lab, a->node),
+					  .max_series = a->max_series };
+
+		ret = ag_obs_open(&oo, &a->obs);
+		if (ret) {
+			zh_warn("agent: L4 signals unavailable: %s", strerror(-ret));
+			a->obs = NULL;
+		}
+	}
 	zh_info("agent: node %s lab %s mode %s accel %s destroy-stale %s cgroup %s pins %s state %s",
 		a->node, a->lab, a->mode == AG_MODE_NFT ? "nft" : "bpf", a->accel ? "on" : "off",
 		a->destroy_stale ? "on" : "off", a->cgroup, a->pin_dir, a->state_dir);
 	ret = run(a);
 out:
+	ag_obs_close(a->obs, 0);
 	ag_compiled_free(a->c);
 	md_state_free(a->st);
 	pol_close(a->pol, 0);
@@ -659,10 +703,13 @@ int cli_agent(int argc, char **argv)
 		{ "destroy-stale", required_argument, NULL, 'D' },
 		{ "filename", required_argument, NULL, 'f' },
 		{ "health-file", required_argument, NULL, 'H' },
+		{ "metrics-addr", required_argument, NULL, 'M' },
+		{ "metrics-max-series", required_argument, NULL, 'X' },
+		{ "metrics", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent a = { .accel = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
+	struct agent a = { .accel = 1, .metrics = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
 	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
 	bool cleanup = false;
@@ -673,6 +720,10 @@ int cli_agent(int argc, char **argv)
 	/* The environment sets the default (the lab passes its environment to
 	 * the agents it starts); the flag wins. */
 	if (ds_env && on_off("ZH_AGENT_DESTROY_STALE", ds_env, &a.destroy_stale))
+		return 2;
+	if (getenv("ZH_AGENT_METRICS_MAX_SERIES"))	/* same rule: the flag wins */
+		a.max_series = atoi(getenv("ZH_AGENT_METRICS_MAX_SERIES"));
+	if (getenv("ZH_AGENT_METRICS") && on_off("ZH_AGENT_METRICS", getenv("ZH_AGENT_METRICS"), &a.metrics))
 		return 2;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hf:", opts, NULL)) != -1) {
@@ -722,6 +773,18 @@ int cli_agent(int argc, char **argv)
 			break;
 		case 'B': bench_rounds = atoi(optarg); break;
 		case 'H': a.health_file = optarg; break;
+		case 'M': a.metrics_addr = optarg; break;
+		case 'E':
+			if (on_off("--metrics", optarg, &a.metrics))
+				return 2;
+			break;
+		case 'X':
+			a.max_series = atoi(optarg);
+			if (a.max_series < 1 || a.max_series > 1000000) {
+				fprintf(stderr, "zerohop agent: --metrics-max-series: 1..1000000, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		case 'f':
 			if (n_files == 16) {
 				fprintf(stderr, "zerohop agent: at most 16 -f files\n");

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 
 #include "zerohop/agent.h"
+#include "zerohop/obs.h"
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
 #include "zerohop/json.h"
@@ -722,7 +723,8 @@ static int get_stats(const struct cli_opts *o)
 		uint64_t st[ZH_LB_STAT_MAX], meta[ZH_LB_META_MAX];
 		struct ag_accel_stats as;
 		struct pol_drops pd;
-		int have_accel, have_pol;
+		uint64_t obs_ev = 0, obs_lost = 0;
+		int have_accel, have_pol, have_obs;
 
 		if (de->d_name[0] == '.')
 			continue;
@@ -731,6 +733,7 @@ static int get_stats(const struct cli_opts *o)
 			continue;
 		have_accel = ag_accel_read_pinned_stats(pin, &as) == 0;
 		have_pol = pol_read_drops(pin, &pd) == 0;
+		have_obs = ag_obs_read_pinned_stats(pin, &obs_ev, &obs_lost) == 0;
 		if (have_pol)
 			pol_drops_free(&pd);
 		if (o->json) {
@@ -749,6 +752,9 @@ static int get_stats(const struct cli_opts *o)
 				       (unsigned long long)as.fallbacks, (unsigned long long)as.proxy);
 			if (have_pol)
 				printf(",\"policy_generation\":%u", pd.generation);
+			if (have_obs)	/* L4 signals (docs/observability.md) */
+				printf(",\"obs_events\":%llu,\"obs_events_lost\":%llu",
+				       (unsigned long long)obs_ev, (unsigned long long)obs_lost);
 			printf("}");
 		} else {
 			printf("node %s: generation %llu, syncs %llu\n", de->d_name,
@@ -767,6 +773,10 @@ static int get_stats(const struct cli_opts *o)
 				       "accel_proxy_sockets", (unsigned long long)as.proxy);
 			if (have_pol)
 				printf("  %-32s %u\n", "policy_generation", pd.generation);
+			if (have_obs)
+				printf("  %-32s %llu\n  %-32s %llu\n", "obs_events",
+				       (unsigned long long)obs_ev, "obs_events_lost",
+				       (unsigned long long)obs_lost);
 		}
 		n++;
 	}

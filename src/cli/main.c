@@ -4,6 +4,7 @@
 
 #include "zerohop/cli.h"
 #include "zerohop/cni.h"
+#include "zerohop/obs.h"
 
 struct cli_cmd {
 	const char *name;
@@ -24,6 +25,9 @@ static const struct cli_cmd cmds[] = {
 	{ "validate", cli_validate, "validate -f FILE|DIR [-n NS] [--strict]: parse manifests, print errors" },
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "cni",      cli_cni,      "cni: the CNI plugin (also as a zerohop-cni symlink)" },
+	{ "observe",  cli_observe,  "observe [--pod P] [--service S] [--verdict V] [-f]: the connection flow log" },
+	{ "top",      cli_top,      "top [-n NS] [--by service|workload] [-o json]: live golden signals" },
+	{ "dashboard", cli_dashboard, "dashboard [--addr IP:PORT]: the mesh in a web page (loopback)" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
 	{ "ca",       cli_ca,       "ca init|rotate|issue: the cluster CA and workload certificates (SVIDs)" },
 };

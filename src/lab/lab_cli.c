@@ -322,6 +322,7 @@ struct up_opts {
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
+	bool prometheus;	/* --prometheus: lab_prom.c */
 };
 
 /* Phase 1, before anything is built: parse and check every manifest and
@@ -547,6 +548,13 @@ static int lab_up(const char *lab, const struct up_opts *o)
 		       o->overlay ? ", vxlan overlay" : "", o->mesh ? "" : ", no mesh",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
+		if (o->prometheus) {
+			char pa[64];
+
+			if (lab_prom_start(t, o->mesh && !o->nft, pa, sizeof(pa)))
+				goto fail;
+			printf("prometheus: http://%s (in netns %s-%s)\n", pa, lab, t->nodes[0].name);
+		}
 		/* --keep-going: up, but say loudly what does not work */
 		if (!strncmp(line, "ok degraded: ", 13))
 			fprintf(stderr, "zerohop lab: lab %s is DEGRADED: %s\n"
@@ -760,6 +768,7 @@ int cli_lab(int argc, char **argv)
 		{ "keep-going", no_argument, NULL, 'K' },
 		{ "runtime", required_argument, NULL, 'R' },
 		{ "state", required_argument, NULL, 'E' },
+		{ "prometheus", no_argument, NULL, 'Q' },
 		{ "node", required_argument, NULL, 'N' },
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
@@ -770,6 +779,7 @@ int cli_lab(int argc, char **argv)
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
 	bool up_only = false, keep_going = false, podman = false, etcd = false;
+	bool prometheus = false;
 	bool overlay = false, mesh = true, nft = false, json = false;
 	const char *lab;
 
@@ -858,6 +868,10 @@ int cli_lab(int argc, char **argv)
 			etcd = !strcmp(optarg, "etcd");
 			up_only = true;
 			break;
+		case 'Q':
+			prometheus = true;
+			up_only = true;
+			break;
 		case 'N':
 			node = optarg;
 			break;
@@ -890,7 +904,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going, --runtime and --state are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going, --runtime, --state and --prometheus are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -907,6 +921,7 @@ int cli_lab(int argc, char **argv)
 			.nft = nft, .keep_going = keep_going, .accel = accel,
 			.skip_ports = skip_ports, .drain_ms = drain_ms, .podman = podman,
 			.etcd = etcd,
+			.prometheus = prometheus,
 		};
 
 		ret = lab_up(lab, &uo);

@@ -94,5 +94,9 @@ char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const cha
 			   const struct lab_mount *mounts, int n_mounts, char **cmd);
 int lab_podman_pod_pid(const char *pod_cg);
 void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const char *name);
+/* lab_prom.c: start Debian's Prometheus in the first node's netns scraping
+ * every agent (and proxy); its "IP:PORT" into addr. 0/-errno (printed). */
+struct lab_topo;
+int lab_prom_start(const struct lab_topo *t, bool proxies, char *addr, size_t addrlen);
 
 #endif

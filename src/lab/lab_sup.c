@@ -663,7 +663,7 @@ static void agents_start(struct sup *s)
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		struct sup_proc *p = &s->agents[i];
 		const char *node = s->t.nodes[i].name;
-		char **v = zh_calloc(24, sizeof(char *));
+		char **v = zh_calloc(28, sizeof(char *));
 		int n = 0;
 
 		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, node);
@@ -687,6 +687,14 @@ static void agents_start(struct sup *s)
 		unlink(p->health);	/* a file of an earlier run says nothing of this one */
 		v[n++] = zh_strdup("--health-file");
 		v[n++] = zh_strdup(p->health);
+		{
+			char ip[16], ma[32];
+
+			lab_fmt(ma, sizeof(ma), "%s:%d", lab_ip4_str(s->t.nodes[i].ip, ip),
+				AGENT_METRICS_PORT);
+			v[n++] = zh_strdup("--metrics-addr");
+			v[n++] = zh_strdup(ma);
+		}
 		if (s->t.accel >= 0) {
 			v[n++] = zh_strdup("--accel");
 			v[n++] = zh_strdup(s->t.accel ? "on" : "off");

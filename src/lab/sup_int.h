@@ -32,6 +32,7 @@
 #define ISOLATE_MS 2000	/* max hold of a new pod's containers for the agents (invariant 6) */
 #define TERM_SYNC_MS 2000	/* max wait for the agents to apply a removal (invariant 8) */
 #define PROXY_STATS_PORT 15090	/* node proxy's Prometheus text on NODE_IP (Istio's port) */
+#define AGENT_METRICS_PORT 15020	/* node agent's Prometheus text on NODE_IP (docs/observability.md) */
 
 struct sup_proc {
 	char **argv;		/* owned, NULL-terminated */

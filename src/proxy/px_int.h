@@ -368,6 +368,9 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
  * reloads), and the --stats-addr listener's accept callback. */
 struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *backend);
 void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
+/* stats.c: one finished request into the Istio standard metrics
+ * (istio_requests_total ...; docs/observability.md), at stream end. */
+void px_istio_record(struct px_server *s, const struct px_stream *st);
 
 /* balance.c: outlier detection and endpoint choice (invariants 13-16). */
 struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bool add);

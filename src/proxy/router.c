@@ -922,6 +922,11 @@ uint64_t px_table_generation(const struct px_table *t)
 	return t->gen;
 }
 
+const struct md_state *px_table_state(const struct px_table *t)
+{
+	return t->st;
+}
+
 const struct px_svc *px_table_find_ip(const struct px_table *t, uint32_t ip, uint16_t port)
 {
 	int i;

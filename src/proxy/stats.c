@@ -1,6 +1,8 @@
 /* stats.c — the proxy's Prometheus text endpoint (--stats-addr) and the
  * per route/backend counters behind it (docs/proxy.md "Observability"). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -8,7 +10,9 @@
 
 #include "zerohop/abi/policy.h"
 #include "zerohop/log.h"
+#include "zerohop/model.h"
 #include "zerohop/net.h"
+#include "zerohop/proxy.h"
 #include "px_int.h"
 
 /* ---- stats --------------------------------------------------------------- */
@@ -28,6 +32,265 @@ struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *
 	s->stats[s->n_stats].backend = zh_strdup(backend);
 	s->stats[s->n_stats].lat = hist_new();
 	return &s->stats[s->n_stats++];
+}
+
+/* ---- Istio standard metrics (docs/observability.md) -----------------------
+ * One label set per (source workload, destination Service, destination
+ * workload, response code), reporter="source": the node proxy sits on the
+ * client's node, as a client sidecar would. Labels come from the route
+ * table's md_state (pods by IP, owner Deployment = workload), re-indexed
+ * when the table changes. At most PX_ISTIO_MAX_SERIES label sets; beyond,
+ * one "overflow" set and zerohop_proxy_istio_series_overflow_total. */
+
+#define PX_ISTIO_MAX_SERIES 2000
+#define PX_ISTIO_LBL 96
+
+static const double px_istio_ms_buckets[] = { 0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000,
+					      2500, 5000, 10000, 30000, 60000, 300000 };
+#define PX_NB_MS (int)(sizeof(px_istio_ms_buckets) / sizeof(px_istio_ms_buckets[0]))
+static const double px_istio_byte_buckets[] = { 1, 10, 100, 1000, 10000, 100000, 1000000,
+						10000000, 100000000 };
+#define PX_NB_BYTES (int)(sizeof(px_istio_byte_buckets) / sizeof(px_istio_byte_buckets[0]))
+
+struct px_istio_series {
+	char sw[PX_ISTIO_LBL], sns[PX_ISTIO_LBL], ds[2 * PX_ISTIO_LBL], dsn[PX_ISTIO_LBL],
+		dsns[PX_ISTIO_LBL], dw[PX_ISTIO_LBL], dwns[PX_ISTIO_LBL];
+	int code;
+	uint64_t n;
+	uint64_t ms_b[PX_NB_MS], bq_b[PX_NB_BYTES], bs_b[PX_NB_BYTES];	/* per bucket, not cumulative */
+	double ms_sum, bq_sum, bs_sum;
+};
+
+struct px_istio_pod {
+	uint32_t ip;
+	const char *ns, *wl;	/* owned by the table's md_state */
+};
+
+/* Requests of one keep-alive connection share their labels: a small
+ * direct-mapped memo of the inputs (table generation, client, endpoint,
+ * backend name as the table holds it, status) -> series skips building
+ * and comparing the label strings on the hot path. */
+#define PX_ISTIO_MEMO 64
+struct px_istio_memo {
+	uint64_t gen;
+	uint32_t peer, ep;
+	const char *be;
+	int code;
+	struct px_istio_series *x;
+};
+
+static struct {
+	struct px_istio_memo memo[PX_ISTIO_MEMO];
+	struct px_istio_series *ser;
+	int n;
+	struct px_istio_series over;
+	uint64_t overflow;
+	uint64_t idx_gen;	/* table generation the pod index is for */
+	struct px_istio_pod *pods;
+	int n_pods;
+} px_istio;
+
+static int px_istio_pod_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct px_istio_pod *)a)->ip, y = ((const struct px_istio_pod *)b)->ip;
+
+	return x < y ? -1 : x > y;
+}
+
+static void px_istio_index(const struct px_table *t)
+{
+	const struct md_state *ms = px_table_state(t);
+	int i;
+
+	if (px_istio.pods && px_istio.idx_gen == px_table_generation(t))
+		return;
+	free(px_istio.pods);
+	px_istio.pods = zh_calloc((size_t)ms->n_pods + 1, sizeof(*px_istio.pods));
+	px_istio.n_pods = 0;
+	for (i = 0; i < ms->n_pods; i++) {
+		const struct md_pod *p = &ms->pods[i];
+
+		if (!p->ip)
+			continue;
+		px_istio.pods[px_istio.n_pods++] = (struct px_istio_pod){
+			.ip = p->ip, .ns = p->meta.ns ? p->meta.ns : "default",
+			.wl = p->owner ? p->owner : p->meta.name };
+	}
+	qsort(px_istio.pods, (size_t)px_istio.n_pods, sizeof(*px_istio.pods), px_istio_pod_cmp);
+	px_istio.idx_gen = px_table_generation(t);
+}
+
+static const struct px_istio_pod *px_istio_pod(uint32_t ip)
+{
+	struct px_istio_pod k = { .ip = ip };
+
+	if (!px_istio.n_pods)
+		return NULL;
+	return bsearch(&k, px_istio.pods, (size_t)px_istio.n_pods, sizeof(k), px_istio_pod_cmp);
+}
+
+static void px_istio_bucket(uint64_t *b, const double *bounds, int nb, double v)
+{
+	for (int i = 0; i < nb; i++)
+		if (v <= bounds[i]) {
+			b[i]++;
+			return;
+		}
+	/* above the last bound: only +Inf (= count) has it */
+}
+
+void px_istio_record(struct px_server *s, const struct px_stream *st)
+{
+	const struct px_istio_pod *sp = NULL, *dp = NULL;
+	struct px_istio_series k = {}, *x = NULL;
+	const char *be = st->d.backend_name, *sl;
+	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
+	struct px_istio_memo *m;
+	double ms;
+
+	(void)s;
+	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
+			    (unsigned)st->status) % PX_ISTIO_MEMO];
+	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
+	    m->code == st->status) {
+		x = m->x;
+		goto count;
+	}
+	if (st->tbl) {
+		px_istio_index(st->tbl);
+		sp = px_istio_pod(st->c->peer_ip);
+		dp = st->d.ip ? px_istio_pod(st->d.ip) : NULL;
+	}
+	snprintf(k.sw, sizeof(k.sw), "%s", sp ? sp->wl : "unknown");
+	snprintf(k.sns, sizeof(k.sns), "%s", sp ? sp->ns : "unknown");
+	sl = be ? strchr(be, '/') : NULL;
+	if (sl) {	/* backend_name is "ns/name" of the Service routed to */
+		snprintf(k.dsn, sizeof(k.dsn), "%s", sl + 1);
+		snprintf(k.dsns, sizeof(k.dsns), "%.*s", (int)(sl - be), be);
+		snprintf(k.ds, sizeof(k.ds), "%.63s.%.63s.svc.cluster.local", k.dsn, k.dsns);
+	} else {
+		strcpy(k.ds, "unknown");
+		strcpy(k.dsn, "unknown");
+		strcpy(k.dsns, "unknown");
+	}
+	snprintf(k.dw, sizeof(k.dw), "%s", dp ? dp->wl : "unknown");
+	snprintf(k.dwns, sizeof(k.dwns), "%s", dp ? dp->ns : "unknown");
+	k.code = st->status;	/* 0: no response (the client left) */
+	for (int i = 0; i < px_istio.n && !x; i++) {
+		struct px_istio_series *c = &px_istio.ser[i];
+
+		if (c->code == k.code && !strcmp(c->sw, k.sw) && !strcmp(c->sns, k.sns) &&
+		    !strcmp(c->ds, k.ds) && !strcmp(c->dw, k.dw) && !strcmp(c->dwns, k.dwns))
+			x = c;
+	}
+	if (!x && px_istio.n < PX_ISTIO_MAX_SERIES) {
+		if (!px_istio.ser)
+			px_istio.ser = zh_calloc(PX_ISTIO_MAX_SERIES, sizeof(*px_istio.ser));
+		x = &px_istio.ser[px_istio.n++];
+		*x = k;
+	}
+	if (!x) {
+		x = &px_istio.over;
+		if (!x->n) {
+			struct px_istio_series o = { .code = 0 };
+
+			strcpy(o.sw, "overflow");
+			strcpy(o.sns, "overflow");
+			strcpy(o.ds, "overflow");
+			strcpy(o.dsn, "overflow");
+			strcpy(o.dsns, "overflow");
+			strcpy(o.dw, "overflow");
+			strcpy(o.dwns, "overflow");
+			*x = o;
+		}
+		px_istio.overflow++;
+	} else {
+		/* backend_name lives as long as its table (gen): a new table
+		 * never matches an old entry */
+		*m = (struct px_istio_memo){ .gen = gen, .peer = st->c->peer_ip, .ep = st->d.ip,
+					    .be = be, .code = st->status, .x = x };
+	}
+count:
+	ms = (double)(ev_now_ns() - st->t0) / 1e6;
+	x->n++;
+	x->ms_sum += ms;
+	x->bq_sum += (double)st->bytes_in;
+	x->bs_sum += (double)st->bytes_out;
+	px_istio_bucket(x->ms_b, px_istio_ms_buckets, PX_NB_MS, ms);
+	px_istio_bucket(x->bq_b, px_istio_byte_buckets, PX_NB_BYTES, (double)st->bytes_in);
+	px_istio_bucket(x->bs_b, px_istio_byte_buckets, PX_NB_BYTES, (double)st->bytes_out);
+}
+
+static void px_istio_labels(struct buf *b, const struct px_istio_series *x)
+{
+	buf_printf(b, "reporter=\"source\",source_workload=\"%s\",source_workload_namespace=\"%s\","
+		   "destination_service=\"%s\",destination_service_name=\"%s\","
+		   "destination_service_namespace=\"%s\",destination_workload=\"%s\","
+		   "destination_workload_namespace=\"%s\",request_protocol=\"http\","
+		   "response_code=\"%d\",grpc_response_status=\"\",response_flags=\"-\","
+		   "connection_security_policy=\"none\"",
+		   x->sw, x->sns, x->ds, x->dsn, x->dsns, x->dw, x->dwns, x->code);
+}
+
+static void px_istio_hist(struct buf *b, const char *name, const struct px_istio_series *x,
+			  const uint64_t *bk, const double *bounds, int nb, double sum)
+{
+	uint64_t cum = 0;
+
+	for (int i = 0; i < nb; i++) {
+		cum += bk[i];
+		buf_printf(b, "%s_bucket{", name);
+		px_istio_labels(b, x);
+		buf_printf(b, ",le=\"%g\"} %llu\n", bounds[i], (unsigned long long)cum);
+	}
+	buf_printf(b, "%s_bucket{", name);
+	px_istio_labels(b, x);
+	buf_printf(b, ",le=\"+Inf\"} %llu\n%s_sum{", (unsigned long long)x->n, name);
+	px_istio_labels(b, x);
+	buf_printf(b, "} %.3f\n%s_count{", sum, name);
+	px_istio_labels(b, x);
+	buf_printf(b, "} %llu\n", (unsigned long long)x->n);
+}
+
+static void px_istio_render(struct buf *b)
+{
+	int i, last = px_istio.n + (px_istio.over.n ? 1 : 0);
+
+	buf_printf(b, "# TYPE istio_requests_total counter\n");
+	for (i = 0; i < last; i++) {
+		const struct px_istio_series *x = i < px_istio.n ? &px_istio.ser[i] : &px_istio.over;
+
+		buf_printf(b, "istio_requests_total{");
+		px_istio_labels(b, x);
+		buf_printf(b, "} %llu\n", (unsigned long long)x->n);
+	}
+	buf_printf(b, "# TYPE istio_request_duration_milliseconds histogram\n");
+	for (i = 0; i < last; i++) {
+		const struct px_istio_series *x = i < px_istio.n ? &px_istio.ser[i] : &px_istio.over;
+
+		px_istio_hist(b, "istio_request_duration_milliseconds", x, x->ms_b,
+			      px_istio_ms_buckets, PX_NB_MS, x->ms_sum);
+	}
+	buf_printf(b, "# TYPE istio_request_bytes histogram\n");
+	for (i = 0; i < last; i++) {
+		const struct px_istio_series *x = i < px_istio.n ? &px_istio.ser[i] : &px_istio.over;
+
+		px_istio_hist(b, "istio_request_bytes", x, x->bq_b, px_istio_byte_buckets,
+			      PX_NB_BYTES, x->bq_sum);
+	}
+	buf_printf(b, "# TYPE istio_response_bytes histogram\n");
+	for (i = 0; i < last; i++) {
+		const struct px_istio_series *x = i < px_istio.n ? &px_istio.ser[i] : &px_istio.over;
+
+		px_istio_hist(b, "istio_response_bytes", x, x->bs_b, px_istio_byte_buckets,
+			      PX_NB_BYTES, x->bs_sum);
+	}
+	buf_printf(b, "# TYPE zerohop_proxy_istio_series gauge\nzerohop_proxy_istio_series %d\n"
+		   "# TYPE zerohop_proxy_istio_series_limit gauge\n"
+		   "zerohop_proxy_istio_series_limit %d\n"
+		   "# TYPE zerohop_proxy_istio_series_overflow_total counter\n"
+		   "zerohop_proxy_istio_series_overflow_total %llu\n",
+		   px_istio.n, PX_ISTIO_MAX_SERIES, (unsigned long long)px_istio.overflow);
 }
 
 static void px_stats_render(struct px_server *s, struct buf *b)
@@ -183,6 +446,7 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 			   "backend=\"%s\"} %llu\n", st->route, st->backend, hist_sum(st->lat) / 1e9,
 			   st->route, st->backend, (unsigned long long)hist_count(st->lat));
 	}
+	px_istio_render(b);
 }
 
 static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
@@ -207,7 +471,15 @@ static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg
 		snprintf(num, sizeof(num), "%-10zu", b.data - hl);
 		memcpy(strstr(b.area, "Content-Length: ") + 16, num, 10);
 	}
-	/* small enough for the socket buffer; a slow reader just gets cut */
+	/* The Istio histograms make the page large (~16 KB a label set): size
+	 * the send buffer to the page (root may force it) so the loop never
+	 * waits on the scraper; a reader slower than that just gets cut. */
+	{
+		int sz = b.data > (16 << 20) ? (16 << 20) : (int)b.data + 65536;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	}
 	while (b.data && buf_write_fd(&b, fd) > 0)
 		;
 	buf_free(&b);

@@ -197,6 +197,7 @@ void px_stream_free(struct px_stream *st)
 	px_buf_drop(s, &st->rb);
 	px_mirror_drop_stream(st);
 	hist_record(ps->lat, ev_now_ns() - st->t0);
+	px_istio_record(s, st);
 	px_log_access(s, st);
 	if (st->timer)
 		ev_timer_del(s->loop, st->timer);

@@ -72,7 +72,10 @@ struct zh_accel_sk {
 	struct zh_accel_key peer;	/* key of the other end of this connection */
 	__u32 policy_gen;		/* generation when inserted */
 	__u32 flags;			/* enum zh_accel_sk_flags */
+	__u64 sc_tx;			/* bytes this socket sent through the short-circuit
+					 * (read at close by bpf/obs.bpf.c: the TCP
+					 * counters never see them) */
 };
-_Static_assert(sizeof(struct zh_accel_sk) == 32, "zh_accel_sk layout");
+_Static_assert(sizeof(struct zh_accel_sk) == 40, "zh_accel_sk layout");
 
 #endif

@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: GPL-2.0
+/* obs.bpf.c — L4 golden signals: one event per connection event, never per
+ * packet (docs/observability.md).
+ *
+ * Design note
+ * -----------
+ * Attached (pinned bpf_links, src/agent/obs.c) to the node's cgroup, after
+ * the load balancer's and the policy's connect hooks, so it sees their
+ * verdicts:
+ *
+ *   cgroup/connect4,6  bpf_get_retval() < 0: an earlier hook refused this
+ *                      connect (ECONNREFUSED: Service without endpoints;
+ *                      EPERM: NetworkPolicy) -> DROP event with the address
+ *                      the application asked for (not rewritten: refused)
+ *   sock_ops           TCP_CONNECT_CB      ask for state callbacks (so a
+ *                                          connect that dies in SYN_SENT is seen)
+ *                      ACTIVE/PASSIVE_ESTABLISHED_CB  obs_sk record + OPEN
+ *                      STATE_CB ESTABLISHED -> other  publish short-circuit
+ *                                          bytes for the peer (obs_scrx)
+ *                      STATE_CB -> TCP_CLOSE  CLOSE (bytes, srtt, duration),
+ *                                          or FAIL when it was SYN_SENT
+ *
+ * Bytes: tp->bytes_acked / bytes_received count what went through TCP; the
+ * same-node short-circuit (bpf/accel.bpf.c) moves bytes past TCP, counted by
+ * its sk_msg in the sender's accel_sk.sc_tx (that program's own storage,
+ * no extra lookup). A socket's short-circuit *received* bytes are its peer's
+ * sc_tx: the peer publishes it under this socket's key in obs_scrx when it
+ * leaves ESTABLISHED, and this socket takes it at TCP_CLOSE.
+ *
+ * Invariants:
+ *  1. Cost per connection, none per packet or message: sock_ops runs a few
+ *     times per connection; sk_msg adds one add to a value it already holds.
+ *  2. A socket's sc_tx is final when it leaves ESTABLISHED: accel's sk_msg
+ *     redirects only while the sender is ESTABLISHED (accel.bpf.c inv. 6).
+ *     Its peer reaches TCP_CLOSE only after this socket sent a FIN or RST,
+ *     i.e. after it left ESTABLISHED, so the peer finds the value published.
+ *  3. An event that finds the ring buffer full is counted (ZH_OBS_ST_LOST),
+ *     never retried: metrics may undercount, the datapath never waits.
+ *  4. Only IPv4 connections (AF_INET, or AF_INET6 with v4-mapped ends);
+ *     native IPv6 is ignored like everywhere else in zerohop.
+ *  5. Never changes a verdict: every program returns 1 and touches no
+ *     address; connect4/6 only read the retval of the hooks before them.
+ *  7. Open and close events are written without waking the agent (one
+ *     wakeup per event cost more CPU than everything else here); it drains
+ *     the ring buffer every ZH_OBS_DRAIN_MS (abi/obs.h).
+ *  6. Bytes are payload bytes, as Istio counts them: the FIN's sequence
+ *     number, which the kernel's counters include on some close paths, is
+ *     taken off by the state the socket closed from (measured in
+ *     tests/e2e/72-obs-l4.t against the bytes the client wrote).
+ */
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/errno.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "zerohop/abi/obs.h"
+#include "zerohop/abi/lb.h"
+#include "zerohop/abi/accel.h"
+#include "lib/v4mapped.h"
+#include "lib/accel_key.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define TCP_SYN_SENT_STATE 2	/* BPF_TCP_SYN_SENT */
+
+/* Connection events for the agent (obs.c consumes, aggregates, streams). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ZH_OBS_RINGBUF_BYTES);
+} obs_events SEC(".maps");
+
+/* Per socket: open time and role. Freed with the socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct zh_obs_sk);
+} obs_sk SEC(".maps");
+
+/* Short-circuit bytes received: receiver's accel key -> the bytes its peer
+ * sent past TCP (invariant 2). LRU: an entry whose receiver never closes is
+ * forgotten, never a leak. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct zh_accel_key);
+	__type(value, __u64);
+} obs_scrx SEC(".maps");
+
+/* Per-CPU counters, enum zh_obs_stat. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ZH_OBS_ST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} obs_stats SEC(".maps");
+
+/* Shared with bpf/lb.bpf.c (same definition; the agent reuses the pinned
+ * map): the Service VIP a client socket asked for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct zh_lb_sock_val);
+} zh_lb_sock SEC(".maps");
+
+/* Shared with bpf/accel.bpf.c (same definition; the agent reuses the map
+ * the pinned accel programs hold): sc_tx and the peer key. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct zh_accel_sk);
+} accel_sk SEC(".maps");
+
+static __always_inline void obs_count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&obs_stats, &idx);
+
+	if (v)
+		*v += 1;	/* per-CPU slot */
+}
+
+static __always_inline struct zh_obs_event *obs_reserve(void)
+{
+	struct zh_obs_event *e = bpf_ringbuf_reserve(&obs_events, sizeof(*e), 0);
+
+	if (!e) {
+		obs_count(ZH_OBS_ST_LOST);	/* invariant 3 */
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	return e;
+}
+
+/* Open and close events do not wake the agent (invariant 7): it drains
+ * the ring every ZH_OBS_DRAIN_MS. Drops and failures (rare, and what a
+ * follower of the flow log waits for) wake it at once. */
+static __always_inline void obs_submit(struct zh_obs_event *e)
+{
+	bpf_ringbuf_submit(e, e->type == ZH_OBS_EV_OPEN || e->type == ZH_OBS_EV_CLOSE ?
+				      BPF_RB_NO_WAKEUP : 0);
+	obs_count(ZH_OBS_ST_EVENTS);
+}
+
+/* ---- sock_ops: open, close, fail ----------------------------------------- */
+
+/* Fill the addresses of e from skops; 0 for a native IPv6 connection. */
+static __always_inline int obs_addrs(struct zh_obs_event *e, struct bpf_sock_ops *skops)
+{
+	__u32 lip, rip;
+
+	if (!zh_sockops_v4(skops, &lip, &rip))
+		return 0;
+	e->saddr = lip;
+	e->daddr = rip;
+	e->sport = (__u16)skops->local_port;
+	e->dport = (__u16)bpf_ntohl(skops->remote_port);
+	return 1;
+}
+
+/* The Service a client socket asked for (zh_lb_sock, written at connect). */
+static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk)
+{
+	struct zh_lb_sock_val *sv = bpf_sk_storage_get(&zh_lb_sock, sk, 0, 0);
+
+	if (!sv)
+		return;
+	__builtin_memcpy(&e->vip, &sv->vip[12], 4);
+	e->vport = bpf_ntohs(sv->vport);
+	e->flags |= ZH_OBS_F_SVC;
+}
+
+/* ---- connect: refusals by the hooks before us -------------------------- */
+
+static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
+{
+	struct zh_obs_event *e;
+	int rv;
+
+	if (ctx->protocol != IPPROTO_TCP)
+		return 1;
+	rv = bpf_get_retval();
+	if (rv >= 0)
+		return 1;
+	e = obs_reserve();
+	if (!e)
+		return 1;
+	e->type = ZH_OBS_EV_DROP;
+	e->role = ZH_OBS_ROLE_CLIENT;
+	e->reason = rv == -ECONNREFUSED ? ZH_OBS_R_NO_BACKEND :
+		    rv == -EPERM ? ZH_OBS_R_POLICY : ZH_OBS_R_OTHER;
+	e->cookie = bpf_get_socket_cookie(ctx);
+	e->cgid = bpf_get_current_cgroup_id();
+	e->daddr = dst;
+	e->dport = bpf_ntohs((__u16)ctx->user_port);
+	if (ctx->sk)	/* the LB translated before policy refused: its VIP */
+		obs_svc(e, ctx->sk);
+	obs_submit(e);
+	return 1;	/* invariant 5 */
+}
+
+SEC("cgroup/connect4")
+int zh_obs_connect4(struct bpf_sock_addr *ctx)
+{
+	return obs_connect(ctx, ctx->user_ip4);
+}
+
+SEC("cgroup/connect6")
+int zh_obs_connect6(struct bpf_sock_addr *ctx)
+{
+	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+		return 1;	/* invariant 4 */
+	return obs_connect(ctx, ctx->user_ip6[3]);
+}
+
+static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct zh_obs_event *e;
+	struct zh_obs_sk *os;
+
+	if (!sk)
+		return;
+	os = bpf_sk_storage_get(&obs_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (os) {
+		os->open_ns = bpf_ktime_get_ns();
+		os->role = role;
+	}
+	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	e = obs_reserve();
+	if (!e)
+		return;
+	if (!obs_addrs(e, skops)) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	e->type = ZH_OBS_EV_OPEN;
+	e->role = role;
+	e->cookie = bpf_get_socket_cookie(skops);
+	e->srtt_us = skops->srtt_us >> 3;
+	if (role == ZH_OBS_ROLE_CLIENT)
+		obs_svc(e, sk);
+	obs_submit(e);
+}
+
+/* Leaving ESTABLISHED: this socket's sc_tx is final (invariant 2); publish
+ * it under the peer's key for the peer's CLOSE. */
+static __always_inline void obs_publish_sc(struct bpf_sock_ops *skops)
+{
+	struct zh_accel_sk *as;
+	struct bpf_sock *sk = skops->sk;
+	__u64 v;
+
+	if (!sk)
+		return;
+	as = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (!as || !as->sc_tx)
+		return;
+	v = as->sc_tx;
+	bpf_map_update_elem(&obs_scrx, &as->peer, &v, BPF_ANY);
+}
+
+/* Payload bytes through TCP (invariant 6). bytes_acked counts sequence
+ * numbers: the active opener's SYN (acked by the SYN-ACK; a passive
+ * socket starts past its SYN-ACK) and our FIN once acked (we closed from
+ * FIN_WAIT2, LAST_ACK or CLOSING). bytes_received counts the peer's FIN
+ * once it arrived (CLOSE_WAIT and everything after it, FIN_WAIT2 closing
+ * through TIME_WAIT). Measured on this kernel: tests/e2e/72-obs-l4.t. */
+static __always_inline __u64 obs_payload_sent(struct bpf_sock_ops *skops, __u8 role, __u32 old)
+{
+	__u64 n = skops->bytes_acked;
+	__u64 seq = 0;
+
+	if (role == ZH_OBS_ROLE_CLIENT)
+		seq++;
+	if (old == BPF_TCP_FIN_WAIT2 || old == BPF_TCP_LAST_ACK || old == BPF_TCP_CLOSING)
+		seq++;
+	return n > seq ? n - seq : 0;
+}
+
+static __always_inline __u64 obs_payload_recv(struct bpf_sock_ops *skops, __u32 old)
+{
+	__u64 n = skops->bytes_received;
+
+	if (n && (old == BPF_TCP_CLOSE_WAIT || old == BPF_TCP_LAST_ACK || old == BPF_TCP_CLOSING ||
+		  old == BPF_TCP_FIN_WAIT2))
+		n--;
+	return n;
+}
+
+static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct zh_accel_key key = {};
+	struct zh_obs_event *e;
+	struct zh_accel_sk *as;
+	struct zh_obs_sk *os;
+	__u64 *rx;
+
+	if (!sk)
+		return;
+	os = bpf_sk_storage_get(&obs_sk, sk, 0, 0);
+	if (old != TCP_SYN_SENT_STATE && !os)
+		return;	/* not seen open (older than the agent): nothing to close */
+	e = obs_reserve();
+	if (!e)
+		return;
+	if (!obs_addrs(e, skops)) {
+		bpf_ringbuf_discard(e, 0);
+		return;
+	}
+	e->cookie = bpf_get_socket_cookie(skops);
+	if (old == TCP_SYN_SENT_STATE) {
+		e->type = ZH_OBS_EV_FAIL;
+		e->reason = ZH_OBS_R_REFUSED;
+		e->role = ZH_OBS_ROLE_CLIENT;
+		obs_svc(e, sk);
+		obs_submit(e);
+		return;
+	}
+	e->type = ZH_OBS_EV_CLOSE;
+	e->role = os->role;
+	if (os->open_ns)
+		e->dur_ms = (__u32)((e->ts_ns - os->open_ns) / 1000000);
+	e->srtt_us = skops->srtt_us >> 3;
+	e->bytes_sent = obs_payload_sent(skops, os->role, old);
+	e->bytes_recv = obs_payload_recv(skops, old);
+	as = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (as) {
+		e->flags |= ZH_OBS_F_SC;
+		e->sc_sent = as->sc_tx;
+		e->bytes_sent += as->sc_tx;
+		if (accel_key_from_sockops(&key, skops)) {
+			rx = bpf_map_lookup_elem(&obs_scrx, &key);
+			if (rx) {
+				e->bytes_recv += *rx;
+				bpf_map_delete_elem(&obs_scrx, &key);
+			}
+		}
+	}
+	if (os->role == ZH_OBS_ROLE_CLIENT)
+		obs_svc(e, sk);
+	obs_submit(e);
+}
+
+SEC("sockops")
+int zh_obs_sockops(struct bpf_sock_ops *skops)
+{
+	__u32 old, new;
+
+	if (skops->family != ZH_AF_INET && skops->family != ZH_AF_INET6)
+		return 1;
+	switch (skops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		/* see SYN_SENT -> CLOSE (a failed connect) */
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+						 BPF_SOCK_OPS_STATE_CB_FLAG);
+		break;
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		obs_open(skops, ZH_OBS_ROLE_CLIENT);
+		break;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		obs_open(skops, ZH_OBS_ROLE_SERVER);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		old = skops->args[0];
+		new = skops->args[1];
+		if (old == BPF_TCP_ESTABLISHED && new != BPF_TCP_ESTABLISHED)
+			obs_publish_sc(skops);
+		if (new == BPF_TCP_CLOSE)
+			obs_close(skops, old);
+		break;
+	}
+	return 1;
+}

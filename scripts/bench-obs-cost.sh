@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench-obs-cost.sh — the cost of the L4 signals (bpf/obs.bpf.c, docs/
+# observability.md): new connections per second to a Service (keep-alive
+# off, the Romana method) with the signals on vs off, and same-node
+# keep-alive requests/s (the short-circuit path) on vs off. Two labs side by
+# side, the same topology (client pod on node-a; echo pods on node-b for the
+# cross-node Service, on node-a for the same-node one): Ob with the agents'
+# metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, on, off ...
+# PAIRS times; prints each pair's ratio on/off and the median.
+#   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
+#   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
+#        ONLY=new-conn|same-node-keepalive (one of the two measurements)
+# Not part of make check; docs/BENCHMARKS.md quotes it.
+set -u
+ZH=${ZH:-$(cd "$(dirname "$0")/.." && pwd)/build/zerohop}
+PAIRS=${1:-7}
+SECS=${2:-3}
+C=${C:-8}
+LON=${LAB_ON:-Ob}
+LOFF=${LAB_OFF:-Of}
+TMP=$(mktemp -d /tmp/zh-bench-obs.XXXXXX)
+chmod 755 "$TMP"
+cleanup() { "$ZH" lab down --lab $LON >/dev/null 2>&1; "$ZH" lab down --lab $LOFF >/dev/null 2>&1; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+cat >"$TMP/app.yaml" <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: far}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: far}}
+  template:
+    metadata: {labels: {app: far}}
+    spec:
+      nodeName: node-b
+      containers: [{name: echo, command: ["$ZH", "echo", "--http", "8080", "--tcp", "0", "--udp", "0"], ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: near}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: near}}
+  template:
+    metadata: {labels: {app: near}}
+    spec:
+      nodeName: node-a
+      containers: [{name: echo, command: ["$ZH", "echo", "--http", "8080", "--tcp", "0", "--udp", "0"], ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: far}
+spec: {clusterIP: 10.96.0.90, selector: {app: far}, ports: [{port: 80, targetPort: http}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: near}
+spec: {clusterIP: 10.96.0.91, selector: {app: near}, ports: [{port: 80, targetPort: http}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node-a
+  containers: [{name: c, command: ["sleep", "100000"]}]
+YAML
+"$ZH" lab up --lab $LON -f "$TMP/app.yaml" >/dev/null || exit 1
+ZH_AGENT_METRICS=off "$ZH" lab up --lab $LOFF -f "$TMP/app.yaml" >/dev/null || exit 1
+[ -e /sys/fs/bpf/zerohop/$LON/node-a/obs_link_sockops ] || { echo "signals not on in $LON"; exit 1; }
+[ ! -e /sys/fs/bpf/zerohop/$LOFF/node-a/obs_link_sockops ] || { echo "signals not off in $LOFF"; exit 1; }
+
+run() {	# LAB URL KEEPALIVE -> req/s
+	"$ZH" lab exec --lab "$1" client -- "$ZH" bench -c "$C" -t "${SECS}s" --warmup 500ms \
+		--keepalive="$3" --json "$TMP/r.json" "$2" >/dev/null 2>&1
+	jq '.ActualQPS' "$TMP/r.json"
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0.91/ true"; do
+	set -- $t
+	[ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ] && continue
+	: >"$TMP/ratios"
+	for i in $(seq "$PAIRS"); do
+		on=$(run $LON "$2" "$3")
+		off=$(run $LOFF "$2" "$3")
+		r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
+		echo "$1 pair $i: on $on off $off ratio $r"
+		echo "$r" >>"$TMP/ratios"
+	done
+	echo "$1: median on/off $(median <"$TMP/ratios") (min $(sort -g "$TMP/ratios" | head -1), max $(sort -g "$TMP/ratios" | tail -1)), $PAIRS pairs"
+done

@@ -1,0 +1,1071 @@
+/* obs.c — the agent's L4 observability: load and attach bpf/obs.bpf.c,
+ * consume its connection events, aggregate them into Istio-named series,
+ * keep a flow log, serve /metrics and /flows (include/zerohop/obs.h,
+ * docs/observability.md).
+ *
+ * Design note
+ * -----------
+ *   obs_events (ringbuf) ──ring_buffer__consume──► on_event
+ *        │ labels: pods by IP (ob->pods), Services by VIP:port (ob->svcs),
+ *        │         the drop's cgroup id -> pod IP (pinned pol_cgpod)
+ *        ├──► series table (open addressing, at most max_series label sets)
+ *        ├──► drop table (reason x source x destination Service)
+ *        └──► flow ring (last ZH_OBS_FLOW_RING JSON lines) + followers
+ *   GET /metrics renders both tables; GET /flows the ring (and follows).
+ *
+ * Invariants:
+ *  O1. Memory is bounded whatever the traffic: the series and drop tables
+ *      are allocated once with 2 x max_series slots each (832 + 528 bytes
+ *      a slot), a rendering of /metrics is ~2.3 KB per set, the flow ring
+ *      at most 1 MB: ~5 KB per set of the cap plus 1 MB in all
+ *      (tests/e2e/73-obs-cardinality.t measures it); a new label set beyond the cap
+ *      goes into one "overflow" set per table, counted in
+ *      zerohop_obs_series_overflow_total, so totals stay right.
+ *  O2. Counters only grow for the agent's lifetime (Prometheus counters);
+ *      a restart starts them at 0 (Prometheus handles the reset).
+ *  O3. Labels are resolved when the event arrives, against the state of the
+ *      last sync: a pod that left keeps the labels it had in series already
+ *      counted; an unknown address is "unknown" (as Istio does).
+ *  O5. The flow ring keeps the kernel's events raw (fixed size, no
+ *      allocation per event) and formats a line only when /flows is read or
+ *      a follower waits: labels of a line are those of the state at read
+ *      time (a pod gone since shows as its address).
+ *  O6. The label tables are rebuilt only when pods or Services may have
+ *      changed (agent.c: a full sync, or an incremental one that touched
+ *      a pod's IP), in one string arena: ~80 bytes a pod.
+ *  O4. HTTP never blocks the sync loop for long: one request per accept,
+ *      read and answer with 1 s timeouts; followers are written
+ *      non-blocking and dropped when they cannot keep up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "zerohop/abi/accel.h"
+#include "zerohop/abi/obs.h"
+#include "zerohop/log.h"
+#include "zerohop/obs.h"
+#include "zerohop/paths.h"
+#include "obs.skel.h"
+
+#define LBL 128	/* one label value (names are DNS labels, <= 63) */
+
+static const char *const link_pins[] = { "obs_link_connect4", "obs_link_connect6",
+					 "obs_link_sockops" };
+#define OBS_NLINKS 3
+static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx", "obs_sk" };
+#define OBS_NMAPS 4
+
+struct series {
+	uint8_t used;
+	uint8_t reporter;	/* enum zh_obs_role: client = "source" */
+	char src_wl[LBL], src_ns[LBL], dst_svc[LBL], dst_svc_ns[LBL], dst_wl[LBL], dst_ns[LBL];
+	uint64_t opened, closed, failed, sent, recv, rtt_sum_us, rtt_n;
+};
+
+struct drop {
+	uint8_t used;
+	uint8_t reason;		/* enum zh_obs_reason */
+	char src_wl[LBL], src_ns[LBL], dst_svc[LBL], dst_svc_ns[LBL];
+	uint64_t count;
+};
+
+/* Label tables (O3): strings point into ob->strs, one allocation per
+ * sync (O6: ~80 bytes a pod, not a fixed-size copy of every name). */
+struct pod_ent {
+	uint32_t ip;
+	const char *name, *ns, *wl;
+};
+
+struct svc_ent {
+	uint32_t vip;
+	uint16_t port;		/* host order */
+	uint8_t l7;
+	const char *name, *ns;
+	const char *fqdn;	/* NAME.NS.svc.cluster.local: the metric label */
+};
+
+/* One flow-log entry: the event as the kernel gave it, formatted only when
+ * someone reads it (O5). */
+struct flow {
+	struct zh_obs_event e;
+	uint32_t sip;		/* a drop's source, resolved from its cgroup */
+	double t;		/* wall-clock time of the event */
+};
+
+struct ag_obs {
+	char node[64];
+	char pin_dir[256];
+	char sock_path[108];
+	struct zh_obs *skel;
+	struct bpf_link *links[OBS_NLINKS];
+	struct ring_buffer *rb;
+	int fd_stats, fd_cgpod;
+	int lfd_tcp, lfd_unix;
+	/* O1 */
+	struct series *ser;	/* hash table, 2 * max entries, at most max used */
+	struct drop *drops;
+	int max, n_ser, n_drop, slots;
+	struct series ser_over;
+	struct drop drop_over;
+	uint64_t overflow;
+	/* labels (O3) */
+	struct pod_ent *pods;
+	int n_pods;
+	struct svc_ent *svcs;
+	int n_svcs;
+	char *strs;		/* the label tables' strings */
+	struct ag_obs_agent_stats ag;
+	/* flow log */
+	struct flow ring[ZH_OBS_FLOW_RING];
+	uint64_t ring_n;
+	int followers[ZH_OBS_MAX_FOLLOWERS];
+	int n_follow;
+};
+
+char *ag_obs_sock_path(char *buf, size_t len, const char *lab, const char *node)
+{
+	snprintf(buf, len, "%s/%s/nodes/%s/agent.sock", ZH_RUN_ROOT, lab, node);
+	return buf;
+}
+
+static const char *reason_name(int r)
+{
+	switch (r) {
+	case ZH_OBS_R_POLICY: return "policy";
+	case ZH_OBS_R_NO_BACKEND: return "no_backend";
+	case ZH_OBS_R_REFUSED: return "refused";
+	case ZH_OBS_R_OTHER: return "other";
+	}
+	return "none";
+}
+
+/* ---- labels ------------------------------------------------------------------- */
+
+static int pod_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct pod_ent *)a)->ip, y = ((const struct pod_ent *)b)->ip;
+
+	return x < y ? -1 : x > y;
+}
+
+static int svc_cmp(const void *a, const void *b)
+{
+	const struct svc_ent *x = a, *y = b;
+
+	if (x->vip != y->vip)
+		return x->vip < y->vip ? -1 : 1;
+	return (int)x->port - (int)y->port;
+}
+
+/* Append s to the arena at *at (sized by the caller's first pass); a
+ * string equal to *prev is not copied again (pods of one Deployment are
+ * listed together: their namespace and workload are shared). */
+static const char *arena_put(char **at, const char *s, const char **prev)
+{
+	size_t n = strlen(s) + 1;
+	const char *r;
+
+	if (prev && *prev && !strcmp(*prev, s))
+		return *prev;
+	memcpy(*at, s, n);
+	r = *at;
+	*at += n;
+	if (prev)
+		*prev = r;
+	return r;
+}
+
+void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c)
+{
+	const char *pns = NULL, *pwl = NULL;
+	size_t total = 1;
+	char *at;
+	int i, n = 0;
+
+	if (!ob || !st)
+		return;
+	/* pass 1: the arena's size (an upper bound: no sharing assumed) */
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (p->ip)
+			total += strlen(p->meta.name) + strlen(p->meta.ns ? p->meta.ns : "default") +
+				 strlen(p->owner ? p->owner : p->meta.name) + 3;
+	}
+	for (i = 0; c && i < c->n_svcs; i++)
+		total += 2 * (strlen(c->svcs[i].name) + strlen(c->svcs[i].ns)) +
+			 sizeof(".svc.cluster.local") + 3;
+	free(ob->strs);
+	ob->strs = at = zh_malloc(total);
+	free(ob->pods);
+	ob->pods = zh_calloc((size_t)st->n_pods + 1, sizeof(*ob->pods));
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+		struct pod_ent *e = &ob->pods[n];
+
+		if (!p->ip)
+			continue;
+		e->ip = p->ip;
+		e->name = arena_put(&at, p->meta.name, NULL);
+		e->ns = arena_put(&at, p->meta.ns ? p->meta.ns : "default", &pns);
+		e->wl = arena_put(&at, p->owner ? p->owner : p->meta.name, &pwl);
+		n++;
+	}
+	ob->n_pods = n;
+	qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
+	free(ob->svcs);
+	ob->svcs = NULL;
+	ob->n_svcs = 0;
+	if (!c)
+		return;
+	ob->svcs = zh_calloc((size_t)c->n_svcs + 1, sizeof(*ob->svcs));
+	for (i = 0; i < c->n_svcs; i++) {
+		const struct ag_svc *s = &c->svcs[i];
+		struct svc_ent *e = &ob->svcs[ob->n_svcs];
+
+		if (s->key.proto != ZH_LB_TCP)
+			continue;
+		memcpy(&e->vip, &s->key.vip[12], 4);
+		e->port = ntohs(s->key.port);
+		e->l7 = !!(s->flags & ZH_LB_F_L7);
+		e->name = arena_put(&at, s->name, NULL);
+		e->ns = arena_put(&at, s->ns, NULL);
+		e->fqdn = at;
+		at += sprintf(at, "%s.%s.svc.cluster.local", s->name, s->ns) + 1;
+		ob->n_svcs++;
+	}
+	qsort(ob->svcs, (size_t)ob->n_svcs, sizeof(*ob->svcs), svc_cmp);
+}
+
+void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *s)
+{
+	if (ob)
+		ob->ag = *s;
+}
+
+static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip)
+{
+	struct pod_ent k = { .ip = ip };
+
+	if (!ip || !ob->n_pods)
+		return NULL;
+	return bsearch(&k, ob->pods, (size_t)ob->n_pods, sizeof(k), pod_cmp);
+}
+
+static const struct svc_ent *svc_of(const struct ag_obs *ob, uint32_t vip, uint16_t port)
+{
+	struct svc_ent k = { .vip = vip, .port = port };
+
+	if (!ob->n_svcs)
+		return NULL;
+	return bsearch(&k, ob->svcs, (size_t)ob->n_svcs, sizeof(k), svc_cmp);
+}
+
+/* ---- aggregation (O1) ----------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (h ^ 0xff) * 1099511628211ULL;
+}
+
+static struct series *series_get(struct ag_obs *ob, int reporter, const char *sw, const char *sn,
+				 const char *ds, const char *dsn, const char *dw, const char *dn)
+{
+	uint64_t h = fnv(fnv(fnv(fnv(fnv(fnv(14695981039346656037ULL + (uint64_t)reporter, sw), sn),
+				     ds), dsn), dw), dn);
+	int i = (int)(h % (uint64_t)ob->slots);
+	struct series *s;
+
+	for (;; i = (i + 1) % ob->slots) {
+		s = &ob->ser[i];
+		if (!s->used)
+			break;
+		if (s->reporter == reporter && !strcmp(s->src_wl, sw) && !strcmp(s->src_ns, sn) &&
+		    !strcmp(s->dst_svc, ds) && !strcmp(s->dst_svc_ns, dsn) &&
+		    !strcmp(s->dst_wl, dw) && !strcmp(s->dst_ns, dn))
+			return s;
+	}
+	if (ob->n_ser >= ob->max) {
+		ob->overflow++;
+		ob->ser_over.used = 1;	/* exported from now on */
+		return &ob->ser_over;
+	}
+	s->used = 1;
+	s->reporter = (uint8_t)reporter;
+	snprintf(s->src_wl, LBL, "%s", sw);
+	snprintf(s->src_ns, LBL, "%s", sn);
+	snprintf(s->dst_svc, LBL, "%s", ds);
+	snprintf(s->dst_svc_ns, LBL, "%s", dsn);
+	snprintf(s->dst_wl, LBL, "%s", dw);
+	snprintf(s->dst_ns, LBL, "%s", dn);
+	ob->n_ser++;
+	return s;
+}
+
+static struct drop *drop_get(struct ag_obs *ob, int reason, const char *sw, const char *sn,
+			     const char *ds, const char *dsn)
+{
+	uint64_t h = fnv(fnv(fnv(fnv(14695981039346656037ULL + (uint64_t)reason, sw), sn), ds), dsn);
+	int i = (int)(h % (uint64_t)ob->slots);
+	struct drop *d;
+
+	for (;; i = (i + 1) % ob->slots) {
+		d = &ob->drops[i];
+		if (!d->used)
+			break;
+		if (d->reason == reason && !strcmp(d->src_wl, sw) && !strcmp(d->src_ns, sn) &&
+		    !strcmp(d->dst_svc, ds) && !strcmp(d->dst_svc_ns, dsn))
+			return d;
+	}
+	if (ob->n_drop >= ob->max) {
+		ob->overflow++;
+		ob->drop_over.used = 1;
+		return &ob->drop_over;
+	}
+	d->used = 1;
+	d->reason = (uint8_t)reason;
+	snprintf(d->src_wl, LBL, "%s", sw);
+	snprintf(d->src_ns, LBL, "%s", sn);
+	snprintf(d->dst_svc, LBL, "%s", ds);
+	snprintf(d->dst_svc_ns, LBL, "%s", dsn);
+	ob->n_drop++;
+	return d;
+}
+
+/* ---- events --------------------------------------------------------------------- */
+
+static const char *ev_type_name(int t)
+{
+	switch (t) {
+	case ZH_OBS_EV_OPEN: return "open";
+	case ZH_OBS_EV_CLOSE: return "close";
+	case ZH_OBS_EV_FAIL: return "fail";
+	case ZH_OBS_EV_DROP: return "drop";
+	}
+	return "?";
+}
+
+static void follow_send(struct ag_obs *ob, const char *line, size_t len)
+{
+	for (int i = 0; i < ob->n_follow;) {
+		ssize_t w = send(ob->followers[i], line, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w == (ssize_t)len) {
+			i++;
+			continue;
+		}
+		close(ob->followers[i]);	/* O4: gone or too slow */
+		ob->followers[i] = ob->followers[--ob->n_follow];
+	}
+}
+
+static void put_end(char *b, size_t n, size_t *o, const char *key, uint32_t ip, int port,
+		    const struct pod_ent *p, const struct svc_ent *svc)
+{
+	char a[16];
+
+	inet_ntop(AF_INET, &ip, a, sizeof(a));
+	*o += (size_t)snprintf(b + *o, n - *o, "\"%s\":{\"ip\":\"%s\",\"port\":%d", key, a, port);
+	if (p)
+		*o += (size_t)snprintf(b + *o, n - *o,
+				       ",\"pod\":\"%s\",\"namespace\":\"%s\",\"workload\":\"%s\"",
+				       p->name, p->ns, p->wl);
+	if (svc)
+		*o += (size_t)snprintf(b + *o, n - *o, ",\"service\":\"%s/%s\"", svc->ns, svc->name);
+	*o += (size_t)snprintf(b + *o, n - *o, "}");
+}
+
+/* Who the event is between, as Istio sees it (the client is the source). */
+struct ends {
+	uint32_t sip, dip;
+	int sport, dport, client;
+	const struct pod_ent *sp, *dp;
+	const struct svc_ent *svc;
+};
+
+static void resolve(const struct ag_obs *ob, const struct zh_obs_event *e, uint32_t drop_sip,
+		    struct ends *x)
+{
+	x->client = e->role != ZH_OBS_ROLE_SERVER;
+	x->sip = x->client ? e->saddr : e->daddr;
+	x->sport = x->client ? e->sport : e->dport;
+	x->dip = x->client ? e->daddr : e->saddr;
+	x->dport = x->client ? e->dport : e->sport;
+	if (e->type == ZH_OBS_EV_DROP && !x->sip)
+		x->sip = drop_sip;
+	x->sp = pod_of(ob, x->sip);
+	x->dp = pod_of(ob, x->dip);
+	x->svc = NULL;
+	if (e->flags & ZH_OBS_F_SVC)
+		x->svc = svc_of(ob, e->vip, e->vport);
+	else if (e->type == ZH_OBS_EV_DROP)
+		x->svc = svc_of(ob, e->daddr, e->dport);	/* refused: never rewritten */
+}
+
+/* The flow-log line of f (labels from the current state, O5) into line;
+ * its length, or 0 when it does not fit. */
+static size_t flow_line(const struct ag_obs *ob, const struct flow *f, char *line, size_t n)
+{
+	const struct zh_obs_event *e = &f->e;
+	struct ends x;
+	size_t o = 0;
+
+	resolve(ob, e, f->sip, &x);
+	o += (size_t)snprintf(line + o, n - o,
+			      "{\"time\":%.6f,\"node\":\"%s\",\"type\":\"%s\",\"verdict\":\"%s\","
+			      "\"reason\":\"%s\",\"reporter\":\"%s\",",
+			      f->t, ob->node, ev_type_name(e->type),
+			      e->type == ZH_OBS_EV_DROP ? "DROPPED" :
+			      e->type == ZH_OBS_EV_FAIL ? "ERROR" : "FORWARDED",
+			      reason_name(e->reason), x.client ? "source" : "destination");
+	put_end(line, n, &o, "source", x.sip, x.sport, x.sp, NULL);
+	o += (size_t)snprintf(line + o, n - o, ",");
+	put_end(line, n, &o, "destination", x.dip, x.dport, x.dp, x.svc);
+	if (e->type == ZH_OBS_EV_CLOSE)
+		o += (size_t)snprintf(line + o, n - o,
+				      ",\"bytes_sent\":%llu,\"bytes_received\":%llu,\"srtt_us\":%u,"
+				      "\"duration_ms\":%u,\"short_circuit\":%s",
+				      (unsigned long long)e->bytes_sent,
+				      (unsigned long long)e->bytes_recv, e->srtt_us, e->dur_ms,
+				      (e->flags & ZH_OBS_F_SC) ? "true" : "false");
+	o += (size_t)snprintf(line + o, n - o, "}\n");
+	return o < n ? o : 0;
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct ag_obs *ob = ctx;
+	const struct zh_obs_event *e = data;
+	struct flow *f;
+	struct ends x;
+	const char *ds, *dsn;
+	char a[16];
+	uint32_t drop_sip = 0;
+
+	if (len < sizeof(*e))
+		return 0;
+	if (e->type == ZH_OBS_EV_DROP && !e->saddr && ob->fd_cgpod >= 0) {
+		uint64_t cg = e->cgid;
+
+		bpf_map_lookup_elem(ob->fd_cgpod, &cg, &drop_sip);
+	}
+	resolve(ob, e, drop_sip, &x);
+	if (x.svc) {
+		ds = x.svc->fqdn;
+		dsn = x.svc->ns;
+	} else {
+		inet_ntop(AF_INET, &x.dip, a, sizeof(a));
+		ds = e->type == ZH_OBS_EV_DROP || !x.dp ? a : "unknown";
+		dsn = "unknown";
+	}
+
+	if (e->type == ZH_OBS_EV_DROP) {
+		struct drop *d = drop_get(ob, e->reason, x.sp ? x.sp->wl : "unknown",
+					  x.sp ? x.sp->ns : "unknown", ds, dsn);
+
+		d->count++;
+	} else {
+		/* L7 Service: the client's leg ends at the node proxy; the
+		 * proxy reports the requests (reporter="source" there too). */
+		const char *dw = x.dp ? x.dp->wl : (x.svc && x.svc->l7 ? "zerohop-proxy" : "unknown");
+		const char *dn = x.dp ? x.dp->ns : x.svc && x.svc->l7 ? "zerohop-system" : "unknown";
+		struct series *s = series_get(ob, x.client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
+					      x.sp ? x.sp->wl : "unknown", x.sp ? x.sp->ns : "unknown",
+					      ds, dsn, dw, dn);
+
+		switch (e->type) {
+		case ZH_OBS_EV_OPEN:
+			s->opened++;
+			break;
+		case ZH_OBS_EV_CLOSE:
+			s->closed++;
+			/* Istio's directions, the same for both reporters:
+			 * "sent" = the response direction (destination ->
+			 * source), "received" = the request direction */
+			s->sent += x.client ? e->bytes_recv : e->bytes_sent;
+			s->recv += x.client ? e->bytes_sent : e->bytes_recv;
+			if (e->srtt_us) {
+				s->rtt_sum_us += e->srtt_us;
+				s->rtt_n++;
+			}
+			break;
+		case ZH_OBS_EV_FAIL:
+			s->failed++;
+			break;
+		}
+	}
+
+	/* flow log: kept raw, formatted when read (O5) */
+	f = &ob->ring[ob->ring_n++ % ZH_OBS_FLOW_RING];
+	f->e = *e;
+	f->sip = drop_sip;
+	{
+		struct timespec rt, mt;
+
+		clock_gettime(CLOCK_REALTIME, &rt);
+		clock_gettime(CLOCK_MONOTONIC, &mt);
+		f->t = (double)rt.tv_sec + rt.tv_nsec / 1e9 -
+		       ((double)mt.tv_sec + mt.tv_nsec / 1e9 - (double)e->ts_ns / 1e9);
+	}
+	if (ob->n_follow) {
+		char line[1024];
+		size_t n = flow_line(ob, f, line, sizeof(line));
+
+		if (n)
+			follow_send(ob, line, n);
+	}
+	return 0;
+}
+
+/* ---- /metrics --------------------------------------------------------------------- */
+
+static void series_labels(FILE *f, const struct series *s)
+{
+	fprintf(f,
+		"{reporter=\"%s\",source_workload=\"%s\",source_workload_namespace=\"%s\","
+		"destination_service=\"%s\",destination_service_namespace=\"%s\","
+		"destination_workload=\"%s\",destination_workload_namespace=\"%s\","
+		"connection_security_policy=\"none\"}",
+		s->reporter == ZH_OBS_ROLE_SERVER ? "destination" : "source", s->src_wl, s->src_ns,
+		s->dst_svc, s->dst_svc_ns, s->dst_wl, s->dst_ns);
+}
+
+static void metric_family(FILE *f, const struct ag_obs *ob, const char *name, const char *help,
+			  size_t off)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (int i = 0; i < ob->slots; i++) {
+		const struct series *s = &ob->ser[i];
+
+		if (!s->used)
+			continue;
+		fputs(name, f);
+		series_labels(f, s);
+		fprintf(f, " %llu\n", (unsigned long long)*(const uint64_t *)((const char *)s + off));
+	}
+	if (ob->ser_over.used) {
+		fputs(name, f);
+		series_labels(f, &ob->ser_over);
+		fprintf(f, " %llu\n",
+			(unsigned long long)*(const uint64_t *)((const char *)&ob->ser_over + off));
+	}
+}
+
+static uint64_t percpu_sum(int fd, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v, sum = 0;
+
+	if (fd < 0 || ncpu <= 0)
+		return 0;
+	v = zh_calloc((size_t)ncpu, sizeof(*v));
+	if (!bpf_map_lookup_elem(fd, &key, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	return sum;
+}
+
+static void render_metrics(struct ag_obs *ob, FILE *f)
+{
+	uint64_t lbs[ZH_LB_STAT_MAX] = {}, meta[ZH_LB_META_MAX] = {};
+	char path[320];
+	int i, fd;
+
+	metric_family(f, ob, "istio_tcp_connections_opened_total",
+		      "TCP connections opened (kernel, at ESTABLISHED).",
+		      offsetof(struct series, opened));
+	metric_family(f, ob, "istio_tcp_connections_closed_total",
+		      "TCP connections closed (kernel, at TCP_CLOSE).", offsetof(struct series, closed));
+	metric_family(f, ob, "istio_tcp_sent_bytes_total",
+		      "Bytes of the response direction (destination to source; TCP + same-node short-circuit), at close.",
+		      offsetof(struct series, sent));
+	metric_family(f, ob, "istio_tcp_received_bytes_total",
+		      "Bytes of the request direction (source to destination), at close.",
+		      offsetof(struct series, recv));
+	metric_family(f, ob, "zerohop_tcp_connections_failed_total",
+		      "Active opens that died in SYN_SENT (reset or timed out).",
+		      offsetof(struct series, failed));
+	metric_family(f, ob, "zerohop_tcp_srtt_microseconds_sum",
+		      "Sum of the kernel's smoothed RTT at close (with _count: the mean).",
+		      offsetof(struct series, rtt_sum_us));
+	metric_family(f, ob, "zerohop_tcp_srtt_microseconds_count",
+		      "Closed connections with an RTT estimate.", offsetof(struct series, rtt_n));
+
+	fprintf(f, "# HELP zerohop_drops_total Connections refused before any packet, by reason.\n"
+		   "# TYPE zerohop_drops_total counter\n");
+	for (i = 0; i <= ob->slots; i++) {
+		const struct drop *d = i < ob->slots ? &ob->drops[i] : &ob->drop_over;
+
+		if (!d->used)
+			continue;
+		fprintf(f,
+			"zerohop_drops_total{reason=\"%s\",source_workload=\"%s\","
+			"source_workload_namespace=\"%s\",destination_service=\"%s\","
+			"destination_service_namespace=\"%s\"} %llu\n",
+			reason_name(d->reason), d->src_wl, d->src_ns, d->dst_svc, d->dst_svc_ns,
+			(unsigned long long)d->count);
+	}
+	/* policy's per-packet drops (cgroup_skb), from its pinned counters */
+	snprintf(path, sizeof(path), "%s/pol_drops", ob->pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd >= 0) {
+		static const char *const pr[] = { "none", "ingress_denied", "egress_denied", "revoked" };
+
+		fprintf(f, "# HELP zerohop_policy_packet_drops_total Packets dropped by NetworkPolicy, by reason.\n"
+			   "# TYPE zerohop_policy_packet_drops_total counter\n");
+		for (uint32_t r = 1; r < 4; r++)
+			fprintf(f, "zerohop_policy_packet_drops_total{reason=\"%s\"} %llu\n", pr[r],
+				(unsigned long long)percpu_sum(fd, r));
+		close(fd);
+	}
+	if (!ag_lb_read_stats(ob->pin_dir, lbs, meta)) {
+		fprintf(f, "# HELP zerohop_lb_events_total Socket load balancer counters (docs/maps.md).\n"
+			   "# TYPE zerohop_lb_events_total counter\n");
+		for (i = 0; i < ZH_LB_STAT_MAX; i++)
+			fprintf(f, "zerohop_lb_events_total{event=\"%s\"} %llu\n", ag_lb_stat_name(i),
+				(unsigned long long)lbs[i]);
+	}
+	fprintf(f,
+		"# HELP zerohop_obs_series Label sets in use (bounded by zerohop_obs_series_limit).\n"
+		"# TYPE zerohop_obs_series gauge\nzerohop_obs_series{table=\"tcp\"} %d\n"
+		"zerohop_obs_series{table=\"drops\"} %d\n"
+		"# TYPE zerohop_obs_series_limit gauge\nzerohop_obs_series_limit %d\n"
+		"# HELP zerohop_obs_series_overflow_total Events counted in the overflow label set.\n"
+		"# TYPE zerohop_obs_series_overflow_total counter\nzerohop_obs_series_overflow_total %llu\n"
+		"# TYPE zerohop_obs_events_total counter\nzerohop_obs_events_total %llu\n"
+		"# HELP zerohop_obs_events_lost_total Events lost (ring buffer full): L4 metrics undercount.\n"
+		"# TYPE zerohop_obs_events_lost_total counter\nzerohop_obs_events_lost_total %llu\n",
+		ob->n_ser, ob->n_drop, ob->max, (unsigned long long)ob->overflow,
+		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_EVENTS),
+		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_LOST));
+	fprintf(f,
+		"# TYPE zerohop_agent_generation gauge\nzerohop_agent_generation %llu\n"
+		"# TYPE zerohop_agent_syncs_total counter\nzerohop_agent_syncs_total %llu\n"
+		"# HELP zerohop_agent_sync_duration_milliseconds The last sync (load, policy, compile, maps).\n"
+		"# TYPE zerohop_agent_sync_duration_milliseconds gauge\n"
+		"zerohop_agent_sync_duration_milliseconds %.3f\n"
+		"# TYPE zerohop_agent_degraded gauge\nzerohop_agent_degraded %d\n"
+		"# HELP zerohop_map_entries BPF map occupancy.\n# TYPE zerohop_map_entries gauge\n"
+		"zerohop_map_entries{map=\"zh_lb_svc\"} %d\n"
+		"# TYPE zerohop_map_max_entries gauge\nzerohop_map_max_entries{map=\"zh_lb_svc\"} %d\n",
+		(unsigned long long)ob->ag.generation, (unsigned long long)ob->ag.syncs,
+		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.n_svcs, ZH_LB_MAX_SVC);
+}
+
+/* ---- HTTP (O4) ---------------------------------------------------------------------- */
+
+static void http_reply(int fd, const char *status, const char *ctype, const char *body,
+		       size_t len)
+{
+	char hdr[256];
+	int n = snprintf(hdr, sizeof(hdr),
+			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n",
+			 status, ctype, len);
+
+	if (send(fd, hdr, (size_t)n, MSG_NOSIGNAL) != n)
+		return;
+	while (len) {
+		ssize_t w = send(fd, body, len, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return;
+		body += w;
+		len -= (size_t)w;
+	}
+}
+
+static void serve_one(struct ag_obs *ob, int lfd)
+{
+	struct timeval tv = { .tv_sec = 1 };
+	char req[1024], path[256] = "";
+	char *body = NULL;
+	size_t blen = 0;
+	ssize_t n;
+	FILE *f;
+	int fd;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	n = recv(fd, req, sizeof(req) - 1, 0);
+	if (n <= 0)
+		goto out;
+	req[n] = '\0';
+	if (sscanf(req, "GET %255s", path) != 1) {
+		http_reply(fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+		goto out;
+	}
+	if (!strcmp(path, "/metrics")) {
+		f = open_memstream(&body, &blen);
+		render_metrics(ob, f);
+		fclose(f);
+		http_reply(fd, "200 OK", "text/plain; version=0.0.4", body, blen);
+	} else if (!strncmp(path, "/flows", 6)) {
+		int follow = strstr(path, "follow=1") != NULL;
+		uint64_t first = ob->ring_n > ZH_OBS_FLOW_RING ? ob->ring_n - ZH_OBS_FLOW_RING : 0;
+
+		f = open_memstream(&body, &blen);
+		for (uint64_t i = first; i < ob->ring_n; i++) {
+			char line[1024];
+			size_t ln = flow_line(ob, &ob->ring[i % ZH_OBS_FLOW_RING], line, sizeof(line));
+
+			if (ln)
+				fwrite(line, 1, ln, f);
+		}
+		fclose(f);
+		if (!follow) {
+			http_reply(fd, "200 OK", "application/x-ndjson", body, blen);
+			goto out;
+		}
+		if (ob->n_follow == ZH_OBS_MAX_FOLLOWERS) {
+			http_reply(fd, "503 Service Unavailable", "text/plain", "too many followers\n", 19);
+			goto out;
+		}
+		dprintf(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n");
+		if (blen && send(fd, body, blen, MSG_NOSIGNAL) != (ssize_t)blen)
+			goto out;
+		ob->followers[ob->n_follow++] = fd;
+		free(body);
+		return;
+	} else {
+		http_reply(fd, "404 Not Found", "text/plain", "try /metrics or /flows\n", 23);
+	}
+out:
+	free(body);
+	close(fd);
+}
+
+static int listen_tcp(const char *addr)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	int fd, one = 1;
+
+	if (!colon || colon - addr >= (long)sizeof(host))
+		return -EINVAL;
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = '\0';
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 || atoi(colon + 1) <= 0 ||
+	    atoi(colon + 1) > 65535)
+		return -EINVAL;
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 64)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+int ag_obs_pollfds(struct ag_obs *ob, struct pollfd *p)
+{
+	int n = 0;
+
+	if (!ob)
+		return 0;
+	p[n++] = (struct pollfd){ .fd = ring_buffer__epoll_fd(ob->rb), .events = POLLIN };
+	p[n++] = (struct pollfd){ .fd = ob->lfd_tcp, .events = POLLIN };	/* -1: ignored */
+	p[n++] = (struct pollfd){ .fd = ob->lfd_unix, .events = POLLIN };
+	return n;
+}
+
+void ag_obs_handle(struct ag_obs *ob, const struct pollfd *p, int n)
+{
+	if (!ob || n < 3)
+		return;
+	ring_buffer__consume(ob->rb);	/* readable, or the drain tick */
+	if (p[1].fd >= 0 && (p[1].revents & POLLIN))
+		serve_one(ob, p[1].fd);
+	if (p[2].fd >= 0 && (p[2].revents & POLLIN)) {
+		ring_buffer__consume(ob->rb);	/* the CLI sees what happened so far */
+		serve_one(ob, p[2].fd);
+	}
+}
+
+/* ---- load / attach ------------------------------------------------------------------ */
+
+/* The accel_sk map the pinned accel sock_ops program holds (it is not
+ * pinned itself): found by name among that program's maps. -1: none. */
+static int accel_sk_fd(const char *pin_dir)
+{
+	struct bpf_prog_info info = {};
+	uint32_t ids[16], len = sizeof(info);
+	char path[320];
+	int pfd, fd = -1;
+
+	snprintf(path, sizeof(path), "%s/accel_sockops", pin_dir);
+	pfd = bpf_obj_get(path);
+	if (pfd < 0)
+		return -1;
+	info.nr_map_ids = 16;
+	info.map_ids = (uintptr_t)ids;
+	if (bpf_obj_get_info_by_fd(pfd, &info, &len))
+		goto out;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < 16 && fd < 0; i++) {
+		struct bpf_map_info mi = {};
+		uint32_t ml = sizeof(mi);
+		int mfd = bpf_map_get_fd_by_id(ids[i]);
+
+		if (mfd < 0)
+			continue;
+		if (!bpf_obj_get_info_by_fd(mfd, &mi, &ml) && !strcmp(mi.name, "accel_sk") &&
+		    mi.value_size == sizeof(struct zh_accel_sk))
+			fd = mfd;
+		else
+			close(mfd);
+	}
+out:
+	close(pfd);
+	return fd;
+}
+
+int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
+{
+	struct bpf_map *maps[OBS_NMAPS];
+	struct bpf_program *progs[OBS_NLINKS];
+	struct ag_obs *ob;
+	char path[320];
+	int ret, i, cgfd = -1, afd;
+
+	ob = zh_calloc(1, sizeof(*ob));
+	ob->lfd_tcp = ob->lfd_unix = ob->fd_cgpod = -1;
+	snprintf(ob->node, sizeof(ob->node), "%s", o->node);
+	snprintf(ob->pin_dir, sizeof(ob->pin_dir), "%s", o->pin_dir);
+	ob->max = o->max_series > 0 ? o->max_series : ZH_OBS_DEFAULT_MAX_SERIES;
+	ob->slots = 2 * ob->max;
+	ob->ser = zh_calloc((size_t)ob->slots, sizeof(*ob->ser));
+	ob->drops = zh_calloc((size_t)ob->slots, sizeof(*ob->drops));
+	for (struct series *s = &ob->ser_over; s; s = NULL) {
+		s->used = 1;
+		s->reporter = ZH_OBS_ROLE_CLIENT;
+		strcpy(s->src_wl, "overflow");
+		strcpy(s->src_ns, "overflow");
+		strcpy(s->dst_svc, "overflow");
+		strcpy(s->dst_svc_ns, "overflow");
+		strcpy(s->dst_wl, "overflow");
+		strcpy(s->dst_ns, "overflow");
+	}
+	ob->ser_over.used = 0;	/* shown once something overflowed */
+	ob->drop_over.reason = ZH_OBS_R_OTHER;
+	strcpy(ob->drop_over.src_wl, "overflow");
+	strcpy(ob->drop_over.src_ns, "overflow");
+	strcpy(ob->drop_over.dst_svc, "overflow");
+	strcpy(ob->drop_over.dst_svc_ns, "overflow");
+
+	ob->skel = zh_obs__open();
+	if (!ob->skel) {
+		ret = -errno;
+		goto fail;
+	}
+	maps[0] = ob->skel->maps.obs_events;
+	maps[1] = ob->skel->maps.obs_stats;
+	maps[2] = ob->skel->maps.obs_scrx;
+	maps[3] = ob->skel->maps.obs_sk;
+	for (i = 0; i < OBS_NMAPS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, map_pins[i]);
+		ret = bpf_map__set_pin_path(maps[i], path);
+		if (ret)
+			goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/zh_lb_sock", o->pin_dir);
+	ret = bpf_map__set_pin_path(ob->skel->maps.zh_lb_sock, path);
+	if (ret)
+		goto fail;
+	afd = accel_sk_fd(o->pin_dir);
+	if (afd >= 0) {
+		ret = bpf_map__reuse_fd(ob->skel->maps.accel_sk, afd);
+		close(afd);
+		if (ret)
+			goto fail;
+	}	/* else: accel not loaded, a private (always empty) accel_sk */
+	ret = zh_obs__load(ob->skel);
+	if (ret) {
+		zh_err("obs: load BPF programs: %s", strerror(-ret));
+		goto fail;
+	}
+	progs[0] = ob->skel->progs.zh_obs_connect4;
+	progs[1] = ob->skel->progs.zh_obs_connect6;
+	progs[2] = ob->skel->progs.zh_obs_sockops;
+	for (i = 0; i < OBS_NLINKS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, link_pins[i]);
+		if (access(path, F_OK) == 0) {
+			ob->links[i] = bpf_link__open(path);
+			if (!ob->links[i] || bpf_link__update_program(ob->links[i], progs[i])) {
+				ret = -errno;
+				zh_err("obs: adopt pinned link %s: %s", path, strerror(-ret));
+				goto fail;
+			}
+			continue;
+		}
+		if (cgfd < 0) {
+			cgfd = o->cgroup ? open(o->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+			if (cgfd < 0) {
+				ret = o->cgroup ? -errno : -EINVAL;
+				goto fail;
+			}
+		}
+		ob->links[i] = bpf_program__attach_cgroup(progs[i], cgfd);
+		if (!ob->links[i]) {
+			ret = -errno;
+			zh_err("obs: attach %s to %s: %s", bpf_program__name(progs[i]), o->cgroup,
+			       strerror(-ret));
+			goto fail;
+		}
+		ret = bpf_link__pin(ob->links[i], path);
+		if (ret)
+			goto fail;
+	}
+	if (cgfd >= 0)
+		close(cgfd);
+	cgfd = -1;
+	ob->fd_stats = bpf_map__fd(ob->skel->maps.obs_stats);
+	snprintf(path, sizeof(path), "%s/pol_cgpod", o->pin_dir);
+	ob->fd_cgpod = bpf_obj_get(path);	/* -1 without policy: drops lack a source */
+	ob->rb = ring_buffer__new(bpf_map__fd(ob->skel->maps.obs_events), on_event, ob, NULL);
+	if (!ob->rb) {
+		ret = -errno;
+		goto fail;
+	}
+	if (o->metrics_addr) {
+		ob->lfd_tcp = listen_tcp(o->metrics_addr);
+		if (ob->lfd_tcp < 0) {
+			ret = ob->lfd_tcp;
+			zh_err("obs: --metrics-addr %s: %s", o->metrics_addr, strerror(-ret));
+			goto fail;
+		}
+	}
+	if (o->sock_path) {
+		snprintf(ob->sock_path, sizeof(ob->sock_path), "%s", o->sock_path);
+		ob->lfd_unix = listen_unix(o->sock_path);
+		if (ob->lfd_unix < 0)
+			zh_warn("obs: unix socket %s: %s (observe/top cannot reach this agent)",
+				o->sock_path, strerror(-ob->lfd_unix));
+	}
+	*out = ob;
+	return 0;
+fail:
+	if (cgfd >= 0)
+		close(cgfd);
+	ag_obs_close(ob, 0);
+	return ret ? ret : -EINVAL;
+}
+
+void ag_obs_close(struct ag_obs *ob, int unpin)
+{
+	if (!ob)
+		return;
+	for (int i = 0; i < OBS_NLINKS; i++) {
+		if (!ob->links[i])
+			continue;
+		if (unpin) {
+			bpf_link__unpin(ob->links[i]);
+			bpf_link__detach(ob->links[i]);
+		}
+		bpf_link__destroy(ob->links[i]);
+	}
+	if (unpin)
+		ag_obs_cleanup(ob->pin_dir);
+	ring_buffer__free(ob->rb);
+	zh_obs__destroy(ob->skel);
+	if (ob->lfd_tcp >= 0)
+		close(ob->lfd_tcp);
+	if (ob->lfd_unix >= 0) {
+		close(ob->lfd_unix);
+		unlink(ob->sock_path);
+	}
+	if (ob->fd_cgpod >= 0)
+		close(ob->fd_cgpod);
+	for (int i = 0; i < ob->n_follow; i++)
+		close(ob->followers[i]);
+	free(ob->ser);
+	free(ob->drops);
+	free(ob->pods);
+	free(ob->svcs);
+	free(ob->strs);
+	free(ob);
+}
+
+int ag_obs_read_pinned_stats(const char *pin_dir, uint64_t *events, uint64_t *lost)
+{
+	char path[320];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/obs_stats", pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	*events = percpu_sum(fd, ZH_OBS_ST_EVENTS);
+	*lost = percpu_sum(fd, ZH_OBS_ST_LOST);
+	close(fd);
+	return 0;
+}
+
+/* Detach the pinned links (a detached link stops the program) and unlink
+ * every obs pin. 0. */
+int ag_obs_cleanup(const char *pin_dir)
+{
+	char path[320];
+
+	for (int i = 0; i < OBS_NLINKS; i++) {
+		struct bpf_link *l;
+
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, link_pins[i]);
+		l = bpf_link__open(path);
+		if (l) {
+			bpf_link__detach(l);
+			bpf_link__destroy(l);
+		}
+		unlink(path);
+	}
+	for (int i = 0; i < OBS_NMAPS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, map_pins[i]);
+		unlink(path);
+	}
+	return 0;
+}

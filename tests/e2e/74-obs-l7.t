@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# 74-obs-l7.t — Istio request metrics from the node proxy, checked through
+# the lab's real Prometheus (lab t74, 2 nodes, mesh on): `zerohop bench`
+# at a fixed rate from a client Deployment on node-a to an L7 Service
+# (zerohop.io/l7) whose echo backend on node-b answers status=503:20.
+# istio_requests_total must equal what bench counted, per response_code;
+# the duration histogram's count and the response bytes must agree too
+# (retries off on the route: a retried 503 would reach bench as a 200).
+source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/lab_test.sh"
+source "$(dirname "$0")/../lib/obs_lab.sh"
+lab_test_setup t74 curl /usr/bin/prometheus
+
+{
+	m_echo web node-b
+	REPLICAS=1 m_deploy client node-a "app: client" "$(m_ctr shell "" sleep infinity)"
+	m_l7_svc web 10.96.0.74
+} >"$TMP/m.yaml"
+obs_lab_up --prometheus
+wait_until 10 lab_running 3
+wait_until 15 prom_is 2 'count(up{job="zerohop-proxy"} == 1)'
+ok $? "Prometheus scrapes both node proxies"
+
+lab_exec deploy/client "$ZH" bench -c 4 -qps 100 -t 2s --json "$TMP/b.json" \
+	'http://10.96.0.74/?status=503:20' >/dev/null 2>"$TMP/bench.err"
+ok $? "bench → web (L7 Service): 100 req/s for 2 s, keep-alive"
+n=$(jq '.DurationHistogram.Count' "$TMP/b.json")
+n503=$(jq '.RetCodes["503"] // 0' "$TMP/b.json")
+n200=$(jq '.RetCodes["200"] // 0' "$TMP/b.json")
+rx=$(jq '.Sizes.Sum' "$TMP/b.json")
+diag "bench: $n requests, 200: $n200, 503: $n503, $rx response bytes"
+ok $([ "$n503" -gt 0 ] && [ "$n200" -gt 0 ]; echo $?) "the backend answered both 200 and 503"
+
+SEL='reporter="source",source_workload="client",source_workload_namespace="default",destination_service="web.default.svc.cluster.local",destination_workload="web",destination_workload_namespace="default"'
+wait_until 10 prom_is "$n" "sum(istio_requests_total{$SEL})"
+is "$(promq "sum(istio_requests_total{$SEL})")" "$n" "istio_requests_total = $n requests bench made"
+is "$(promq "sum(istio_requests_total{$SEL,response_code=\"503\"})")" "$n503" "response_code=503: $n503"
+is "$(promq "sum(istio_requests_total{$SEL,response_code=\"200\"})")" "$n200" "response_code=200: $n200"
+share=$(promq "sum(istio_requests_total{$SEL,response_code=~\"5..\"}) / sum(istio_requests_total{$SEL})")
+ok $(awk -v s="$share" -v a="$n503" -v n="$n" 'BEGIN { d = s - a / n; exit !(d < 1e-9 && d > -1e-9) }'; echo $?) \
+	"5xx share $share = bench's $n503/$n"
+is "$(promq "sum(istio_request_duration_milliseconds_count{$SEL})")" "$n" "duration histogram count = $n"
+is "$(promq "sum(istio_request_duration_milliseconds_bucket{$SEL,le=\"+Inf\"})")" "$n" "its +Inf bucket = $n"
+p99=$(promq "histogram_quantile(0.99, sum by (le) (rate(istio_request_duration_milliseconds_bucket{$SEL}[1m])))")
+ok $(awk -v v="$p99" 'BEGIN { exit !(v > 0 && v < 10000) }'; echo $?) "p99 from the histogram: $p99 ms"
+is "$(promq "sum(istio_response_bytes_count{$SEL})")" "$n" "response bytes histogram count = $n"
+rb=$(promq "sum(istio_response_bytes_sum{$SEL})")
+ok $([ "$rb" != none ] && [ "${rb%.*}" -gt 0 ] && [ "${rb%.*}" -lt "$rx" ]; echo $?) \
+	"response body bytes $rb > 0 and < $rx bench counted with headers"
+is "$(promq 'sum(zerohop_proxy_istio_series_overflow_total)')" 0 "no label set overflow"
+done_testing
