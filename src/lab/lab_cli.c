@@ -46,6 +46,7 @@ static void usage(FILE *f)
 		"usage: zerohop lab up [--lab NAME] [-f FILE ...] [--overlay vxlan] [--no-mesh]\n"
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
 		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
+		"                      [--mesh zerohop|sidecar|none]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -314,7 +315,7 @@ static int check_skip_ports(const char *list)
 struct up_opts {
 	char **files;
 	int n_files;
-	bool overlay, mesh, nft, keep_going;
+	bool overlay, mesh, nft, keep_going, sidecar;
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
@@ -344,6 +345,7 @@ static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st
 	t->mesh = o->mesh;
 	t->accel = o->accel;
 	t->nft = o->nft;
+	t->sidecar = o->sidecar;
 	t->drain_ms = o->drain_ms;
 	t->keep_going = o->keep_going;
 	lab_fmt(t->accel_skip_ports, sizeof(t->accel_skip_ports), "%s",
@@ -537,7 +539,8 @@ static int lab_up(const char *lab, const struct up_opts *o)
 
 		lab_pod_list(lab, &pods, &n);
 		printf("lab %s up: %d nodes, %d pods%s%s in %.2f s\n", lab, t->n_nodes, n,
-		       o->overlay ? ", vxlan overlay" : "", o->mesh ? "" : ", no mesh",
+		       o->overlay ? ", vxlan overlay" : "",
+		       !o->mesh ? ", no mesh" : o->sidecar ? ", sidecar mesh (HAProxy)" : "",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
 		/* --keep-going: up, but say loudly what does not work */
@@ -614,9 +617,10 @@ static int lab_status(const char *lab, bool json)
 	if (json) {
 		printf("{\"lab\":");
 		json_str(lab);
-		printf(",\"up\":%s,\"supervisorPid\":%d,\"overlay\":%s,\"mesh\":%s,\"podCIDR\":\"%s/%d\",\"serviceCIDR\":\"%s/%d\",\"nodes\":[",
+		printf(",\"up\":%s,\"supervisorPid\":%d,\"overlay\":%s,\"mesh\":%s,\"meshMode\":\"%s\",\"podCIDR\":\"%s/%d\",\"serviceCIDR\":\"%s/%d\",\"nodes\":[",
 		       up ? "true" : "false", sup, t.overlay ? "\"vxlan\"" : "null",
-		       t.mesh ? "true" : "false", lab_ip4_str(t.pod_cidr, a), t.pod_cidr_len,
+		       t.mesh ? "true" : "false",
+		       !t.mesh ? "none" : t.sidecar ? "sidecar" : t.nft ? "nft" : "zerohop", lab_ip4_str(t.pod_cidr, a), t.pod_cidr_len,
 		       lab_ip4_str(t.svc_cidr, b), t.svc_cidr_len);
 		for (int i = 0; i < t.n_nodes; i++) {
 			printf("%s{\"name\":", i ? "," : "");
@@ -743,6 +747,7 @@ int cli_lab(int argc, char **argv)
 		{ "file", required_argument, NULL, 'f' },
 		{ "overlay", required_argument, NULL, 'O' },
 		{ "no-mesh", no_argument, NULL, 'M' },
+		{ "mesh", required_argument, NULL, 'm' },
 		{ "accel", required_argument, NULL, 'a' },
 		{ "service-proxy", required_argument, NULL, 'S' },
 		{ "accel-skip-ports", required_argument, NULL, 'P' },
@@ -758,7 +763,7 @@ int cli_lab(int argc, char **argv)
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
 	bool up_only = false, keep_going = false;
-	bool overlay = false, mesh = true, nft = false, json = false;
+	bool overlay = false, mesh = true, nft = false, json = false, sidecar = false;
 	const char *lab;
 
 	if (argc < 2) {
@@ -790,6 +795,17 @@ int cli_lab(int argc, char **argv)
 			break;
 		case 'M':
 			mesh = false;
+			break;
+		case 'm':	/* docs/sidecar-baseline.md */
+			if (!strcmp(optarg, "none")) {
+				mesh = false;
+			} else if (!strcmp(optarg, "sidecar")) {
+				sidecar = true;
+			} else if (strcmp(optarg, "zerohop")) {
+				lab_err("--mesh: expected zerohop, sidecar or none, got '%s'", optarg);
+				goto out;
+			}
+			up_only = true;
 			break;
 		case 'a':
 			if (!strcmp(optarg, "on"))
@@ -862,7 +878,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay and --keep-going are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going and --mesh are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -874,9 +890,20 @@ int cli_lab(int argc, char **argv)
 			lab_err("--service-proxy nft is programmed by the node agents; drop --no-mesh");
 			goto out;
 		}
+		if (sidecar && (!mesh || nft)) {
+			lab_err("--mesh sidecar: drop --no-mesh and --service-proxy (the sidecar lab runs kube-proxy-style nft under its sidecars)");
+			goto out;
+		}
+		/* Sidecars balance; under them the agents are kube-proxy (nft
+		 * DNAT: cluster DNS over UDP), and accel is off unless asked. */
+		if (sidecar) {
+			nft = true;
+			if (accel < 0)
+				accel = 0;
+		}
 		struct up_opts uo = {
 			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
-			.nft = nft, .keep_going = keep_going, .accel = accel,
+			.nft = nft, .keep_going = keep_going, .accel = accel, .sidecar = sidecar,
 			.skip_ports = skip_ports, .drain_ms = drain_ms,
 		};
 
