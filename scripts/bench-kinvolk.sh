@@ -28,7 +28,8 @@
 # of the "latency added" lines), CONNS (16), SIZE (1024), WARMUP (2s),
 # MAXQPS (skip the max-rate phase and use this bare maximum), OUT (results
 # dir; default a new /tmp/zh-kinvolk.XXXXXX, kept), LAB (KV; labs
-# LAB-bare, LAB-sc, LAB-sca, LAB-zh plus $ZH_TEST_LAB_SUFFIX), B (build).
+# LAB-bare, LAB-sc, LAB-sca, LAB-zh plus $ZH_TEST_LAB_SUFFIX), B (build),
+# ZH (the zerohop binary; default $B/zerohop).
 # Output in OUT: runs.jsonl (one line per run), kinvolk.json (summary +
 # runs), RATE.html per rate (`zerohop bench report`: percentile spectra of
 # every contender overlaid, the median-p99 run of each), run JSONs, table.txt.
@@ -37,7 +38,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-build}
-ZH=$ROOT/$B/zerohop
+ZH=${ZH:-$ROOT/$B/zerohop}
 KV="/usr/bin/python3 $ROOT/scripts/lib/kinvolk.py"
 REPS=${1:-3}
 DUR=${2:-10s}

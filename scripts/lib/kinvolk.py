@@ -11,6 +11,7 @@
        peak RSS (VmHWM), "procs": N, "pods": pods with a sidecar (sidecar)}
   kinvolk.py summarize DIR REF   DIR/runs.jsonl -> DIR/kinvolk.json and the
       table per rate on stdout (median over repetitions of each figure).
+  kinvolk.py line DIR CONTENDER  that contender's summary in one line.
 """
 import json
 import os
@@ -157,10 +158,26 @@ def summarize(d, ref):
             {k: v for k, v in r.items() if k != "bench"} for r in runs]}, f, indent=1)
 
 
+def line(d, contender):
+    """One contender of DIR/kinvolk.json in a line (zerohop demo)."""
+    with open(os.path.join(d, "kinvolk.json")) as f:
+        for r in json.load(f)["summary"]:
+            if r["contender"] == contender:
+                print("p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mesh CPU %.4f s/1k req  "
+                      "%.0f KiB/pod%s" % (r["p50"], r["p99"], r["p99.9"], r["max"],
+                                          r["cpu_s_per_1k"], r["mem_kib_per_pod"],
+                                          "  (REJECTED: errors or rate not held)"
+                                          if r["rejected"] else ""))
+                return
+    sys.exit(1)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "usage":
         usage(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "summarize":
         summarize(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "line":
+        line(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)
