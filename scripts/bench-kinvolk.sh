@@ -16,7 +16,7 @@
 #                  loopback leg is short-circuited: docs/sidecar-baseline.md)
 #   l4             zerohop, ClusterIP 10.96.0.80 (connect-time BPF)
 #   l7             zerohop, ClusterIP 10.96.0.81, a Service annotated
-#                  zerohop.io/l7 with an HTTPRoute: through the node L7 proxy
+#                  zerohop.io/l7: every request through the node L7 proxy
 # Mesh components measured: sidecar* = every HAProxy in the lab's pod
 # cgroups; l4/l7 = the node agents and node proxies (kernel time spent in
 # BPF programs is charged to the applications' own syscalls and is not in
@@ -69,39 +69,20 @@ cleanup() { for l in "${LABS[@]}"; do "$ZH" lab down --lab "$l" >/dev/null 2>&1;
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# web7: the annotation alone sends every request through the node proxy
+# (docs/proxy.md "Capture").
 cat >"$OUT/m.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: echo, labels: {app: web}}
-spec:
-  nodeName: node-b
-  containers: [{name: e, command: ["$ZH", "echo", "--http", "8080", "--tcp", "127.0.0.1:0", "--udp", "127.0.0.1:0"], ports: [{name: http, containerPort: 8080}]}]
+{apiVersion: v1, kind: Pod, metadata: {name: echo, labels: {app: web}}, spec: {nodeName: node-b,
+  containers: [{name: e, command: ["$ZH", echo, --http, "8080", --tcp, "127.0.0.1:0", --udp, "127.0.0.1:0"],
+                ports: [{name: http, containerPort: 8080}]}]}}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers: [{name: c, command: ["sleep", "100000"]}]
+{apiVersion: v1, kind: Pod, metadata: {name: client}, spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}}
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {clusterIP: 10.96.0.80, selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
+{apiVersion: v1, kind: Service, metadata: {name: web},
+ spec: {clusterIP: 10.96.0.80, selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}}
 ---
-apiVersion: v1
-kind: Service
-metadata: {name: web7, annotations: {zerohop.io/l7: "true"}}
-spec: {clusterIP: 10.96.0.81, selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web7}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web7}]
-  rules:
-  - matches: [{path: {type: PathPrefix, value: /}}]
-    backendRefs: [{name: web7, port: 80}]
+{apiVersion: v1, kind: Service, metadata: {name: web7, annotations: {zerohop.io/l7: "true"}},
+ spec: {clusterIP: 10.96.0.81, selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}}
 YAML
 for l in "${LABS[@]}"; do
 	case "$l" in

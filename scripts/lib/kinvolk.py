@@ -116,8 +116,8 @@ def summarize(d, ref):
         print(f"\n== {rate} % of the reference maximum ({ref}): {qps} req/s, "
               f"{len([r for r in rr if r['contender'] == order[0]])} repetitions, "
               "median of each figure (ms, coordinated-omission corrected) ==")
-        hdr = "%-14s" % "contender" + "".join("%9s" % ("p" + p) for p in PCTS) + \
-            "%9s %9s %10s %12s %12s %s" % ("max", "req/s", "errors", "cpu_s/1k", "KiB/pod", "runs")
+        hdr = "%-14s" % "contender" + "".join("%11s" % ("p" + p) for p in PCTS) + \
+            "%11s %9s %7s %9s %8s %s" % ("max", "req/s", "errors", "cpu_s/1k", "KiB/pod", "runs")
         print(hdr)
         for c in order:
             cr = [r for r in rr if r["contender"] == c]
@@ -139,8 +139,8 @@ def summarize(d, ref):
             s = sorted(use, key=lambda r: pct_ms(r, "99"))
             row["median_run"] = s[len(s) // 2]["json"]
             summary.append(row)
-            print("%-14s" % c + "".join("%9.3f" % row["p" + p] for p in PCTS) +
-                  "%9.3f %9.0f %10d %12.4f %12.0f %d%s" % (
+            print("%-14s" % c + "".join("%11.3f" % row["p" + p] for p in PCTS) +
+                  "%11.3f %9.0f %7d %9.4f %8.0f %d%s" % (
                       row["max"], row["actual_qps"], row["errors"], row["cpu_s_per_1k"],
                       row["mem_kib_per_pod"], len(cr),
                       " (%d rejected)" % row["rejected"] if row["rejected"] else ""))
