@@ -147,12 +147,33 @@ def summarize(d, ref):
         base = next((s for s in summary if s["rate_pct"] == rate and s["contender"] == order[0]),
                     None)
         if base:
-            print("latency added over %s (ms):" % order[0])
+            # Paired within each repetition (the contenders of one
+            # repetition ran back to back), then the median over the
+            # repetitions: docs/BENCHMARKS.md "median of pairs".
+            def added(c, rep, p):
+                a = [r for r in rr if r["contender"] == c and r["rep"] == rep]
+                b = [r for r in rr if r["contender"] == order[0] and r["rep"] == rep]
+                return pct_ms(a[0], p) - pct_ms(b[0], p) if a and b else None
+
+            reps = sorted({r["rep"] for r in rr})
+            print("latency added over %s (ms; median over repetitions of the paired "
+                  "differences, min..max)%s:" % (order[0], "; ratio to sidecar likewise"
+                                                 if "sidecar" in order else ""))
             for s in summary:
                 if s["rate_pct"] != rate or s is base:
                     continue
-                print("  %-12s p50 +%.3f  p99 +%.3f" % (
-                    s["contender"], s["p50"] - base["p50"], s["p99"] - base["p99"]))
+                c = s["contender"]
+                line = "  %-14s" % c
+                for p in ("50", "99"):
+                    v = [x for x in (added(c, rep, p) for rep in reps) if x is not None]
+                    s["added_p" + p] = statistics.median(v)
+                    line += "  p%s %+.3f (%+.3f..%+.3f)" % (p, s["added_p" + p], min(v), max(v))
+                    sc = [(added(c, rep, p), added("sidecar", rep, p)) for rep in reps]
+                    sc = [x / y for x, y in sc if x is not None and y]
+                    if "sidecar" in order and c != "sidecar" and sc:
+                        s["ratio_to_sidecar_p" + p] = statistics.median(sc)
+                        line += " = %.2fx" % s["ratio_to_sidecar_p" + p]
+                print(line)
     with open(os.path.join(d, "kinvolk.json"), "w") as f:
         json.dump({"reference": ref, "summary": summary, "runs": [
             {k: v for k, v in r.items() if k != "bench"} for r in runs]}, f, indent=1)
