@@ -106,7 +106,9 @@ static int write_cfg(struct sup *s, const struct sup_pod *pod, bool *changed)
 	if (ret)
 		return ret;
 	old = zh_malloc(strlen(text) + 2);
-	*changed = lab_read_file(path, old, strlen(text) + 2) || strcmp(old, text);
+	/* lab_read_file returns the bytes read: the file is unchanged only
+	 * when it was read and holds exactly this text (SC1). */
+	*changed = lab_read_file(path, old, strlen(text) + 2) < 0 || strcmp(old, text);
 	free(old);
 	ret = *changed ? lab_write_str(path, text) : 0;
 	free(text);

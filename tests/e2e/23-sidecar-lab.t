@@ -88,10 +88,22 @@ v2=$(grep -o '"name":"canary-' "$TMP/r300" | wc -l)
 ok $([ $((v1 + v2)) -eq 300 ] && [ "$v1" -ge 180 ] && [ "$v1" -le 220 ]; echo $?) \
 	"split 1 : 500m through the sidecar: v1 $v1, v2 $v2 of 300 (v1 180..220)"
 
+# --- reloads: only when a sidecar's configuration changes (SC1)
+master=$(pgrep -o -f "pods/default_client/sidecar.cfg")
+worker() { pgrep -n -P "$master"; }
+w0=$(worker)
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated}\ndata: {a: b}\n' >"$TMP/cm.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/cm.yaml" >/dev/null
+sleep 1
+is "$(worker)" "$w0" "a change no sidecar depends on reloads none (same worker)"
+
 # --- endpoint changes reach the sidecars
 app_yaml 3 >"$TMP/app3.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/app3.yaml" >/dev/null
 ok $? "apply: web scaled to 3"
+reloaded() { [ -n "$(worker)" ] && [ "$(worker)" != "$w0" ]; }
+wait_until 10 reloaded
+ok $? "the endpoint change reloaded the client's sidecar (new worker, same master $master)"
 three() { [ "$(lab_exec client curl -s "http://web/t[1-12]" | grep -o '"name":"web-[^"]*' | sort -u | wc -l)" = 3 ]; }
 wait_until 30 three
 ok $? "the client sidecar balances over the third web pod"
