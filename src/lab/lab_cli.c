@@ -896,6 +896,8 @@ int cli_lab(int argc, char **argv)
 		}
 		/* Sidecars balance; under them the agents are kube-proxy (nft
 		 * DNAT: cluster DNS over UDP), and accel is off unless asked. */
+		if (sidecar && lab_sc_check())
+			goto out;
 		if (sidecar) {
 			nft = true;
 			if (accel < 0)

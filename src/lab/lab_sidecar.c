@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zerohop/log.h"
 #include "zerohop/sidecar.h"
@@ -113,6 +114,35 @@ static int write_cfg(struct sup *s, const struct sup_pod *pod, bool *changed)
 	ret = *changed ? lab_write_str(path, text) : 0;
 	free(text);
 	return ret;
+}
+
+static bool on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[LAB_PATH];
+
+	for (const char *p = path ? path : "/usr/sbin:/usr/bin:/sbin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+
+		lab_fmt(buf, sizeof(buf), "%.*s/%s", (int)n, p, prog);
+		if (n && access(buf, X_OK) == 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+int lab_sc_check(void)
+{
+	static const char *const need[] = { "haproxy", "nft" };
+
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (!on_path(need[i])) {
+			lab_err("--mesh sidecar needs %s on PATH (Debian package %s; scripts/deps.sh installs it)",
+				need[i], i ? "nftables" : "haproxy");
+			return -ENOENT;
+		}
+	return 0;
 }
 
 int lab_sc_pod_plan(struct sup *s, struct sup_pod *pod, const struct md_labels *annotations)
