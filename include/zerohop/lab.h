@@ -79,6 +79,7 @@ struct lab_topo {
 	bool mesh;		/* agents + cluster DNS */
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	bool nft;		/* --service-proxy nft: agents run --mode nft */
+	bool sidecar;		/* --mesh sidecar: HAProxy per pod (sidecar.h); implies nft */
 	char zerohop[512];	/* absolute path of the zerohop binary */
 	/* The two below reach the supervisor in memory (it is forked by
 	 * `lab up`); they are not in lab.conf. */

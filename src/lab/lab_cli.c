@@ -48,6 +48,7 @@ static void usage(FILE *f)
 		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
 		"                      [--runtime process|podman]\n"
 		"                      [--state etcd]   (3-member etcd cluster: docs/state-etcd.md)\n"
+		"                      [--mesh zerohop|sidecar|none]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
 		"       zerohop lab exec [--lab NAME] [-n NS] POD -- CMD [ARGS...]   POD: [NS/]NAME | deploy/[NS/]NAME\n"
@@ -317,7 +318,7 @@ static int check_skip_ports(const char *list)
 struct up_opts {
 	char **files;
 	int n_files;
-	bool overlay, mesh, nft, keep_going, podman;
+	bool overlay, mesh, nft, keep_going, podman, sidecar;
 	bool etcd;		/* --state etcd (lab_etcd.c) */
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
@@ -349,6 +350,7 @@ static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st
 	t->mesh = o->mesh;
 	t->accel = o->accel;
 	t->nft = o->nft;
+	t->sidecar = o->sidecar;
 	t->drain_ms = o->drain_ms;
 	t->podman = o->podman;
 	t->keep_going = o->keep_going;
@@ -545,7 +547,8 @@ static int lab_up(const char *lab, const struct up_opts *o)
 
 		lab_pod_list(lab, &pods, &n);
 		printf("lab %s up: %d nodes, %d pods%s%s in %.2f s\n", lab, t->n_nodes, n,
-		       o->overlay ? ", vxlan overlay" : "", o->mesh ? "" : ", no mesh",
+		       o->overlay ? ", vxlan overlay" : "",
+		       !o->mesh ? ", no mesh" : o->sidecar ? ", sidecar mesh (HAProxy)" : "",
 		       (ms_now() - t0) / 1000.0);
 		free(pods);
 		if (o->prometheus) {
@@ -629,9 +632,10 @@ static int lab_status(const char *lab, bool json)
 	if (json) {
 		printf("{\"lab\":");
 		json_str(lab);
-		printf(",\"up\":%s,\"supervisorPid\":%d,\"overlay\":%s,\"mesh\":%s,\"podCIDR\":\"%s/%d\",\"serviceCIDR\":\"%s/%d\",\"nodes\":[",
+		printf(",\"up\":%s,\"supervisorPid\":%d,\"overlay\":%s,\"mesh\":%s,\"meshMode\":\"%s\",\"podCIDR\":\"%s/%d\",\"serviceCIDR\":\"%s/%d\",\"nodes\":[",
 		       up ? "true" : "false", sup, t.overlay ? "\"vxlan\"" : "null",
-		       t.mesh ? "true" : "false", lab_ip4_str(t.pod_cidr, a), t.pod_cidr_len,
+		       t.mesh ? "true" : "false",
+		       !t.mesh ? "none" : t.sidecar ? "sidecar" : t.nft ? "nft" : "zerohop", lab_ip4_str(t.pod_cidr, a), t.pod_cidr_len,
 		       lab_ip4_str(t.svc_cidr, b), t.svc_cidr_len);
 		for (int i = 0; i < t.n_nodes; i++) {
 			printf("%s{\"name\":", i ? "," : "");
@@ -761,6 +765,7 @@ int cli_lab(int argc, char **argv)
 		{ "file", required_argument, NULL, 'f' },
 		{ "overlay", required_argument, NULL, 'O' },
 		{ "no-mesh", no_argument, NULL, 'M' },
+		{ "mesh", required_argument, NULL, 'm' },
 		{ "accel", required_argument, NULL, 'a' },
 		{ "service-proxy", required_argument, NULL, 'S' },
 		{ "accel-skip-ports", required_argument, NULL, 'P' },
@@ -780,7 +785,7 @@ int cli_lab(int argc, char **argv)
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
 	bool up_only = false, keep_going = false, podman = false, etcd = false;
 	bool prometheus = false;
-	bool overlay = false, mesh = true, nft = false, json = false;
+	bool overlay = false, mesh = true, nft = false, json = false, sidecar = false;
 	const char *lab;
 
 	if (argc < 2) {
@@ -812,6 +817,17 @@ int cli_lab(int argc, char **argv)
 			break;
 		case 'M':
 			mesh = false;
+			break;
+		case 'm':	/* docs/sidecar-baseline.md */
+			if (!strcmp(optarg, "none")) {
+				mesh = false;
+			} else if (!strcmp(optarg, "sidecar")) {
+				sidecar = true;
+			} else if (strcmp(optarg, "zerohop")) {
+				lab_err("--mesh: expected zerohop, sidecar or none, got '%s'", optarg);
+				goto out;
+			}
+			up_only = true;
 			break;
 		case 'a':
 			if (!strcmp(optarg, "on"))
@@ -904,7 +920,7 @@ int cli_lab(int argc, char **argv)
 		goto out;
 	}
 	if (up_only && strcmp(sub, "up")) {
-		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going, --runtime, --state and --prometheus are options of lab up", sub);
+		lab_err("%s: --accel-skip-ports, --drain-delay, --keep-going, --runtime, --state, --prometheus and --mesh are options of lab up", sub);
 		goto out;
 	}
 	if (!strcmp(sub, "up")) {
@@ -916,9 +932,26 @@ int cli_lab(int argc, char **argv)
 			lab_err("--service-proxy nft is programmed by the node agents; drop --no-mesh");
 			goto out;
 		}
+		if (sidecar && podman) {
+			lab_err("--mesh sidecar runs its sidecars as processes: not with --runtime podman yet");
+			goto out;
+		}
+		if (sidecar && (!mesh || nft)) {
+			lab_err("--mesh sidecar: drop --no-mesh and --service-proxy (the sidecar lab runs kube-proxy-style nft under its sidecars)");
+			goto out;
+		}
+		/* Sidecars balance; under them the agents are kube-proxy (nft
+		 * DNAT: cluster DNS over UDP), and accel is off unless asked. */
+		if (sidecar && lab_sc_check())
+			goto out;
+		if (sidecar) {
+			nft = true;
+			if (accel < 0)
+				accel = 0;
+		}
 		struct up_opts uo = {
 			.files = files, .n_files = n_files, .overlay = overlay, .mesh = mesh,
-			.nft = nft, .keep_going = keep_going, .accel = accel,
+			.nft = nft, .keep_going = keep_going, .accel = accel, .sidecar = sidecar,
 			.skip_ports = skip_ports, .drain_ms = drain_ms, .podman = podman,
 			.etcd = etcd,
 			.prometheus = prometheus,

@@ -73,6 +73,10 @@ void lab_pod_ns_destroy(const char *lab, const char *ns, const char *pod);
 char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
 		     const char *pod, const char *kind);
 
+/* --mesh sidecar needs haproxy and nft on PATH (lab_sidecar.c): 0, or
+ * -ENOENT with the missing one named on stderr (before anything is built). */
+int lab_sc_check(void);
+
 /* The supervisor daemon (lab_sup.c). Runs in the calling (forked) process;
  * writes one line to ready_fd ("ok" or "error: ...") once every initial pod
  * runs, then keeps going until SIGTERM. Never returns. */

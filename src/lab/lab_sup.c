@@ -322,6 +322,16 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		free(pod);
 		return NULL;
 	}
+	if (lab_sc_pod_plan(s, pod, annotations)) {
+		lab_fmt(errbuf, sizeof(errbuf), "%s:%d: pod %s/%s: sidecar not planned", file,
+			line, ns, name);
+		failed_add(s, key, errbuf);
+		lab_plan_free(&pod->plan);
+		lab_rm_tree(dir);
+		free_ip(s, node, pod->ip);
+		free(pod);
+		return NULL;
+	}
 	pod->yaml_meta = lab_plan_yaml_meta(labels, owner, hash);
 	pod->yaml_spec = lab_plan_yaml_spec(spec);
 	/* Link first, so pod_delete() can undo a half-built pod. */
@@ -344,7 +354,7 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 	if (ret)
 		goto fail;
 	ret = s->t.podman ? 0 : lab_net_pod_add(&s->t, s->t.nodes[node].name, ns, name, pod->ip);
-	if (ret)
+	if (ret || (ret = lab_sc_pod_capture(s, pod)))	/* istio-init, before any process */
 		goto fail;
 	lab_pod_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[node].name, ns, name);
 	if (mkdir(cg, 0755) && errno != EEXIST) {
@@ -384,6 +394,7 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 			lab_node_netns_path(p->netns, sizeof(p->netns), s->t.lab, s->t.nodes[node].name);
 			p->uts[0] = p->mnt[0] = 0;
 		}
+		lab_sc_proc_fix(p);
 		if (pod->isolate_gen) {
 			p->next_ms = UINT64_MAX - 1;	/* held: isolate_check() starts it */
 			continue;
@@ -1159,6 +1170,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 		if (dirty_at && sup_now_ms() >= dirty_at) {
 			dirty_at = 0;
 			sup_load_want(s);
+			lab_sc_sync(s);
 		}
 		/* Before reconcile: a pod finished here frees its name for a
 		 * re-created Pod in the same round (invariant 8). */
@@ -1170,6 +1182,7 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd)
 				write_node_info(s);
 		}
 		isolate_check(s);
+		lab_sc_tick(s);
 		ready_check(s);
 		restart_ms = restart_due(s);
 		if (!s->initial_done) {

@@ -414,8 +414,8 @@ int lab_topo_write(const struct lab_topo *t)
 
 	lab_fmt(path, sizeof(path), "%s/%s/lab.conf", ZH_RUN_ROOT, t->lab);
 	off += lab_fmt(buf + off, sizeof(buf) - off,
-			"lab %s\noverlay %d\nmesh %d\naccel %d\nnft %d\nzerohop %s\n",
-			t->lab, t->overlay, t->mesh, t->accel, t->nft, t->zerohop);
+			"lab %s\noverlay %d\nmesh %d\naccel %d\nnft %d\nsidecar %d\nzerohop %s\n",
+			t->lab, t->overlay, t->mesh, t->accel, t->nft, t->sidecar, t->zerohop);
 	off += lab_fmt(buf + off, sizeof(buf) - off, "pod_cidr %s/%d\nsvc_cidr %s/%d\n",
 			lab_ip4_str(t->pod_cidr, a), t->pod_cidr_len,
 			lab_ip4_str(t->svc_cidr, b), t->svc_cidr_len);
@@ -464,6 +464,8 @@ int lab_topo_read(const char *lab, struct lab_topo *t)
 			t->accel = atoi(v1);
 		else if (!strcmp(k, "nft"))
 			t->nft = atoi(v1);
+		else if (!strcmp(k, "sidecar"))
+			t->sidecar = atoi(v1);
 		else if (!strcmp(k, "zerohop"))
 			lab_fmt(t->zerohop, sizeof(t->zerohop), "%s", v1);
 		else if (!strcmp(k, "pod_cidr"))

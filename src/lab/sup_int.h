@@ -81,6 +81,7 @@ struct sup_pod {
 	uint64_t term_gen;	/* generation of the ss_del_pod (TERM_SYNC) */
 	uint64_t term_start;	/* when pod_terminate() ran */
 	uint64_t term_until;	/* end of the current step */
+	bool sc_pending;	/* sidecar config rewritten, reload not sent yet */
 	struct sup_pod *next;
 };
 
@@ -136,5 +137,12 @@ bool sup_failed_has(struct sup *s, const char *key);	/* "ns/name/hash" failed to
 /* Does node i's agent serve its pods (synced; always true without a mesh)?
  * A pod becomes Running (an endpoint) only on a serving node. */
 bool sup_node_serving(const struct sup *s, int i);
+
+/* ---- lab_sidecar.c (--mesh sidecar; a no-op in other labs) ---- */
+int lab_sc_pod_plan(struct sup *s, struct sup_pod *pod, const struct md_labels *annotations);
+int lab_sc_pod_capture(struct sup *s, struct sup_pod *pod);
+void lab_sc_proc_fix(struct sup_proc *p);
+void lab_sc_sync(struct sup *s);	/* re-render, reload what changed */
+void lab_sc_tick(struct sup *s);	/* send reloads held back (main loop) */
 
 #endif
