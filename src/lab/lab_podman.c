@@ -14,6 +14,8 @@
  *   net.d/zerohop.conflist  the plugin: this node, its pod CIDR, the lab's
  *                     state dir, the addresses .200-.250 (the lab's own
  *                     process pods take theirs next-fit from .2, lab_sup.c)
+ *   net.d/zerohop-kubelet.conflist  the same for --runtime podman pods:
+ *                     "publish": false, the address from podman --ip (5)
  *   bin/zerohop-cni   a symlink to this zerohop binary
  *   runc/             runc's state (--runtime-flag root=)
  *   ipam/, labels/    the plugin's records and the containers' labels
@@ -30,7 +32,17 @@
  * 4. lab_podman_down() removes every container through podman (CNI DEL
  *    unpublishes and frees each address; podman drops its netns file,
  *    runc state and CNI cache entry), then the v1 cgroup directories runc
- *    made for the lab (hybrid hosts), before `lab down` kills the rest.
+ *    made for the lab (hybrid hosts); `lab down` stops the supervisor
+ *    before (it would restart them) and kills the rest after.
+ * 5. Under `lab up --runtime podman` the lab's kubelet owns the pod: it
+ *    picks the address (podman --ip, CNI_ARGS IP=), publishes the pod
+ *    (the zhlab-LAB-kubelet network has "publish": false) and runs the
+ *    one container in the foreground as the pod's process, under the
+ *    pod's cgroup, so its readiness, isolation, drain and termination
+ *    (lab_sup.c) apply unchanged; pod_finish() removes the container.
+ * 6. The pod image is built at `lab up` from local files only (busybox-
+ *    static, this zerohop binary and the libraries ldd lists) and
+ *    imported on every node: nothing is pulled.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
