@@ -89,5 +89,10 @@ char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const cha
 			   const struct lab_mount *mounts, int n_mounts, char **cmd);
 int lab_podman_pod_pid(const char *pod_cg);
 void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const char *name);
+/* `lab exec` of a pod that is a podman container: true when it is one (no
+ * lab netns of its own, a podman node dir); lab_podman_exec() then runs
+ * cmd in it through `podman exec -i` (returns only on failure). */
+bool lab_podman_has_pod(const char *lab, const struct lab_pod_info *pod);
+int lab_podman_exec(const char *lab, const struct lab_pod_info *pod, char **cmd);
 
 #endif

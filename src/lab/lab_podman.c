@@ -517,3 +517,32 @@ void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const 
 	lab_fmt(cname, sizeof(cname), "%s.%s", ns, name);
 	pm_exec(lab, node, dir, rm, 5, true, false);
 }
+
+bool lab_podman_has_pod(const char *lab, const struct lab_pod_info *pod)
+{
+	char p[LAB_PATH];
+
+	lab_pod_netns_path(p, sizeof(p), lab, pod->ns, pod->name);
+	if (access(p, F_OK) == 0)
+		return false;
+	pm_dir(p, sizeof(p), lab, pod->node);
+	return access(p, F_OK) == 0;
+}
+
+int lab_podman_exec(const char *lab, const struct lab_pod_info *pod, char **cmd)
+{
+	char cname[300], **args;
+	int n = 0, ret;
+
+	for (char **c = cmd; *c; c++)
+		n++;
+	args = zh_calloc(n + 4, sizeof(char *));
+	lab_fmt(cname, sizeof(cname), "%s.%s", pod->ns, pod->name);
+	args[0] = "exec";
+	args[1] = "-i";
+	args[2] = cname;
+	memcpy(args + 3, cmd, n * sizeof(char *));
+	ret = lab_podman(lab, pod->node, args, n + 3);
+	free(args);
+	return ret ? ret : 126;
+}

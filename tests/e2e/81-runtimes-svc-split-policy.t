@@ -50,15 +50,11 @@ spec:
   ingress:
     - from: [{podSelector: {matchLabels: {role: friend}}}]
 YAML
-declare -A NODE_OF=([client]=node-a [client-b]=node-b [stranger]=node-a [web-1]=node-a [web-2]=node-b)
 # http POD HOST PORT: GET / from POD with busybox nc; prints the echo's name
+# (`lab exec` enters a process pod, or runs `podman exec` in a container)
 http() {
-	local req='printf "GET / HTTP/1.0\r\nHost: $0\r\n\r\n" | nc -w 3 "$0" "$1"'
-	if [ "$RT" = podman ]; then
-		pm "${NODE_OF[$1]}" exec "default.$1" sh -c "$req" "$2" "$3"
-	else
-		lab_exec "$1" busybox sh -c "$req" "$2" "$3"
-	fi 2>/dev/null | sed -n '$p' | jq -r .name 2>/dev/null
+	lab_exec "$1" busybox sh -c 'printf "GET / HTTP/1.0\r\nHost: $0\r\n\r\n" | nc -w 3 "$0" "$1"' "$2" "$3" 2>/dev/null |
+		sed -n '$p' | jq -r .name 2>/dev/null
 }
 acc() { "$ZH" get stats --lab $LAB | awk -v n="node $1:" '$0 ~ "^node" {on = index($0, n) == 1} on && $1 == "accel_sockets" {print $2}'; }
 has_ep() { "$ZH" get endpoints --lab $LAB | grep -q "$1:8080"; }
