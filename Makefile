@@ -23,7 +23,7 @@ MULTIARCH := $(shell $(CC) -dumpmachine)
 
 # Evaluated when used (=, not :=): on a fresh machine pkg-config and the
 # libraries only exist once the deps target has run.
-PKGS     := libbpf yaml-0.1 libelf zlib
+PKGS     := libbpf yaml-0.1 libelf zlib openssl
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

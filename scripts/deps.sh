@@ -7,7 +7,7 @@ pkgs=(
 	iproute2 nftables pkg-config util-linux procps psmisc
 	perl curl jq python3 python3-yaml
 	wrk nginx-light haproxy iperf3
-	libclang-rt-14-dev
+	libclang-rt-14-dev libssl-dev openssl
 	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
 	podman runc containernetworking-plugins busybox-static buildah
 )

@@ -7,7 +7,7 @@
 
 /* Every resource `zerohop get` accepts (the top-level help lists the same). */
 #define CLI_GET_RESOURCES \
-	"services|endpoints|backends|splits|routes|routegroups|pods|serviceaccounts|stats|policy-drops"
+	"services|endpoints|backends|splits|routes|routegroups|pods|serviceaccounts|identities|certs|stats|policy-drops"
 
 int cli_lab(int argc, char **argv);	/* src/lab:   lab up|down|status|exec */
 int cli_echo(int argc, char **argv);	/* src/bench: echo server */
@@ -20,6 +20,7 @@ int cli_get(int argc, char **argv);	/* src/agent: get KIND */
 int cli_proxy(int argc, char **argv);	/* src/proxy: node L7 proxy */
 int cli_validate(int argc, char **argv);	/* src/model: parse + validate manifests */
 int cli_dns(int argc, char **argv);	/* src/agent: cluster DNS responder (runs in a pod) */
-int cli_doctor(int argc, char **argv);	/* src/doctor: is this machine ready for zerohop? */
+int cli_doctor(int argc, char **argv);
+int cli_ca(int argc, char **argv);	/* src/identity: cluster CA, workload SVIDs */	/* src/doctor: is this machine ready for zerohop? */
 
 #endif

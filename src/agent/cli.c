@@ -17,6 +17,7 @@
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
 #include "zerohop/json.h"
+#include "zerohop/identity.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
@@ -883,6 +884,8 @@ int cli_get(int argc, char **argv)
 		get_serviceaccounts(st, o.json);
 	else if (!strcmp(o.kind, "routegroups") || !strcmp(o.kind, "httproutegroups"))
 		get_routegroups(st, o.json);
+	else if (!strcmp(o.kind, "identities") || !strcmp(o.kind, "certs"))
+		ret = id_get(o.kind, st, zh_lab_name(o.lab), o.ns, o.json);
 	else {
 		fprintf(stderr, "zerohop get: unknown resource '%s' (%s)\n", o.kind,
 			CLI_GET_RESOURCES);

@@ -57,6 +57,7 @@
 
 #include "zerohop/abi/l7cap.h"
 #include "zerohop/agent.h"
+#include "zerohop/bpfmap.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "lb.skel.h"
@@ -131,133 +132,6 @@ static void mirror_free(struct ag_lb *lb)
 	lb->n_m = 0;
 }
 
-/* Rebuild the mirror from the maps, drop stray alias entries (S1): one
- * entry at a time (kept for kernels that refuse batch lookups). */
-static int mirror_load_slow(struct ag_lb *lb)
-{
-	struct zh_lb_svc_key k, *prev = NULL;
-	struct zh_lb_alias_key ak, *aprev = NULL;
-	int cap = 0, ret = 0;
-	uint32_t i;
-
-	mirror_free(lb);
-	lb->next_id = 1;
-	while (bpf_map_get_next_key(lb->fd_svc, prev, &k) == 0) {
-		struct mirror_ent *e;
-
-		prev = &k;
-		if (lb->n_m == cap) {
-			cap = cap ? 2 * cap : 64;
-			lb->m = zh_realloc(lb->m, cap * sizeof(*lb->m));
-		}
-		e = &lb->m[lb->n_m];
-		memset(e, 0, sizeof(*e));
-		e->key = k;
-		if (bpf_map_lookup_elem(lb->fd_svc, &k, &e->val))
-			continue;	/* deleted under us: cannot happen with one agent */
-		e->alias = zh_calloc(e->val.count ? e->val.count : 1, sizeof(*e->alias));
-		for (i = 0; i < e->val.count; i++) {
-			struct zh_lb_alias_key a = { .svc_id = e->val.svc_id,
-						     .slot = e->val.slot, .idx = i };
-
-			if (bpf_map_lookup_elem(lb->fd_alias, &a, &e->alias[i]))
-				memset(&e->alias[i], 0, sizeof(e->alias[i]));	/* differs: rewritten */
-		}
-		if (e->val.svc_id >= lb->next_id)
-			lb->next_id = e->val.svc_id + 1;
-		lb->n_m++;
-	}
-	if (lb->n_m)
-		qsort(lb->m, lb->n_m, sizeof(*lb->m), cmp_key);
-
-	/* Stray entries (crash between phases): not live -> delete. Collect
-	 * first, delete after, so the iteration is not disturbed. */
-	{
-		struct zh_lb_alias_key *del = NULL;
-		int n_del = 0, cap_del = 0, j;
-		uint32_t live_max = 0;
-		uint32_t *live;	/* live[id] = (slot + 1) << 24 | count */
-
-		for (j = 0; j < lb->n_m; j++)
-			if (lb->m[j].val.svc_id > live_max)
-				live_max = lb->m[j].val.svc_id;
-		live = zh_calloc(live_max + 1, sizeof(*live));
-		for (j = 0; j < lb->n_m; j++)
-			live[lb->m[j].val.svc_id] = (uint32_t)(lb->m[j].val.slot + 1) << 24 |
-						     (lb->m[j].val.count & 0xffffff);
-		while (bpf_map_get_next_key(lb->fd_alias, aprev, &ak) == 0) {
-			uint32_t l = ak.svc_id <= live_max ? live[ak.svc_id] : 0;
-			bool keep = (l >> 24) == (uint32_t)ak.slot + 1 && ak.idx < (l & 0xffffff);
-
-			aprev = &ak;
-			if (keep)
-				continue;
-			if (n_del == cap_del) {
-				cap_del = cap_del ? 2 * cap_del : 64;
-				del = zh_realloc(del, cap_del * sizeof(*del));
-			}
-			del[n_del++] = ak;
-		}
-		for (j = 0; j < n_del; j++)
-			bpf_map_delete_elem(lb->fd_alias, &del[j]);
-		if (n_del)
-			zh_info("lb: removed %d stray alias entries", n_del);
-		free(del);
-		free(live);
-	}
-	return ret;
-}
-
-/* Read a whole hash map with BPF_MAP_LOOKUP_BATCH into malloc'd key and
- * value arrays: a few syscalls instead of two per entry (a restarted agent
- * adopting 100,000 alias entries spent ~1.5 s in the one-by-one walk). */
-static int map_dump(int fd, size_t ksz, size_t vsz, char **keys, char **vals, size_t *n)
-{
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-	size_t cap = 4096, got = 0;
-	char *k = zh_malloc(cap * ksz), *v = zh_malloc(cap * vsz);
-	uint64_t tok_in = 0, tok_out = 0;	/* a bucket index for hash maps */
-	bool first = true;
-	int ret;
-
-	for (;;) {
-		uint32_t cnt;
-
-		if (cap - got < 1024) {
-			cap *= 2;
-			k = zh_realloc(k, cap * ksz);
-			v = zh_realloc(v, cap * vsz);
-		}
-		cnt = (uint32_t)(cap - got);
-		ret = bpf_map_lookup_batch(fd, first ? NULL : &tok_in, &tok_out, k + got * ksz,
-					   v + got * vsz, &cnt, &opts);
-		if (ret && ret != -ENOENT && ret != -ENOSPC)
-			break;
-		if (ret == -ENOSPC && !cnt) {	/* a bucket larger than the room left */
-			cap *= 2;
-			k = zh_realloc(k, cap * ksz);
-			v = zh_realloc(v, cap * vsz);
-			continue;
-		}
-		got += cnt;
-		if (ret == -ENOENT) {	/* the end: cnt holds the last entries */
-			ret = 0;
-			break;
-		}
-		tok_in = tok_out;
-		first = false;
-	}
-	if (ret) {
-		free(k);
-		free(v);
-		return ret;
-	}
-	*keys = k;
-	*vals = v;
-	*n = got;
-	return 0;
-}
-
 struct alias_kv {
 	struct zh_lb_alias_key k;
 	struct zh_lb_alias_val v;
@@ -276,7 +150,8 @@ static int cmp_alias_kv(const void *a, const void *b)
 }
 
 /* Rebuild the mirror from the maps, drop stray alias entries (S1): both
- * maps read with batch lookups, aliases matched to services by sorting. */
+ * maps read whole (zh_map_dump: batch lookups where the kernel has them),
+ * aliases matched to services by sorting. */
 static int mirror_load(struct ag_lb *lb)
 {
 	char *sk = NULL, *sv = NULL, *ak = NULL, *av = NULL;
@@ -284,16 +159,15 @@ static int mirror_load(struct ag_lb *lb)
 	struct alias_kv *al = NULL;
 	int n_del = 0, ret;
 
-	ret = map_dump(lb->fd_svc, sizeof(struct zh_lb_svc_key), sizeof(struct zh_lb_svc_val),
-		       &sk, &sv, &n_s);
+	ret = zh_map_dump(lb->fd_svc, sizeof(struct zh_lb_svc_key), sizeof(struct zh_lb_svc_val),
+			  &sk, &sv, &n_s);
 	if (!ret)
-		ret = map_dump(lb->fd_alias, sizeof(struct zh_lb_alias_key),
-			       sizeof(struct zh_lb_alias_val), &ak, &av, &n_a);
+		ret = zh_map_dump(lb->fd_alias, sizeof(struct zh_lb_alias_key),
+				  sizeof(struct zh_lb_alias_val), &ak, &av, &n_a);
 	if (ret) {
-		zh_info("lb: batch lookup: %s; reading the maps entry by entry", strerror(-ret));
 		free(sk);
 		free(sv);
-		return mirror_load_slow(lb);
+		return ret;
 	}
 	al = zh_calloc(n_a + 1, sizeof(*al));
 	for (j = 0; j < n_a; j++) {

@@ -25,6 +25,7 @@ static const struct cli_cmd cmds[] = {
 	{ "dns",      cli_dns,      "dns: cluster DNS responder for Service names" },
 	{ "cni",      cli_cni,      "cni: the CNI plugin (also as a zerohop-cni symlink)" },
 	{ "doctor",   cli_doctor,   "doctor: check this machine for what zerohop needs" },
+	{ "ca",       cli_ca,       "ca init|rotate|issue: the cluster CA and workload certificates (SVIDs)" },
 };
 
 static int usage(FILE *f)

@@ -413,6 +413,11 @@ char *lab_plan_yaml_spec(const struct md_pod_spec *spec)
 	size_t len = 0;
 	FILE *f = open_memstream(&y, &len);
 
+	if (spec->service_account) {	/* the pod's workload identity (docs/identity.md) */
+		fprintf(f, "  serviceAccountName: ");
+		yq(f, spec->service_account);
+		fprintf(f, "\n");
+	}
 	fprintf(f, "  containers:\n");
 	for (int i = 0; i < spec->n_containers; i++) {
 		const struct md_container *c = &spec->containers[i];

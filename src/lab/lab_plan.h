@@ -44,7 +44,7 @@ void lab_plan_free(struct lab_plan *p);
 
 /* "  labels:\n    k: \"v\"\n  ownerReferences: ..." (malloc'd). */
 char *lab_plan_yaml_meta(const struct md_labels *labels, const char *owner, const char *hash);
-/* "  containers:\n  - name: ...\n    ports: ..." (malloc'd). */
+/* "  serviceAccountName: ...\n  containers:\n  - name: ...\n    ports: ..." (malloc'd). */
 char *lab_plan_yaml_spec(const struct md_pod_spec *spec);
 /* 10 hex digits of a hash over the template (spec + labels). */
 void lab_plan_hash(const struct md_pod_spec *spec, const struct md_labels *labels, char out[16]);

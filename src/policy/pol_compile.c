@@ -44,6 +44,7 @@
 
 #include "zerohop/log.h"
 #include "zerohop/policy.h"
+#include "zerohop/vec.h"
 #include "pol_int.h"
 
 const struct pol_limits pol_default_limits = {
@@ -52,15 +53,6 @@ const struct pol_limits pol_default_limits = {
 	.rules = POL_MAX_RULES,
 	.policies = POL_MAX_POLICIES,
 };
-
-/* ---- small growable arrays --------------------------------------------- */
-
-#define VEC_PUSH(arr, n, cap) do {					\
-		if ((n) == (cap)) {					\
-			(cap) = (cap) ? (cap) * 2 : 16;			\
-			(arr) = zh_realloc((arr), (size_t)(cap) * sizeof(*(arr))); \
-		}							\
-	} while (0)
 
 /* ---- selectors and ports ------------------------------------------------ */
 
@@ -172,7 +164,7 @@ static char *pod_canon(const struct md_pod *pod)
 		char *p = zh_malloc(strlen(kv->key) + strlen(kv->value) + 3);
 
 		sprintf(p, "%s=%s\x03", kv->key, kv->value);
-		VEC_PUSH(parts, n, cap);
+		zh_reserve((void **)&parts, &cap, n + 1, sizeof(*parts));
 		parts[n++] = p;
 	}
 	sort(parts, n, sizeof(*parts), cmp_str);
@@ -189,7 +181,7 @@ static char *pod_canon(const struct md_pod *pod)
 			p = zh_malloc(strlen(ct->ports[i].name) + 32);
 			sprintf(p, "%s/%d/%u\x03", ct->ports[i].name, (int)ct->ports[i].proto,
 				ct->ports[i].port);
-			VEC_PUSH(parts, n, cap);
+			zh_reserve((void **)&parts, &cap, n + 1, sizeof(*parts));
 			parts[n++] = p;
 		}
 	}
@@ -288,7 +280,7 @@ static bool prefix_in(uint32_t a, int alen, uint32_t b, int blen)
 
 static void add_prefix(struct cc *cc, uint32_t net, int len)
 {
-	VEC_PUSH(cc->cidrs, cc->n_cidrs, cc->cap_cidrs);
+	zh_reserve((void **)&cc->cidrs, &cc->cap_cidrs, cc->n_cidrs + 1, sizeof(*cc->cidrs));
 	cc->cidrs[cc->n_cidrs].net = net & mask_of(len);
 	cc->cidrs[cc->n_cidrs].len = (uint8_t)len;
 	cc->cidrs[cc->n_cidrs].class_id = 0;
@@ -386,7 +378,7 @@ static void emit(struct cc *cc, uint32_t local, uint32_t peer, int dir, uint8_t 
 		cc->overflow = true;
 		return;
 	}
-	VEC_PUSH(cc->rules, cc->n_rules, cc->cap_rules);
+	zh_reserve((void **)&cc->rules, &cc->cap_rules, cc->n_rules + 1, sizeof(*cc->rules));
 	r = &cc->rules[cc->n_rules++];
 	memset(r, 0, sizeof(*r));
 	r->key.prefixlen = (uint32_t)plen;
@@ -486,15 +478,15 @@ static int rule_targets(struct cc *cc, const struct md_netpol *np, int dir,
 
 	if (rule->n_peers == 0) {
 		if (!named) {
-			VEC_PUSH(tg, n, cap);
+			zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
 			tg[n++] = (struct target){ POL_ID_ANY, -1, false };
 		} else {
 			/* invariant 4: ANY + named egress port = every pod identity;
 			 * numeric ports of the same rule still need ANY */
-			VEC_PUSH(tg, n, cap);
+			zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
 			tg[n++] = (struct target){ POL_ID_ANY, -1, false };
 			for (int i = 0; i < cc->n_ids; i++) {
-				VEC_PUSH(tg, n, cap);
+				zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
 				tg[n++] = (struct target){ cc->ids[i].id, i, true };
 			}
 		}
@@ -516,7 +508,7 @@ static int rule_targets(struct cc *cc, const struct md_netpol *np, int dir,
 						if (cc->pods[i].pod->ip == cl->net)
 							ident = cc->pods[i].ident;
 				}
-				VEC_PUSH(tg, n, cap);
+				zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
 				tg[n++] = (struct target){ cl->class_id, ident, false };
 			}
 			continue;
@@ -529,7 +521,7 @@ static int rule_targets(struct cc *cc, const struct md_netpol *np, int dir,
 			if (peer->pod_sel.present &&
 			    !pol_sel_match(&peer->pod_sel, &id->pod->meta.labels))
 				continue;
-			VEC_PUSH(tg, n, cap);
+			zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
 			tg[n++] = (struct target){ id->id, i, false };
 		}
 	}

@@ -83,6 +83,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "zerohop/bpfmap.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/policy.h"
@@ -474,46 +475,6 @@ static const void *tab_key(const struct tab *t, const void *e, struct pol_cidr_k
 	return (const char *)e + t->koff;
 }
 
-/* Every key and value of map fd, in two arrays the caller frees. The maps
- * read here are not written while we read them (invariant 1 for the active
- * slot; only pol_sync writes the inactive one). 0 / -errno. */
-static int map_dump(int fd, size_t ksz, size_t vsz, char **keys, char **vals, int *n)
-{
-	char *k = NULL, *v = NULL, prev[sizeof(struct pol_rule_key)], next[sizeof(prev)];
-	int cnt = 0, cap = 0, ret = 0;
-	bool first = true;
-
-	*keys = *vals = NULL;
-	*n = 0;
-	while (bpf_map_get_next_key(fd, first ? NULL : prev, next) == 0) {
-		if (cnt == cap) {
-			cap = cap ? cap * 2 : 256;
-			k = zh_realloc(k, (size_t)cap * ksz);
-			v = zh_realloc(v, (size_t)cap * vsz);
-		}
-		memcpy(k + (size_t)cnt * ksz, next, ksz);
-		if (bpf_map_lookup_elem(fd, next, v + (size_t)cnt * vsz)) {
-			ret = -errno;
-			goto fail;
-		}
-		cnt++;
-		memcpy(prev, next, ksz);
-		first = false;
-	}
-	if (errno != ENOENT) {
-		ret = -errno;
-		goto fail;
-	}
-	*keys = k;
-	*vals = v;
-	*n = cnt;
-	return 0;
-fail:
-	free(k);
-	free(v);
-	return ret;
-}
-
 /* The tables installed in slot, read back from the kernel into a struct
  * pol_compiled (ipc, cidrs and rules only; sorted like the compiler's), so
  * that an opener adopting the pins knows exactly what is in force
@@ -529,7 +490,8 @@ static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 				sizeof(struct pol_rule_val) };
 	struct pol_compiled *c = zh_calloc(1, sizeof(*c));
 	char *keys = NULL, *vals = NULL;
-	int fd = -1, n, ret = 0;
+	size_t n = 0;
+	int fd = -1, ret = 0;
 
 	for (int i = 0; i < 3 && !ret; i++) {
 		uint32_t id;
@@ -543,13 +505,15 @@ static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 			ret = -errno;
 			break;
 		}
-		ret = map_dump(fd, ksz[i], vsz[i], &keys, &vals, &n);
+		/* the maps read here are not written while we read them (invariant
+		 * 1 for the active slot; only pol_sync writes the inactive one) */
+		ret = zh_map_dump(fd, ksz[i], vsz[i], &keys, &vals, &n);
 		close(fd);
 		fd = -1;
 		if (ret)
 			break;
-		for (int j = 0; j < n; j++) {
-			const char *k = keys + (size_t)j * ksz[i], *v = vals + (size_t)j * vsz[i];
+		for (size_t j = 0; j < n; j++) {
+			const char *k = keys + j * ksz[i], *v = vals + j * vsz[i];
 
 			if (i == 0) {
 				if (!j)
@@ -572,11 +536,11 @@ static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 			}
 		}
 		if (i == 0)
-			c->n_ipc = n;
+			c->n_ipc = (int)n;
 		else if (i == 1)
-			c->n_cidrs = n;
+			c->n_cidrs = (int)n;
 		else
-			c->n_rules = n;
+			c->n_rules = (int)n;
 		free(keys);
 		free(vals);
 		keys = vals = NULL;

@@ -133,7 +133,7 @@ is "$out" "$EX/bad/bad-selector.yaml:7: spec.podSelector.matchExpressions[0].val
 	"DIR/ names DIR/file"
 
 # every subcommand answers --help and -h with its usage on stdout, exit 0
-for c in apply delete get validate lab proxy echo bench dns; do
+for c in apply delete get validate lab proxy echo bench dns ca; do
 	for h in --help -h; do
 		out=$("$ZH" $c $h 2>/dev/null); rc=$?
 		ok $([ $rc -eq 0 ] && echo "$out" | grep -q "usage: zerohop $c"; echo $?) "zerohop $c $h: usage, exit 0"

@@ -21,104 +21,33 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t14v6
 V6=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/v6probe.py
 
-who_pod() {	# NAME NODE
-	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, labels: {app: $1, svc: who}}
-spec:
-  nodeName: $2
-  containers:
-    - name: who
-      command: ["python3", "$PROBE", "who-tcp", "8080"]
-      ports: [{name: http, containerPort: 8080}]
-    - name: udp
-      command: ["python3", "$PROBE", "who-udp", "5353"]
-      ports: [{name: dns, containerPort: 5353, protocol: UDP}]
-    - name: web
-      command: ["$ZH", "echo", "--http", "9090", "--tcp", "9091", "--udp", "9092"]
-      ports: [{name: web, containerPort: 9090}]
-    - name: dual
-      command: ["/usr/bin/python3", "$V6", "echo6", "9093"]
----
-YAML
+who_pod() {	# NAME NODE: the backends, on both nodes
+	m_pod "$1" "$2" "app: $1, svc: who" \
+		"$(m_ctr who http:8080 python3 "$PROBE" who-tcp 8080)" \
+		"$(m_ctr udp dns:5353/UDP python3 "$PROBE" who-udp 5353)" \
+		"$(m_ctr web web:9090 "$ZH" echo --http 9090 --tcp 9091 --udp 9092)" \
+		"$(m_ctr dual "" /usr/bin/python3 "$V6" echo6 9093)"
 }
 {
 	who_pod who-a node-a
 	who_pod who-b node-b
+	m_idle client node-a
+	m_idle intruder node-a
+	m_idle limited node-a
+	m_pod dual node-b "app: dual" "$(m_ctr s "" /usr/bin/python3 "$V6" echo6 9093)"
+	m_svc dual "app: dual" "7:9093"
+	m_svc who "svc: who" "http=80:http dns=53:dns/UDP"
+	m_svc near "app: who-a" "echo=7:9091"
+	m_svc near6 "app: who-a" "echo=7:9093"
+	m_svc empty "app: nothing-here" "80:80"
+	m_svc web-l7 "svc: who" "web=80:web" "" 'zerohop.io/l7: "true"'
 	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client, labels: {app: client}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: intruder, labels: {app: intruder}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: dual, labels: {app: dual}}
-spec: {nodeName: node-b, containers: [{name: s, command: ["/usr/bin/python3", "$V6", "echo6", "9093"]}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: dual}
-spec:
-  selector: {app: dual}
-  ports: [{port: 7, targetPort: 9093}]
----
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: dual-from-client}
 spec:
   podSelector: {matchLabels: {app: dual}}
   ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: limited, labels: {app: limited}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: who}
-spec:
-  selector: {svc: who}
-  ports:
-    - {name: http, port: 80, targetPort: http}
-    - {name: dns, port: 53, targetPort: dns, protocol: UDP}
----
-apiVersion: v1
-kind: Service
-metadata: {name: near}
-spec:
-  selector: {app: who-a}
-  ports: [{name: echo, port: 7, targetPort: 9091}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: near6}
-spec:
-  selector: {app: who-a}
-  ports: [{name: echo, port: 7, targetPort: 9093}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: empty}
-spec:
-  selector: {app: nothing-here}
-  ports: [{port: 80}]
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: web-l7
-  annotations: {zerohop.io/l7: "true"}
-spec:
-  selector: {svc: who}
-  ports: [{name: web, port: 80, targetPort: web}]
 ---
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -141,11 +70,12 @@ st() { "$ZH" get --lab $LAB stats -o json | jq ".\"node-a\".$1 // 0"; }
 diag "who $VIP near $NEAR empty $EMPTY web-l7 $L7"
 
 # wait until node-a's agent serves the Service to AF_INET clients
-for _ in $(seq 50); do
+v4_served() {
+	local r
 	r=$(x client -- /usr/bin/python3 "$V6" tcp 4 "$VIP" 80 1 2>/dev/null) &&
-		[ "$(echo "$r" | jq '.errors | length')" = 0 ] && break
-	sleep 0.1
-done
+		[ "$(echo "$r" | jq '.errors | length')" = 0 ]
+}
+wait_until 5 v4_served
 
 # ---- the two-line reproduction ----------------------------------------------
 got=$(x client -- /usr/bin/python3 -c "

@@ -16,27 +16,12 @@ source "$(dirname "$0")/../lib/netpol_lab.sh"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
 netpol_lab_setup t14np netpol_hold
 V6=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/v6probe.py
-cat >"$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client6, labels: {app: client6}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client4, labels: {app: client4}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: srv4, labels: {app: srv4}}
-spec: {nodeName: node-b, containers: [{name: echo, command: [$ZH, echo, --tcp, "80"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: srv6, labels: {app: srv6}}
-spec: {nodeName: node-b, containers: [{name: echo, command: [/usr/bin/python3, $V6, echo6, "80"]}]}
-YAML
+{
+	m_idle client6 node-a
+	m_idle client4 node-a
+	m_pod srv4 node-b "app: srv4" "$(m_ctr echo "" "$ZH" echo --tcp 80)"
+	m_pod srv6 node-b "app: srv6" "$(m_ctr echo "" /usr/bin/python3 "$V6" echo6 80)"
+} >"$TMP/app.yaml"
 cat >"$TMP/np.yaml" <<YAML
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -58,10 +43,8 @@ YAML
 ok $? "lab up without policies (per-packet programs detached)" || { sed 's/^/#   /' "$TMP/up.log"; done_testing; }
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 S4=$(ip_of srv4) S6=$(ip_of srv6)
-for _ in $(seq 50); do
-	"$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null' && break
-	sleep 0.1
-done
+srv6_answers() { "$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null'; }
+wait_until 5 srv6_answers
 ok $([ ! -e /sys/fs/bpf/zerohop/$LAB/node-a/pol_link_egress ] &&
 	[ ! -e /sys/fs/bpf/zerohop/$LAB/node-b/pol_link_ingress ]; echo $?) \
 	"no per-packet policy program attached yet (nothing isolated)"

@@ -9,29 +9,12 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 netpol_lab_setup t52 netpol_probe
 
-cat >"$TMP/app.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client, labels: {app: client}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: intruder, labels: {app: intruder}}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: server, labels: {app: server}}
-spec:
-  nodeName: node-b
-  containers: [{name: echo, command: [$ZH, echo, --tcp, "80", --tcp, "81"]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: server}
-spec: {selector: {app: server}, ports: [{name: a, port: 80}, {name: b, port: 81}]}
-YAML
+{
+	m_idle client node-a
+	m_idle intruder node-a
+	m_pod server node-b "app: server" "$(m_ctr echo "" "$ZH" echo --tcp 80 --tcp 81)"
+	m_svc server "app: server" "a=80:80 b=81:81"
+} >"$TMP/app.yaml"
 cat >"$TMP/np.yaml" <<YAML
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy

@@ -18,6 +18,9 @@
 #		list of PORT:TARGET or PORT:TARGET/UDP (TARGET a number or a port
 #		name), each named p<PORT> unless given as PNAME=PORT:TARGET;
 #		CLUSTERIP "" lets the lab allocate; ANNOTATIONS "k: v, ..."
+#	m_idle NAME NODE
+#		a Pod labelled app: NAME on NODE that only sleeps: the client or
+#		intruder of most policy tests
 #	m_who NAME NODE LABELS [PORT]
 #		m_deploy of one lbprobe.py who-tcp server on PORT (default 8080),
 #		port named http: the backend most lab tests use
@@ -103,4 +106,8 @@ YAML
 m_who() {
 	local port=${4:-8080}
 	m_deploy "$1" "$2" "$3" "$(m_ctr who "http:$port" python3 "$PROBE" who-tcp "$port")"
+}
+
+m_idle() {
+	m_pod "$1" "$2" "app: $1" "$(m_ctr c "" sleep 100000)"
 }

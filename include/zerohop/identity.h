@@ -1,0 +1,129 @@
+/* identity.h — workload identity: a cluster CA and X.509 SVIDs (prefix id_).
+ *
+ * Every pod has a SPIFFE ID, spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SA,
+ * from its ServiceAccount (md_pod_service_account: "default" when none).
+ * A cluster CA, kept with the cluster's state, issues each node short-lived
+ * X.509-SVIDs for the pods scheduled on that node, and only for those.
+ * docs/identity.md is the user's page; the mTLS tunnel that will present
+ * these certificates is not built yet (it needs HTTP/2 CONNECT).
+ *
+ * The CA directory (CA_DIR = STATE_DIR/ca, mode 0700, root only):
+ *   trust-domain     the trust domain, one line ("cluster.local" by default)
+ *   ca.key           the active CA's private key (EC P-256, mode 0600)
+ *   ca.crt           the active CA's certificate (self-signed, mode 0644)
+ *   previous.crt     after a rotation: the CA before it, trusted until
+ *                    `ca rotate --finish` or its own expiry (mode 0644)
+ *   bundle.pem       the trust bundle: ca.crt then previous.crt (mode 0644)
+ * The previous CA's key is deleted at rotation: nothing is ever signed by
+ * it again, its certificates stay valid only through the bundle.
+ *
+ * A node's SVID directory (OUT_DIR, mode 0700):
+ *   NAMESPACE_POD.crt   the SVID (leaf only; mode 0644)
+ *   NAMESPACE_POD.key   its private key (EC P-256, mode 0600)
+ *   bundle.pem          a copy of the trust bundle
+ *
+ * Invariants:
+ *  I1 A private key is only ever written to a file created with mode 0600
+ *     in a directory of mode 0700, through a temporary name and rename():
+ *     no reader sees a half key, and no key is ever world- or
+ *     group-readable, whatever the umask. Keys are never logged or printed.
+ *  I2 id_issue_node() issues for a pod only when spec.nodeName is the node
+ *     asking: a node can get certificates only for its own pods (-EPERM
+ *     with the pod named otherwise, through id_issue_pod()).
+ *  I3 An SVID has exactly one URI SAN, the pod's SPIFFE ID, CA:FALSE, key
+ *     usage digitalSignature + keyEncipherment, extended key usage server
+ *     and client auth (the SPIFFE X.509-SVID profile), and a validity of
+ *     the requested TTL (24 h by default) starting one minute in the past
+ *     (clock skew between nodes).
+ *  I4 An SVID is renewed once half of its lifetime has passed, or when it
+ *     no longer verifies against the active CA, or names another identity
+ *     (the pod's ServiceAccount changed): id_issue_node() is idempotent
+ *     and cheap when nothing is due.
+ *  I5 During a CA rotation the bundle holds both CAs, so that SVIDs of the
+ *     old CA and of the new one verify everywhere until every node has
+ *     renewed (I4 renews them at the next call, since they no longer
+ *     verify against the active CA).
+ *
+ * All calls return 0 or -errno; err (when not NULL) gets a one-line reason.
+ */
+#ifndef ZH_IDENTITY_H
+#define ZH_IDENTITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "zerohop/model.h"
+
+#define ID_DEFAULT_TRUST_DOMAIN "cluster.local"
+#define ID_DEFAULT_SVID_TTL (24 * 3600)		/* seconds: 24 h, Istio's default */
+#define ID_DEFAULT_CA_TTL (365 * 24 * 3600)	/* seconds: one year */
+
+struct id_err {
+	char msg[256];
+};
+
+/* spiffe://TD/ns/NS/sa/SA into buf; -ENAMETOOLONG when it does not fit,
+ * -EINVAL when a part is empty or holds a '/'. */
+int id_spiffe(char *buf, size_t len, const char *td, const char *ns, const char *sa);
+
+/* The SPIFFE ID of pod p in st under trust domain td. */
+int id_pod_spiffe(char *buf, size_t len, const char *td, const struct md_state *st,
+		  const struct md_pod *p);
+
+/* ---- the CA -------------------------------------------------------------- */
+
+/* Create CA_DIR with a new CA; -EEXIST when one is there (rotate instead). */
+int id_ca_init(const char *ca_dir, const char *trust_domain, long ttl_s, struct id_err *err);
+
+/* A new active CA; the old certificate becomes previous.crt (I5); -EBUSY
+ * while a previous rotation is not finished (two CAs at most). With finish,
+ * only drop previous.crt from the bundle (the end of a rotation). */
+int id_ca_rotate(const char *ca_dir, long ttl_s, bool finish, struct id_err *err);
+
+/* The trust domain of CA_DIR into buf (-ENOENT: no CA). */
+int id_ca_trust_domain(const char *ca_dir, char *buf, size_t len, struct id_err *err);
+
+/* ---- SVIDs --------------------------------------------------------------- */
+
+struct id_issue_report {
+	int issued;		/* new or renewed SVIDs */
+	int kept;		/* valid, not due yet (I4) */
+	int removed;		/* files of pods no longer on the node */
+};
+
+/* Bring OUT_DIR up to date for node: an SVID for every pod of st scheduled
+ * on node (I2, I4), the bundle copied, files of other pods removed. */
+int id_issue_node(const char *ca_dir, const struct md_state *st, const char *node,
+		  const char *out_dir, long ttl_s, struct id_issue_report *r, struct id_err *err);
+
+/* A new SVID for one pod, due or not, into OUT_DIR (-EPERM when the pod is not
+ * scheduled on node, I2; -ENOENT when there is no such pod). */
+int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node,
+		 const char *ns, const char *name, const char *out_dir, long ttl_s,
+		 struct id_err *err);
+
+/* What a certificate file says, for `get certs` and `get identities`. */
+struct id_cert_info {
+	char uri[256];		/* the URI SAN ("" for a CA) */
+	char subject[256];	/* one-line subject */
+	char serial[48];	/* hex */
+	time_t not_before, not_after;
+	bool is_ca;
+	bool verified;		/* verifies against CA_DIR's bundle now */
+};
+
+int id_cert_info(const char *ca_dir, const char *crt_path, struct id_cert_info *ci,
+		 struct id_err *err);
+
+/* ---- where a lab keeps them, and `zerohop get` ----------------------------- */
+
+void id_ca_dir(char *buf, size_t len, const char *lab);		/* RUN/ca */
+void id_svid_dir(char *buf, size_t len, const char *lab, const char *node); /* RUN/nodes/NODE/svid */
+
+/* `zerohop get identities` (every pod's SPIFFE ID and SVID) or `get certs`
+ * (the CAs of the trust bundle) of lab to stdout; ns filters pods. */
+int id_get(const char *kind, const struct md_state *st, const char *lab, const char *ns,
+	   bool json);
+
+#endif
