@@ -31,7 +31,9 @@
  *    the pod with the container's labels (cni_pod.c).
  * 4. lab_podman_down() removes every container through podman (CNI DEL
  *    unpublishes and frees each address; podman drops its netns file,
- *    runc state and CNI cache entry), then the v1 cgroup directories runc
+ *    runc state and CNI cache entry), then what a crash left of the
+ *    latter two (found through libcni's cache entries of this lab's
+ *    networks), then the v1 cgroup directories runc
  *    made for the lab (hybrid hosts); `lab down` stops the supervisor
  *    before (it would restart them) and kills the rest after.
  * 5. Under `lab up --runtime podman` the lab's kubelet owns the pod: it
@@ -50,9 +52,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "zerohop/jsonv.h"
 #include "zerohop/log.h"
 #include "zerohop/mounts.h"
 #include "zerohop/paths.h"
@@ -282,6 +286,59 @@ static void rmdir_tree(const char *path)
 	rmdir(path);
 }
 
+/* After a crash podman cannot clean up what lives outside the lab's dirs:
+ * its netns files (/run/netns/netns-*) and libcni's cache entries. Both are
+ * found through the cache entries of this lab's two networks. */
+#define CNI_CACHE "/var/lib/cni/results"
+
+static void sweep_cni_cache(const char *lab)
+{
+	char p[LAB_PATH * 2], net1[128], net2[160];
+	struct dirent *de;
+	DIR *d = opendir(CNI_CACHE);
+
+	lab_fmt(net1, sizeof(net1), "zhlab-%s", lab);
+	lab_fmt(net2, sizeof(net2), "zhlab-%s-kubelet", lab);
+	while (d && (de = readdir(d))) {
+		const char *name, *ns;
+		struct jv *v;
+		size_t len;
+		char *text;
+		FILE *f;
+
+		if (strncmp(de->d_name, net1, strlen(net1)))
+			continue;
+		lab_fmt(p, sizeof(p), "%s/%s", CNI_CACHE, de->d_name);
+		f = fopen(p, "re");
+		if (!f)
+			continue;
+		fseek(f, 0, SEEK_END);
+		len = (size_t)ftell(f);
+		rewind(f);
+		text = zh_malloc(len + 1);
+		len = fread(text, 1, len, f);
+		fclose(f);
+		v = jv_parse(text, len, NULL, 0);
+		free(text);
+		name = jv_str(jv_get(v, "networkName"));
+		if (name && (!strcmp(name, net1) || !strcmp(name, net2))) {
+			const struct jv *ifs = jv_get(jv_get(v, "result"), "interfaces");
+
+			for (int i = 0; ifs && i < ifs->n; i++) {
+				ns = jv_str(jv_get(jv_at(ifs, i), "sandbox"));
+				if (ns && !strncmp(ns, "/run/netns/netns-", 17)) {
+					umount2(ns, MNT_DETACH);
+					unlink(ns);
+				}
+			}
+			unlink(p);
+		}
+		jv_free(v);
+	}
+	if (d)
+		closedir(d);
+}
+
 void lab_podman_down(const char *lab)
 {
 	char dir[LAB_PATH], p[LAB_PATH * 2], line[1024], mp[LAB_PATH], type[32];
@@ -292,10 +349,8 @@ void lab_podman_down(const char *lab)
 	DIR *d;
 
 	lab_fmt(dir, sizeof(dir), "%s/%s/podman", ZH_RUN_ROOT, lab);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
+	d = opendir(dir);	/* none: no podman here, or a crash removed it; sweep anyway */
+	while (d && (de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
 		lab_fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
@@ -303,7 +358,9 @@ void lab_podman_down(const char *lab)
 			lab_err("podman: rm --all on node %s failed; the lab's cgroups are killed anyway",
 				de->d_name);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+	sweep_cni_cache(lab);
 	/* v1 hierarchies of a hybrid host: runc made zerohop-LAB there too;
 	 * conmon (in NODE/conmon) exits just after its container, so retry
 	 * for a while */
