@@ -428,6 +428,18 @@ static void undo(const struct cni_req *r, const char *id, const char *ifname)
 	cni_rec_remove(r, id, ifname);
 }
 
+/* A fresh record of this invocation's attachment (state "adding"). */
+static void rec_init(struct cni_rec *rec, const struct cni_req *r, uint32_t ip)
+{
+	memset(rec, 0, sizeof(*rec));
+	snprintf(rec->id, sizeof(rec->id), "%s", r->id);
+	snprintf(rec->ifname, sizeof(rec->ifname), "%s", r->ifname);
+	snprintf(rec->netns, sizeof(rec->netns), "%s", r->netns);
+	snprintf(rec->ns, sizeof(rec->ns), "%s", r->pod_ns);
+	snprintf(rec->name, sizeof(rec->name), "%s", r->pod_name);
+	rec->ip = ip;
+}
+
 /* Chained after an interface plugin (bridge, ptp, ...): its prevResult
  * has the address; publish the pod with it and pass the result on. No veth,
  * no address of ours. */
@@ -448,13 +460,7 @@ static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err 
 	if (!cni_rec_load(r, r->id, r->ifname, &rec) && rec.published &&
 	    (strcmp(rec.ns, r->pod_ns) || strcmp(rec.name, r->pod_name)))
 		cni_pod_unpublish(r->state_dir, rec.ns, rec.name, r->id);
-	memset(&rec, 0, sizeof(rec));
-	snprintf(rec.id, sizeof(rec.id), "%s", r->id);
-	snprintf(rec.ifname, sizeof(rec.ifname), "%s", r->ifname);
-	snprintf(rec.netns, sizeof(rec.netns), "%s", r->netns);
-	snprintf(rec.ns, sizeof(rec.ns), "%s", r->pod_ns);
-	snprintf(rec.name, sizeof(rec.name), "%s", r->pod_name);
-	rec.ip = ip;
+	rec_init(&rec, r, ip);
 	rec.chained = true;
 	rec.published = r->publish;
 	if (cni_rec_save(r, &rec) || (r->publish && cni_pod_publish(r, ip, e)) ||
@@ -516,14 +522,8 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 	}
 	if (!ip && cni_ip_alloc(r, r->id, r->ifname, &ip, e))
 		goto fail;
-	memset(&rec, 0, sizeof(rec));
-	snprintf(rec.id, sizeof(rec.id), "%s", r->id);
-	snprintf(rec.ifname, sizeof(rec.ifname), "%s", r->ifname);
+	rec_init(&rec, r, ip);
 	snprintf(rec.veth, sizeof(rec.veth), "%s", r->veth);
-	snprintf(rec.netns, sizeof(rec.netns), "%s", r->netns);
-	snprintf(rec.ns, sizeof(rec.ns), "%s", r->pod_ns);
-	snprintf(rec.name, sizeof(rec.name), "%s", r->pod_name);
-	rec.ip = ip;
 	rec.published = r->publish;	/* may be: DEL then looks (it checks the owner) */
 	if (cni_rec_save(r, &rec)) {
 		cni_fail(e, CNI_ERR_IO, "cannot write the attachment record", "%s: %s", r->data_dir,

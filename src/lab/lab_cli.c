@@ -743,6 +743,8 @@ static int lab_exec(const char *lab, const char *pod_ref, const char *node, char
 			lab_err("lab %s has no pod '%s'", lab, pod_ref);
 			return 125;
 		}
+		if (lab_podman_has_pod(lab, &pod))	/* --runtime podman: podman exec */
+			return lab_podman_exec(lab, &pod, cmd);
 		if (lab_join_pod(lab, &pod))
 			return 125;
 		setenv("POD_NAME", pod.name, 1);

@@ -102,5 +102,10 @@ void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const 
  * every agent (and proxy); its "IP:PORT" into addr. 0/-errno (printed). */
 struct lab_topo;
 int lab_prom_start(const struct lab_topo *t, bool proxies, char *addr, size_t addrlen);
+/* `lab exec` of a pod that is a podman container: true when it is one (no
+ * lab netns of its own, a podman node dir); lab_podman_exec() then runs
+ * cmd in it through `podman exec -i` (returns only on failure). */
+bool lab_podman_has_pod(const char *lab, const struct lab_pod_info *pod);
+int lab_podman_exec(const char *lab, const struct lab_pod_info *pod, char **cmd);
 
 #endif

@@ -14,6 +14,8 @@
  *   net.d/zerohop.conflist  the plugin: this node, its pod CIDR, the lab's
  *                     state dir, the addresses .200-.250 (the lab's own
  *                     process pods take theirs next-fit from .2, lab_sup.c)
+ *   net.d/zerohop-kubelet.conflist  the same for --runtime podman pods:
+ *                     "publish": false, the address from podman --ip (5)
  *   bin/zerohop-cni   a symlink to this zerohop binary
  *   runc/             runc's state (--runtime-flag root=)
  *   ipam/, labels/    the plugin's records and the containers' labels
@@ -29,8 +31,20 @@
  *    the pod with the container's labels (cni_pod.c).
  * 4. lab_podman_down() removes every container through podman (CNI DEL
  *    unpublishes and frees each address; podman drops its netns file,
- *    runc state and CNI cache entry), then the v1 cgroup directories runc
- *    made for the lab (hybrid hosts), before `lab down` kills the rest.
+ *    runc state and CNI cache entry), then what a crash left of the
+ *    latter two (found through libcni's cache entries of this lab's
+ *    networks), then the v1 cgroup directories runc
+ *    made for the lab (hybrid hosts); `lab down` stops the supervisor
+ *    before (it would restart them) and kills the rest after.
+ * 5. Under `lab up --runtime podman` the lab's kubelet owns the pod: it
+ *    picks the address (podman --ip, CNI_ARGS IP=), publishes the pod
+ *    (the zhlab-LAB-kubelet network has "publish": false) and runs the
+ *    one container in the foreground as the pod's process, under the
+ *    pod's cgroup, so its readiness, isolation, drain and termination
+ *    (lab_sup.c) apply unchanged; pod_finish() removes the container.
+ * 6. The pod image is built at `lab up` from local files only (busybox-
+ *    static, this zerohop binary and the libraries ldd lists) and
+ *    imported on every node: nothing is pulled.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -38,9 +52,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "zerohop/jsonv.h"
 #include "zerohop/log.h"
 #include "zerohop/mounts.h"
 #include "zerohop/paths.h"
@@ -270,6 +286,59 @@ static void rmdir_tree(const char *path)
 	rmdir(path);
 }
 
+/* After a crash podman cannot clean up what lives outside the lab's dirs:
+ * its netns files (/run/netns/netns-*) and libcni's cache entries. Both are
+ * found through the cache entries of this lab's two networks. */
+#define CNI_CACHE "/var/lib/cni/results"
+
+static void sweep_cni_cache(const char *lab)
+{
+	char p[LAB_PATH * 2], net1[128], net2[160];
+	struct dirent *de;
+	DIR *d = opendir(CNI_CACHE);
+
+	lab_fmt(net1, sizeof(net1), "zhlab-%s", lab);
+	lab_fmt(net2, sizeof(net2), "zhlab-%s-kubelet", lab);
+	while (d && (de = readdir(d))) {
+		const char *name, *ns;
+		struct jv *v;
+		size_t len;
+		char *text;
+		FILE *f;
+
+		if (strncmp(de->d_name, net1, strlen(net1)))
+			continue;
+		lab_fmt(p, sizeof(p), "%s/%s", CNI_CACHE, de->d_name);
+		f = fopen(p, "re");
+		if (!f)
+			continue;
+		fseek(f, 0, SEEK_END);
+		len = (size_t)ftell(f);
+		rewind(f);
+		text = zh_malloc(len + 1);
+		len = fread(text, 1, len, f);
+		fclose(f);
+		v = jv_parse(text, len, NULL, 0);
+		free(text);
+		name = jv_str(jv_get(v, "networkName"));
+		if (name && (!strcmp(name, net1) || !strcmp(name, net2))) {
+			const struct jv *ifs = jv_get(jv_get(v, "result"), "interfaces");
+
+			for (int i = 0; ifs && i < ifs->n; i++) {
+				ns = jv_str(jv_get(jv_at(ifs, i), "sandbox"));
+				if (ns && !strncmp(ns, "/run/netns/netns-", 17)) {
+					umount2(ns, MNT_DETACH);
+					unlink(ns);
+				}
+			}
+			unlink(p);
+		}
+		jv_free(v);
+	}
+	if (d)
+		closedir(d);
+}
+
 void lab_podman_down(const char *lab)
 {
 	char dir[LAB_PATH], p[LAB_PATH * 2], line[1024], mp[LAB_PATH], type[32];
@@ -280,10 +349,8 @@ void lab_podman_down(const char *lab)
 	DIR *d;
 
 	lab_fmt(dir, sizeof(dir), "%s/%s/podman", ZH_RUN_ROOT, lab);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
+	d = opendir(dir);	/* none: no podman here, or a crash removed it; sweep anyway */
+	while (d && (de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
 		lab_fmt(p, sizeof(p), "%s/%s", dir, de->d_name);
@@ -291,7 +358,9 @@ void lab_podman_down(const char *lab)
 			lab_err("podman: rm --all on node %s failed; the lab's cgroups are killed anyway",
 				de->d_name);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+	sweep_cni_cache(lab);
 	/* v1 hierarchies of a hybrid host: runc made zerohop-LAB there too;
 	 * conmon (in NODE/conmon) exits just after its container, so retry
 	 * for a while */
@@ -504,4 +573,39 @@ void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const 
 	pm_dir(dir, sizeof(dir), lab, node);
 	lab_fmt(cname, sizeof(cname), "%s.%s", ns, name);
 	pm_exec(lab, node, dir, rm, 5, true, false);
+}
+
+bool lab_podman_has_pod(const char *lab, const struct lab_pod_info *pod)
+{
+	char p[LAB_PATH];
+
+	lab_pod_netns_path(p, sizeof(p), lab, pod->ns, pod->name);
+	if (access(p, F_OK) == 0)
+		return false;
+	pm_dir(p, sizeof(p), lab, pod->node);
+	return access(p, F_OK) == 0;
+}
+
+int lab_podman_exec(const char *lab, const struct lab_pod_info *pod, char **cmd)
+{
+	char cname[300], **args;
+	int n = 0, ret;
+
+	struct lab_topo *t = zh_calloc(1, sizeof(*t));
+
+	for (char **c = cmd; *c; c++)
+		n++;
+	args = zh_calloc(n + 4, sizeof(char *));
+	lab_fmt(cname, sizeof(cname), "%s.%s", pod->ns, pod->name);
+	args[0] = "exec";
+	args[1] = "-i";
+	args[2] = cname;
+	memcpy(args + 3, cmd, n * sizeof(char *));
+	/* this zerohop binary is the image's copy in there (invariant 6) */
+	if (!lab_topo_read(lab, t) && !strcmp(cmd[0], t->zerohop))
+		args[3] = PM_ZEROHOP;
+	free(t);
+	ret = lab_podman(lab, pod->node, args, n + 3);
+	free(args);
+	return ret ? ret : 126;
 }

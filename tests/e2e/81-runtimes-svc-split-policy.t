@@ -10,8 +10,9 @@
 # is short-circuited (counters rise), a NetworkPolicy allows one client and
 # denies another. With podman also: a container started by hand (`zerohop lab
 # podman ... run --label`) is published by the CNI plugin with its labels and
-# its endpoint is gone within a second of `podman rm -f`; and `lab down`
-# leaves no container, netns, veth, cgroup, IPAM record or CNI cache entry.
+# its endpoint is gone within a second of `podman rm -f`; and after a crash
+# (supervisor and every process of the lab killed), `lab down` leaves no
+# container, netns, veth, cgroup, IPAM record or CNI cache entry.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 source "$(dirname "$0")/../lib/podman.sh"
@@ -50,15 +51,11 @@ spec:
   ingress:
     - from: [{podSelector: {matchLabels: {role: friend}}}]
 YAML
-declare -A NODE_OF=([client]=node-a [client-b]=node-b [stranger]=node-a [web-1]=node-a [web-2]=node-b)
 # http POD HOST PORT: GET / from POD with busybox nc; prints the echo's name
+# (`lab exec` enters a process pod, or runs `podman exec` in a container)
 http() {
-	local req='printf "GET / HTTP/1.0\r\nHost: $0\r\n\r\n" | nc -w 3 "$0" "$1"'
-	if [ "$RT" = podman ]; then
-		pm "${NODE_OF[$1]}" exec "default.$1" sh -c "$req" "$2" "$3"
-	else
-		lab_exec "$1" busybox sh -c "$req" "$2" "$3"
-	fi 2>/dev/null | sed -n '$p' | jq -r .name 2>/dev/null
+	lab_exec "$1" busybox sh -c 'printf "GET / HTTP/1.0\r\nHost: $0\r\n\r\n" | nc -w 3 "$0" "$1"' "$2" "$3" 2>/dev/null |
+		sed -n '$p' | jq -r .name 2>/dev/null
 }
 acc() { "$ZH" get stats --lab $LAB | awk -v n="node $1:" '$0 ~ "^node" {on = index($0, n) == 1} on && $1 == "accel_sockets" {print $2}'; }
 has_ep() { "$ZH" get endpoints --lab $LAB | grep -q "$1:8080"; }
@@ -115,6 +112,12 @@ for RT in $RUNTIMES; do
 			"podman rm -f web-3: endpoint gone $(((te - td) / 1000000)) ms after the container died (at most 1000; $(((te - t1) / 1000000)) ms after rm started)"
 		netns=$(for n in node-a node-b; do for c in $(pm $n ps -q); do pm $n inspect -f '{{.NetworkSettings.SandboxKey}}' "$c"; done; done | sort -u)
 		is "$(echo "$netns" | grep -c .)" 6 "six pod containers (five + the cluster DNS), each with its own netns"
+		# a crash: the supervisor, podman, conmon and every container
+		# killed at once, so nothing of podman's cleaned up before lab down
+		kill -9 "$(cat /run/zerohop/$LAB/supervisor.pid)" 2>/dev/null
+		cg2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+		echo 1 >"$cg2/zerohop-$LAB/cgroup.kill"
+		diag "crashed: supervisor and every process of the lab's cgroup killed"
 	fi
 	"$ZH" lab down --lab $LAB >/dev/null 2>&1
 	ok $? "$RT: lab down ($(($(date +%s) - t0)) s for this runtime)"

@@ -39,7 +39,7 @@ conf="$TMP/host/etc/cni/net.d/10-zerohop.conflist"
 is "$(jq -c '[.plugins[0].type, .plugins[0].node, .plugins[0].podCIDR]' "$conf" 2>/dev/null)" '["zerohop-cni","node-x","10.244.7.0/24"]' "the conflist names the plugin, the node and its pod CIDR"
 out=$(echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION "$TMP/host/opt/cni/bin/zerohop-cni")
 is "$?:$(echo "$out" | jq -r .cniVersion)" "0:1.0.0" "the installed wrapper runs the shipped binary with its own libraries as zerohop-cni"
-out=$(jq '.plugins[0] + {cniVersion: .cniVersion, name: .name}' "$conf" | CNI_COMMAND=ADD "$TMP/host/opt/cni/bin/zerohop-cni")
+out=$(jq '.plugins[0] + {cniVersion: .cniVersion, name: .name}' "$conf" | CNI_COMMAND=ADD "$TMP/host/opt/cni/bin/zerohop-cni" 2>/dev/null)
 is "$(echo "$out" | jq -r .code)" 4 "and answers ADD without the spec's variables with error code 4"
 
 # the manifests

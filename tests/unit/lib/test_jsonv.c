@@ -1,6 +1,7 @@
 /* test_jsonv.c — the strict JSON reader (jsonv.h): what it accepts, what it
  * refuses (with a byte offset), and the accessors on a CNI-like config. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -57,6 +58,19 @@ int main(void)
 		deep[2 * n] = 0;
 		v = P(deep, err);
 		ok(v != NULL, "nesting of JV_MAX_DEPTH accepted");
+		jv_free(v);
+	}
+	{	/* jv_print: a compact round trip */
+		const char *in = "{\"a\":[1,2.5,-3e+20,true,false,null],\"s\":\"x\\\"y\\n\",\"o\":{}}";
+		char *out = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&out, &len);
+
+		v = P(in, err);
+		jv_print(f, v);
+		fclose(f);
+		is_str(out, in, "jv_print writes back what was read");
+		free(out);
 		jv_free(v);
 	}
 	v = P("[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]", err);
