@@ -717,6 +717,19 @@ void ss_set_input_opts(struct md_state *st, const struct ss_opts *o)
 	md_state_set_namespace(st, o ? o->ns : NULL);
 }
 
+int ss_read_inputs(struct md_state *st, enum md_parse_mode mode, char *const *paths, int n,
+		   const struct ss_opts *o, struct md_err *err)
+{
+	int ret;
+
+	md_state_set_parse(st, mode);
+	ss_set_input_opts(st, o);
+	ret = ss_add_inputs(st, paths, n, err);
+	ss_set_input_opts(st, NULL);	/* stored objects are read as stored */
+	md_state_set_parse(st, MD_PARSE_FULL);
+	return ret;
+}
+
 int sdir_apply(struct ss_dir *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		  struct md_err *err)
 {
@@ -725,13 +738,10 @@ int sdir_apply(struct ss_dir *s, char *const *paths, int n_paths, const struct s
 	bool *changed = NULL, *existed = NULL;
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
-	md_state_set_parse(u, MD_PARSE_KEEP_TREE);	/* the inputs are re-emitted into their files */
-	ss_set_input_opts(u, o);
-	ret = ss_add_inputs(u, paths, n_paths, err);
+	/* the inputs are re-emitted into their files */
+	ret = ss_read_inputs(u, MD_PARSE_KEEP_TREE, paths, n_paths, o, err);
 	if (ret)
 		goto out;
-	ss_set_input_opts(u, NULL);	/* stored objects are read as stored */
-	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	fnames = obj_files(u, &names);
 	ret = lock(s, LOCK_EX);
@@ -826,9 +836,7 @@ int sdir_delete(struct ss_dir *s, char *const *paths, int n_paths, const struct 
 	int ret, n_in;
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
-	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
-	ss_set_input_opts(in, o);
-	ret = ss_add_inputs(in, paths, n_paths, err);
+	ret = ss_read_inputs(in, MD_PARSE_IDENT_ONLY, paths, n_paths, o, err);
 	if (ret)
 		goto out;
 	n_in = md_state_n_objects(in);

@@ -962,13 +962,9 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 	enum ss_event *ev = NULL;
 	int ret, n_in = 0;
 
-	md_state_set_parse(u, MD_PARSE_KEEP_TREE);
-	ss_set_input_opts(u, o);
-	ret = ss_add_inputs(u, paths, n_paths, err);
+	ret = ss_read_inputs(u, MD_PARSE_KEEP_TREE, paths, n_paths, o, err);
 	if (ret)
 		goto out;
-	ss_set_input_opts(u, NULL);
-	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	keys = zh_calloc((size_t)n_in + 1, sizeof(*keys));
 	texts = zh_calloc((size_t)n_in + 1, sizeof(*texts));
@@ -1041,22 +1037,31 @@ out:
 	return ret;
 }
 
-int setcd_apply(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
-		struct md_err *err)
+typedef int (*write_fn)(struct ss_etcd *, char *const *, int, const struct ss_opts *,
+			struct md_err *);
+
+/* K1: once() returns 1 when another writer changed one of its keys since
+ * it read them: validate and write again from a fresh read (a stale
+ * resourceVersion is then reported as a conflict). */
+static int with_retries(struct ss_etcd *s, write_fn once, char *const *paths, int n_paths,
+			const struct ss_opts *o, struct md_err *err)
 {
 	for (int i = 0; i < RETRIES; i++) {
-		int ret = apply_once(s, paths, n_paths, o, err);
+		int ret = once(s, paths, n_paths, o, err);
 
 		if (ret != 1)
 			return ret;
-		/* K1: another writer changed one of our keys since we read:
-		 * validate again against the new state (a stale
-		 * resourceVersion is then reported as a conflict) */
 	}
 	err->file[0] = 0;
 	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
 		 RETRIES);
 	return -EBUSY;
+}
+
+int setcd_apply(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		struct md_err *err)
+{
+	return with_retries(s, apply_once, paths, n_paths, o, err);
 }
 
 static int delete_once(struct ss_etcd *s, char *const *paths, int n_paths,
@@ -1068,9 +1073,7 @@ static int delete_once(struct ss_etcd *s, char *const *paths, int n_paths,
 	uint64_t *want = NULL;
 	int ret, n_in = 0;
 
-	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
-	ss_set_input_opts(in, o);
-	ret = ss_add_inputs(in, paths, n_paths, err);
+	ret = ss_read_inputs(in, MD_PARSE_IDENT_ONLY, paths, n_paths, o, err);
 	if (ret)
 		goto out;
 	n_in = md_state_n_objects(in);
@@ -1121,16 +1124,7 @@ out:
 int setcd_delete(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		 struct md_err *err)
 {
-	for (int i = 0; i < RETRIES; i++) {
-		int ret = delete_once(s, paths, n_paths, o, err);
-
-		if (ret != 1)
-			return ret;
-	}
-	err->file[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
-		 RETRIES);
-	return -EBUSY;
+	return with_retries(s, delete_once, paths, n_paths, o, err);
 }
 
 /* ---- runtime pods ---------------------------------------------------------- */
