@@ -53,6 +53,8 @@ for k in 1 2 3; do ip -n $LAB-node-b route add blackhole 10.250.0.20$k/32; done
 degraded() { "$ZH" lab status --lab $LAB -o json | jq -e '.nodes[] | select(.name == "node-b") | .agent.last_error // "" | test("etcd unreachable")' >/dev/null; }
 wait_until 8 degraded
 ok $? "lab status shows node-b's agent degraded: etcd unreachable"
+"$ZH" get --lab $LAB stats | grep -q "node node-b: agent Running: etcd unreachable"
+ok $? "get stats says so too"
 m_svc who "svc: who, side: a" "80:http" >"$TMP/who-a.yaml"
 # and a policy: pods app=client may only talk DNS (egress, enforced on the
 # client's own node)
