@@ -22,7 +22,7 @@ et_setup bench-conv 3 "$NODES"
 ZHE apply -f "$TMP/m.yaml" >/dev/null || { echo "apply failed"; exit 1; }
 for n in $(seq "$NODES"); do et_agent_start "$n"; done
 in_sync() { [ "$(et_health "$1")" = ready ] && [ "$(et_gen "$1")" = "$(et_rev)" ]; }
-for n in $(seq "$NODES"); do wait_until 20 in_sync "$n" || { echo "node $n not in sync"; exit 1; }; done
+for n in $(seq "$NODES"); do wait_until 30 in_sync "$n" || { echo "node $n not in sync"; cat "$TMP/agent$n.health"; tail -5 "$TMP/agent$n.log"; exit 1; }; done
 et_svc "app: web, ver: a" >"$TMP/a.yaml"
 et_svc "app: web, ver: b" >"$TMP/b.yaml"
 python3 - "$ROUNDS" "$NODES" "$TMP" "$ZH" "$ET_TAG-n1" "$ETCD_SPEC" "$ET_SPEC_LIST" <<'PY'

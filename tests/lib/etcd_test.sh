@@ -148,10 +148,10 @@ et_teardown() {
 		rmdir $cg 2>/dev/null
 	done
 	rmdir $ET_CG 2>/dev/null
-	for n in 1 2 3 4; do
-		[ -e /sys/fs/bpf/$ET_TAG-n$n ] || continue
-		"$ZH" agent --cleanup --node node-$n --pin-dir /sys/fs/bpf/$ET_TAG-n$n >/dev/null 2>&1
-		rm -rf /sys/fs/bpf/$ET_TAG-n$n
+	for p in /sys/fs/bpf/$ET_TAG-n*; do
+		[ -e "$p" ] || continue
+		"$ZH" agent --cleanup --node "node-${p##*-n}" --pin-dir "$p" >/dev/null 2>&1
+		rm -rf "$p"
 	done
 	for n in $(ip netns list | awk '{print $1}' | grep "^$ET_TAG-"); do ip netns del "$n"; done
 }
