@@ -75,7 +75,8 @@ struct ss_etcd {
 	char *spec;
 	struct eg_ep eps[MAX_EPS];
 	int n_eps;
-	int cur;		/* the endpoint that answered last */
+	int cur;		/* the watcher's endpoint (its thread only) */
+	int ccur;		/* the main thread's: unary calls (apply, pods) */
 	struct sev_src src;
 	uint64_t rev;		/* revision of what src holds (K3) */
 	bool listed;
@@ -114,15 +115,16 @@ static void put_b64(struct buf *b, const char *s, size_t len)
 	free(e);
 }
 
-/* POST to the endpoints in turn from s->cur; the parsed body of the first
+/* POST to the endpoints in turn from *cur (the calling thread's: the
+ * watcher's s->cur or the main thread's s->ccur); the parsed body of the first
  * that answers 200. -errno with err->msg. */
-static int call_t(struct ss_etcd *s, const char *path, const char *body, int timeout_ms,
-		  struct eg_json **out, struct md_err *err)
+static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *body,
+		  int timeout_ms, struct eg_json **out, struct md_err *err)
 {
 	int ret = -ENOTCONN, status = 0;
 
 	for (int k = 0; k < s->n_eps; k++) {
-		int i = (s->cur + k) % s->n_eps;
+		int i = (*cur + k) % s->n_eps;
 		struct buf r;
 
 		buf_init(&r, 0);
@@ -142,7 +144,7 @@ static int call_t(struct ss_etcd *s, const char *path, const char *body, int tim
 		}
 		buf_free(&r);
 		if (!ret) {
-			s->cur = i;
+			*cur = i;
 			return 0;
 		}
 		if (ret == -ETIMEDOUT)
@@ -163,11 +165,12 @@ static int call_t(struct ss_etcd *s, const char *path, const char *body, int tim
 static int call(struct ss_etcd *s, const char *path, const char *body, struct eg_json **out,
 		struct md_err *err)
 {
-	return call_t(s, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out, err);
+	return call_t(s, &s->ccur, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out,
+		      err);
 }
 
 /* Range over the whole prefix: the parsed response (kvs, header.revision). */
-static int list_all(struct ss_etcd *s, struct eg_json **out, struct md_err *err)
+static int list_all(struct ss_etcd *s, int *cur, struct eg_json **out, struct md_err *err)
 {
 	struct buf b;
 	int ret;
@@ -179,7 +182,7 @@ static int list_all(struct ss_etcd *s, struct eg_json **out, struct md_err *err)
 	put_b64(&b, PFX_END, strlen(PFX_END));
 	buf_printf(&b, "}");
 	buf_append(&b, "", 1);
-	ret = call_t(s, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
+	ret = call_t(s, cur, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
 	buf_free(&b);
 	return ret;
 }
@@ -369,7 +372,7 @@ static int w_list(struct ss_etcd *s, char *why, size_t wl)
 	struct md_err err = {};
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, &err);
+	int ret = list_all(s, &s->cur, &r, &err);
 
 	if (ret) {
 		snprintf(why, wl, "%.190s", err.msg);
@@ -642,7 +645,7 @@ static int update(struct ss_etcd *s, uint64_t *base, struct md_err *err)
 		drain_queue(s);
 	} else {
 		struct eg_json *r = NULL;
-		int ret = list_all(s, &r, err);
+		int ret = list_all(s, &s->ccur, &r, err);
 
 		if (ret)
 			return ret;
@@ -739,7 +742,7 @@ int setcd_list_raw(struct ss_etcd *s, ss_raw_fn fn, void *arg, struct md_err *er
 {
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, err);
+	int ret = list_all(s, &s->ccur, &r, err);
 
 	if (ret)
 		return ret;
@@ -821,7 +824,7 @@ static int stored_read(struct ss_etcd *s, struct stored *st, struct md_err *err)
 {
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, err), n;
+	int ret = list_all(s, &s->ccur, &r, err), n;
 
 	if (ret)
 		return ret;
