@@ -5,7 +5,11 @@
 # harness tests/lib/etcd_test.sh), then ROUNDS times: flip the selector of
 # one Service between two pods with `zerohop apply --state etcd://...` and
 # time from the start of the apply until every agent's health file names the
-# new revision (written after its maps: agent.md A9). Prints p50/p99/max.
+# new revision (written after its maps: agent.md A9). Prints p50/p99/max,
+# and the store's cost over the run from the members' own /metrics: gRPC
+# requests by method and bytes sent to clients, per change and per node
+# (the agents' 1/s liveness probes included; an idle window is measured
+# too so the probes can be told apart).
 # Needs root; cleans up everything it starts.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,12 +22,29 @@ et_setup bench-conv 3 "$NODES"
 ZHE apply -f "$TMP/m.yaml" >/dev/null || { echo "apply failed"; exit 1; }
 for n in $(seq "$NODES"); do et_agent_start "$n"; done
 in_sync() { [ "$(et_health "$1")" = ready ] && [ "$(et_gen "$1")" = "$(et_rev)" ]; }
-for n in $(seq "$NODES"); do wait_until 20 in_sync "$n" || { echo "node $n not in sync"; exit 1; }; done
+for n in $(seq "$NODES"); do wait_until 30 in_sync "$n" || { echo "node $n not in sync"; cat "$TMP/agent$n.health"; tail -5 "$TMP/agent$n.log"; exit 1; }; done
 et_svc "app: web, ver: a" >"$TMP/a.yaml"
 et_svc "app: web, ver: b" >"$TMP/b.yaml"
-python3 - "$ROUNDS" "$NODES" "$TMP" "$ZH" "$ET_TAG-n1" "$ETCD_SPEC" <<'PY'
-import subprocess, sys, time
+python3 - "$ROUNDS" "$NODES" "$TMP" "$ZH" "$ET_TAG-n1" "$ETCD_SPEC" "$ET_SPEC_LIST" <<'PY'
+import re, subprocess, sys, time
 rounds, nodes, tmp, zh, ns, spec = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+members = sys.argv[7].split(",")
+def metrics():
+    m = {}
+    for ep in members:
+        out = subprocess.run(["nsenter", "--net=/run/netns/" + ns, "curl", "-s", "http://%s/metrics" % ep],
+                             capture_output=True, text=True).stdout
+        for l in out.splitlines():
+            g = re.match(r'grpc_server_started_total\{grpc_method="(\w+)".*\} (\S+)', l)
+            if g:
+                m[g.group(1)] = m.get(g.group(1), 0) + float(g.group(2))
+            elif l.startswith("etcd_network_client_grpc_sent_bytes_total "):
+                m["bytes"] = m.get("bytes", 0) + float(l.split()[1])
+    return m
+def diff(a, b):
+    return {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b) if b.get(k, 0) - a.get(k, 0)}
+m0 = metrics(); t_idle = time.time(); time.sleep(5); m1 = metrics(); idle_s = time.time() - t_idle
+t_run = time.time()
 def gen(n):
     try:
         for l in open("%s/agent%d.health" % (tmp, n)):
@@ -47,8 +68,15 @@ for r in range(rounds):
     dts.append((time.perf_counter() - t0) * 1000)
     ap.append((t1 - t0) * 1000)
     pr.append((time.perf_counter() - t1) * 1000)
+m2 = metrics(); run_s = time.time() - t_run
 for v in (dts, ap, pr):
     v.sort()
+idle, run = diff(m0, m1), diff(m1, m2)
+print("store, idle %.1f s: %s" % (idle_s, ", ".join("%s %.0f" % kv for kv in sorted(idle.items()))))
+print("store, %d changes in %.1f s: %s" % (rounds, run_s, ", ".join("%s %.0f" % kv for kv in sorted(run.items()))))
+per = lambda k: (run.get(k, 0) - idle.get(k, 0) * run_s / idle_s) / rounds / nodes
+print("per change per node, idle rate subtracted: %.2f Range, %.2f Watch streams, %.0f bytes sent"
+      " (the apply's own Range+Txn are counted once per change, not per node)" % (per("Range"), per("Watch"), per("bytes")))
 p = lambda v, q: v[min(len(v) - 1, int(q * len(v)))]
 print("nodes %d rounds %d: apply start -> every kernel p50 %.1f ms p99 %.1f ms max %.1f ms;"
       " of which the apply command p50 %.1f ms, apply return -> every kernel p50 %.1f ms p99 %.1f ms" %

@@ -693,8 +693,10 @@ static void stats_daemons_say(const char *lab)
 	for (int i = 0; i < t.n_nodes; i++) {
 		struct lab_node_daemons nd;
 
+		/* a running agent with an error is degraded (its last sync
+		 * failed, or its etcd is out of reach: docs/state-etcd.md) */
 		if (!t.mesh || lab_node_daemons_read(lab, t.nodes[i].name, &nd) ||
-		    !strcmp(nd.agent.state, "Running"))
+		    (!strcmp(nd.agent.state, "Running") && !nd.agent.error[0]))
 			continue;
 		printf("node %s: agent %s%s%s (see zerohop lab status --lab %s)\n", t.nodes[i].name,
 		       nd.agent.state, nd.agent.error[0] ? ": " : "", nd.agent.error, lab);

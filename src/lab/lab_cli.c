@@ -785,8 +785,9 @@ int cli_lab(int argc, char **argv)
 	const char *sub, *lab_opt = NULL, *node = NULL, *pod_ns = NULL, *skip_ports = NULL;
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
-	bool up_only = false, keep_going = false, podman = false, etcd = false;
-	bool prometheus = false;
+	bool up_only = false, keep_going = false, podman = false, prometheus = false;
+	/* ZH_LAB_STATE=etcd: the default of --state (runs a lab test on etcd) */
+	bool etcd = getenv("ZH_LAB_STATE") && !strcmp(getenv("ZH_LAB_STATE"), "etcd");
 	bool overlay = false, mesh = true, nft = false, json = false, sidecar = false;
 	const char *lab;
 

@@ -93,15 +93,23 @@ static int parse_str(struct jp *j, char **out, size_t *out_len)
 
 		if (j->p >= j->end)
 			goto bad;
+		{
+			/* a run of plain characters at once (base64 is all plain) */
+			const char *q = j->p;
+
+			while (q < j->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+				q++;
+			if (q > j->p) {
+				buf_append(&b, j->p, (size_t)(q - j->p));
+				j->p = q;
+				continue;
+			}
+		}
 		c = (unsigned char)*j->p++;
 		if (c == '"')
 			break;
 		if (c < 0x20)
 			goto bad;
-		if (c != '\\') {
-			buf_append(&b, &c, 1);
-			continue;
-		}
 		if (j->p >= j->end)
 			goto bad;
 		c = (unsigned char)*j->p++;

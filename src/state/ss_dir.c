@@ -19,7 +19,8 @@
  *    cache below only decides which files need parsing again.
  *
  * Parse cache (ss_load): per directory, a name-sorted array of entries
- * (file name, dev, inode, size, mtime ns, ctime ns, parsed md_file). A
+ * (file name, dev, inode, size, mtime ns, ctime ns); the parsed md_file of
+ * each lives in the event layer under the same name. A
  * load builds the md_state from the entries' shared, unfinished objects
  * (md_state_add_parsed) and runs md_state_finish() on it, so validation
  * is the same code as for a fresh load.
@@ -42,15 +43,14 @@
  *   C4. A built state holds a reference on every md_file it uses, so
  *       dropping or replacing an entry never frees memory a live state
  *       points into (model.h, struct md_file).
- *   C5. Every cache update records what it changed (old and new md_file of
- *       each re-parsed, added or removed entry, with a reference each) and
- *       bumps s->epoch. sdir_load_delta() patches the caller's state in place
- *       only when the caller's token is the epoch before this update (the
- *       state reflects the cache as it was), no directory was rescanned and
- *       every recorded change is an in-place pod or Service update the
- *       model accepts (md_pod_patchable / md_svc_patchable); the result is
- *       then what invariant 5 says sdir_load() gives (tests/unit/agent/
- *       test_incr.c checks it against a fresh load).
+ *   C5. Every cache update is one batch of object events on the shared
+ *       layer (src/state/ss_int.h, E1-E5): a re-parsed or new file is a put
+ *       keyed by its file name, a vanished one a delete. That layer keeps
+ *       the parsed files and the change log and decides whether
+ *       sdir_load_delta() may patch the caller's state in place (E4); a
+ *       rescan (full scan) never does. The result is then what invariant 5
+ *       says sdir_load() gives (tests/unit/agent/test_incr.c checks it
+ *       against a fresh load). This file keeps only the stat keys.
  * The "generation" file is not part of the key: every writer changes the
  * object files themselves, and C1/C2 see those changes directly (a bump
  * with no file change, e.g. ss_put_pod of identical text, costs nothing).
@@ -717,6 +717,19 @@ void ss_set_input_opts(struct md_state *st, const struct ss_opts *o)
 	md_state_set_namespace(st, o ? o->ns : NULL);
 }
 
+int ss_read_inputs(struct md_state *st, enum md_parse_mode mode, char *const *paths, int n,
+		   const struct ss_opts *o, struct md_err *err)
+{
+	int ret;
+
+	md_state_set_parse(st, mode);
+	ss_set_input_opts(st, o);
+	ret = ss_add_inputs(st, paths, n, err);
+	ss_set_input_opts(st, NULL);	/* stored objects are read as stored */
+	md_state_set_parse(st, MD_PARSE_FULL);
+	return ret;
+}
+
 int sdir_apply(struct ss_dir *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		  struct md_err *err)
 {
@@ -725,13 +738,10 @@ int sdir_apply(struct ss_dir *s, char *const *paths, int n_paths, const struct s
 	bool *changed = NULL, *existed = NULL;
 	int n_in, ret, n_tmp = 0, n_done = 0, n_changed = 0;
 
-	md_state_set_parse(u, MD_PARSE_KEEP_TREE);	/* the inputs are re-emitted into their files */
-	ss_set_input_opts(u, o);
-	ret = ss_add_inputs(u, paths, n_paths, err);
+	/* the inputs are re-emitted into their files */
+	ret = ss_read_inputs(u, MD_PARSE_KEEP_TREE, paths, n_paths, o, err);
 	if (ret)
 		goto out;
-	ss_set_input_opts(u, NULL);	/* stored objects are read as stored */
-	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	fnames = obj_files(u, &names);
 	ret = lock(s, LOCK_EX);
@@ -826,9 +836,7 @@ int sdir_delete(struct ss_dir *s, char *const *paths, int n_paths, const struct 
 	int ret, n_in;
 
 	/* like kubectl delete -f: only kind, apiVersion and metadata matter */
-	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
-	ss_set_input_opts(in, o);
-	ret = ss_add_inputs(in, paths, n_paths, err);
+	ret = ss_read_inputs(in, MD_PARSE_IDENT_ONLY, paths, n_paths, o, err);
 	if (ret)
 		goto out;
 	n_in = md_state_n_objects(in);

@@ -75,7 +75,8 @@ struct ss_etcd {
 	char *spec;
 	struct eg_ep eps[MAX_EPS];
 	int n_eps;
-	int cur;		/* the endpoint that answered last */
+	int cur;		/* the watcher's endpoint (its thread only) */
+	int ccur;		/* the main thread's: unary calls (apply, pods) */
 	struct sev_src src;
 	uint64_t rev;		/* revision of what src holds (K3) */
 	bool listed;
@@ -114,15 +115,16 @@ static void put_b64(struct buf *b, const char *s, size_t len)
 	free(e);
 }
 
-/* POST to the endpoints in turn from s->cur; the parsed body of the first
+/* POST to the endpoints in turn from *cur (the calling thread's: the
+ * watcher's s->cur or the main thread's s->ccur); the parsed body of the first
  * that answers 200. -errno with err->msg. */
-static int call_t(struct ss_etcd *s, const char *path, const char *body, int timeout_ms,
-		  struct eg_json **out, struct md_err *err)
+static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *body,
+		  int timeout_ms, struct eg_json **out, struct md_err *err)
 {
 	int ret = -ENOTCONN, status = 0;
 
 	for (int k = 0; k < s->n_eps; k++) {
-		int i = (s->cur + k) % s->n_eps;
+		int i = (*cur + k) % s->n_eps;
 		struct buf r;
 
 		buf_init(&r, 0);
@@ -142,7 +144,7 @@ static int call_t(struct ss_etcd *s, const char *path, const char *body, int tim
 		}
 		buf_free(&r);
 		if (!ret) {
-			s->cur = i;
+			*cur = i;
 			return 0;
 		}
 		if (ret == -ETIMEDOUT)
@@ -163,11 +165,12 @@ static int call_t(struct ss_etcd *s, const char *path, const char *body, int tim
 static int call(struct ss_etcd *s, const char *path, const char *body, struct eg_json **out,
 		struct md_err *err)
 {
-	return call_t(s, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out, err);
+	return call_t(s, &s->ccur, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out,
+		      err);
 }
 
 /* Range over the whole prefix: the parsed response (kvs, header.revision). */
-static int list_all(struct ss_etcd *s, struct eg_json **out, struct md_err *err)
+static int list_all(struct ss_etcd *s, int *cur, struct eg_json **out, struct md_err *err)
 {
 	struct buf b;
 	int ret;
@@ -179,7 +182,7 @@ static int list_all(struct ss_etcd *s, struct eg_json **out, struct md_err *err)
 	put_b64(&b, PFX_END, strlen(PFX_END));
 	buf_printf(&b, "}");
 	buf_append(&b, "", 1);
-	ret = call_t(s, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
+	ret = call_t(s, cur, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
 	buf_free(&b);
 	return ret;
 }
@@ -369,7 +372,7 @@ static int w_list(struct ss_etcd *s, char *why, size_t wl)
 	struct md_err err = {};
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, &err);
+	int ret = list_all(s, &s->cur, &r, &err);
 
 	if (ret) {
 		snprintf(why, wl, "%.190s", err.msg);
@@ -642,7 +645,7 @@ static int update(struct ss_etcd *s, uint64_t *base, struct md_err *err)
 		drain_queue(s);
 	} else {
 		struct eg_json *r = NULL;
-		int ret = list_all(s, &r, err);
+		int ret = list_all(s, &s->ccur, &r, err);
 
 		if (ret)
 			return ret;
@@ -739,7 +742,7 @@ int setcd_list_raw(struct ss_etcd *s, ss_raw_fn fn, void *arg, struct md_err *er
 {
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, err);
+	int ret = list_all(s, &s->ccur, &r, err);
 
 	if (ret)
 		return ret;
@@ -821,7 +824,7 @@ static int stored_read(struct ss_etcd *s, struct stored *st, struct md_err *err)
 {
 	struct eg_json *r = NULL;
 	const struct eg_json *kvs;
-	int ret = list_all(s, &r, err), n;
+	int ret = list_all(s, &s->ccur, &r, err), n;
 
 	if (ret)
 		return ret;
@@ -962,13 +965,9 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 	enum ss_event *ev = NULL;
 	int ret, n_in = 0;
 
-	md_state_set_parse(u, MD_PARSE_KEEP_TREE);
-	ss_set_input_opts(u, o);
-	ret = ss_add_inputs(u, paths, n_paths, err);
+	ret = ss_read_inputs(u, MD_PARSE_KEEP_TREE, paths, n_paths, o, err);
 	if (ret)
 		goto out;
-	ss_set_input_opts(u, NULL);
-	md_state_set_parse(u, MD_PARSE_FULL);
 	n_in = md_state_n_objects(u);
 	keys = zh_calloc((size_t)n_in + 1, sizeof(*keys));
 	texts = zh_calloc((size_t)n_in + 1, sizeof(*texts));
@@ -1041,22 +1040,31 @@ out:
 	return ret;
 }
 
-int setcd_apply(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
-		struct md_err *err)
+typedef int (*write_fn)(struct ss_etcd *, char *const *, int, const struct ss_opts *,
+			struct md_err *);
+
+/* K1: once() returns 1 when another writer changed one of its keys since
+ * it read them: validate and write again from a fresh read (a stale
+ * resourceVersion is then reported as a conflict). */
+static int with_retries(struct ss_etcd *s, write_fn once, char *const *paths, int n_paths,
+			const struct ss_opts *o, struct md_err *err)
 {
 	for (int i = 0; i < RETRIES; i++) {
-		int ret = apply_once(s, paths, n_paths, o, err);
+		int ret = once(s, paths, n_paths, o, err);
 
 		if (ret != 1)
 			return ret;
-		/* K1: another writer changed one of our keys since we read:
-		 * validate again against the new state (a stale
-		 * resourceVersion is then reported as a conflict) */
 	}
 	err->file[0] = 0;
 	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
 		 RETRIES);
 	return -EBUSY;
+}
+
+int setcd_apply(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
+		struct md_err *err)
+{
+	return with_retries(s, apply_once, paths, n_paths, o, err);
 }
 
 static int delete_once(struct ss_etcd *s, char *const *paths, int n_paths,
@@ -1068,9 +1076,7 @@ static int delete_once(struct ss_etcd *s, char *const *paths, int n_paths,
 	uint64_t *want = NULL;
 	int ret, n_in = 0;
 
-	md_state_set_parse(in, MD_PARSE_IDENT_ONLY);
-	ss_set_input_opts(in, o);
-	ret = ss_add_inputs(in, paths, n_paths, err);
+	ret = ss_read_inputs(in, MD_PARSE_IDENT_ONLY, paths, n_paths, o, err);
 	if (ret)
 		goto out;
 	n_in = md_state_n_objects(in);
@@ -1121,16 +1127,7 @@ out:
 int setcd_delete(struct ss_etcd *s, char *const *paths, int n_paths, const struct ss_opts *o,
 		 struct md_err *err)
 {
-	for (int i = 0; i < RETRIES; i++) {
-		int ret = delete_once(s, paths, n_paths, o, err);
-
-		if (ret != 1)
-			return ret;
-	}
-	err->file[0] = 0;
-	snprintf(err->msg, sizeof(err->msg), "conflict: concurrent writers, retried %d times",
-		 RETRIES);
-	return -EBUSY;
+	return with_retries(s, delete_once, paths, n_paths, o, err);
 }
 
 /* ---- runtime pods ---------------------------------------------------------- */

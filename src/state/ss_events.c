@@ -217,12 +217,13 @@ static int set_build(const struct sev_set *s, struct md_state *st, struct md_err
 	return ret;
 }
 
-int sev_load(struct sev_src *src, struct md_state **out, struct md_err *err)
+/* A finished state of sets k0..k1. */
+static int build(struct sev_src *src, int k0, int k1, struct md_state **out, struct md_err *err)
 {
 	struct md_state *st = md_state_new();
 	int ret = 0;
 
-	for (int k = 0; !ret && k < 2; k++)
+	for (int k = k0; !ret && k <= k1; k++)
 		ret = set_build(&src->set[k], st, err);
 	if (!ret)
 		ret = md_state_finish(st, err);
@@ -234,19 +235,14 @@ int sev_load(struct sev_src *src, struct md_state **out, struct md_err *err)
 	return 0;
 }
 
+int sev_load(struct sev_src *src, struct md_state **out, struct md_err *err)
+{
+	return build(src, 0, 1, out, err);
+}
+
 int sev_load_set(struct sev_src *src, int k, struct md_state **out, struct md_err *err)
 {
-	struct md_state *st = md_state_new();
-	int ret = set_build(&src->set[k], st, err);
-
-	if (!ret)
-		ret = md_state_finish(st, err);
-	if (ret) {
-		md_state_free(st);
-		return ret;
-	}
-	*out = st;
-	return 0;
+	return build(src, k, k, out, err);
 }
 
 /* The changes of the last commit of s as patches: (slot, new file) pairs

@@ -142,5 +142,10 @@ void ss_report_obj(const struct ss_opts *o, enum ss_event ev, const struct md_st
 void ss_report_ignored(const struct ss_opts *o, const struct md_state *st);
 void ss_set_input_opts(struct md_state *st, const struct ss_opts *o);
 int ss_add_inputs(struct md_state *st, char *const *paths, int n, struct md_err *err);
+/* The inputs of an apply (MD_PARSE_KEEP_TREE: re-emitted when stored) or a
+ * delete (MD_PARSE_IDENT_ONLY, like kubectl delete -f) with the command's
+ * options; st is left parsing stored objects as stored (MD_PARSE_FULL). */
+int ss_read_inputs(struct md_state *st, enum md_parse_mode mode, char *const *paths, int n,
+		   const struct ss_opts *o, struct md_err *err);
 
 #endif

@@ -13,6 +13,7 @@ lab_test_setup t93 etcd curl
 
 {
 	m_pod client node-b "app: client" "$(m_ctr c "" sleep 100000)"
+	m_pod client-a node-a "app: client" "$(m_ctr c "" sleep 100000)"
 	for n in a b; do m_who who-$n node-$n "svc: who, side: $n"; done
 	m_svc who "svc: who, side: a" "80:http"
 } > "$TMP/app.yaml"
@@ -34,7 +35,7 @@ ok $? "the workloads and runtime pods are keys in etcd ($n)"
 ip netns exec $LAB-node-a etcdctl --endpoints 10.250.0.201:2379 get --prefix /zerohop/runtime/v1/pod/ --keys-only | grep -q client
 ok $? "the kubelet's runtime pod of client is under /zerohop/runtime/v1/pod/"
 
-wait_until 20 lab_running 3
+wait_until 20 lab_running 4
 who() { lab_exec client python3 "$PROBE" conns who 80 1 2>/dev/null | jq -r '.counts | keys[0]' | cut -d- -f1-2; }
 who_is() { [ "$(who)" = "$1" ]; }
 wait_until 10 who_is who-a
@@ -52,14 +53,36 @@ for k in 1 2 3; do ip -n $LAB-node-b route add blackhole 10.250.0.20$k/32; done
 degraded() { "$ZH" lab status --lab $LAB -o json | jq -e '.nodes[] | select(.name == "node-b") | .agent.last_error // "" | test("etcd unreachable")' >/dev/null; }
 wait_until 8 degraded
 ok $? "lab status shows node-b's agent degraded: etcd unreachable"
+"$ZH" get --lab $LAB stats | grep -q "node node-b: agent Running: etcd unreachable"
+ok $? "get stats says so too"
 m_svc who "svc: who, side: a" "80:http" >"$TMP/who-a.yaml"
-"$ZH" apply --lab $LAB -f "$TMP/who-a.yaml" >/dev/null
+# and a policy: pods app=client may only talk DNS (egress, enforced on the
+# client's own node)
+cat >"$TMP/pol.yaml" <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: clients-dns-only}
+spec:
+  podSelector: {matchLabels: {app: client}}
+  policyTypes: [Egress]
+  egress: [{ports: [{port: 53, protocol: UDP}]}]
+YAML
+"$ZH" apply --lab $LAB -f "$TMP/who-a.yaml" -f "$TMP/pol.yaml" >/dev/null
+denied_a() { ! lab_conns_ok client-a who 80; }
+wait_until 5 denied_a
+ok $? "the policy denies client-a on node-a (in sync with etcd)"
 sleep 1
 is "$(who)" who-b "node-b keeps serving its last state (who-b) while cut off"
+lab_conns_ok client who 80 3
+ok $? "the same policy is not enforced yet on node-b: client still connects (documented, eventually consistent)"
 t0=$(date +%s%N)
 for k in 1 2 3; do ip -n $LAB-node-b route del blackhole 10.250.0.20$k/32; done
+denied_b() { ! lab_conns_ok client who 80; }
+wait_until 10 denied_b
+ok $? "after the heal node-b caught up: the policy denies client there too ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+"$ZH" delete --lab $LAB -f "$TMP/pol.yaml" >/dev/null
 wait_until 10 who_is who-a
-is "$(who)" who-a "after the heal node-b caught up ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+is "$(who)" who-a "and the Service change is in force on node-b: who-a (policy deleted)"
 healthy() { ! degraded; }
 wait_until 5 healthy
 ok $? "and is no longer degraded (lab status)"

@@ -89,7 +89,8 @@ et_member_stop() {
 	wait_until 10 et_cg_empty $ET_CG/etcd/m$1
 }
 
-et_cg_empty() { ! [ -s "$1/cgroup.procs" ]; }
+# (cgroup files report size 0: read them)
+et_cg_empty() { [ -z "$(cat "$1/cgroup.procs" 2>/dev/null)" ]; }
 
 et_agent_start() {
 	local n=$1
@@ -138,20 +139,26 @@ et_rev() { ETCDCTL get --prefix /zerohop/ -w json --limit 1 | jq -r .header.revi
 et_teardown() {
 	local cg p n
 	[ -n "$ET_TAG" ] || return 0
-	for cg in $ET_CG/daemons $ET_CG/node* $ET_CG/etcd/m*; do
+	for cg in $ET_CG/daemons $ET_CG/node*; do
 		[ -f $cg/cgroup.procs ] || continue
 		for p in $(cat $cg/cgroup.procs); do kill "$p" 2>/dev/null; done
 	done
+	# members: their data goes with TMP, no graceful stop needed (a
+	# leader's SIGTERM shutdown can take seconds)
+	for cg in $ET_CG/etcd/m*; do
+		[ -f $cg/cgroup.procs ] || continue
+		for p in $(cat $cg/cgroup.procs); do kill -9 "$p" 2>/dev/null; done
+	done
 	for cg in $ET_CG/daemons $ET_CG/node* $ET_CG/etcd/m* $ET_CG/etcd; do
 		[ -d $cg ] || continue
-		for _ in $(seq 50); do [ -s $cg/cgroup.procs ] || break; sleep 0.1; done
+		wait_until 5 et_cg_empty $cg
 		rmdir $cg 2>/dev/null
 	done
 	rmdir $ET_CG 2>/dev/null
-	for n in 1 2 3 4; do
-		[ -e /sys/fs/bpf/$ET_TAG-n$n ] || continue
-		"$ZH" agent --cleanup --node node-$n --pin-dir /sys/fs/bpf/$ET_TAG-n$n >/dev/null 2>&1
-		rm -rf /sys/fs/bpf/$ET_TAG-n$n
+	for p in /sys/fs/bpf/$ET_TAG-n*; do
+		[ -e "$p" ] || continue
+		"$ZH" agent --cleanup --node "node-${p##*-n}" --pin-dir "$p" >/dev/null 2>&1
+		rm -rf "$p"
 	done
 	for n in $(ip netns list | awk '{print $1}' | grep "^$ET_TAG-"); do ip netns del "$n"; done
 }
