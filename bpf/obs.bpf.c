@@ -161,6 +161,22 @@ static __always_inline int obs_addrs(struct zh_obs_event *e, struct bpf_sock_ops
 	return 1;
 }
 
+/* An event of this socket: reserved, addresses and cookie filled; NULL for
+ * a native IPv6 connection (invariant 4) or a full ring (invariant 3). */
+static __always_inline struct zh_obs_event *obs_reserve_sk(struct bpf_sock_ops *skops)
+{
+	struct zh_obs_event *e = obs_reserve();
+
+	if (!e)
+		return NULL;
+	if (!obs_addrs(e, skops)) {
+		bpf_ringbuf_discard(e, 0);
+		return NULL;
+	}
+	e->cookie = bpf_get_socket_cookie(skops);
+	return e;
+}
+
 /* The Service a client socket asked for (zh_lb_sock, written at connect). */
 static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk)
 {
@@ -230,16 +246,11 @@ static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)
 		os->role = role;
 	}
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
-	e = obs_reserve();
+	e = obs_reserve_sk(skops);
 	if (!e)
 		return;
-	if (!obs_addrs(e, skops)) {
-		bpf_ringbuf_discard(e, 0);
-		return;
-	}
 	e->type = ZH_OBS_EV_OPEN;
 	e->role = role;
-	e->cookie = bpf_get_socket_cookie(skops);
 	e->srtt_us = skops->srtt_us >> 3;
 	if (role == ZH_OBS_ROLE_CLIENT)
 		obs_svc(e, sk);
@@ -305,14 +316,9 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 	os = bpf_sk_storage_get(&obs_sk, sk, 0, 0);
 	if (old != TCP_SYN_SENT_STATE && !os)
 		return;	/* not seen open (older than the agent): nothing to close */
-	e = obs_reserve();
+	e = obs_reserve_sk(skops);
 	if (!e)
 		return;
-	if (!obs_addrs(e, skops)) {
-		bpf_ringbuf_discard(e, 0);
-		return;
-	}
-	e->cookie = bpf_get_socket_cookie(skops);
 	if (old == TCP_SYN_SENT_STATE) {
 		e->type = ZH_OBS_EV_FAIL;
 		e->reason = ZH_OBS_R_REFUSED;

@@ -25,7 +25,9 @@
 
 #include "zerohop/log.h"
 #include "zerohop/obs.h"
+#include "zerohop/lab.h"
 #include "zerohop/paths.h"
+#include "obs_view.h"
 
 struct filt {
 	const char *pod, *service, *verdict, *type, *node;
@@ -87,9 +89,12 @@ static int keep(const struct filt *f, const char *line)
 	if (f->type && (jget(line, NULL, "type", a, sizeof(a)) || strcasecmp(a, f->type)))
 		return 0;
 	if (f->pod) {
-		jget(line, "source", "pod", a, sizeof(a));
+		/* a request names workloads, not pods: match those then */
+		if (jget(line, "source", "pod", a, sizeof(a)))
+			jget(line, "source", "workload", a, sizeof(a));
 		jget(line, "source", "namespace", ns1, sizeof(ns1));
-		jget(line, "destination", "pod", b, sizeof(b));
+		if (jget(line, "destination", "pod", b, sizeof(b)))
+			jget(line, "destination", "workload", b, sizeof(b));
 		jget(line, "destination", "namespace", ns2, sizeof(ns2));
 		if (!name_match(f->pod, ns1, a) && !name_match(f->pod, ns2, b))
 			return 0;
@@ -113,7 +118,8 @@ static void end_str(const char *line, const char *sect, char *out, size_t n)
 
 	jget(line, sect, "ip", ip, sizeof(ip));
 	jget(line, sect, "port", port, sizeof(port));
-	jget(line, sect, "pod", pod, sizeof(pod));
+	if (jget(line, sect, "pod", pod, sizeof(pod)))
+		jget(line, sect, "workload", pod, sizeof(pod));	/* requests: workloads */
 	jget(line, sect, "namespace", ns, sizeof(ns));
 	jget(line, sect, "service", svc, sizeof(svc));
 	if (pod[0])
@@ -155,6 +161,15 @@ static void print_line(const struct filt *f, const char *line)
 	    !jget(line, NULL, "short_circuit", sc, sizeof(sc)))
 		snprintf(extra, sizeof(extra), " sent=%s recv=%s srtt=%sus%s", bs, br, rtt,
 			 !strcmp(sc, "true") ? " short-circuit" : "");
+	if (!strcmp(type, "request")) {	/* the node proxy's (L7 Services) */
+		char m[16] = "", path[128] = "", status[8] = "", ms[24] = "";
+
+		jget(line, NULL, "method", m, sizeof(m));
+		jget(line, NULL, "path", path, sizeof(path));
+		jget(line, NULL, "status", status, sizeof(status));
+		jget(line, NULL, "duration_ms", ms, sizeof(ms));
+		snprintf(extra, sizeof(extra), " %s %s %s %sms", m, path, status, ms);
+	}
 	sec = (time_t)atof(t);
 	localtime_r(&sec, &tm);
 	strftime(t, sizeof(t), "%b %d %H:%M:%S", &tm);
@@ -240,7 +255,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: zerohop observe [--lab LAB] [--node NODE] [--pod [NS/]NAME] [--service [NS/]NAME]\n"
-		"                       [--verdict FORWARDED|DROPPED|ERROR] [--type open|close|fail|drop]\n"
+		"                       [--verdict FORWARDED|DROPPED|ERROR] [--type open|close|fail|drop|request]\n"
 		"                       [-f|--follow] [--timeout SECONDS] [-o json]\n");
 }
 
@@ -355,6 +370,33 @@ int cli_observe(int argc, char **argv)
 			srcs[i].len += (size_t)r;
 			drain_lines(&srcs[i], &f, follow ? NULL : &lines, &n_lines);
 		}
+	}
+	if (!follow && (!f.type || !strcasecmp(f.type, "request"))) {
+		/* L7 requests: each node proxy's request log (not followed) */
+		struct lab_topo *t = zh_calloc(1, sizeof(*t));
+
+		int nn = lab_topo_read(lab, t) ? 0 : t->n_nodes;
+
+		for (int i = 0; i < nn; i++) {
+			char *page, *save = NULL, *l;
+
+			if (f.node && strcmp(f.node, t->nodes[i].name))
+				continue;
+			page = obs_view_proxy_get(lab, &t->nodes[i], "/flows");
+			for (l = page ? strtok_r(page, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+				size_t len = strlen(l) + strlen(t->nodes[i].name) + 16;
+				char *w;
+
+				if (l[0] != '{')
+					continue;
+				w = zh_malloc(len);
+				snprintf(w, len, "{\"node\":\"%s\",%s", t->nodes[i].name, l + 1);
+				lines = zh_realloc(lines, (size_t)(n_lines + 1) * sizeof(char *));
+				lines[n_lines++] = w;
+			}
+			free(page);
+		}
+		free(t);
 	}
 	if (!follow) {
 		qsort(lines, (size_t)n_lines, sizeof(*lines), by_time);

@@ -24,4 +24,9 @@ int obs_view_sample(struct obs_view *v);
 void obs_view_json(struct obs_view *v, FILE *f);
 void obs_view_close(struct obs_view *v);
 
+/* GET target from the node proxy of nd (NODE_IP:15090, fetched by a child
+ * process in the node's netns): the body (free it), or NULL. */
+struct lab_node;
+char *obs_view_proxy_get(const char *lab, const struct lab_node *nd, const char *target);
+
 #endif

@@ -209,8 +209,7 @@ static char *read_all(int fd)
 	return p;
 }
 
-/* The node proxy's page, fetched from inside the node's netns. NULL: none. */
-static char *proxy_page(const char *lab, const struct lab_node *nd)
+char *obs_view_proxy_get(const char *lab, const struct lab_node *nd, const char *target)
 {
 	int pfd[2], st;
 	pid_t pid;
@@ -228,8 +227,7 @@ static char *proxy_page(const char *lab, const struct lab_node *nd)
 		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(TOP_PROXY_PORT),
 					  .sin_addr.s_addr = nd->ip };
 		struct timeval tv = { .tv_sec = 2 };
-		const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-		char buf[65536];
+		char req[128], buf[65536];
 		ssize_t r;
 		int fd, hdr = 1;
 
@@ -238,7 +236,8 @@ static char *proxy_page(const char *lab, const struct lab_node *nd)
 			_exit(1);
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || write(fd, req, sizeof(req) - 1) < 0)
+		snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", target);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || write(fd, req, strlen(req)) < 0)
 			_exit(1);
 		while ((r = read(fd, buf, sizeof(buf))) > 0) {
 			char *b = buf;
@@ -284,7 +283,7 @@ static int take_sample(const char *lab, const struct lab_topo *t, const struct t
 			free(page);
 			got++;
 		}
-		page = proxy_page(lab, &t->nodes[i]);
+		page = obs_view_proxy_get(lab, &t->nodes[i], "/metrics");
 		if (page) {
 			parse_page(s, o, page);
 			free(page);

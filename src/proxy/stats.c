@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -89,6 +90,76 @@ static struct {
 	struct px_istio_pod *pods;
 	int n_pods;
 } px_istio;
+
+/* The last PX_FLOW_RING requests, for `zerohop observe` (GET /flows on
+ * the stats address): one JSON object a line, the agent's flow format
+ * with type "request". Labels point at their series (never freed). */
+#define PX_FLOW_RING 1024
+struct px_flow {
+	double t;			/* wall clock at the request's end */
+	const struct px_istio_series *x;
+	uint32_t cip, eip;		/* client, endpoint (network order) */
+	uint16_t cport, eport;
+	int status;
+	double ms;
+	uint64_t bin, bout;
+	char method[16];
+	char path[96];
+};
+
+static struct px_flow px_flows[PX_FLOW_RING];
+static uint64_t px_flows_n;
+
+static void px_flow_note(const struct px_stream *st, const struct px_istio_series *x, double ms)
+{
+	struct px_flow *f = &px_flows[px_flows_n++ % PX_FLOW_RING];
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	f->t = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	f->x = x;
+	f->cip = st->c->peer_ip;
+	f->cport = st->c->peer_port;
+	f->eip = st->d.ip;
+	f->eport = st->d.port;
+	f->status = st->status;
+	f->ms = ms;
+	f->bin = st->bytes_in;
+	f->bout = st->bytes_out;
+	snprintf(f->method, sizeof(f->method), "%s", st->method);
+	/* the path only: no query string (it may carry secrets) */
+	snprintf(f->path, sizeof(f->path), "%.*s", (int)strcspn(st->target, "?"), st->target);
+}
+
+static void px_flows_render(struct buf *b)
+{
+	uint64_t first = px_flows_n > PX_FLOW_RING ? px_flows_n - PX_FLOW_RING : 0;
+
+	for (uint64_t i = first; i < px_flows_n; i++) {
+		const struct px_flow *f = &px_flows[i % PX_FLOW_RING];
+		const struct px_istio_series *x = f->x;
+		char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
+		int bad = f->status == 0 || f->status >= 500;
+
+		inet_ntop(AF_INET, &f->cip, c, sizeof(c));
+		inet_ntop(AF_INET, &f->eip, e, sizeof(e));
+		buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
+			   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
+			   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
+			   "\"destination\":{\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\","
+			   "\"workload\":\"%s\",\"service\":\"%s/%s\"},\"method\":\"%s\","
+			   "\"path\":\"",
+			   f->t, bad ? "ERROR" : "FORWARDED",
+			   f->status == 0 ? "no_response" : f->status >= 500 ? "http_5xx" : "none", c,
+			   f->cport, x->sns, x->sw, e, f->eport, x->dwns, x->dw, x->dsns, x->dsn,
+			   f->method);
+		for (const char *p = f->path; *p; p++)	/* JSON-safe path */
+			buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
+		buf_printf(b, "\",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
+			   "\"bytes_sent\":%llu}\n",
+			   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
+	}
+}
 
 static int px_istio_pod_cmp(const void *a, const void *b)
 {
@@ -219,6 +290,7 @@ count:
 	px_istio_bucket(x->ms_b, px_istio_ms_buckets, PX_NB_MS, ms);
 	px_istio_bucket(x->bq_b, px_istio_byte_buckets, PX_NB_BYTES, (double)st->bytes_in);
 	px_istio_bucket(x->bs_b, px_istio_byte_buckets, PX_NB_BYTES, (double)st->bytes_out);
+	px_flow_note(st, x, ms);
 }
 
 static void px_istio_labels(struct buf *b, const struct px_istio_series *x)
@@ -467,7 +539,10 @@ static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg
 		size_t hl = b.data;
 		char num[24];
 
-		px_stats_render(s, &b);
+		if (n > 10 && !memcmp(req, "GET /flows", 10))
+			px_flows_render(&b);	/* the request log (zerohop observe) */
+		else
+			px_stats_render(s, &b);
 		snprintf(num, sizeof(num), "%-10zu", b.data - hl);
 		memcpy(strstr(b.area, "Content-Length: ") + 16, num, 10);
 	}

@@ -90,8 +90,17 @@ try:
 except OSError as e:
     print(e.errno)
 PY
+# a follower started before the drops sees them as they happen
+"$ZH" observe --lab $LAB --follow --timeout 8 --verdict DROPPED -o json >"$TMP/follow.json" &
+FPID=$!
+BG+=($FPID)
+sleep 0.5
 is "$(lab_exec deploy/client "$PY" "$TMP/conn.py" 10.96.0.74)" 111 "connect to empty: ECONNREFUSED"
 is "$(lab_exec blocked "$PY" "$TMP/conn.py" 10.96.0.72)" 1 "connect from blocked (egress denied): EPERM"
+follow_has() { [ "$(jq -s 'map(.reason) | sort | join(",")' "$TMP/follow.json")" = '"no_backend,policy"' ]; }
+wait_until 8 follow_has
+ok $? "observe --follow streamed both drops as they happened: $(jq -s -c 'map(.reason)' "$TMP/follow.json")"
+kill $FPID 2>/dev/null
 out=$("$ZH" observe --lab $LAB --verdict DROPPED)
 diag "$out"
 echo "$out" | grep -q "default/client-[^ ]* -> 10.96.0.74:80 (svc default/empty) drop DROPPED reason=no_backend"

@@ -6,6 +6,7 @@
 # istio_requests_total must equal what bench counted, per response_code;
 # the duration histogram's count and the response bytes must agree too
 # (retries off on the route: a retried 503 would reach bench as a 200).
+# `zerohop observe --type request` must list the same requests.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 source "$(dirname "$0")/../lib/obs_lab.sh"
@@ -48,4 +49,16 @@ rb=$(promq "sum(istio_response_bytes_sum{$SEL})")
 ok $([ "$rb" != none ] && [ "${rb%.*}" -gt 0 ] && [ "${rb%.*}" -lt "$rx" ]; echo $?) \
 	"response body bytes $rb > 0 and < $rx bench counted with headers"
 is "$(promq 'sum(zerohop_proxy_istio_series_overflow_total)')" 0 "no label set overflow"
+# the proxies' request log through zerohop observe
+"$ZH" observe --lab $LAB --type request --service web -o json >"$TMP/req.json"
+is "$(jq -s 'length' "$TMP/req.json")" "$n" "observe --type request: $n requests to default/web"
+is "$(jq -s '[.[] | select(.status == 503 and .verdict == "ERROR" and .reason == "http_5xx")] | length' "$TMP/req.json")" \
+	"$n503" "... $n503 of them 503, verdict ERROR, reason http_5xx"
+is "$(jq -s -r '[.[] | .source.workload + ">" + .destination.workload + " " + .method + " " + .path] | unique | join(";")' "$TMP/req.json")" \
+	"client>web GET /" "... from workload client to workload web, GET / (query string dropped)"
+line=$("$ZH" observe --lab $LAB --type request --pod client | tail -1)
+diag "$line"
+echo "$line" | grep -qE '^[A-Z][a-z]{2} [0-9]{2} [0-9:]{8} node-a +default/client:[0-9]+ -> default/web:8080 \(svc default/web\) request (FORWARDED|ERROR)( reason=http_5xx)? GET / (200|503) [0-9.]+ms$'
+ok $? "observe --pod client: one line per request"
+
 done_testing
