@@ -12,7 +12,7 @@ pkgs=(
 	libnghttp2-dev nghttp2-client python3-h2
 	podman runc containernetworking-plugins busybox-static buildah
 	etcd-server etcd-client
-	prometheus tmux
+	prometheus tmux chromium
 )
 missing=()
 for p in "${pkgs[@]}"; do
