@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -173,7 +174,15 @@ static void px_h2us_head(struct px_h2us *us, bool end_stream)
 static void px_h2us_trailers(struct px_h2us *us)
 {
 	struct px_stream *st = us->u.st;
+	const char *p = buf_head(&us->hdrs), *e = p + us->hdrs.data;
 
+	for (const char *l = p; st && l < e;) {	/* the stream's gRPC result */
+		const char *eol = memchr(l, '\n', (size_t)(e - l));
+
+		if (e - l > 13 && !strncasecmp(l, "grpc-status: ", 13))
+			st->grpc_status = atoi(l + 13);
+		l = eol ? eol + 1 : e;
+	}
 	if (st && st->c->one_req && us->hdrs.data) {
 		px_buf_get(us->u.srv, &st->c->trailers);
 		buf_append(&st->c->trailers, buf_head(&us->hdrs), us->hdrs.data);

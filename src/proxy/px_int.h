@@ -174,6 +174,7 @@ struct px_stream {
 	bool client_keep;
 	int client_minor;
 	int status;
+	int grpc_status;	/* grpc-status of the answer (head or trailers), -1 none */
 	const char *err;	/* px_err_* or h1 error string, for the log */
 	uint64_t t0;
 	uint64_t try_t0;	/* start of the current upstream try */
@@ -305,6 +306,14 @@ struct px_server {
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 };
+
+/* A gRPC status that is the server's failure (as Envoy maps them to 5xx:
+ * UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS): counted
+ * like a 5xx by outlier detection and the attempt metrics. */
+static inline bool px_grpc_failed(int code)
+{
+	return code == 2 || code == 4 || code == 13 || code == 14 || code == 15;
+}
 
 /* ---- RequestMirror (mirror.c) ------------------------------------------ */
 

@@ -183,15 +183,16 @@ void px_stream_free(struct px_stream *st)
 	struct px_server *s = st->c->srv;
 	struct px_stat *ps;
 	int cls = st->status / 100;
+	bool failed = cls >= 5 || px_grpc_failed(st->grpc_status);
 
 	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
 	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
 	if (st->tries) {
 		px_try_end(st);
 		if (st->status)	/* 0: the client left; not the endpoint's fault */
-			px_outlier_note(st, cls >= 5);
+			px_outlier_note(st, failed);
 		ps->attempts += st->tries;
-		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || cls >= 5);
+		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || failed);
 	}
 	px_pend_remove(st);
 	px_buf_drop(s, &st->rb);
@@ -355,6 +356,7 @@ struct px_stream *px_stream_new(struct px_conn *c)
 	st->c = c;
 	c->st = st;
 	st->host = -1;
+	st->grpc_status = -1;
 	st->t0 = ev_now_ns();
 	st->tbl = px_table_ref(c->srv->tbl);
 	st->rq = RQ_DONE;
@@ -676,8 +678,9 @@ static int px_resp_head(struct px_stream *st)
 		}
 		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
 	}
+	st->grpc_status = px_grpc_status(h, n);	/* a trailers-only answer's */
 	if ((px_retry_status(st->d.retry, r.status) ||
-	     px_retry_grpc(st->d.retry, px_grpc_status(h, n))) && px_stream_retry(st, true))
+	     px_retry_grpc(st->d.retry, st->grpc_status)) && px_stream_retry(st, true))
 		return 1;	/* restarted; nothing reached the client */
 	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
 	if (fr < 0) {

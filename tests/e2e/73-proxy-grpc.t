@@ -49,6 +49,19 @@ kind: Service
 metadata: {name: f}
 spec: {selector: {app: g}, ports: [{name: grpc-flaky, port: 80, targetPort: $F}]}
 ---
+apiVersion: v1
+kind: Service
+metadata: {name: f0}
+spec: {selector: {app: g}, ports: [{name: grpc-flaky, port: 80, targetPort: $F}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: f0, annotations: {zerohop.io/retries: "0"}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: f0, port: 80}]
+  rules:
+  - backendRefs: [{name: f0, port: 80}]
+---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: rr, annotations: {zerohop.io/lb-policy: round-robin}}
@@ -69,6 +82,9 @@ PIDS+=($!)
 PIDS+=($!)
 "$ZH" proxy --listen "127.0.0.1:$((B + 4))" --service default/f --state "$TMP/state" \
 	--stats-addr "127.0.0.1:$((B + 5))" 2>"$TMP/proxy-f.err" &
+PIDS+=($!)
+"$ZH" proxy --listen "127.0.0.1:$((B + 7))" --service default/f0 --state "$TMP/state" \
+	--stats-addr "127.0.0.1:$((B + 8))" 2>"$TMP/proxy-f0.err" &
 PIDS+=($!)
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$G" 1 1 >/dev/null 2>&1; }
 wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2 && wait_until 5 grpc_up 3
@@ -128,6 +144,14 @@ rt=$(sed -n 's/^zerohop_proxy_retries_total \([0-9]*\)/\1/p' <<<"$m")
 diag "retries counted: $rt"
 ok $([ "${rt:-0}" -ge 150 ] && [ "${rt:-0}" -le 400 ]; echo $?) \
 	"retries counted, about the failure rate (${rt:-0} for 1000 calls)"
+# ---- gRPC status counts as the backend's result (retries off) ------------------------
+f0=$("$GPY" "$PEER" flaky "127.0.0.1:$((B + 7))" 200)
+diag "200 calls, retries off: $f0"
+fails=$(sed -n 's/.*failed=\([0-9]*\)/\1/p' <<<"$f0")
+af=$(curl -s "http://127.0.0.1:$((B + 8))/metrics" |
+	awk '$1 ~ /^zerohop_proxy_upstream_attempts_total\{.*result="failure"/ { s += $2 } END { print s + 0 }')
+ok $([ "${fails:-0}" -ge 20 ] && [ "$af" = "$fails" ]; echo $?) \
+	"UNAVAILABLE answers (HTTP 200) count as failed attempts: $af = $fails failed calls"
 grep -q 'POST /t.T/Who HTTP/1.1" 200' "$TMP/access.log"
 ok $? "gRPC calls in the access log"
 done_testing
