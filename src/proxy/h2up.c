@@ -608,21 +608,11 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	struct px_host *hs = &s->hosts[host];
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
-	struct sockaddr_in *sin;
-	struct net_addr a;
 	struct px_h2c *h;
-	int fd;
+	int fd = px_netpol_connect(s, hs->ip, hs->port);
 
-	memset(&a, 0, sizeof(a));
-	sin = (struct sockaddr_in *)&a.ss;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = hs->ip;
-	sin->sin_port = htons(hs->port);
-	a.len = sizeof(*sin);
-	fd = px_netpol_connect(s, &a);
 	if (fd < 0)
 		return NULL;
-	net_set_nodelay(fd);
 	h = zh_calloc(1, sizeof(*h));
 	h->host = host;
 	h->sock.srv = s;

@@ -399,10 +399,10 @@ int px_netpol_compile(const struct md_state *st, struct pol_compiled **out);
  * and (capture mode) pick s->src_ip: the node proxy address pc knows that
  * is an address of this network namespace, else 0. */
 void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
-/* Non-blocking connect to a, from s->src_ip when set (net_connect's
- * contract: fd, or -errno). */
-struct net_addr;
-int px_netpol_connect(struct px_server *s, const struct net_addr *a);
+/* Non-blocking TCP connect to ip:port (network / host order), from
+ * s->src_ip when set, TCP_NODELAY on (net_connect's contract: fd, or
+ * -errno). */
+int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);
