@@ -175,6 +175,8 @@ struct px_stream {
 	int client_minor;
 	int status;
 	int grpc_status;	/* grpc-status of the answer (head or trailers), -1 none */
+	bool grpc;		/* a gRPC request (content-type application/grpc*):
+				 * local answers are gRPC trailers-only ones */
 	const char *err;	/* px_err_* or h1 error string, for the log */
 	uint64_t t0;
 	uint64_t try_t0;	/* start of the current upstream try */

@@ -49,6 +49,17 @@ kind: Service
 metadata: {name: f}
 spec: {selector: {app: g}, ports: [{name: grpc-flaky, port: 80, targetPort: $F}]}
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: g}
+spec:
+  parentRefs: [{group: "", kind: Service, name: g, port: 80}]
+  rules:
+  - matches: [{path: {type: Exact, value: /t.T/Slow}}]
+    timeouts: {request: 300ms}
+    backendRefs: [{name: g, port: 80}]
+  - backendRefs: [{name: g, port: 80}]
+---
 apiVersion: v1
 kind: Service
 metadata: {name: f0}
@@ -152,6 +163,27 @@ af=$(curl -s "http://127.0.0.1:$((B + 8))/metrics" |
 	awk '$1 ~ /^zerohop_proxy_upstream_attempts_total\{.*result="failure"/ { s += $2 } END { print s + 0 }')
 ok $([ "${fails:-0}" -ge 20 ] && [ "$af" = "$fails" ]; echo $?) \
 	"UNAVAILABLE answers (HTTP 200) count as failed attempts: $af = $fails failed calls"
+# ---- local answers to gRPC clients are gRPC ones --------------------------------------
+out=$("$GPY" "$PEER" slow "$T" 2000 5)
+diag "Slow(2 s) under a 300 ms route timeout, client deadline 5 s: $out"
+ms=$(sed -n 's/.* ms=\([0-9]*\)/\1/p' <<<"$out")
+is "${out% ms=*}" "DEADLINE_EXCEEDED details=request timed out" \
+	"route timeout: a trailers-only DEADLINE_EXCEEDED from the proxy, with its reason"
+ok $([ "${ms:-0}" -ge 250 ] && [ "${ms:-0}" -le 1500 ]; echo $?) "... after ${ms:-?} ms (300 ms timeout)"
+grep -q '"POST /t.T/Slow HTTP/1.1" 504 .*request timed out' "$TMP/access.log"
+ok $? "... logged as 504 with the reason"
+if command -v nghttp >/dev/null; then
+	# grpc-timeout alone (no route timeout on Who, no client deadline of
+	# nghttp's): a Who call to a server that takes no time is answered,
+	# a Slow(2 s) call with grpc-timeout 200m is ended by the proxy
+	printf '\0\0\0\0\0042000' >"$TMP/slow.bin"
+	t0=$(date +%s%N)
+	out=$(nghttp -v -t 10 -H 'content-type: application/grpc' -H 'te: trailers' \
+		-H 'grpc-timeout: 200m' -d "$TMP/slow.bin" "http://127.0.0.1:$((B + 2))/t.T/Slow" 2>&1)
+	el=$(( ($(date +%s%N) - t0) / 1000000 ))
+	grep -q 'grpc-status: 4' <<<"$out"
+	ok $? "grpc-timeout 200m honoured by the proxy: DEADLINE_EXCEEDED after $el ms"
+fi
 grep -q 'POST /t.T/Who HTTP/1.1" 200' "$TMP/access.log"
 ok $? "gRPC calls in the access log"
 done_testing
