@@ -123,6 +123,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	}
 	if (nl && name[0] == ':')
 		return 0;
+	if (us->hdrs.data + nl + vl + 4 > us->u.srv->lim.max_head)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* reset: a 502 */
 	px_buf_get(us->u.srv, &us->hdrs);
 	buf_append(&us->hdrs, name, nl);
 	buf_append(&us->hdrs, ": ", 2);
