@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -122,6 +123,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	}
 	if (nl && name[0] == ':')
 		return 0;
+	if (us->hdrs.data + nl + vl + 4 > us->u.srv->lim.max_head)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;	/* reset: a 502 */
 	px_buf_get(us->u.srv, &us->hdrs);
 	buf_append(&us->hdrs, name, nl);
 	buf_append(&us->hdrs, ": ", 2);
@@ -173,7 +176,15 @@ static void px_h2us_head(struct px_h2us *us, bool end_stream)
 static void px_h2us_trailers(struct px_h2us *us)
 {
 	struct px_stream *st = us->u.st;
+	const char *p = buf_head(&us->hdrs), *e = p + us->hdrs.data;
 
+	for (const char *l = p; st && l < e;) {	/* the stream's gRPC result */
+		const char *eol = memchr(l, '\n', (size_t)(e - l));
+
+		if (e - l > 13 && !strncasecmp(l, "grpc-status: ", 13))
+			st->grpc_status = atoi(l + 13);
+		l = eol ? eol + 1 : e;
+	}
 	if (st && st->c->one_req && us->hdrs.data) {
 		px_buf_get(us->u.srv, &st->c->trailers);
 		buf_append(&st->c->trailers, buf_head(&us->hdrs), us->hdrs.data);
@@ -599,21 +610,11 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	struct px_host *hs = &s->hosts[host];
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
-	struct sockaddr_in *sin;
-	struct net_addr a;
 	struct px_h2c *h;
-	int fd;
+	int fd = px_netpol_connect(s, hs->ip, hs->port);
 
-	memset(&a, 0, sizeof(a));
-	sin = (struct sockaddr_in *)&a.ss;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = hs->ip;
-	sin->sin_port = htons(hs->port);
-	a.len = sizeof(*sin);
-	fd = px_netpol_connect(s, &a);
 	if (fd < 0)
 		return NULL;
-	net_set_nodelay(fd);
 	h = zh_calloc(1, sizeof(*h));
 	h->host = host;
 	h->sock.srv = s;

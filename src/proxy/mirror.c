@@ -153,21 +153,13 @@ static void px_mirror_launch(struct px_server *s, uint32_t ip, uint16_t port, co
 			     size_t len)
 {
 	struct px_mirror_conn *m;
-	struct sockaddr_in *sin;
-	struct net_addr a;
 	int fd;
 
 	if (s->n_mirrors_inflight >= PX_MIRROR_MAX) {
 		s->n_mirror_dropped[PX_MIRROR_LIMIT]++;
 		return;
 	}
-	memset(&a, 0, sizeof(a));
-	sin = (struct sockaddr_in *)&a.ss;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = ip;
-	sin->sin_port = htons(port);
-	a.len = sizeof(*sin);
-	fd = px_netpol_connect(s, &a);
+	fd = px_netpol_connect(s, ip, port);
 	if (fd < 0) {
 		s->n_mirror_failed++;
 		return;

@@ -115,13 +115,23 @@ void px_netpol_swap(struct px_server *s, struct pol_compiled *pc)
 	s->pol = pc;
 }
 
-int px_netpol_connect(struct px_server *s, const struct net_addr *a)
+int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port)
 {
 	struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr.s_addr = s->src_ip };
+	struct net_addr na = { .len = sizeof(struct sockaddr_in) };
+	const struct net_addr *a = &na;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&na.ss;
 	int fd, one = 1, err;
 
-	if (!s->src_ip || a->ss.ss_family != AF_INET)
-		return net_connect(a);
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = ip;
+	sin->sin_port = htons(port);
+	if (!s->src_ip) {
+		fd = net_connect(a);
+		if (fd >= 0)
+			net_set_nodelay(fd);
+		return fd;
+	}
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -134,6 +144,7 @@ int px_netpol_connect(struct px_server *s, const struct net_addr *a)
 		close(fd);
 		return err;
 	}
+	net_set_nodelay(fd);
 	return fd;
 }
 

@@ -174,6 +174,9 @@ struct px_stream {
 	bool client_keep;
 	int client_minor;
 	int status;
+	int grpc_status;	/* grpc-status of the answer (head or trailers), -1 none */
+	bool grpc;		/* a gRPC request (content-type application/grpc*):
+				 * local answers are gRPC trailers-only ones */
 	const char *err;	/* px_err_* or h1 error string, for the log */
 	uint64_t t0;
 	uint64_t try_t0;	/* start of the current upstream try */
@@ -306,6 +309,14 @@ struct px_server {
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 };
 
+/* A gRPC status that is the server's failure (as Envoy maps them to 5xx:
+ * UNKNOWN, DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS): counted
+ * like a 5xx by outlier detection and the attempt metrics. */
+static inline bool px_grpc_failed(int code)
+{
+	return code == 2 || code == 4 || code == 13 || code == 14 || code == 15;
+}
+
 /* ---- RequestMirror (mirror.c) ------------------------------------------ */
 
 #define PX_MIRROR_MAX		64	/* mirrors in flight per proxy; more are dropped */
@@ -393,10 +404,10 @@ int px_netpol_compile(const struct md_state *st, struct pol_compiled **out);
  * and (capture mode) pick s->src_ip: the node proxy address pc knows that
  * is an address of this network namespace, else 0. */
 void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
-/* Non-blocking connect to a, from s->src_ip when set (net_connect's
- * contract: fd, or -errno). */
-struct net_addr;
-int px_netpol_connect(struct px_server *s, const struct net_addr *a);
+/* Non-blocking TCP connect to ip:port (network / host order), from
+ * s->src_ip when set, TCP_NODELAY on (net_connect's contract: fd, or
+ * -errno). */
+int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);

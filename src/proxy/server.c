@@ -7,10 +7,13 @@
  * 1-22 that the code cites as "invariant N") is docs/proxy.md, section
  * "Design note". Layers, top to bottom, each calling only down:
  *   server.c    this file: the server
- *   conn.c      listener and HTTP/1.1 client connections
+ *   conn.c      listener and client connections
+ *   h2conn.c    HTTP/2 client connections (each stream an HTTP/1.1 view)
+ *   h1req.c     HTTP/1.1 requests over a connection's buffers
  *   stream.c    one stream per request: route, forward, retries, timers
  *   upstream.c  upstream connections and per-endpoint pools; reports to
  *               the stream through struct px_up_ops (px_int.h)
+ *   h2up.c      HTTP/2 upstreams (one multiplexed connection per endpoint)
  *   balance.c, netpol.c, mirror.c, stats.c, batch.c (socket I/O), router.c
  */
 #include <errno.h>

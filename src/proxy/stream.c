@@ -183,15 +183,16 @@ void px_stream_free(struct px_stream *st)
 	struct px_server *s = st->c->srv;
 	struct px_stat *ps;
 	int cls = st->status / 100;
+	bool failed = cls >= 5 || px_grpc_failed(st->grpc_status);
 
 	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
 	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
 	if (st->tries) {
 		px_try_end(st);
 		if (st->status)	/* 0: the client left; not the endpoint's fault */
-			px_outlier_note(st, cls >= 5);
+			px_outlier_note(st, failed);
 		ps->attempts += st->tries;
-		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || cls >= 5);
+		ps->attempts_ok += st->tries - st->failed_tries - (cls < 1 || failed);
 	}
 	px_pend_remove(st);
 	px_buf_drop(s, &st->rb);
@@ -228,6 +229,33 @@ void px_stream_end(struct px_stream *st)
 	px_stream_free(st);
 }
 
+/* A local error answer to a gRPC request: trailers-only (HTTP 200,
+ * grpc-status from the HTTP status as the gRPC spec maps it; a proxy
+ * timeout is DEADLINE_EXCEEDED), as Envoy answers gRPC clients. The
+ * stream keeps the HTTP status for the access log and metrics. */
+static void px_reply_grpc(struct px_stream *st, int status, const char *reason, bool close_conn)
+{
+	struct px_conn *c = st->c;
+	int code = status == 504 && st->err == px_err_timeout ? 4 :
+		   status == 400 ? 13 : status == 401 ? 16 : status == 403 ? 7 :
+		   status == 404 ? 12 : status == 429 || (status >= 502 && status <= 504) ? 14 : 2;
+
+	px_buf_get(c->srv, &c->out);
+	buf_printf(&c->out, "HTTP/1.1 200 OK\r\nContent-Type: application/grpc\r\n"
+		   "grpc-status: %d\r\ngrpc-message: %s\r\nContent-Length: 0\r\n%s\r\n", code,
+		   st->err ? st->err : reason, close_conn ? "Connection: close\r\n" : "");
+	if (close_conn)
+		c->closing = true;
+	st->status = status;
+	st->grpc_status = code;
+	st->rs = RS_DONE;
+	if (close_conn || st->rq != RQ_DONE) {
+		st->rq = RQ_DONE;	/* body not read: nothing after it is parsed */
+		st->client_keep = false;
+		c->closing = true;
+	}
+}
+
 /* Answer locally; the stream (if any) is complete on the response side. A
  * reply to a request whose body was not read closes the connection. */
 void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
@@ -239,6 +267,10 @@ void px_reply(struct px_conn *c, int status, const char *reason, const char *ext
 
 	if (c->srv->draining)
 		close_conn = true;	/* invariant 18 */
+	if (st && st->grpc && status >= 400) {
+		px_reply_grpc(st, status, reason, close_conn);
+		return;
+	}
 	bl = snprintf(body, sizeof(body), "%d %s\n", status, reason);
 	px_buf_get(c->srv, &c->out);
 	buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
@@ -356,6 +388,7 @@ struct px_stream *px_stream_new(struct px_conn *c)
 	st->c = c;
 	c->st = st;
 	st->host = -1;
+	st->grpc_status = -1;
 	st->t0 = ev_now_ns();
 	st->tbl = px_table_ref(c->srv->tbl);
 	st->rq = RQ_DONE;
@@ -407,6 +440,34 @@ static int px_stream_read_head(struct px_stream *st, const struct h1_request *rq
 	hi = h1_find_header(h, n, "x-request-id");
 	if (hi >= 0)
 		px_copy(st->reqid, sizeof(st->reqid), h[hi].value, h[hi].value_len);
+	hi = h1_find_header(h, n, "content-type");
+	st->grpc = hi >= 0 && h[hi].value_len >= 16 &&
+		   !strncasecmp(h[hi].value, "application/grpc", 16);
+	return 0;
+}
+
+/* grpc-timeout ("1-8 digits" then H, M, S, m, u or n) in ms, 0 = none. */
+static uint64_t px_grpc_timeout_ms(const struct h1_header *h, size_t n)
+{
+	int i = h1_find_header(h, n, "grpc-timeout");
+	uint64_t v = 0;
+	size_t k;
+
+	if (i < 0 || h[i].value_len < 2 || h[i].value_len > 9)
+		return 0;
+	for (k = 0; k + 1 < h[i].value_len; k++) {
+		if (h[i].value[k] < '0' || h[i].value[k] > '9')
+			return 0;
+		v = v * 10 + (uint64_t)(h[i].value[k] - '0');
+	}
+	switch (h[i].value[k]) {
+	case 'H': return v * 3600000;
+	case 'M': return v * 60000;
+	case 'S': return v * 1000;
+	case 'm': return v ? v : 1;
+	case 'u': return v / 1000 ? v / 1000 : 1;
+	case 'n': return v / 1000000 ? v / 1000000 : 1;
+	}
 	return 0;
 }
 
@@ -526,8 +587,16 @@ int px_stream_open(struct px_stream *st, const struct h1_request *rq,
 {
 	struct px_conn *c = st->c;
 
-	if (px_stream_read_head(st, rq, h, n, head_len) || px_stream_route(st, rq, h, n) ||
-	    px_stream_forward(st, rq, h, n))
+	uint64_t gt;
+
+	if (px_stream_read_head(st, rq, h, n, head_len) || px_stream_route(st, rq, h, n))
+		return 0;
+	/* the client's gRPC deadline bounds the request like timeouts.request
+	 * (and is passed on: the backend sees it too) */
+	gt = st->grpc ? px_grpc_timeout_ms(h, n) : 0;
+	if (gt && (!st->d.timeout_request_ms || gt < st->d.timeout_request_ms))
+		st->d.timeout_request_ms = gt;
+	if (px_stream_forward(st, rq, h, n))
 		return 0;
 	if (st->rq == RQ_BODY && h1_header_has_token(h, n, "expect", "100-continue") &&
 	    st->client_minor == 1) {
@@ -677,8 +746,9 @@ static int px_resp_head(struct px_stream *st)
 		}
 		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
 	}
+	st->grpc_status = px_grpc_status(h, n);	/* a trailers-only answer's */
 	if ((px_retry_status(st->d.retry, r.status) ||
-	     px_retry_grpc(st->d.retry, px_grpc_status(h, n))) && px_stream_retry(st, true))
+	     px_retry_grpc(st->d.retry, st->grpc_status)) && px_stream_retry(st, true))
 		return 1;	/* restarted; nothing reached the client */
 	fr = h1_body_framing(h, n, 0, r.status, st->head_req, &cl);
 	if (fr < 0) {

@@ -77,21 +77,12 @@ static struct px_up *px_up_take_idle(struct px_server *s, uint32_t ip, uint16_t 
 static int px_up_connect(struct px_server *s, int host, struct px_up **out)
 {
 	struct px_host *h = &s->hosts[host];
-	struct sockaddr_in *sin;
-	struct net_addr a;
 	struct px_up *u;
 	int fd;
 
-	memset(&a, 0, sizeof(a));
-	sin = (struct sockaddr_in *)&a.ss;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = h->ip;
-	sin->sin_port = htons(h->port);
-	a.len = sizeof(*sin);
-	fd = px_netpol_connect(s, &a);	/* from the node proxy address (netpol.c) */
+	fd = px_netpol_connect(s, h->ip, h->port);	/* from the node proxy address */
 	if (fd < 0)
 		return fd;
-	net_set_nodelay(fd);
 	u = zh_calloc(1, sizeof(*u));
 	u->srv = s;
 	u->fd = fd;

@@ -51,6 +51,30 @@ spec: {selector: {app: g}, ports: [{name: grpc-flaky, port: 80, targetPort: $F}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
+metadata: {name: g}
+spec:
+  parentRefs: [{group: "", kind: Service, name: g, port: 80}]
+  rules:
+  - matches: [{path: {type: Exact, value: /t.T/Slow}}]
+    timeouts: {request: 300ms}
+    backendRefs: [{name: g, port: 80}]
+  - backendRefs: [{name: g, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: f0}
+spec: {selector: {app: g}, ports: [{name: grpc-flaky, port: 80, targetPort: $F}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: f0, annotations: {zerohop.io/retries: "0"}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: f0, port: 80}]
+  rules:
+  - backendRefs: [{name: f0, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
 metadata: {name: rr, annotations: {zerohop.io/lb-policy: round-robin}}
 spec:
   parentRefs: [{group: "", kind: Service, name: rr, port: 80}]
@@ -69,6 +93,9 @@ PIDS+=($!)
 PIDS+=($!)
 "$ZH" proxy --listen "127.0.0.1:$((B + 4))" --service default/f --state "$TMP/state" \
 	--stats-addr "127.0.0.1:$((B + 5))" 2>"$TMP/proxy-f.err" &
+PIDS+=($!)
+"$ZH" proxy --listen "127.0.0.1:$((B + 7))" --service default/f0 --state "$TMP/state" \
+	--stats-addr "127.0.0.1:$((B + 8))" 2>"$TMP/proxy-f0.err" &
 PIDS+=($!)
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$G" 1 1 >/dev/null 2>&1; }
 wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2 && wait_until 5 grpc_up 3
@@ -128,6 +155,35 @@ rt=$(sed -n 's/^zerohop_proxy_retries_total \([0-9]*\)/\1/p' <<<"$m")
 diag "retries counted: $rt"
 ok $([ "${rt:-0}" -ge 150 ] && [ "${rt:-0}" -le 400 ]; echo $?) \
 	"retries counted, about the failure rate (${rt:-0} for 1000 calls)"
+# ---- gRPC status counts as the backend's result (retries off) ------------------------
+f0=$("$GPY" "$PEER" flaky "127.0.0.1:$((B + 7))" 200)
+diag "200 calls, retries off: $f0"
+fails=$(sed -n 's/.*failed=\([0-9]*\)/\1/p' <<<"$f0")
+af=$(curl -s "http://127.0.0.1:$((B + 8))/metrics" |
+	awk '$1 ~ /^zerohop_proxy_upstream_attempts_total\{.*result="failure"/ { s += $2 } END { print s + 0 }')
+ok $([ "${fails:-0}" -ge 20 ] && [ "$af" = "$fails" ]; echo $?) \
+	"UNAVAILABLE answers (HTTP 200) count as failed attempts: $af = $fails failed calls"
+# ---- local answers to gRPC clients are gRPC ones --------------------------------------
+out=$("$GPY" "$PEER" slow "$T" 2000 5)
+diag "Slow(2 s) under a 300 ms route timeout, client deadline 5 s: $out"
+ms=$(sed -n 's/.* ms=\([0-9]*\)/\1/p' <<<"$out")
+is "${out% ms=*}" "DEADLINE_EXCEEDED details=request timed out" \
+	"route timeout: a trailers-only DEADLINE_EXCEEDED from the proxy, with its reason"
+ok $([ "${ms:-0}" -ge 250 ] && [ "${ms:-0}" -le 1500 ]; echo $?) "... after ${ms:-?} ms (300 ms timeout)"
+grep -q '"POST /t.T/Slow HTTP/1.1" 504 .*request timed out' "$TMP/access.log"
+ok $? "... logged as 504 with the reason"
+if command -v nghttp >/dev/null; then
+	# grpc-timeout alone (no route timeout on Who, no client deadline of
+	# nghttp's): a Who call to a server that takes no time is answered,
+	# a Slow(2 s) call with grpc-timeout 200m is ended by the proxy
+	printf '\0\0\0\0\0042000' >"$TMP/slow.bin"
+	t0=$(date +%s%N)
+	out=$(nghttp -v -t 10 -H 'content-type: application/grpc' -H 'te: trailers' \
+		-H 'grpc-timeout: 200m' -d "$TMP/slow.bin" "http://127.0.0.1:$((B + 2))/t.T/Slow" 2>&1)
+	el=$(( ($(date +%s%N) - t0) / 1000000 ))
+	grep -q 'grpc-status: 4' <<<"$out"
+	ok $? "grpc-timeout 200m honoured by the proxy: DEADLINE_EXCEEDED after $el ms"
+fi
 grep -q 'POST /t.T/Who HTTP/1.1" 200' "$TMP/access.log"
 ok $? "gRPC calls in the access log"
 done_testing

@@ -14,6 +14,9 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
                     a deadline, a ping-pong bidi; one line "ok ..." per check
   flaky TARGET CALLS
         CALLS calls of Flaky; prints "ok=N failed=M"
+  slow TARGET MS DEADLINE_S
+        one Slow call (the server sleeps MS) with that deadline; prints
+        "CODE details=DETAILS ms=ELAPSED"
 """
 import collections
 import queue
@@ -144,6 +147,17 @@ def flaky(target, calls):
     print("ok=%d failed=%d" % (ok, failed))
 
 
+def slow(target, ms, deadline):
+    ch = grpc.insecure_channel(target)
+    t0 = time.time()
+    try:
+        ch.unary_unary("/t.T/Slow")(b"%d" % ms, timeout=deadline)
+        code, det = "OK", ""
+    except grpc.RpcError as e:
+        code, det = e.code().name, e.details()
+    print("%s details=%s ms=%d" % (code, det, (time.time() - t0) * 1000))
+
+
 if __name__ == "__main__":
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "serve":
@@ -154,5 +168,7 @@ if __name__ == "__main__":
         kinds(a[0])
     elif cmd == "flaky":
         flaky(a[0], int(a[1]))
+    elif cmd == "slow":
+        slow(a[0], int(a[1]), float(a[2]))
     else:
         sys.exit(__doc__)

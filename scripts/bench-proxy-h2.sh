@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench-proxy-h2.sh — the node L7 proxy's HTTP/2 client side against
+# HAProxy 2.6 (one thread, `bind ... proto h2`, same config as the other
+# proxy benchmarks: scripts/lib/haproxy.sh), both on loopback in front of
+# the same HTTP/1.1 `zerohop echo` (1 thread), 1 KiB responses: h2load
+# (nghttp2-client) with 64 streams over 4 connections, contenders
+# interleaved Z H Z H ...; prints each run, then the median ratios
+# zerohop/haproxy of req/s and of requests per proxy CPU-second, with the
+# min..max spread of the pairs.
+#
+#   scripts/bench-proxy-h2.sh [PAIRS=5] [REQUESTS=100000]
+#
+# Not measured here: HTTP/2 to the backend (the issue's HAProxy "proto h2"
+# to the server needs an h2c backend server; zerohop echo speaks HTTP/1.1).
+# Every process is ours and stopped by its PID.
+set -euo pipefail
+PAIRS=${1:-5}
+N=${2:-100000}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/haproxy.sh"
+source "$ROOT/scripts/lib/stats.sh"
+ZH=${ZH:-$ROOT/build/zerohop}
+for t in h2load haproxy "$ZH"; do
+	command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }
+done
+TMP=$(mktemp -d /tmp/zh-px-h2-bench.XXXXXX)
+for i in $(seq 0 30); do
+	B=$((25000 + ($$ + i * 37) % 2000 / 10 * 10))
+	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+done
+EP=$((B + 1)); ZP=$B; HP=$((B + 2))
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
+PIDS+=($!)
+cat >"$TMP/m.yaml" <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {selector: {app: web}, ports: [{port: 80, targetPort: $EP}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, labels: {app: web}}
+spec: {nodeName: node-a, containers: [{name: c}]}
+status: {podIP: 127.0.0.1, phase: Running}
+YAML
+mkdir -p "$TMP/state"
+"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >/dev/null
+"$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web --state "$TMP/state" 2>"$TMP/zp.err" &
+ZPID=$!
+PIDS+=($ZPID)
+haproxy_cfg "127.0.0.1:$HP proto h2" "127.0.0.1:$EP" >"$TMP/haproxy.cfg"
+haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/hp.out" 2>&1 &
+HPID=$!
+PIDS+=($HPID)
+sleep 1
+# h2load's line: "finished in 1.23s, 81234.56 req/s, 90.12MB/s" and
+# "requests: N total, N started, N done, N succeeded, ..."
+run() { # PORT PID: prints "req/s reqs-per-cpu-second"
+	local t0 t1 out rps ok
+	t0=$(proc_ticks "$2")
+	out=$(h2load -n "$N" -c 4 -m 16 "http://127.0.0.1:$1/?size=1024" 2>&1)
+	t1=$(proc_ticks "$2")
+	rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+	ok=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' <<<"$out")
+	[ "${ok:-0}" -eq "$N" ] || { echo "run on :$1: $ok of $N succeeded" >&2; exit 1; }
+	awk -v r="$rps" -v n="$N" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.0f %.0f\n", r, (d > 0 ? n / (d / hz) : 0) }'
+}
+run "$ZP" "$ZPID" >/dev/null	# warm both
+run "$HP" "$HPID" >/dev/null
+: >"$TMP/r"
+for i in $(seq "$PAIRS"); do
+	read -r zr zc < <(run "$ZP" "$ZPID")
+	read -r hr hc < <(run "$HP" "$HPID")
+	echo "pair $i: zerohop $zr req/s ($zc per CPU-s), haproxy $hr req/s ($hc per CPU-s)"
+	echo "$(ratio "$zr" "$hr") $(ratio "$zc" "$hc")" >>"$TMP/r"
+done
+echo "zerohop/haproxy req/s: $(cut -d' ' -f1 "$TMP/r" | median)x ($(cut -d' ' -f1 "$TMP/r" | spread))"
+echo "zerohop/haproxy per CPU-second: $(cut -d' ' -f2 "$TMP/r" | median)x ($(cut -d' ' -f2 "$TMP/r" | spread))"
