@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 72-proxy-h2.t — cleartext HTTP/2 with prior knowledge into `zerohop
+# 77-proxy-h2.t — cleartext HTTP/2 with prior knowledge into `zerohop
 # proxy` (explicit mode on loopback, echo backends speaking HTTP/1.1), with
 # real third-party clients: curl --http2-prior-knowledge and nghttp
 # (nghttp2-client). Routing by path, a 1:2:3 split balanced per request on

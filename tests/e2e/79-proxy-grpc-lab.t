@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 74-proxy-grpc-lab.t — gRPC per-call balancing through the node proxy in
+# 79-proxy-grpc-lab.t — gRPC per-call balancing through the node proxy in
 # a lab (t74, 2 nodes, mesh on), with Debian's python3-grpcio as servers
 # (three pods, two nodes) and client (a pod on node-a), by ClusterIP:
 #   the L7 Service (zerohop.io/l7, port named grpc: HTTP/2 to the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 73-proxy-grpc.t — gRPC through `zerohop proxy` (explicit mode on
+# 78-proxy-grpc.t — gRPC through `zerohop proxy` (explicit mode on
 # loopback) with Debian's python3-grpcio on both ends: three gRPC servers
 # (127.0.0.1-3) behind a Service whose port is named grpc (HTTP/2 to the
 # backends, one multiplexed connection per endpoint), clients over
