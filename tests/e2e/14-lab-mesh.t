@@ -67,8 +67,8 @@ for n in node-a node-b; do
 	is "$(grep '^0::' /proc/$A/cgroup)" "0::/zerohop-$LAB/system/agent-$n" \
 		"... in its own lab cgroup, not under the node's"
 	CMD=$(tr '\0' ' ' </proc/$A/cmdline)
-	echo "$CMD" | grep -q -- "agent --node $n --lab $LAB --cgroup $CG/zerohop-$LAB/$n --state /run/zerohop/$LAB/state --pin-dir /sys/fs/bpf/zerohop/$LAB/$n --health-file /run/zerohop/$LAB/nodes/$n/agent.health --accel off"
-	ok $? "... with the lab's node, cgroup, state, pin dir, health file and --accel off"
+	echo "$CMD" | grep -qE -- "agent --node $n --lab $LAB --cgroup $CG/zerohop-$LAB/$n --state /run/zerohop/$LAB/state --pin-dir /sys/fs/bpf/zerohop/$LAB/$n --health-file /run/zerohop/$LAB/nodes/$n/agent.health --metrics-addr [0-9.]+:15020 --accel off"
+	ok $? "... with the lab's node, cgroup, state, pin dir, health file, metrics address and --accel off"
 done
 is "$(J '.pods[] | select(.namespace=="kube-system") | .name + "@" + .node + ":" + .phase')" \
 	"cluster-dns@node-a:Running" "cluster DNS pod on the first node"

@@ -75,8 +75,14 @@ is $(( $(stot client '^o[0-9_]+_h$') - out_before )) 20 "client sidecar's outbou
 is $((in_after - in_before)) 20 "web sidecars' inbound counters: +20"
 is "$(grep -o '"remote":"[0-9.]*' "$TMP/r20" | cut -d'"' -f4 | sort -u)" 127.0.0.6 \
 	"the backend sees the inbound sidecar's source 127.0.0.6 (no pod bypassed it)"
-is "$(grep -o '"name":"web-[^"]*' "$TMP/r20" | sort -u | wc -l)" 2 \
-	"one keep-alive connection, requests balanced over both web pods"
+# (the client's sidecar may still be reloading with the second web pod:
+# the lab is up once pods run, a sidecar follows the endpoints after)
+both_web() {
+	lab_exec client curl -s "http://web/b[1-20]" >"$TMP/b20"
+	[ "$(grep -o '"name":"web-[^"]*' "$TMP/b20" | sort -u | wc -l)" = 2 ]
+}
+wait_until 10 both_web
+ok $? "one keep-alive connection, requests balanced over both web pods"
 r=$(lab_exec client /usr/bin/python3 -c "
 import socket; s=socket.create_connection(('web', 8078)); s.sendall(b'tcp-through-sidecars'); print(s.recv(100).decode())")
 is "$r" tcp-through-sidecars "a TCP (non-HTTP) port passes the sidecars byte for byte"
