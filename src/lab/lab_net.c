@@ -302,7 +302,10 @@ static int bind_nsfile(pid_t pid, const char *kind, const char *dst)
 	if (mount(src, dst, NULL, MS_BIND, NULL)) {
 		int ret = -errno;
 
-		lab_err("bind %s on %s: %s", src, dst, strerror(errno));
+		/* EINVAL on a mount namespace is retried by lab_pod_ns_create,
+		 * which reports it once if every attempt fails. */
+		if (ret != -EINVAL || strcmp(kind, "mnt"))
+			lab_err("bind %s on %s: %s", src, dst, strerror(errno));
 		unlink(dst);
 		return ret;
 	}
@@ -368,7 +371,7 @@ static int pod_ns_child(const char *lab, const char *pod, const struct lab_mount
 }
 
 static int pod_ns_create_once(const char *lab, const char *ns, const char *pod,
-			      const struct lab_mount *mounts, int n_mounts)
+			      const struct lab_mount *mounts, int n_mounts, int cpu)
 {
 	char netp[LAB_PATH], utsp[LAB_PATH], mntp[LAB_PATH], name[256], c;
 	int sync1[2], sync2[2], status, ret = 0;
@@ -393,7 +396,16 @@ static int pod_ns_create_once(const char *lab, const char *ns, const char *pod,
 		goto out_sync2;
 	}
 	if (pid == 0) {
-		char ok = pod_ns_child(lab, pod, mounts, n_mounts) ? 'E' : 'K';
+		char ok;
+
+		if (cpu >= 0) {
+			cpu_set_t set;
+
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
+		ok = pod_ns_child(lab, pod, mounts, n_mounts) ? 'E' : 'K';
 
 		close(sync1[0]);
 		close(sync2[1]);
@@ -454,24 +466,41 @@ void lab_pod_ns_destroy(const char *lab, const char *ns, const char *pod)
 	unlink(p);
 }
 
-/* Inside a mount namespace other than the host's first one (`unshare -m`,
- * as a fresh-machine test or a container runs us), binding a just-made
- * pod's mount namespace file fails now and then with EINVAL on this kernel
- * (6.18), while a fresh attempt with new namespaces succeeds: seen on about
- * one pod in three with other labs busy, never in the initial namespace.
- * So a failed attempt is undone in full (lab_pod_ns_destroy) and retried,
- * a few times. */
-#define POD_NS_TRIES 8
+/* Why a pod's mount namespace file cannot always be bound (EINVAL):
+ * the kernel refuses to bind a mount namespace whose id is not greater
+ * than the binder's own, to rule out reference loops (mnt_ns_loop in
+ * fs/namespace.c). Since 6.18 namespace ids come from per-CPU batches
+ * (gen_cookie_next), so a namespace made now on CPU 0 can get a smaller id
+ * than one made earlier on CPU 1. In the host's first mount namespace (id
+ * 1) this never matters; inside `unshare -m` (a fresh-machine test, a
+ * container) the supervisor's namespace has a batch id and a pod made on
+ * another CPU is refused, every time, as long as that CPU's batch lasts.
+ * Reproduced with `taskset -c 1 unshare -m` + children on CPU 0 / CPU 1.
+ *
+ * So a refused attempt is undone in full (lab_pod_ns_destroy) and made
+ * again with the child pinned to each allowed CPU in turn: the CPU that
+ * made the supervisor's namespace always works (its batch only grows).
+ * The CPU that worked last is tried first next time. */
+static int pod_ns_cpu = -1;
 
 int lab_pod_ns_create(const char *lab, const char *ns, const char *pod,
 		      const struct lab_mount *mounts, int n_mounts)
 {
-	int ret = -EINVAL;
+	cpu_set_t allowed;
+	int ret = pod_ns_create_once(lab, ns, pod, mounts, n_mounts, pod_ns_cpu);
 
-	for (int i = 0; i < POD_NS_TRIES && ret == -EINVAL; i++) {
-		if (i)
-			usleep(2000 << i);
-		ret = pod_ns_create_once(lab, ns, pod, mounts, n_mounts);
+	if (ret != -EINVAL || sched_getaffinity(0, sizeof(allowed), &allowed))
+		goto out;
+	for (int cpu = 0; cpu < CPU_SETSIZE && ret == -EINVAL; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed) || cpu == pod_ns_cpu)
+			continue;
+		ret = pod_ns_create_once(lab, ns, pod, mounts, n_mounts, cpu);
+		if (!ret)
+			pod_ns_cpu = cpu;
 	}
+out:
+	if (ret == -EINVAL)
+		lab_err("pod %s/%s: bind its mount namespace: refused on every CPU (%s)", ns, pod,
+			strerror(EINVAL));
 	return ret;
 }
