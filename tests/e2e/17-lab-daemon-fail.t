@@ -40,12 +40,19 @@ ZH_AGENT_DESTROY_STALE=bogus "$ZH" lab up --lab $LAB --keep-going "${LABF[@]}" >
 is $? 0 "lab up --keep-going brings the lab up anyway"
 grep -q "lab $LAB is DEGRADED: node node-[ab]: agent cannot start" "$TMP/up.err"
 ok $? "and says loudly that it is degraded"
-"$ZH" lab status --lab $LAB >"$TMP/st" 2>&1
+# Between two crashes the supervisor restarts the agent ("Starting", with
+# a PID) for a few milliseconds: take the status while it is backing off.
+backing_off() {
+	"$ZH" lab status --lab $LAB >"$TMP/st" 2>&1
+	"$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
+	grep -Eq '^node-a .* CrashLoopBackOff ' "$TMP/st" &&
+		[ "$(jq -r '.nodes[0].agent.state' "$TMP/st.json")" = CrashLoopBackOff ]
+}
+wait_until 10 backing_off
 grep -Eq '^node-a .* CrashLoopBackOff \([0-9]+\) +0 ' "$TMP/st"
 ok $? "lab status: node-a's agent in CrashLoopBackOff with its restart count"
 grep -q "node-a agent: CrashLoopBackOff: zerohop agent: ZH_AGENT_DESTROY_STALE: expected on or off, got 'bogus'; log /run/zerohop/$LAB/nodes/node-a/agent.log" "$TMP/st"
 ok $? "lab status: the agent's last error line and log"
-"$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
 is "$(jq -r '.nodes[0].agent.state' "$TMP/st.json")" CrashLoopBackOff "-o json: nodes[].agent.state"
 [ "$(jq -r '.nodes[0].agent.restarts' "$TMP/st.json")" -ge 1 ]
 ok $? "-o json: nodes[].agent.restarts >= 1"
