@@ -196,11 +196,13 @@ static int alloc_ip(struct sup *s, int node, uint32_t *ip)
 {
 	const struct lab_node *n = &s->t.nodes[node];
 
-	/* .0 is the VTEP address in overlay mode, .1 reserved, .255 broadcast. */
+	/* .2-.254 next-fit, without the CNI plugin's range (lab_int.h): a
+	 * lab that has churned ~200 pods would otherwise hand a process pod
+	 * the address of a container made by hand. */
 	for (int k = 0; k < 253; k++) {
 		int h = 2 + (s->ipcur[node] + k) % 253;
 
-		if (s->ipmap[node][h])
+		if (s->ipmap[node][h] || (h >= LAB_CNI_RANGE_LO && h <= LAB_CNI_RANGE_HI))
 			continue;
 		s->ipmap[node][h] = 1;
 		s->ipcur[node] = h - 1;
