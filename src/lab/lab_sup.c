@@ -363,6 +363,8 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		zh_err("pod %s/%s: mkdir %s: %s", ns, name, cg, strerror(errno));
 		goto fail;
 	}
+	if (lab_sc_planned(&pod->plan))
+		lab_sc_bpf_pod_add(s, pod, cg);	/* --accel: before any of its processes */
 	/* Invariant 6: with agents, publish the pod Pending with its IP first
 	 * and hold its containers until every agent synced that generation. */
 	if (s->t.mesh && !s->t.nft) {
@@ -445,6 +447,7 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 		lab_fmt(ccg, sizeof(ccg), "%s/conmon", cg);
 		rmdir(ccg);
 	}
+	lab_sc_bpf_pod_del(s, pod, cg);	/* before the cgroup id goes */
 	rmdir(cg);
 	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
 	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);
