@@ -40,16 +40,28 @@ is "$(echo "$st" | jq -r .meshMode)" sidecar "lab status says meshMode sidecar"
 # --- the layout: a sidecar in every pod's cgroup, workers as uid 1337, capture rules
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 [ -d "$CG/zerohop-$LAB" ] || CG=/run/zerohop/cgroup2
-bad=""
-for row in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | "\(.node)/\(.namespace)_\(.name)"'); do
-	n=0
-	for p in $(cat "$CG/zerohop-$LAB/${row%%/*}/${row#*/}/cgroup.procs"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = haproxy ] && n=$((n + 1))
+# HAProxy -W binds in the master, then forks the worker: a pod is Running
+# (its sidecar listens) a moment before the worker exists.
+sidecars_whole() {
+	local row p n
+	bad=""
+	for row in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | "\(.node)/\(.namespace)_\(.name)"'); do
+		n=0
+		for p in $(cat "$CG/zerohop-$LAB/${row%%/*}/${row#*/}/cgroup.procs"); do
+			[ "$(cat /proc/$p/comm 2>/dev/null)" = haproxy ] && n=$((n + 1))
+		done
+		[ "$n" -ge 2 ] || bad+=" $row($n)"
 	done
-	[ "$n" -ge 2 ] || bad+=" $row($n)"
-done
+	[ -z "$bad" ]
+}
+wait_until 10 sidecars_whole
 is "$bad" "" "every default pod has HAProxy master + worker in its own cgroup"
-wpid=$(ps -o pid= --ppid "$(pgrep -o -f "pods/default_client/sidecar.cfg")" | head -1)
+# (a reload right after lab up replaces the worker: take one that is there)
+client_worker() {
+	wpid=$(ps -o pid= --ppid "$(pgrep -o -f "/run/zerohop/$LAB/pods/default_client/sidecar.cfg")" | head -1)
+	[ -n "$wpid" ] && [ "$(ps -o uid= -p $wpid | tr -d ' ')" = 1337 ]
+}
+wait_until 5 client_worker || { pgrep -a -f "/run/zerohop/$LAB/pods/default_client/" | sed 's/^/# /'; ps -eo pid,ppid,uid,comm,args | grep "pods/default_client" | sed 's/^/# ps /'; }
 is "$(ps -o uid= -p $wpid | tr -d ' ')" 1337 "the client sidecar's worker runs as uid 1337"
 ip netns exec $LAB-p-default-client nft list table ip zerohop_sidecar >"$TMP/rules" 2>&1
 ok $? "the client pod's netns has istio-init's nat table"
@@ -95,7 +107,7 @@ ok $([ $((v1 + v2)) -eq 300 ] && [ "$v1" -ge 180 ] && [ "$v1" -le 220 ]; echo $?
 	"split 1 : 500m through the sidecar: v1 $v1, v2 $v2 of 300 (v1 180..220)"
 
 # --- reloads: only when a sidecar's configuration changes (SC1)
-master=$(pgrep -o -f "pods/default_client/sidecar.cfg")
+master=$(pgrep -o -f "/run/zerohop/$LAB/pods/default_client/sidecar.cfg")
 worker() { pgrep -n -P "$master"; }
 w0=$(worker)
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated}\ndata: {a: b}\n' >"$TMP/cm.yaml"
