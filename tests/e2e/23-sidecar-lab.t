@@ -61,7 +61,7 @@ client_worker() {
 	wpid=$(ps -o pid= --ppid "$(pgrep -o -f "/run/zerohop/$LAB/pods/default_client/sidecar.cfg")" | head -1)
 	[ -n "$wpid" ] && [ "$(ps -o uid= -p $wpid | tr -d ' ')" = 1337 ]
 }
-wait_until 5 client_worker || { pgrep -a -f "/run/zerohop/$LAB/pods/default_client/" | sed 's/^/# /'; ps -eo pid,ppid,uid,comm,args | grep "pods/default_client" | sed 's/^/# ps /'; }
+wait_until 5 client_worker || { pgrep -a -f "/run/zerohop/$LAB/pods/default_client/" | sed 's/^/# /' >&2; ps -eo pid,ppid,uid,comm,args | grep "pods/default_client" | sed 's/^/# ps /' >&2; }
 is "$(ps -o uid= -p $wpid | tr -d ' ')" 1337 "the client sidecar's worker runs as uid 1337"
 ip netns exec $LAB-p-default-client nft list table ip zerohop_sidecar >"$TMP/rules" 2>&1
 ok $? "the client pod's netns has istio-init's nat table"
