@@ -72,6 +72,24 @@ ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/zh_lb_* 2>/dev/null)" ]; echo $?
 	"no BPF service translation under the sidecars (agents in nft mode)"
 
 # --- through both sidecars, counted by HAProxy itself
+# The lab is up once pods run; the sidecars follow the endpoints after, and
+# a reload starts a worker whose counters begin at 0. So first the client's
+# sidecar must know both web pods, and no sidecar's worker may be changing.
+both_web() {
+	lab_exec client curl -s "http://web/b[1-20]" >"$TMP/b20"
+	[ "$(grep -o '"name":"web-[^"]*' "$TMP/b20" | sort -u | wc -l)" = 2 ]
+}
+wait_until 10 both_web
+ok $? "one keep-alive connection, requests balanced over both web pods"
+workers() {
+	local p m
+	for p in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | .name'); do
+		m=$(pgrep -o -f "/run/zerohop/$LAB/pods/default_$p/sidecar.cfg")
+		echo "$p:$(pgrep -P "$m" | sort | tr '\n' ,)"
+	done
+}
+settled() { local a; a=$(workers); sleep 0.5; [ "$a" = "$(workers)" ]; }
+wait_until 10 settled
 stats() { lab_exec "$1" curl -s "http://127.0.0.1:15090/stats;csv"; }
 # stot of BACKEND rows whose proxy name matches $2
 stot() { stats "$1" | awk -F, -v re="$2" '$2 == "BACKEND" && $1 ~ re {s += $8} END {print s + 0}'; }
@@ -87,14 +105,6 @@ is $(( $(stot client '^o[0-9_]+_h$') - out_before )) 20 "client sidecar's outbou
 is $((in_after - in_before)) 20 "web sidecars' inbound counters: +20"
 is "$(grep -o '"remote":"[0-9.]*' "$TMP/r20" | cut -d'"' -f4 | sort -u)" 127.0.0.6 \
 	"the backend sees the inbound sidecar's source 127.0.0.6 (no pod bypassed it)"
-# (the client's sidecar may still be reloading with the second web pod:
-# the lab is up once pods run, a sidecar follows the endpoints after)
-both_web() {
-	lab_exec client curl -s "http://web/b[1-20]" >"$TMP/b20"
-	[ "$(grep -o '"name":"web-[^"]*' "$TMP/b20" | sort -u | wc -l)" = 2 ]
-}
-wait_until 10 both_web
-ok $? "one keep-alive connection, requests balanced over both web pods"
 r=$(lab_exec client /usr/bin/python3 -c "
 import socket; s=socket.create_connection(('web', 8078)); s.sendall(b'tcp-through-sidecars'); print(s.recv(100).decode())")
 is "$r" tcp-through-sidecars "a TCP (non-HTTP) port passes the sidecars byte for byte"
