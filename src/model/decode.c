@@ -1073,6 +1073,10 @@ static const struct kind_api kinds[] = {
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha2", MD_K_ROUTEGROUP },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha3", MD_K_ROUTEGROUP },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha4", MD_K_ROUTEGROUP },
+	{ "PeerAuthentication", "security.istio.io/v1", MD_K_PEERAUTH },
+	{ "PeerAuthentication", "security.istio.io/v1beta1", MD_K_PEERAUTH },
+	{ "AuthorizationPolicy", "security.istio.io/v1", MD_K_AUTHZPOL },
+	{ "AuthorizationPolicy", "security.istio.io/v1beta1", MD_K_AUTHZPOL },
 };
 
 /* ---- kinds that are not acted on ----------------------------------------------------
@@ -1135,8 +1139,6 @@ static const struct kind_skip skips[] = {
 	/* other projects' access policies: skipped like the rest, but the
 	 * reason says the traffic they would deny is not denied */
 	{ "access.smi-spec.io", "", "access policy not enforced by zerohop (use NetworkPolicy)" },
-	{ "security.istio.io", "AuthorizationPolicy",
-	  "access policy not enforced by zerohop (use NetworkPolicy)" },
 	{ "policy.linkerd.io", "AuthorizationPolicy",
 	  "access policy not enforced by zerohop (use NetworkPolicy)" },
 	{ "policy.linkerd.io", "ServerAuthorization",
@@ -1311,6 +1313,12 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 	}
 	case MD_K_ROUTEGROUP:
 		r = md_decode_routegroup(c, root, &meta);
+		break;
+	case MD_K_PEERAUTH:
+		r = md_decode_peerauth(c, root, &meta);
+		break;
+	case MD_K_AUTHZPOL:
+		r = md_decode_authzpol(c, root, &meta);
 		break;
 	default:
 		r = md_decode_netpol(c, root, &meta);
