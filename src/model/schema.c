@@ -109,7 +109,8 @@ static const struct sch_key s_np_spec[] = { { "podSelector", s_selector },
 /* ---- Cluster (ours) ---- */
 static const struct sch_key s_node[] = { { "name", NULL }, END };
 static const struct sch_key s_cluster_spec[] = { { "nodes", s_node }, { "podCIDR", NULL },
-						 { "serviceCIDR", NULL }, END };
+						 { "serviceCIDR", NULL }, { "podCIDRs", NULL },
+						 { "serviceCIDRs", NULL }, END };
 
 /* The whole object: only spec is checked (metadata is ObjectMeta). */
 #define ROOT(name, spec) \

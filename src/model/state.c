@@ -119,6 +119,11 @@ void md_state_set_strict(struct md_state *st, bool strict)
 	md_priv(st)->strict = strict;
 }
 
+void md_state_set_ipv6(struct md_state *st, bool ipv6)
+{
+	md_priv(st)->ipv6 = ipv6;
+}
+
 void md_state_set_namespace(struct md_state *st, const char *ns)
 {
 	md_priv(st)->default_ns = ns;
@@ -150,6 +155,7 @@ static struct md_state *staging_of(const struct md_state *st)
 	md_priv(stg)->ident_only = md_priv(st)->ident_only;
 	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
 	md_priv(stg)->strict = md_priv(st)->strict;
+	md_priv(stg)->ipv6 = md_priv(st)->ipv6;
 	md_priv(stg)->default_ns = md_priv(st)->default_ns;
 	return stg;
 }
