@@ -213,7 +213,9 @@ struct md_pod {
 	struct md_meta meta;
 	struct md_pod_spec spec;
 	bool has_status;	/* status block present (runtime pod) */
-	uint32_t ip;		/* status.podIP, network order, 0 if none */
+	uint32_t ip;		/* the IPv4 of status.podIP(s), network order, 0 if none */
+	struct in6_addr ip6;	/* the IPv6 of status.podIP(s), all zero if none
+				 * (docs/ipv6.md; not an endpoint address yet) */
 	enum md_phase phase;	/* status.phase */
 	/* metadata.deletionTimestamp set: the pod is leaving (as in Kubernetes,
 	 * where a terminating pod keeps its phase). Never an endpoint; still a

@@ -625,17 +625,13 @@ static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, b
 	dc_pop(c, old);
 	if (status && status->type == YN_MAP && status->n > 0) {
 		static const char *const phases[] = { "", "Pending", "Running", "Succeeded", "Failed" };
-		char *ip, *phase;
+		char *phase;
 		int i;
 
 		old = dc_push(c, "status");
 		p->has_status = true;
-		if (dc_str(c, status, "podIP", false, &ip) ||
-		    dc_str(c, status, "phase", false, &phase))
+		if (md_decode_pod_ips(c, status, p) || dc_str(c, status, "phase", false, &phase))
 			return -EINVAL;
-		if (ip && md_parse_ipv4(ip, &p->ip))
-			return dc_fail(c, yn_get(status, "podIP"), "podIP",
-				       "invalid IPv4 address \"%s\"", ip);
 		if (phase) {
 			for (i = 1; i < 5 && strcmp(phase, phases[i]); i++)
 				;

@@ -388,6 +388,66 @@ int md_decode_svc_families(struct dctx *c, const struct yn *spec, struct md_serv
 	return 0;
 }
 
+/* ---- Pod: status.podIP(s) --------------------------------------------------------- */
+
+/* As the kubelet reports them: podIP is the primary address, podIPs every
+ * address ({ip: A}), at most one per family, the first equal to podIP. */
+int md_decode_pod_ips(struct dctx *c, const struct yn *status, struct md_pod *p)
+{
+	const struct yn *ips = yn_get(status, "podIPs");
+	const char *val[2];
+	const struct yn *at[2];
+	enum md_family seen = MD_FAM_NONE;
+	char *ip, f[40];
+	int n = 0;
+
+	if (dc_str(c, status, "podIP", false, &ip))
+		return -EINVAL;
+	if (ips) {
+		if (dc_seq(c, ips, "podIPs"))
+			return -EINVAL;
+		if (ips->n > 2)
+			return dc_fail(c, ips, "podIPs", "may only hold up to 2 values");
+		for (int i = 0; i < ips->n; i++) {
+			size_t old = dc_push(c, "podIPs");
+			char *v;
+
+			dc_push_idx(c, i);
+			if (dc_map(c, ips->items[i], NULL) || dc_str(c, ips->items[i], "ip", true, &v))
+				return -EINVAL;
+			dc_pop(c, old);
+			val[n] = v;
+			at[n++] = yn_get(ips->items[i], "ip");
+		}
+		if (n && ip && strcmp(ip, val[0]))
+			return dc_fail(c, ips, "podIPs", "first value must match `podIP` (\"%s\")", ip);
+	}
+	if (!n && ip) {
+		val[0] = ip;
+		at[0] = yn_get(status, "podIP");
+		n = 1;
+	}
+	for (int i = 0; i < n; i++) {
+		enum md_family fm;
+
+		if (ips)
+			snprintf(f, sizeof(f), "podIPs[%d].ip", i);
+		else
+			snprintf(f, sizeof(f), "podIP");
+		if (!md_parse_ipv4(val[i], &p->ip))
+			fm = MD_FAM_V4;
+		else if (!md_parse_ipv6(val[i], &p->ip6))
+			fm = MD_FAM_V6;
+		else
+			return dc_fail(c, at[i], f, "invalid IP address \"%s\"", val[i]);
+		if (fm == seen)
+			return dc_fail(c, ips, "podIPs",
+				       "may specify no more than one IP for each IP family");
+		seen = fm;
+	}
+	return 0;
+}
+
 /* ---- Service: defaulting against the cluster (F3) ------------------------------- */
 
 static bool cluster_has(const struct md_cluster *cl, enum md_family f)

@@ -510,7 +510,7 @@ static bool str_eq0(const char *a, const char *b)
 /* What NetworkPolicy reads of a pod, labels aside (src/policy). */
 static bool pol_fields_eq(const struct md_pod *a, const struct md_pod *b)
 {
-	if (a->ip != b->ip || !str_eq0(a->spec.node_name, b->spec.node_name) ||
+	if (a->ip != b->ip || memcmp(&a->ip6, &b->ip6, sizeof(a->ip6)) || !str_eq0(a->spec.node_name, b->spec.node_name) ||
 	    a->spec.n_containers != b->spec.n_containers)
 		return false;
 	for (int c = 0; c < a->spec.n_containers; c++) {

@@ -258,6 +258,9 @@ uint32_t md_mask(int len);	/* host order */
  * ValidateServiceClusterIPsRelatedFields); fills s's family fields,
  * cluster_ip(6), ip(6)_given and headless. */
 int md_decode_svc_families(struct dctx *c, const struct yn *spec, struct md_service *s);
+/* Pod status.podIP / status.podIPs[].ip (one per family, podIPs[0] ==
+ * podIP) into p->ip / p->ip6; the path is at "status". */
+int md_decode_pod_ips(struct dctx *c, const struct yn *status, struct md_pod *p);
 /* Cluster spec.podCIDR(s) / serviceCIDR(s) into cl (defaults already set). */
 int md_decode_cluster_cidrs(struct dctx *c, const struct yn *spec, struct md_cluster *cl);
 /* finish: default each Service's policy and families against the cluster,

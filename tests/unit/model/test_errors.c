@@ -143,7 +143,17 @@ static const struct ecase cases[] = {
 	{ "pod bad phase", POD "spec: {containers: [{name: c}]}\nstatus: {phase: Exploded}\n", 0, 5,
 	  "status.phase", "unknown phase" },
 	{ "pod bad ip", POD "spec: {containers: [{name: c}]}\nstatus: {podIP: 1.2.3}\n", 0, 5,
-	  "status.podIP", "invalid IPv4" },
+	  "status.podIP", "invalid IP address \"1.2.3\"" },
+	{ "pod podIPs first", POD "spec: {containers: [{name: c}]}\nstatus:\n  podIP: 10.0.0.1\n"
+	  "  podIPs: [{ip: 10.0.0.2}]\n", 0, 7, "status.podIPs", "first value must match `podIP`" },
+	{ "pod podIPs family", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{ip: 10.0.0.2}, {ip: 10.0.0.3}]\n", 0, 6, "status.podIPs",
+	  "no more than one IP for each IP family" },
+	{ "pod podIPs bad", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{ip: 10.0.0.2}, {ip: \"fd00::zz\"}]\n", 0, 6, "status.podIPs[1].ip",
+	  "invalid IP address" },
+	{ "pod podIPs no ip", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{addr: 10.0.0.2}]\n", 0, 6, "status.podIPs[0].ip", "is required" },
 	{ "pod unknown node", POD "spec: {nodeName: node-z, containers: [{name: c}]}\n", 1, 1,
 	  "spec.nodeName", "unknown node" },
 	{ "duplicate pod", POD "spec: {containers: [{name: c}]}\n---\n" POD

@@ -383,8 +383,44 @@ static void test_patchable(void)
 	md_file_put(f3);
 }
 
+/* A dual-stack runtime pod: both addresses read; IPv4 stays the endpoint
+ * address. */
+static void test_pod_ips(void)
+{
+	const char *pods = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: web}}\n"
+			   "spec: {nodeName: node-a, containers: [{name: c}]}\nstatus:\n"
+			   "  phase: Running\n  podIP: 10.244.0.5\n"
+			   "  podIPs: [{ip: 10.244.0.5}, {ip: \"fd00:10:244::5\"}]\n---\n"
+			   "apiVersion: v1\nkind: Pod\nmetadata: {name: q}\n"
+			   "spec: {nodeName: node-a, containers: [{name: c}]}\nstatus:\n"
+			   "  podIPs: [{ip: \"fd00:10:244::6\"}, {ip: 10.244.0.6}]\n---\n";
+	char *all, *s = svc("web", "");
+	struct md_state *st;
+
+	if (asprintf(&all, "%s%s", pods, s) < 0)
+		abort();
+	st = load2(DUAL, all);
+	if (ok(st != NULL, "dual-stack pods load")) {
+		const struct md_pod *p = md_find_pod(st, NULL, "p"), *q = md_find_pod(st, NULL, "q");
+		const struct md_service *w = md_find_service(st, NULL, "web");
+
+		is_str(ip4(p->ip), "10.244.0.5", "pod IPv4");
+		is_str(ip6(&p->ip6), "fd00:10:244::5", "pod IPv6");
+		is_str(ip4(q->ip), "10.244.0.6", "IPv6-first podIPs: IPv4 found");
+		is_str(ip6(&q->ip6), "fd00:10:244::6", "IPv6-first podIPs: IPv6 found");
+		ok(w->endpoints[0].n == 1 && w->endpoints[0].v[0].ip == p->ip,
+		   "endpoint address is the pod's IPv4");
+		md_state_free(st);
+	} else {
+		diag("%s", md_err_str(&err, ebuf, sizeof(ebuf)));
+	}
+	free(all);
+	free(s);
+}
+
 int main(void)
 {
+	test_pod_ips();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check(&cases[i]);
 	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)
