@@ -254,9 +254,17 @@ static bool svc_via_proxy(const struct md_state *st, const struct md_service *sv
 	return false;
 }
 
+/* The Service's address of family f ("" when it has none). */
+static const char *svc_ip(const struct md_service *s, enum md_family f, char *buf, size_t len)
+{
+	if (f == MD_FAM_V6)
+		return inet_ntop(AF_INET6, &s->cluster_ip6, buf, (socklen_t)len);
+	return s->cluster_ip ? inet_ntop(AF_INET, &s->cluster_ip, buf, (socklen_t)len) : "";
+}
+
 static void get_services(const struct md_state *st, bool json)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN], b6[INET6_ADDRSTRLEN];
 	int i, p, n_out = 0;
 
 	if (!json)
@@ -278,8 +286,11 @@ static void get_services(const struct md_state *st, bool json)
 			eoff += snprintf(eps + eoff, eoff < (int)sizeof(eps) ? sizeof(eps) - eoff : 0,
 					 "%s%d", p ? "," : "", s->endpoints ? s->endpoints[p].n : 0);
 		}
+		/* clusterIP is the primary family's address, as in Kubernetes */
 		if (s->headless)
 			snprintf(ip, sizeof(ip), "None");
+		else if (s->n_families && s->families[0] == MD_FAM_V6)
+			svc_ip(s, MD_FAM_V6, ip, sizeof(ip));
 		else
 			ip_str(s->cluster_ip, ip);
 		if (!json) {
@@ -293,6 +304,16 @@ static void get_services(const struct md_state *st, bool json)
 		jstr(s->meta.name);
 		printf(",\"clusterIP\":");
 		jstr(ip);
+		/* the dual-stack fields after defaulting (docs/ipv6.md) */
+		printf(",\"clusterIPs\":[");
+		for (p = 0; p < (s->headless ? 1 : s->n_families); p++) {
+			printf("%s", p ? "," : "");
+			jstr(s->headless ? "None" : svc_ip(s, s->families[p], b6, sizeof(b6)));
+		}
+		printf("],\"ipFamilies\":[");
+		for (p = 0; p < s->n_families; p++)
+			printf("%s\"%s\"", p ? "," : "", md_family_name(s->families[p]));
+		printf("],\"ipFamilyPolicy\":\"%s\"", md_fam_policy_name(s->fam_policy));
 		printf(",\"l7Proxy\":%s,\"ports\":[", svc_via_proxy(st, s) ? "true" : "false");
 		for (p = 0; p < s->n_ports; p++) {
 			printf("%s{\"name\":", p ? "," : "");

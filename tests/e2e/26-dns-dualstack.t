@@ -16,7 +16,7 @@ if [ -z "$ZH_T26_INNER" ]; then
 fi
 source "$(dirname "$0")/../lib/tap.sh"
 [ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in getent busybox ip; do command -v $c >/dev/null || skip_all "no $c"; done
+for c in getent busybox ip jq; do command -v $c >/dev/null || skip_all "no $c"; done
 TMP=$(mktemp -d /tmp/zh-t26.XXXXXX)
 PIDS=()
 cleanup() {
@@ -122,6 +122,9 @@ case "$a6" in fd00:10:96::*) r=0 ;; *) r=1 ;; esac
 ok $r "an allocated IPv6 ClusterIP lies in the IPv6 service CIDR ($a6)"
 case "$a4" in 10.9[6-9].* | 10.10[0-9].* | 10.11[01].*) r=0 ;; *) r=1 ;; esac
 ok $r "RequireDualStack also gets an IPv4 ClusterIP ($a4)"
+is "$(ZEROHOP_IPV6_PREVIEW=1 "$ZH" get services --state "$TMP/st" -n other -o json |
+	jq -r '.[0] | [.ipFamilyPolicy, (.ipFamilies | join(",")), (.clusterIPs | join(" "))] | join(" ")')" \
+	"RequireDualStack IPv6,IPv4 $a6 $a4" "zerohop get services: the families and ClusterIPs the DNS serves"
 first=$(getent ahosts alloc.other.svc.cluster.local | awk 'NR == 1 {print $1}')
 diag "getaddrinfo's first address for alloc: $first"
 
