@@ -228,6 +228,18 @@ static const char *ip_str(uint32_t ip, char *buf)
 	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
 }
 
+/* A map address: IPv4 when v4-mapped, else "[IPv6]" (docs/ipv6.md). */
+static const char *addr_str(const uint8_t a[16], char *buf)
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	char b6[INET6_ADDRSTRLEN];
+
+	if (!memcmp(a, pre, sizeof(pre)))
+		return ip_str(ag_v4_of(a), buf);
+	snprintf(buf, INET6_ADDRSTRLEN + 2, "[%s]", inet_ntop(AF_INET6, a, b6, sizeof(b6)));
+	return buf;
+}
+
 static const char *phase_str(enum md_phase p)
 {
 	static const char *const n[] = { "-", "Pending", "Running", "Succeeded", "Failed" };
@@ -377,7 +389,7 @@ static void get_endpoints(const struct md_state *st, bool json)
 static int get_backends(const struct md_state *st, bool json)
 {
 	struct ag_compiled *c = NULL;
-	char err[400], ip[INET_ADDRSTRLEN], bip[INET_ADDRSTRLEN];
+	char err[400], ip[INET6_ADDRSTRLEN + 2], bip[INET6_ADDRSTRLEN + 2];
 	int i, j, ret, n_out = 0;
 
 	ret = ag_compile(st, &c, err, sizeof(err));
@@ -396,7 +408,7 @@ static int get_backends(const struct md_state *st, bool json)
 
 		for (j = 0; j < s->n_be; j++)
 			sum += s->be[j].weight;
-		snprintf(vip, sizeof(vip), "%s:%u/%s", ip_str(ag_v4_of(s->key.vip), ip),
+		snprintf(vip, sizeof(vip), "%s:%u/%s", addr_str(s->key.vip, ip),
 			 ntohs(s->key.port), s->key.proto == ZH_LB_UDP ? "UDP" : "TCP");
 		snprintf(svc, sizeof(svc), "%s/%s", s->ns, s->name);
 		if (ns_skip(s->ns))
@@ -412,7 +424,7 @@ static int get_backends(const struct md_state *st, bool json)
 			       s->flags & ZH_LB_F_L7 ? "true" : "false");
 			for (j = 0; j < s->n_be; j++) {
 				printf("%s{\"addr\":\"%s:%u\",\"pod\":", j ? "," : "",
-				       ip_str(ag_v4_of(s->be[j].be.addr), bip), ntohs(s->be[j].be.port));
+				       addr_str(s->be[j].be.addr, bip), ntohs(s->be[j].be.port));
 				jstr(s->be[j].pod);
 				printf(",\"via\":");
 				jstr(s->be[j].via);
@@ -427,7 +439,7 @@ static int get_backends(const struct md_state *st, bool json)
 		for (j = 0; j < s->n_be; j++) {
 			char b[64];
 
-			snprintf(b, sizeof(b), "%s:%u", ip_str(ag_v4_of(s->be[j].be.addr), bip),
+			snprintf(b, sizeof(b), "%s:%u", addr_str(s->be[j].be.addr, bip),
 				 ntohs(s->be[j].be.port));
 			printf("%-28s %-24s %-26s %-22s %.4f%s\n", j ? "" : svc, j ? "" : vip,
 			       j ? "" : s->source, b, s->be[j].weight / sum,
