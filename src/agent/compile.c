@@ -493,6 +493,22 @@ static uint8_t annotated_l7(const struct md_service *s, const struct md_service_
  * (headless Services have none; SCTP has no socket LB yet), each with the
  * port's endpoints as its backends. Used by the full and the incremental
  * compile, so both build byte-identical entries. */
+/* A new entry for port sp of s keyed by vip (16 bytes), without backends. */
+static struct ag_svc *new_entry(struct cbuild *b, const struct md_service *s,
+				const struct md_service_port *sp, const uint8_t vip[16])
+{
+	struct ag_svc *e = &b->c->svcs[b->c->n_svcs++];
+
+	memcpy(e->key.vip, vip, 16);
+	e->key.port = htons(sp->port);
+	e->key.proto = proto_num(sp->proto);
+	e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
+	e->name = zh_strdup(s->meta.name);
+	e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
+	e->source = zh_strdup("Service");
+	return e;
+}
+
 /* Rule 5: the IPv6 entries of s. */
 static void add_service6(struct cbuild *b, const struct md_service *s)
 {
@@ -504,14 +520,7 @@ static void add_service6(struct cbuild *b, const struct md_service *s)
 
 		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
 			continue;
-		e = &b->c->svcs[b->c->n_svcs++];
-		memcpy(e->key.vip, &s->cluster_ip6, 16);
-		e->key.port = htons(sp->port);
-		e->key.proto = proto_num(sp->proto);
-		e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
-		e->name = zh_strdup(s->meta.name);
-		e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
-		e->source = zh_strdup("Service");
+		e = new_entry(b, s, sp, (const uint8_t *)&s->cluster_ip6);
 		if (blocked || annotated_l7(s, sp)) {
 			add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
 				 "(TrafficSplit, HTTPRoute and L7 are not built for IPv6 yet: docs/ipv6.md)",
@@ -524,6 +533,8 @@ static void add_service6(struct cbuild *b, const struct md_service *s)
 
 static void add_service(struct cbuild *b, const struct md_service *s)
 {
+	uint8_t vip[16];
+
 	if (s->headless)
 		return;
 	if (!s->cluster_ip) {	/* IPv6 single-stack */
@@ -531,20 +542,14 @@ static void add_service(struct cbuild *b, const struct md_service *s)
 			add_service6(b, s);
 		return;
 	}
+	ag_v4_mapped(vip, s->cluster_ip);
 	for (int p = 0; p < s->n_ports; p++) {
 		const struct md_service_port *sp = &s->ports[p];
 		struct ag_svc *e;
 
 		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
 			continue;
-		e = &b->c->svcs[b->c->n_svcs++];
-		ag_v4_mapped(e->key.vip, s->cluster_ip);
-		e->key.port = htons(sp->port);
-		e->key.proto = proto_num(sp->proto);
-		e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
-		e->name = zh_strdup(s->meta.name);
-		e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
-		e->source = zh_strdup("Service");
+		e = new_entry(b, s, sp, vip);
 		be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
 			   s->endpoints ? (double)s->endpoints[p].n : 0);
 		e->flags |= annotated_l7(s, sp);
