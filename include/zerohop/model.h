@@ -584,8 +584,8 @@ bool md_manifest_name(const char *name);
  * string must outlive the adds. */
 void md_state_set_strict(struct md_state *st, bool strict);
 /* ipv6: a Cluster may configure IPv6 (podCIDRs / serviceCIDRs). Off by
- * default, so an IPv6 CIDR is an error naming the field until the lab and
- * the data plane carry IPv6 (docs/ipv6.md "What is not done");
+ * default, so an IPv6 CIDR is an error naming the field until NetworkPolicy
+ * covers native IPv6 (docs/ipv6.md "What is not done");
  * md_state_new() turns it on when the environment has
  * MD_IPV6_PREVIEW_ENV=1 (docs/ipv6.md "Preview"). */
 #define MD_IPV6_PREVIEW_ENV "ZEROHOP_IPV6_PREVIEW"

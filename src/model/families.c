@@ -24,10 +24,11 @@
  *     its network address (nor, for IPv4, its broadcast address), not used
  *     twice; allocated addresses come from a hash of namespace/name, never
  *     from the first 16 offsets, so they do not depend on input order.
- * F5. Until the lab and the data plane carry IPv6, an IPv6 CIDR in a
- *     Cluster is an error naming the field (md_state_set_ipv6 lifts it):
- *     without an IPv6 service CIDR no Service can get an IPv6 ClusterIP
- *     (F3 refuses it), so no half-built IPv6 Service ever reaches the agent.
+ * F5. Until NetworkPolicy covers native IPv6, an IPv6 CIDR in a Cluster
+ *     is an error naming the field (md_state_set_ipv6, or the preview
+ *     environment variable, lifts it): without an IPv6 service CIDR no
+ *     Service can get an IPv6 ClusterIP (F3 refuses it), so no IPv6 traffic
+ *     that policy would not see exists outside the preview.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -152,8 +153,9 @@ static int parse_one(struct dctx *c, const struct yn *v, const char *field, int 
 	} else if (!parse_cidr6_loose(v->s, &out->v6, &out->len, &canon)) {
 		out->fam = MD_FAM_V6;
 		if (!md_priv(c->st)->ipv6)
-			return dc_fail(c, v, field, "IPv6 CIDR \"%s\": IPv6 is not built in the lab "
-				       "and the data plane yet (docs/ipv6.md)", v->s);
+			return dc_fail(c, v, field, "IPv6 CIDR \"%s\": IPv6 is a preview until "
+				       "NetworkPolicy covers it (" MD_IPV6_PREVIEW_ENV "=1, docs/ipv6.md)",
+				       v->s);
 	} else {
 		return dc_fail(c, v, field, "invalid CIDR \"%s\"", v->s);
 	}

@@ -27,8 +27,8 @@ struct md_state *md_state_new(void)
 
 	st->priv = zh_calloc(1, sizeof(struct md_priv));
 	/* docs/ipv6.md "Preview": lifts the IPv6 switch in every process (the
-	 * agent's and DNS's state sources, the CLIs) for developing the IPv6
-	 * halves; not for users while the data plane lacks them */
+	 * agent's and DNS's state sources, the lab, the CLIs); off by default
+	 * while NetworkPolicy does not cover native IPv6 */
 	md_priv(st)->ipv6 = getenv(MD_IPV6_PREVIEW_ENV) && !strcmp(getenv(MD_IPV6_PREVIEW_ENV), "1");
 	return st;
 }

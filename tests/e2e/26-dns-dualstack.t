@@ -84,7 +84,7 @@ EOF
 out=$("$ZH" apply --state "$TMP/st0" -f "$TMP/m.yaml" 2>&1)
 r=$?
 ok $((r == 0)) "without the preview, apply refuses the dual-stack Cluster"
-echo "$out" | grep -q 'm.yaml:5: spec.podCIDRs\[1\]: IPv6 CIDR "fd00:10:244::/56": IPv6 is not built'
+echo "$out" | grep -q 'm.yaml:5: spec.podCIDRs\[1\]: IPv6 CIDR "fd00:10:244::/56": IPv6 is a preview'
 ok $? "the error names the file, line and field ($(echo "$out" | head -1))"
 ZEROHOP_IPV6_PREVIEW=1 "$ZH" apply --state "$TMP/st" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
 ok $? "with ZEROHOP_IPV6_PREVIEW=1 it applies"
@@ -136,6 +136,6 @@ start_dns 0
 ok $? "the responder serves (preview off)"
 getent ahosts dual.default.svc.cluster.local >/dev/null
 ok $((! $?)) "without the preview no name is served"
-grep -q 'IPv6 is not built' "$TMP/dns0.log"
+grep -q 'IPv6 is a preview' "$TMP/dns0.log"
 ok $? "its log says why"
 done_testing
