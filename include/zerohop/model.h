@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <netinet/in.h>
 
 #define MD_DEFAULT_NS "default"
 
@@ -113,6 +114,15 @@ struct md_port_ref {
 	char *name;		/* named port, or NULL */
 };
 
+/* ---- address families (dual-stack: docs/ipv6.md) ----------------------- */
+
+enum md_family { MD_FAM_NONE = 0, MD_FAM_V4 = 4, MD_FAM_V6 = 6 };
+const char *md_family_name(enum md_family f);	/* "IPv4", "IPv6" */
+
+/* Service spec.ipFamilyPolicy; UNSET only before md_state_finish. */
+enum md_fam_policy { MD_FP_UNSET = 0, MD_FP_SINGLE, MD_FP_PREFER_DUAL, MD_FP_REQUIRE_DUAL };
+const char *md_fam_policy_name(enum md_fam_policy p);	/* "SingleStack" ... */
+
 /* ---- cluster (lab topology) ------------------------------------------- */
 
 struct md_node {
@@ -129,7 +139,16 @@ struct md_cluster {
 	uint32_t pod_cidr;	/* network byte order; default 10.244.0.0/16 */
 	int pod_cidr_len;
 	uint32_t svc_cidr;	/* default 10.96.0.0/12 */
-	int svc_cidr_len;
+	int svc_cidr_len;	/* 0 = no IPv4 (IPv6-only cluster): pod_cidr unset too */
+	/* IPv6 (spec.podCIDRs / spec.serviceCIDRs): len 0 = no IPv6. Pods and
+	 * Services always have the same families (docs/ipv6.md). */
+	struct in6_addr pod_cidr6;
+	int pod_cidr6_len;
+	struct in6_addr svc_cidr6;
+	int svc_cidr6_len;
+	/* family of serviceCIDRs[0]: what a SingleStack Service without
+	 * ipFamilies gets (kube-apiserver's --service-cluster-ip-range[0]) */
+	enum md_family primary;
 	char *file;
 	int line;
 };
@@ -194,7 +213,9 @@ struct md_pod {
 	struct md_meta meta;
 	struct md_pod_spec spec;
 	bool has_status;	/* status block present (runtime pod) */
-	uint32_t ip;		/* status.podIP, network order, 0 if none */
+	uint32_t ip;		/* the IPv4 of status.podIP(s), network order, 0 if none */
+	struct in6_addr ip6;	/* the IPv6 of status.podIP(s), all zero if none
+				 * (docs/ipv6.md; not an endpoint address yet) */
 	enum md_phase phase;	/* status.phase */
 	/* metadata.deletionTimestamp set: the pod is leaving (as in Kubernetes,
 	 * where a terminating pod keeps its phase). Never an endpoint; still a
@@ -246,9 +267,24 @@ struct md_endpoint_set {	/* one per service port, same index as ports */
 
 struct md_service {
 	struct md_meta meta;
-	uint32_t cluster_ip;	/* network order; given or allocated (0 = "None": headless) */
+	/* The IPv4 ClusterIP, network order; given or allocated. 0 when
+	 * headless or when the Service has no IPv4 family (IPv6 single-stack):
+	 * consumers that only do IPv4 skip such a Service. */
+	uint32_t cluster_ip;
 	bool ip_given;
 	bool headless;		/* clusterIP: None */
+	/* Dual-stack (docs/ipv6.md). Before md_state_finish these hold what
+	 * the manifest gave; md_state_finish defaults them exactly as
+	 * kube-apiserver does (policy, families) and allocates one ClusterIP
+	 * per family. */
+	struct in6_addr cluster_ip6;	/* IPv6 ClusterIP; all zero = none */
+	bool ip6_given;
+	enum md_fam_policy fam_policy;	/* ipFamilyPolicy */
+	enum md_family families[2];	/* ipFamilies, [0] the primary family */
+	int n_families;
+	enum md_family given_ip_fams[2];	/* families of spec.clusterIPs in order
+						 * (none for headless) */
+	int n_given_ips;
 	struct md_service_port *ports;
 	int n_ports;
 	struct md_selector selector;	/* absent = no endpoints computed */
@@ -637,6 +673,13 @@ bool md_manifest_name(const char *name);
  * namespace is an error. NULL = "default" and no conflict check. The
  * string must outlive the adds. */
 void md_state_set_strict(struct md_state *st, bool strict);
+/* ipv6: a Cluster may configure IPv6 (podCIDRs / serviceCIDRs). Off by
+ * default, so an IPv6 CIDR is an error naming the field until NetworkPolicy
+ * covers native IPv6 (docs/ipv6.md "What is not done");
+ * md_state_new() turns it on when the environment has
+ * MD_IPV6_PREVIEW_ENV=1 (docs/ipv6.md "Preview"). */
+#define MD_IPV6_PREVIEW_ENV "ZEROHOP_IPV6_PREVIEW"
+void md_state_set_ipv6(struct md_state *st, bool ipv6);
 void md_state_set_namespace(struct md_state *st, const char *ns);
 
 /* Parse one file / buffer (multi-document YAML). All or nothing. */
@@ -795,5 +838,10 @@ void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const i
 /* IPv4 helpers: parse "a.b.c.d" / "a.b.c.d/len" (network order). 0 / -EINVAL. */
 int md_parse_ipv4(const char *s, uint32_t *ip);
 int md_parse_cidr(const char *s, uint32_t *net, int *len);
+/* IPv6 "a::b" (not v4-mapped) / "a::/len" with no host bits. 0 / -EINVAL. */
+int md_parse_ipv6(const char *s, struct in6_addr *ip);
+int md_parse_cidr6(const char *s, struct in6_addr *net, int *len);
+/* Whether ip lies in net/len. */
+bool md_in_cidr6(const struct in6_addr *ip, const struct in6_addr *net, int len);
 
 #endif

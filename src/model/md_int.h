@@ -135,6 +135,7 @@ struct md_priv {
 	bool keep_tree;
 	/* input options (md_state_set_strict / md_state_set_namespace) */
 	bool strict;
+	bool ipv6;		/* md_state_set_ipv6 */
 	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
@@ -252,6 +253,23 @@ const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
+
+/* ---- address families (families.c) --------------------------------------- */
+
+/* Service spec.ipFamilyPolicy / ipFamilies / clusterIPs (and clusterIP,
+ * whose string *ip is: kept as given, or set from clusterIPs[0]): the
+ * checks that need no cluster (kube-apiserver's
+ * ValidateServiceClusterIPsRelatedFields); fills s's family fields,
+ * cluster_ip(6), ip(6)_given and headless. */
+int md_decode_svc_families(struct dctx *c, const struct yn *spec, struct md_service *s);
+/* Pod status.podIP / status.podIPs[].ip (one per family, podIPs[0] ==
+ * podIP) into p->ip / p->ip6; the path is at "status". */
+int md_decode_pod_ips(struct dctx *c, const struct yn *status, struct md_pod *p);
+/* Cluster spec.podCIDR(s) / serviceCIDR(s) into cl (defaults already set). */
+int md_decode_cluster_cidrs(struct dctx *c, const struct yn *spec, struct md_cluster *cl);
+/* finish: default each Service's policy and families against the cluster,
+ * then allocate the ClusterIPs of each family (all or nothing). */
+int md_finish_families(struct md_state *st, struct md_err *err);
 
 /* Append a warning (strings copied into st's arena). */
 void md_warn(struct md_state *st, const char *file, int line, const char *field,

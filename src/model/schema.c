@@ -109,7 +109,8 @@ static const struct sch_key s_np_spec[] = { { "podSelector", s_selector },
 /* ---- Cluster (ours) ---- */
 static const struct sch_key s_node[] = { { "name", NULL }, END };
 static const struct sch_key s_cluster_spec[] = { { "nodes", s_node }, { "podCIDR", NULL },
-						 { "serviceCIDR", NULL }, END };
+						 { "serviceCIDR", NULL }, { "podCIDRs", NULL },
+						 { "serviceCIDRs", NULL }, END };
 
 /* ---- security.istio.io PeerAuthentication, AuthorizationPolicy (v1) ----
  * every field of Istio's schema is listed so that a typo is an error; the

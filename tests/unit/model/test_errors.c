@@ -56,24 +56,43 @@ static const struct ecase cases[] = {
 	/* services */
 	{ "port out of range", SVC "metadata: {name: a}\nspec:\n  ports:\n    - {name: a, port: 80}\n"
 	  "    - {name: b, port: 70000}\n", 0, 7, "spec.ports[1].port", "between 1 and 65535" },
-	/* address families on this IPv4-only cluster (issue 14): a clear error,
-	 * never a silent IPv4-only Service */
+	/* address families on the default IPv4-only cluster (issue 14): the
+	 * errors kube-apiserver gives on a single-stack cluster, never a
+	 * silent IPv4-only Service (dual-stack clusters: test_families.c) */
 	{ "RequireDualStack", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: RequireDualStack\n"
-	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilyPolicy", "needs a dual-stack cluster" },
+	  "  ports: [{port: 80}]\n", 1, 1, "spec.ipFamilyPolicy",
+	  "this cluster is not configured for dual-stack services" },
 	{ "bad ipFamilyPolicy", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: Dual\n"
-	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilyPolicy", "unsupported policy \"Dual\"" },
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilyPolicy", "Unsupported value: \"Dual\"" },
 	{ "ipFamilies IPv6", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: PreferDualStack\n"
-	  "  ipFamilies: [IPv4, IPv6]\n  ports: [{port: 80}]\n", 0, 6, "spec.ipFamilies[1]",
-	  "IPv6: this cluster is IPv4-only" },
+	  "  ipFamilies: [IPv4, IPv6]\n  ports: [{port: 80}]\n", 1, 1, "spec.ipFamilies[1]",
+	  "\"IPv6\": not configured on this cluster" },
 	{ "ipFamilies bad", SVC "metadata: {name: a}\nspec:\n  ipFamilies: [ipv4]\n"
-	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilies[0]", "must be IPv4 or IPv6" },
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilies[0]", "Unsupported value: \"ipv4\"" },
+	{ "ipFamilies dup", SVC "metadata: {name: a}\nspec:\n  ipFamilies: [IPv4, IPv4]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.ipFamilies[1]", "Duplicate value: \"IPv4\"" },
 	{ "clusterIPs IPv6", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [\"fd00::1\"]\n"
-	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[0]", "IPv6 address \"fd00::1\"" },
-	{ "clusterIPs two", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.9, 10.96.0.8]\n"
-	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[1]", "needs a dual-stack cluster" },
+	  "  ports: [{port: 80}]\n", 1, 1, "spec.clusterIPs[0]", "IPv6 is not configured on this cluster" },
+	{ "clusterIPs two v4", SVC "metadata: {name: a}\nspec:\n  ipFamilyPolicy: PreferDualStack\n"
+	  "  clusterIPs: [10.96.0.9, 10.96.0.8]\n  ports: [{port: 80}]\n", 0, 6, "spec.clusterIPs",
+	  "no more than one IP for each IP family" },
+	{ "clusterIPs two single", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.9, \"fd00::9\"]\n"
+	  "  ports: [{port: 80}]\n", 1, 1, "spec.ipFamilyPolicy",
+	  "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs" },
+	{ "clusterIPs three", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.9, \"fd00::9\", 10.96.0.8]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs", "may only hold up to 2 values" },
+	{ "clusterIPs None second", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.9, None]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs", "'None' must be the first and only value" },
+	{ "clusterIPs bad", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [10.96.0.300]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[0]", "must be a valid IP address" },
+	{ "clusterIPs v4-mapped", SVC "metadata: {name: a}\nspec:\n  clusterIPs: [\"::ffff:10.96.0.9\"]\n"
+	  "  ports: [{port: 80}]\n", 0, 5, "spec.clusterIPs[0]", "must be a valid IP address" },
+	{ "clusterIP family", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.96.0.9\n"
+	  "  ipFamilies: [IPv6]\n  ports: [{port: 80}]\n", 0, 5, "spec.clusterIP",
+	  "expected an IPv6 value as indicated by `ipFamilies[0]`" },
 	{ "clusterIPs differ", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.96.0.9\n"
-	  "  clusterIPs: [10.96.0.8]\n  ports: [{port: 80}]\n", 0, 6, "spec.clusterIPs[0]",
-	  "must equal clusterIP" },
+	  "  clusterIPs: [10.96.0.8]\n  ports: [{port: 80}]\n", 0, 6, "spec.clusterIPs",
+	  "first value must match `clusterIP`" },
 	{ "port zero", SVC "metadata: {name: a}\nspec:\n  ports: [{port: 0}]\n", 0, 5,
 	  "spec.ports[0].port", "between 1 and 65535" },
 	{ "port quoted", SVC "metadata: {name: a}\nspec:\n  ports: [{port: \"80\"}]\n", 0, 5,
@@ -99,7 +118,7 @@ static const struct ecase cases[] = {
 	{ "service sctp", SVC "metadata: {name: a}\nspec:\n  ports: [{port: 1, protocol: SCTP}]\n",
 	  0, 5, "spec.ports[0].protocol", "SCTP is not supported" },
 	{ "bad clusterIP", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.96.0.300\n  ports: [{port: 1}]\n",
-	  0, 5, "spec.clusterIP", "invalid IPv4" },
+	  0, 5, "spec.clusterIP", "must be a valid IP address" },
 	{ "clusterIP outside CIDR", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.200.0.1\n"
 	  "  ports: [{port: 1}]\n", 1, 1, "spec.clusterIP", "outside the service CIDR" },
 	{ "clusterIP network address", SVC "metadata: {name: a}\nspec:\n  clusterIP: 10.96.0.0\n"
@@ -124,7 +143,17 @@ static const struct ecase cases[] = {
 	{ "pod bad phase", POD "spec: {containers: [{name: c}]}\nstatus: {phase: Exploded}\n", 0, 5,
 	  "status.phase", "unknown phase" },
 	{ "pod bad ip", POD "spec: {containers: [{name: c}]}\nstatus: {podIP: 1.2.3}\n", 0, 5,
-	  "status.podIP", "invalid IPv4" },
+	  "status.podIP", "invalid IP address \"1.2.3\"" },
+	{ "pod podIPs first", POD "spec: {containers: [{name: c}]}\nstatus:\n  podIP: 10.0.0.1\n"
+	  "  podIPs: [{ip: 10.0.0.2}]\n", 0, 7, "status.podIPs", "first value must match `podIP`" },
+	{ "pod podIPs family", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{ip: 10.0.0.2}, {ip: 10.0.0.3}]\n", 0, 6, "status.podIPs",
+	  "no more than one IP for each IP family" },
+	{ "pod podIPs bad", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{ip: 10.0.0.2}, {ip: \"fd00::zz\"}]\n", 0, 6, "status.podIPs[1].ip",
+	  "invalid IP address" },
+	{ "pod podIPs no ip", POD "spec: {containers: [{name: c}]}\nstatus:\n"
+	  "  podIPs: [{addr: 10.0.0.2}]\n", 0, 6, "status.podIPs[0].ip", "is required" },
 	{ "pod unknown node", POD "spec: {nodeName: node-z, containers: [{name: c}]}\n", 1, 1,
 	  "spec.nodeName", "unknown node" },
 	{ "duplicate pod", POD "spec: {containers: [{name: c}]}\n---\n" POD
@@ -294,6 +323,9 @@ static const struct ecase cases[] = {
 	  0, 3, "spec.podCIDR", "host bits set" },
 	{ "cluster overlap", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
 	  "spec: {podCIDR: 10.0.0.0/16, serviceCIDR: 10.0.0.0/24}\n", 0, 3, "spec.serviceCIDR", "overlaps" },
+	{ "cluster IPv6 off", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
+	  "spec: {podCIDRs: [10.0.0.0/16, \"fd00:10::/56\"]}\n", 0, 3, "spec.podCIDRs[1]",
+	  "IPv6 is a preview until NetworkPolicy covers it (ZEROHOP_IPV6_PREVIEW=1" },
 	{ "cluster dup node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [a, b, a]\n",
 	  0, 4, "spec.nodes[2]", "duplicate node name" },
 	{ "cluster bad node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [{name: A}]\n",
