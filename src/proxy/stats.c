@@ -41,9 +41,19 @@ struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *
  * client's node, as a client sidecar would. Labels come from the route
  * table's md_state (pods by IP, owner Deployment = workload), re-indexed
  * when the table changes. At most PX_ISTIO_MAX_SERIES label sets; beyond,
- * one "overflow" set and zerohop_proxy_istio_series_overflow_total. */
+ * one "overflow" set and zerohop_proxy_istio_series_overflow_total.
+ *
+ * gRPC (Istio's rule): a request with content-type application/grpc* has
+ * request_protocol="grpc" and grpc_response_status = the answer's
+ * grpc-status (trailers, or the head of a trailers-only answer; the
+ * proxy's own local answers set it too), as a decimal code; a gRPC answer
+ * without grpc-status gets the code its HTTP status maps to (as Envoy's
+ * response.grpc_status does), and "" when nothing answered (status 0).
+ * Non-gRPC requests: request_protocol="http", grpc_response_status="". */
 
 #define PX_ISTIO_MAX_SERIES 2000
+#define PX_ISTIO_NOT_GRPC (-2)	/* request_protocol="http", grpc_response_status="" */
+#define PX_ISTIO_GRPC_NONE (-1)	/* a gRPC request nothing answered: "grpc", "" */
 #define PX_ISTIO_LBL 96
 
 static const double px_istio_ms_buckets[] = { 0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000,
@@ -57,6 +67,7 @@ struct px_istio_series {
 	char sw[PX_ISTIO_LBL], sns[PX_ISTIO_LBL], ds[2 * PX_ISTIO_LBL], dsn[PX_ISTIO_LBL],
 		dsns[PX_ISTIO_LBL], dw[PX_ISTIO_LBL], dwns[PX_ISTIO_LBL];
 	int code;
+	int grpc;	/* grpc_response_status: PX_ISTIO_NOT_GRPC, PX_ISTIO_GRPC_NONE or the code */
 	uint64_t n;
 	uint64_t ms_b[PX_NB_MS], bq_b[PX_NB_BYTES], bs_b[PX_NB_BYTES];	/* per bucket, not cumulative */
 	double ms_sum, bq_sum, bs_sum;
@@ -76,7 +87,7 @@ struct px_istio_memo {
 	uint64_t gen;
 	uint32_t peer, ep;
 	const char *be;
-	int code;
+	int code, grpc;
 	struct px_istio_series *x;
 };
 
@@ -155,7 +166,10 @@ static void px_flows_render(struct buf *b)
 			   f->method);
 		for (const char *p = f->path; *p; p++)	/* JSON-safe path */
 			buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
-		buf_printf(b, "\",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
+		buf_printf(b, "\"");
+		if (x->grpc >= 0)	/* gRPC: grpc_response_status's value */
+			buf_printf(b, ",\"grpc_status\":%d", x->grpc);
+		buf_printf(b, ",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
 			   "\"bytes_sent\":%llu}\n",
 			   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
 	}
@@ -200,6 +214,22 @@ static const struct px_istio_pod *px_istio_pod(uint32_t ip)
 	return bsearch(&k, px_istio.pods, (size_t)px_istio.n_pods, sizeof(k), px_istio_pod_cmp);
 }
 
+/* The request's grpc_response_status (see the block comment above). */
+static int px_istio_grpc(const struct px_stream *st)
+{
+	int s = st->status;
+
+	if (!st->grpc)
+		return PX_ISTIO_NOT_GRPC;
+	if (st->grpc_status >= 0)
+		return st->grpc_status;
+	if (!s)
+		return PX_ISTIO_GRPC_NONE;
+	/* the gRPC spec's HTTP -> status mapping (doc/http-grpc-status-mapping) */
+	return s == 200 ? 2 : s == 400 ? 13 : s == 401 ? 16 : s == 403 ? 7 : s == 404 ? 12 :
+	       s == 429 || (s >= 502 && s <= 504) ? 14 : 2;
+}
+
 static void px_istio_bucket(uint64_t *b, const double *bounds, int nb, double v)
 {
 	for (int i = 0; i < nb; i++)
@@ -217,13 +247,14 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	const char *be = st->d.backend_name, *sl;
 	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
 	struct px_istio_memo *m;
+	int grpc = px_istio_grpc(st);
 	double ms;
 
 	(void)s;
 	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
-			    (unsigned)st->status) % PX_ISTIO_MEMO];
+			    (unsigned)st->status + (unsigned)grpc * 7) % PX_ISTIO_MEMO];
 	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
-	    m->code == st->status) {
+	    m->code == st->status && m->grpc == grpc) {
 		x = m->x;
 		goto count;
 	}
@@ -247,10 +278,11 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	snprintf(k.dw, sizeof(k.dw), "%s", dp ? dp->wl : "unknown");
 	snprintf(k.dwns, sizeof(k.dwns), "%s", dp ? dp->ns : "unknown");
 	k.code = st->status;	/* 0: no response (the client left) */
+	k.grpc = grpc;
 	for (int i = 0; i < px_istio.n && !x; i++) {
 		struct px_istio_series *c = &px_istio.ser[i];
 
-		if (c->code == k.code && !strcmp(c->sw, k.sw) && !strcmp(c->sns, k.sns) &&
+		if (c->code == k.code && c->grpc == k.grpc && !strcmp(c->sw, k.sw) && !strcmp(c->sns, k.sns) &&
 		    !strcmp(c->ds, k.ds) && !strcmp(c->dw, k.dw) && !strcmp(c->dwns, k.dwns))
 			x = c;
 	}
@@ -263,7 +295,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	if (!x) {
 		x = &px_istio.over;
 		if (!x->n) {
-			struct px_istio_series o = { .code = 0 };
+			struct px_istio_series o = { .code = 0, .grpc = PX_ISTIO_NOT_GRPC };
 
 			strcpy(o.sw, "overflow");
 			strcpy(o.sns, "overflow");
@@ -279,7 +311,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 		/* backend_name lives as long as its table (gen): a new table
 		 * never matches an old entry */
 		*m = (struct px_istio_memo){ .gen = gen, .peer = st->c->peer_ip, .ep = st->d.ip,
-					    .be = be, .code = st->status, .x = x };
+					    .be = be, .code = st->status, .grpc = grpc, .x = x };
 	}
 count:
 	ms = (double)(ev_now_ns() - st->t0) / 1e6;
@@ -295,13 +327,18 @@ count:
 
 static void px_istio_labels(struct buf *b, const struct px_istio_series *x)
 {
+	char gs[12] = "";
+
+	if (x->grpc >= 0)
+		snprintf(gs, sizeof(gs), "%d", x->grpc);
 	buf_printf(b, "reporter=\"source\",source_workload=\"%s\",source_workload_namespace=\"%s\","
 		   "destination_service=\"%s\",destination_service_name=\"%s\","
 		   "destination_service_namespace=\"%s\",destination_workload=\"%s\","
-		   "destination_workload_namespace=\"%s\",request_protocol=\"http\","
-		   "response_code=\"%d\",grpc_response_status=\"\",response_flags=\"-\","
+		   "destination_workload_namespace=\"%s\",request_protocol=\"%s\","
+		   "response_code=\"%d\",grpc_response_status=\"%s\",response_flags=\"-\","
 		   "connection_security_policy=\"none\"",
-		   x->sw, x->sns, x->ds, x->dsn, x->dsns, x->dw, x->dwns, x->code);
+		   x->sw, x->sns, x->ds, x->dsn, x->dsns, x->dw, x->dwns,
+		   x->grpc == PX_ISTIO_NOT_GRPC ? "http" : "grpc", x->code, gs);
 }
 
 static void px_istio_hist(struct buf *b, const char *name, const struct px_istio_series *x,
