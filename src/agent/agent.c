@@ -379,6 +379,8 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
 		ag_obs_set_state(a->obs, a->st, a->c);
+	else if (d.n_svcs)	/* obs.c O7: endpoints changed */
+		ag_obs_set_endpoints(a->obs, a->c);
 	if (incr)
 		snprintf(ebuf, sizeof(ebuf),
 			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",
