@@ -121,6 +121,62 @@ struct px_flow {
 static struct px_flow px_flows[PX_FLOW_RING];
 static uint64_t px_flows_n;
 
+/* Followers of the request log (GET /flows?follow=1, `zerohop observe
+ * --follow`): each new request's line is sent to them as it ends, with a
+ * non-blocking send; a follower that cannot take a whole line at once
+ * (its buffer full: it does not keep up) or has gone is dropped, so the
+ * request path never waits on a reader. Costs nothing without followers. */
+#define PX_FLOW_FOLLOWERS 16
+static struct {
+	int fd[PX_FLOW_FOLLOWERS];
+	int n;
+	struct ev_loop *loop;
+} px_follow;
+
+static void px_flow_line(struct buf *b, const struct px_flow *f);
+
+static void px_follow_drop(int i)
+{
+	ev_del(px_follow.loop, px_follow.fd[i]);
+	close(px_follow.fd[i]);
+	px_follow.fd[i] = px_follow.fd[--px_follow.n];
+}
+
+/* A follower's socket is readable: it closed (or sent what we ignore). */
+static void px_follow_cb(struct ev_loop *loop, int fd, int events, void *arg)
+{
+	char junk[256];
+	ssize_t r = recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+	(void)loop;
+	(void)events;
+	(void)arg;
+	if (r > 0 || (r < 0 && errno == EAGAIN))
+		return;
+	for (int i = 0; i < px_follow.n; i++)
+		if (px_follow.fd[i] == fd) {
+			px_follow_drop(i);
+			return;
+		}
+}
+
+static void px_follow_send(const struct px_flow *f)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	px_flow_line(&b, f);
+	for (int i = 0; i < px_follow.n;) {
+		ssize_t w = send(px_follow.fd[i], buf_head(&b), b.data, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w != (ssize_t)b.data)
+			px_follow_drop(i);	/* slow or gone; a partial line ends it too */
+		else
+			i++;
+	}
+	buf_free(&b);
+}
+
 static void px_flow_note(const struct px_stream *st, const struct px_istio_series *x, double ms)
 {
 	struct px_flow *f = &px_flows[px_flows_n++ % PX_FLOW_RING];
@@ -140,39 +196,45 @@ static void px_flow_note(const struct px_stream *st, const struct px_istio_serie
 	snprintf(f->method, sizeof(f->method), "%s", st->method);
 	/* the path only: no query string (it may carry secrets) */
 	snprintf(f->path, sizeof(f->path), "%.*s", (int)strcspn(st->target, "?"), st->target);
+	if (px_follow.n)
+		px_follow_send(f);
 }
 
 static void px_flows_render(struct buf *b)
 {
 	uint64_t first = px_flows_n > PX_FLOW_RING ? px_flows_n - PX_FLOW_RING : 0;
 
-	for (uint64_t i = first; i < px_flows_n; i++) {
-		const struct px_flow *f = &px_flows[i % PX_FLOW_RING];
-		const struct px_istio_series *x = f->x;
-		char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
-		int bad = f->status == 0 || f->status >= 500;
+	for (uint64_t i = first; i < px_flows_n; i++)
+		px_flow_line(b, &px_flows[i % PX_FLOW_RING]);
+}
 
-		inet_ntop(AF_INET, &f->cip, c, sizeof(c));
-		inet_ntop(AF_INET, &f->eip, e, sizeof(e));
-		buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
-			   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
-			   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
-			   "\"destination\":{\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\","
-			   "\"workload\":\"%s\",\"service\":\"%s/%s\"},\"method\":\"%s\","
-			   "\"path\":\"",
-			   f->t, bad ? "ERROR" : "FORWARDED",
-			   f->status == 0 ? "no_response" : f->status >= 500 ? "http_5xx" : "none", c,
-			   f->cport, x->sns, x->sw, e, f->eport, x->dwns, x->dw, x->dsns, x->dsn,
-			   f->method);
-		for (const char *p = f->path; *p; p++)	/* JSON-safe path */
-			buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
-		buf_printf(b, "\"");
-		if (x->grpc >= 0)	/* gRPC: grpc_response_status's value */
-			buf_printf(b, ",\"grpc_status\":%d", x->grpc);
-		buf_printf(b, ",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
-			   "\"bytes_sent\":%llu}\n",
-			   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
-	}
+/* One request's JSON line (the agents' flow format, type "request"). */
+static void px_flow_line(struct buf *b, const struct px_flow *f)
+{
+	const struct px_istio_series *x = f->x;
+	char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
+	int bad = f->status == 0 || f->status >= 500;
+
+	inet_ntop(AF_INET, &f->cip, c, sizeof(c));
+	inet_ntop(AF_INET, &f->eip, e, sizeof(e));
+	buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
+		   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
+		   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
+		   "\"destination\":{\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\","
+		   "\"workload\":\"%s\",\"service\":\"%s/%s\"},\"method\":\"%s\","
+		   "\"path\":\"",
+		   f->t, bad ? "ERROR" : "FORWARDED",
+		   f->status == 0 ? "no_response" : f->status >= 500 ? "http_5xx" : "none", c,
+		   f->cport, x->sns, x->sw, e, f->eport, x->dwns, x->dw, x->dsns, x->dsn,
+		   f->method);
+	for (const char *p = f->path; *p; p++)	/* JSON-safe path */
+		buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
+	buf_printf(b, "\"");
+	if (x->grpc >= 0)	/* gRPC: grpc_response_status's value */
+		buf_printf(b, ",\"grpc_status\":%d", x->grpc);
+	buf_printf(b, ",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
+		   "\"bytes_sent\":%llu}\n",
+		   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
 }
 
 static int px_istio_pod_cmp(const void *a, const void *b)
@@ -558,6 +620,41 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 	px_istio_render(b);
 }
 
+/* GET /flows?follow=1: the ring now, then each new request (px_follow):
+ * no Content-Length, the body ends when either side closes. */
+static void px_follow_start(struct ev_loop *loop, int fd)
+{
+	struct buf b;
+	int sz = (PX_FLOW_RING + 64) * 512;	/* the whole ring fits: no wait */
+
+	ev_del(loop, fd);
+	if (px_follow.n == PX_FLOW_FOLLOWERS) {
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+					   "Connection: close\r\nContent-Length: 0\r\n\r\n";
+
+		if (write(fd, busy, sizeof(busy) - 1) < 0)
+			zh_dbg("proxy: /flows follower refused: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	buf_init(&b, 0);
+	buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+		   "Connection: close\r\n\r\n");
+	px_flows_render(&b);
+	while (b.data && buf_write_fd(&b, fd) > 0)
+		;
+	if (b.data || ev_add(loop, fd, EV_READ, px_follow_cb, NULL)) {
+		buf_free(&b);	/* could not take the backlog: cut */
+		close(fd);
+		return;
+	}
+	buf_free(&b);
+	px_follow.loop = loop;
+	px_follow.fd[px_follow.n++] = fd;
+}
+
 static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
 	struct px_server *s = arg;
@@ -569,6 +666,10 @@ static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg
 	n = read(fd, req, sizeof(req));
 	if (n < 0 && errno == EAGAIN)
 		return;
+	if (n > 19 && !memcmp(req, "GET /flows?follow=1", 19)) {
+		px_follow_start(loop, fd);
+		return;
+	}
 	buf_init(&b, 0);
 	buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
 		   "Connection: close\r\nContent-Length:           \r\n\r\n");
