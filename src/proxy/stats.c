@@ -309,10 +309,19 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	const char *be = st->d.backend_name, *sl;
 	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
 	struct px_istio_memo *m;
-	int grpc = px_istio_grpc(st);
+	int grpc;
 	double ms;
+	static int on = -1;	/* ZH_PROXY_ISTIO_METRICS=off: none (benchmarks, opt-out) */
 
 	(void)s;
+	if (on < 0) {
+		const char *v = getenv("ZH_PROXY_ISTIO_METRICS");
+
+		on = !v || strcmp(v, "off");
+	}
+	if (!on)
+		return;
+	grpc = px_istio_grpc(st);
 	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
 			    (unsigned)st->status + (unsigned)grpc * 7) % PX_ISTIO_MEMO];
 	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
