@@ -36,10 +36,15 @@
  *  O7. A connection the client made to a pod IP:port itself (no ClusterIP
  *      rewrite: every server-side socket, and a client that dialled a pod)
  *      is labelled with the one Service whose compiled endpoints hold that
- *      IP:port (ob->eps, from the plain Service entries of the last sync,
- *      not TrafficSplit/HTTPRoute roots); "unknown" when no Service or
+ *      IP:port (ob->eps, from each compiled entry's own backends, not
+ *      those a TrafficSplit/HTTPRoute root sends to another Service's
+ *      endpoints); "unknown" when no Service or
  *      more than one Service has it (never a guess between two). The
  *      client side of a ClusterIP connection keeps the Service it dialled.
+ *  O8. The node proxies' source addresses (every node's, from the cluster
+ *      state) label as workload "zerohop-proxy", namespace "zerohop-system":
+ *      the proxy -> backend leg of an L7 Service shows the proxy as its
+ *      source, as the client -> proxy leg shows it as its destination.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -65,6 +70,7 @@
 #include "zerohop/log.h"
 #include "zerohop/obs.h"
 #include "zerohop/paths.h"
+#include "zerohop/policy.h"
 #include "obs.skel.h"
 
 #define LBL 128	/* one label value (names are DNS labels, <= 63) */
@@ -215,9 +221,19 @@ static const char *arena_put(char **at, const char *s, const char **prev)
 
 static int svc_idx(const struct ag_obs *ob, uint32_t vip, uint16_t port);
 
-/* O7: endpoint IP:port -> its Service, from the plain Service entries of
- * c (source "Service": a TrafficSplit or HTTPRoute root's backends are
- * another Service's endpoints). Two Services with one endpoint: -1. */
+/* Is this backend the entry's own Service's endpoint (not one reached
+ * through it: a TrafficSplit or HTTPRoute to another Service)? */
+static bool own_backend(const struct ag_svc *s, const struct ag_wbackend *b)
+{
+	size_t l = strlen(s->ns);
+
+	return b->via && !strncmp(b->via, s->ns, l) && b->via[l] == '/' &&
+	       !strcmp(b->via + l + 1, s->name);
+}
+
+/* O7: endpoint IP:port -> its Service, from each entry's own backends (a
+ * TrafficSplit or HTTPRoute root's backends of another Service are that
+ * one's). Two Services with one endpoint: -1. */
 static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 {
 	int i, k, n = 0, tot = 0;
@@ -226,7 +242,7 @@ static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 	ob->eps = NULL;
 	ob->n_eps = 0;
 	for (i = 0; i < c->n_svcs; i++)
-		if (c->svcs[i].key.proto == ZH_LB_TCP && !strcmp(c->svcs[i].source, "Service"))
+		if (c->svcs[i].key.proto == ZH_LB_TCP)
 			tot += c->svcs[i].n_be;
 	ob->eps = zh_calloc((size_t)tot + 1, sizeof(*ob->eps));
 	for (i = 0; i < c->n_svcs; i++) {
@@ -234,13 +250,16 @@ static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 		uint32_t vip;
 		int si;
 
-		if (s->key.proto != ZH_LB_TCP || strcmp(s->source, "Service"))
+		if (s->key.proto != ZH_LB_TCP)
 			continue;
 		memcpy(&vip, &s->key.vip[12], 4);
 		si = svc_idx(ob, vip, ntohs(s->key.port));
 		for (k = 0; si >= 0 && k < s->n_be; k++) {
-			struct ep_ent *e = &ob->eps[n++];
+			struct ep_ent *e;
 
+			if (!own_backend(s, &s->be[k]))
+				continue;
+			e = &ob->eps[n++];
 			memcpy(&e->ip, &s->be[k].be.addr[12], 4);
 			e->port = ntohs(s->be[k].be.port);
 			e->svc = si;
@@ -269,6 +288,8 @@ void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c)
 		ep_index(ob, c);
 }
 
+static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip);
+
 void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c)
 {
 	const char *pns = NULL, *pwl = NULL;
@@ -289,10 +310,13 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 	for (i = 0; c && i < c->n_svcs; i++)
 		total += 2 * (strlen(c->svcs[i].name) + strlen(c->svcs[i].ns)) +
 			 sizeof(".svc.cluster.local") + 3;
+	for (i = 0; i < st->cluster.n_nodes; i++)
+		total += sizeof("zerohop-proxy-") + strlen(st->cluster.nodes[i].name ?: "");
 	free(ob->strs);
 	ob->strs = at = zh_malloc(total);
 	free(ob->pods);
-	ob->pods = zh_calloc((size_t)st->n_pods + 1, sizeof(*ob->pods));
+	ob->pods = zh_calloc((size_t)st->n_pods + (size_t)st->cluster.n_nodes + 1,
+			     sizeof(*ob->pods));
 	for (i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
 		struct pod_ent *e = &ob->pods[n];
@@ -307,6 +331,24 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 	}
 	ob->n_pods = n;
 	qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
+	/* O8: each node proxy's source address (pol_node_proxy_ip, as the
+	 * policy ipcache has it) is the workload "zerohop-proxy" in
+	 * "zerohop-system", as the client side names the proxy; a pod
+	 * holding that address wins */
+	for (i = 0; i < st->cluster.n_nodes; i++) {
+		uint32_t pip = pol_node_proxy_ip(&st->cluster, i);
+		char nm[128];
+
+		if (!pip || pod_of(ob, pip))
+			continue;
+		snprintf(nm, sizeof(nm), "zerohop-proxy-%s", st->cluster.nodes[i].name ?: "");
+		ob->pods[n++] = (struct pod_ent){ .ip = pip, .name = arena_put(&at, nm, NULL),
+						  .ns = "zerohop-system", .wl = "zerohop-proxy" };
+	}
+	if (n != ob->n_pods) {
+		ob->n_pods = n;
+		qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
+	}
 	free(ob->svcs);
 	ob->svcs = NULL;
 	ob->n_svcs = 0;

@@ -107,5 +107,4 @@ is $(($(reqs "$((B + 4))" 'grpc_response_status=""' 'request_protocol="http"' 'r
 is "$(reqs "$((B + 4))" 'request_protocol="grpc"')" 0 "... none as grpc"
 n14=$(curl -s "http://127.0.0.1:$S/flows" | grep -c '"grpc_status":14,')
 is "$n14" "$fails" "request log (/flows, zerohop observe): $n14 requests with grpc_status 14"
-[ -n "$DUMP" ] && curl -s "http://127.0.0.1:$S/metrics" | grep "^istio_requests_total" >&2
 done_testing

@@ -56,6 +56,20 @@ rb=$(promq "sum(istio_response_bytes_sum{$SEL})")
 ok $([ "$rb" != none ] && [ "${rb%.*}" -gt 0 ] && [ "${rb%.*}" -lt "$rx" ]; echo $?) \
 	"response body bytes $rb > 0 and < $rx bench counted with headers"
 is "$(promq 'sum(zerohop_proxy_istio_series_overflow_total)')" 0 "no label set overflow"
+# the TCP view of the same traffic (docs/observability.md "reporter"):
+# client -> zerohop-proxy from node-a's agent, zerohop-proxy -> web from
+# node-b's, with the backend's Service (the proxy's source address is
+# known from the cluster state: obs.c O8, O7)
+PXS='source_workload="zerohop-proxy",source_workload_namespace="zerohop-system"'
+up_legs() {
+	local v
+	v=$(promq "sum(istio_tcp_connections_opened_total{reporter=\"destination\",$PXS,destination_workload=\"web\",destination_service=\"web.default.svc.cluster.local\"})")
+	[ "$v" != none ] && [ "$v" -ge 1 ]
+}
+wait_until 10 up_legs
+ok $? "node-b's agent: proxy -> web connections with source_workload zerohop-proxy and destination_service web"
+is "$(promq "sum(istio_tcp_connections_opened_total{reporter=\"source\",source_workload=\"client\",destination_workload=\"zerohop-proxy\"}) > 0")" 4 \
+	"node-a's agent: client -> zerohop-proxy, bench's 4 connections"
 # the proxies' request log through zerohop observe
 "$ZH" observe --lab $LAB --type request --service web -o json >"$TMP/req.json"
 is "$(jq -s 'length' "$TMP/req.json")" "$n" "observe --type request: $n requests to default/web"
