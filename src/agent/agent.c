@@ -391,6 +391,8 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
 		ag_obs_set_state(a->obs, a->st, a->c);
+	else if (d.n_svcs)	/* obs.c O7: endpoints changed */
+		ag_obs_set_endpoints(a->obs, a->c);
 	a->id_st = a->identity ? a->st : NULL;	/* A11 */
 	if (a->id_st)
 		id_renew_sync(&a->idr, a->id_st);
