@@ -219,8 +219,11 @@ int yn_parse(struct md_arena *strs, struct md_arena *nodes, const char *name, co
 			    .ctx = ctx };
 	yaml_parser_t parser;
 	yaml_event_t ev;
-	int ret = 0, done = 0;
+	int ret = yn_parse_json(strs, nodes, buf, len, fn, ctx), done = 0;
 
+	if (ret != YN_JSON_NOT)	/* json_tree.c J2 */
+		return ret;
+	ret = 0;
 	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);

@@ -2,7 +2,7 @@
  * through etcd's JSON gateway (etcd.h). It only turns etcd into object
  * events; the shared layer (ss_events.c) turns them into the model.
  *
- * Key layout (one key per object, the manifest as YAML text):
+ * Key layout (one key per object, the manifest as JSON or YAML text, K7):
  *   /zerohop/v1/KIND/NAMESPACE/NAME     applied objects; KIND lower case,
  *                                       NAMESPACE "_" for cluster-scoped
  *                                       kinds; the one Cluster object is
@@ -39,6 +39,11 @@
  *      revision moved since the listing src holds (a count_only range:
  *      one small answer): every write bumps it, so an equal revision means
  *      nothing changed.
+ *  K7. apply stores an object as one line of JSON (what kubectl and the
+ *      API server store), which the model parses without libyaml
+ *      (src/model/json_tree.c); an object JSON cannot say exactly stays
+ *      YAML, and YAML values written by older versions are read as before.
+ *      `get -o yaml` shows every value as YAML.
  *  K4. The watcher never blocks the agent: it only queues raw events under
  *      a mutex and signals an eventfd; parsing and the model are the main
  *      thread's. While no endpoint answers, the last state stays loaded
@@ -889,7 +894,24 @@ struct raw_ctx {
 static int raw_one(void *arg, char *key, char *val, size_t len, uint64_t mod)
 {
 	struct raw_ctx *c = arg;
-	int ret = c->fn(c->arg, key, val, len, mod);
+	struct md_state *st = NULL;
+	struct md_err err;
+	char *yaml = NULL;
+	int ret;
+
+	/* K7: shown as YAML, as stored by older versions (and as `get -o
+	 * yaml` promises); a value that does not parse is shown as it is */
+	if (len && val[0] == '{') {
+		st = md_state_new();
+		md_state_set_parse(st, MD_PARSE_KEEP_TREE);
+		if (!md_state_add_buf(st, key, val, len, &err) && md_state_n_objects(st) == 1 &&
+		    !md_state_obj_yaml(st, 0, &yaml, &len)) {
+			free(val);
+			val = yaml;
+		}
+		md_state_free(st);
+	}
+	ret = c->fn(c->arg, key, val, len, mod);
 
 	free(key);
 	free(val);
@@ -1146,6 +1168,16 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 			break;
 		}
 		strip_rv(texts[i], &len, &rv);
+		{	/* K7: stored as JSON when JSON can say it exactly */
+			char *json;
+			size_t jl;
+
+			if (!md_state_obj_json(u, i, &json, &jl)) {
+				free(texts[i]);
+				texts[i] = json;
+				len = jl;
+			}
+		}
 		want[i] = k >= 0 ? st.mod[k] : 0;
 		if (rv && rv != want[i]) {	/* K2 */
 			conflict(err, &id, rv, want[i]);
@@ -1310,7 +1342,8 @@ int setcd_put_pod(struct ss_etcd *s, const char *ns, const char *name, const cha
 	struct md_state *st = md_state_new();
 	struct md_err err;
 	struct md_obj_id o;
-	char key[600];
+	char key[600], *json = NULL;
+	size_t jl;
 	int ret;
 
 	if (!ns || !name || md_check_dns_label(ns) || md_check_dns_subdomain(name)) {
@@ -1318,18 +1351,23 @@ int setcd_put_pod(struct ss_etcd *s, const char *ns, const char *name, const cha
 		return -EINVAL;
 	}
 	snprintf(key, sizeof(key), RPFX "%s/%s", ns, name);
+	md_state_set_parse(st, MD_PARSE_KEEP_TREE);
 	ret = md_state_add_buf(st, key, yaml, strlen(yaml), &err);
 	if (!ret && md_state_n_objects(st) == 1)
 		md_state_obj_id(st, 0, &o);
 	if (!ret && (md_state_n_objects(st) != 1 || o.kind != MD_K_POD || strcmp(o.ns, ns) ||
 		     strcmp(o.name, name)))
 		ret = -EINVAL;
+	if (!ret && !md_state_obj_json(st, 0, &json, &jl))	/* K7 */
+		yaml = json;
 	md_state_free(st);
 	if (ret) {
 		zh_warn("ss_put_pod %s/%s: the YAML must be exactly one Pod of that name", ns, name);
 		return ret;
 	}
-	return put_or_del(s, key, yaml);
+	ret = put_or_del(s, key, yaml);
+	free(json);
+	return ret;
 }
 
 int setcd_del_pod(struct ss_etcd *s, const char *ns, const char *name)
