@@ -4,10 +4,14 @@
  * through libyaml cost its parser set-up (~64 KiB of buffers) each time.
  *
  * Design notes (cited J1..):
- *  J1. yn_parse_json builds the tree libyaml builds from the same text:
- *      strings are double-quoted scalars, numbers, true, false and null
- *      plain scalars keeping their text, keys double-quoted, each node the
- *      1-based line of its first character.
+ *  J1. yn_parse_json builds a tree the decoder reads exactly as the one
+ *      libyaml builds from the same text: numbers, true, false and null
+ *      are plain scalars keeping their text; a string is double-quoted
+ *      where its text would read differently plain (an integer, a null,
+ *      a number, true/false: the decoder looks at the style for integers
+ *      and nulls only), else plain, and keys are plain, so the YAML
+ *      re-emitted from it (get -o yaml) reads as the applied YAML did;
+ *      each node has the 1-based line of its first character.
  *  J2. Whatever it does not handle exactly as libyaml would (not strict
  *      JSON, a top level that is not an object, trailing text, a
  *      duplicate key, \u0000 or a surrogate escape, a non-ASCII byte,
@@ -191,6 +195,28 @@ static struct yn *node(struct jp *j, enum yn_type t)
 
 static struct yn *jval(struct jp *j);
 
+static bool int_like(const char *s)	/* what the decoder reads as an integer */
+{
+	if (*s == '+' || *s == '-')
+		s++;
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* Plain, this text would be read as something else than a string (J1). */
+static bool reads_other_plain(const char *s)
+{
+	size_t l = strlen(s);
+
+	return !l || int_like(s) || jnum_len(s, s + l) == l || !strcmp(s, "true") ||
+	       !strcmp(s, "false") || !strcmp(s, "null") || !strcmp(s, "~") ||
+	       !strcmp(s, "Null") || !strcmp(s, "NULL");
+}
+
 static struct yn *jcontainer(struct jp *j, bool map)
 {
 	struct yn *n = node(j, map ? YN_MAP : YN_SEQ);
@@ -209,7 +235,7 @@ static struct yn *jcontainer(struct jp *j, bool map)
 	}
 	for (;;) {
 		if (map) {
-			struct yn_pair pr = { .key_line = j->line, .key_style = STYLE_DQUOTED };
+			struct yn_pair pr = { .key_line = j->line, .key_style = STYLE_PLAIN };
 
 			if (j->p >= j->end || *j->p != '"' || !(pr.key = jstr(j)))
 				goto out;
@@ -275,8 +301,8 @@ static struct yn *jval(struct jp *j)
 		return jcontainer(j, *j->p == '{');
 	n = node(j, YN_SCALAR);
 	if (*j->p == '"') {
-		n->style = STYLE_DQUOTED;
 		n->s = jstr(j);
+		n->style = n->s && reads_other_plain(n->s) ? STYLE_DQUOTED : STYLE_PLAIN;
 		return n->s ? n : NULL;
 	}
 	n->style = STYLE_PLAIN;
@@ -329,18 +355,6 @@ static void put_str(struct buf *b, const char *s)
 			buf_append(b, s, 1);
 	}
 	buf_append(b, "\"", 1);
-}
-
-static bool int_like(const char *s)	/* what the decoder reads as an integer */
-{
-	if (*s == '+' || *s == '-')
-		s++;
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
 }
 
 static int emit(struct buf *b, const struct yn *n, int depth, bool drop_rv)

@@ -299,8 +299,10 @@ static int emit_scalar(yaml_emitter_t *em, const char *s, uint8_t style)
 	yaml_event_t ev;
 	int ok;
 
+	/* quoted_implicit always: a plain string libyaml must quote (one read
+	 * from JSON, json_tree.c J1) is still a string, with no "!" tag */
 	ok = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), plain,
-					  !plain, plain ? YAML_PLAIN_SCALAR_STYLE : style);
+					  1, plain ? YAML_PLAIN_SCALAR_STYLE : style);
 	return ok && yaml_emitter_emit(em, &ev) ? 0 : -EINVAL;
 }
 
