@@ -27,6 +27,7 @@
  *      null JSON cannot write bare ("+80", "0080", "~", empty): -ENOTSUP,
  *      and the caller stores YAML as before.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,22 +63,14 @@ static void ws(struct jp *j)
 
 static int hex4(const char *p, unsigned *out)
 {
-	unsigned v = 0;
+	char h[5];
 
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
+	for (int i = 0; i < 4; i++)
+		if (!isxdigit((unsigned char)p[i]))
 			return -1;
-	}
-	*out = v;
+	memcpy(h, p, 4);
+	h[4] = 0;
+	*out = (unsigned)strtoul(h, NULL, 16);
 	return 0;
 }
 
