@@ -7,7 +7,8 @@
 #   a temp dir) gets them through `zerohop apply`; then RUNS times each:
 #   `zerohop agent --once` from etcd:// and from the directory, timed from
 #   the start of the process to its exit (maps programmed), with its peak
-#   RSS. Prints every run and the medians, and the ratio etcd/dir.
+#   RSS. Prints every run, the medians and the median of the per-pair
+#   ratios etcd/dir.
 # Needs root (BPF maps, a cgroup of its own); cleans up everything it starts.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,4 +77,5 @@ me=$(cut -d' ' -f1 "$TMP/etcd.t" | med)
 md=$(cut -d' ' -f1 "$TMP/dir.t" | med)
 re=$(cut -d' ' -f2 "$TMP/etcd.t" | med)
 rd=$(cut -d' ' -f2 "$TMP/dir.t" | med)
-echo "median of $RUNS: etcd $me s (RSS $((re / 1024)) MiB), directory $md s (RSS $((rd / 1024)) MiB), etcd/dir $(echo "scale=2; $me / $md" | bc)x; load $(cut -d' ' -f1 /proc/loadavg)"
+ratio=$(paste -d' ' "$TMP/etcd.t" "$TMP/dir.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
+echo "median of $RUNS: etcd $me s (RSS $((re / 1024)) MiB), directory $md s (RSS $((rd / 1024)) MiB); etcd/dir median of pairs ${ratio}x; load $(cut -d' ' -f1 /proc/loadavg)"
