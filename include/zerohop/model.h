@@ -774,6 +774,11 @@ void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out);
  * quoting); needs MD_PARSE_KEEP_TREE when it was parsed. *text is
  * malloc'd, the caller frees it. 0 or -EINVAL. */
 int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len);
+/* The same as one line of JSON (what the etcd source stores): parsed back,
+ * the same object without metadata.resourceVersion; -ENOTSUP when JSON
+ * cannot say it exactly (a plain scalar such as +80 or ~: store the YAML).
+ * src/model/json_tree.c J3. */
+int md_state_obj_json(const struct md_state *st, int i, char **text, size_t *len);
 
 /* A parsed file (opaque): the decoded, unfinished objects of one manifest
  * file, reference counted. A state built with md_state_add_parsed shares

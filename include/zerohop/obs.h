@@ -43,6 +43,8 @@ struct ag_obs_agent_stats {
 	uint64_t generation, syncs;
 	double last_sync_ms;		/* load+policy+compile+map sync of the last sync */
 	int degraded;			/* 1 when the last sync failed */
+	int state_degraded;		/* 1 when the last sync failed or the store is out of reach */
+	double last_sync_ts;		/* unix time of the last successful sync (0: none) */
 	int n_svcs;			/* entries in zh_lb_svc (map occupancy) */
 };
 

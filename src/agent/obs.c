@@ -811,11 +811,17 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 		"# TYPE zerohop_agent_sync_duration_milliseconds gauge\n"
 		"zerohop_agent_sync_duration_milliseconds %.3f\n"
 		"# TYPE zerohop_agent_degraded gauge\nzerohop_agent_degraded %d\n"
+		"# HELP zerohop_state_degraded 1 when the last sync failed or the state store is out of reach (the maps keep the last state).\n"
+		"# TYPE zerohop_state_degraded gauge\nzerohop_state_degraded %d\n"
+		"# HELP zerohop_state_last_sync_timestamp_seconds When the kernel last got the store's state.\n"
+		"# TYPE zerohop_state_last_sync_timestamp_seconds gauge\n"
+		"zerohop_state_last_sync_timestamp_seconds %.3f\n"
 		"# HELP zerohop_map_entries BPF map occupancy.\n# TYPE zerohop_map_entries gauge\n"
 		"zerohop_map_entries{map=\"zh_lb_svc\"} %d\n"
 		"# TYPE zerohop_map_max_entries gauge\nzerohop_map_max_entries{map=\"zh_lb_svc\"} %d\n",
 		(unsigned long long)ob->ag.generation, (unsigned long long)ob->ag.syncs,
-		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.n_svcs, ZH_LB_MAX_SVC);
+		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.state_degraded, ob->ag.last_sync_ts,
+		ob->ag.n_svcs, ZH_LB_MAX_SVC);
 }
 
 /* ---- HTTP (O4) ---------------------------------------------------------------------- */

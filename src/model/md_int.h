@@ -103,6 +103,17 @@ int yn_parse(struct md_arena *strs, struct md_arena *nodes, const char *name, co
  * quoting). *out is malloc'd; caller frees. Returns 0 or -EINVAL. */
 int yn_emit(const struct yn *root, char **out, size_t *len);
 
+/* json_tree.c: a document that is one JSON object, without libyaml (J1);
+ * YN_JSON_NOT when the text is not one it handles (J2): nothing allocated,
+ * fn not called, yn_parse's libyaml path takes it. */
+#define YN_JSON_NOT 1
+int yn_parse_json(struct md_arena *strs, struct md_arena *nodes, const char *buf, size_t len,
+		  yn_doc_fn fn, void *ctx);
+/* root (a mapping) as one line of JSON that yn_parse_json reads back to the
+ * same decoded object, metadata.resourceVersion left out; -ENOTSUP when
+ * JSON cannot say it (J3). *out malloc'd. */
+int yn_emit_json(const struct yn *root, char **out, size_t *len);
+
 bool yn_is_null(const struct yn *n);	/* NULL, ~, null, empty plain scalar */
 const struct yn *yn_get(const struct yn *map, const char *key);	/* NULL if absent/null */
 

@@ -71,6 +71,10 @@ static void append(void **dst, int *n, int *cap, const void *src, int m, size_t 
 {
 	if (!m)
 		return;
+	if (!*cap) {	/* a one-file state (md_file_parse: 100,000s of them) fits exactly */
+		*dst = zh_realloc(*dst, (size_t)m * elem);
+		*cap = m;
+	}
 	zh_reserve(dst, cap, *n + m, elem);
 	memcpy((char *)*dst + (size_t)*n * elem, src, (size_t)m * elem);
 	*n += m;
@@ -550,6 +554,15 @@ int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len
 	if (!o->node)
 		return -EINVAL;
 	return yn_emit(o->node, text, len);
+}
+
+int md_state_obj_json(const struct md_state *st, int i, char **text, size_t *len)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	if (!o->node)
+		return -EINVAL;
+	return yn_emit_json(o->node, text, len);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */
