@@ -124,7 +124,7 @@ int md_decode_split(struct dctx *c, const struct yn *root, const char *api, stru
 
 /* ---- HTTPRoute ---------------------------------------------------------------------- */
 
-static int hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
+int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
 {
 	struct md_header_match *hm = elem;
 	char *type;
@@ -148,7 +148,7 @@ static int hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
 static int hdr_matches(struct dctx *c, const struct yn *m, const char *field,
 		       struct md_header_match **out, int *n_out)
 {
-	return dc_seq_each(c, m, field, sizeof(**out), (void **)out, n_out, hdr_match, NULL);
+	return dc_seq_each(c, m, field, sizeof(**out), (void **)out, n_out, md_route_hdr_match, NULL);
 }
 
 static int route_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
@@ -217,7 +217,7 @@ static int header_list(struct dctx *c, const struct yn *map, const char *field, 
 	return dc_seq_each(c, map, field, sizeof(*l->v), (void **)&l->v, &l->n, header_kv, NULL);
 }
 
-static int header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
+int md_route_header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
 {
 	const struct yn *v = yn_get(f, field);
 	size_t old;
@@ -323,11 +323,11 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 		return -EINVAL;
 	if (!strcmp(type, "RequestHeaderModifier")) {
 		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
-		return header_mod(c, n, "requestHeaderModifier", &f->headers);
+		return md_route_header_mod(c, n, "requestHeaderModifier", &f->headers);
 	}
 	if (!strcmp(type, "ResponseHeaderModifier")) {
 		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
-		return header_mod(c, n, "responseHeaderModifier", &f->headers);
+		return md_route_header_mod(c, n, "responseHeaderModifier", &f->headers);
 	}
 	if (!strcmp(type, "RequestRedirect") || !strcmp(type, "URLRewrite")) {
 		bool redirect = type[1] == 'e';
@@ -386,7 +386,7 @@ static int route_filters(struct dctx *c, const struct yn *map, struct md_filter 
 			   (void *)meta);
 }
 
-static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
+int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
 	const struct md_meta *meta = arg;
 	struct md_backend_ref *b = elem;
@@ -486,7 +486,7 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 			&r->n_matches, route_match, NULL) ||
 	    route_filters(c, n, &r->filters, &r->n_filters, arg) ||
 	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
-			&r->n_backends, backend_ref, arg))
+			&r->n_backends, md_route_backend_ref, arg))
 		return -EINVAL;
 	/* Gateway API: each filter type at most once per rule (RequestMirror
 	 * excepted), and RequestRedirect excludes URLRewrite; the proxy would
@@ -538,7 +538,7 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 	return rule_retry(c, n, r);
 }
 
-static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
+int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
 {
 	const struct md_meta *meta = arg;
 	struct md_parent_ref *pr = elem;
@@ -582,29 +582,33 @@ int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 	if (dc_map(c, spec, NULL) ||
 	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames) ||
 	    dc_seq_each(c, spec, "parentRefs", sizeof(*rt->parents), (void **)&rt->parents,
-			&rt->n_parents, parent_ref, meta) ||
+			&rt->n_parents, md_route_parent_ref, meta) ||
 	    dc_seq_each(c, spec, "rules", sizeof(*rt->rules), (void **)&rt->rules, &rt->n_rules,
 			route_rule, meta))
 		return -EINVAL;
 	dc_pop(c, old);
-	/* what is accepted but not acted on is said on apply */
-	{
-		bool svc_parent = false;
-
-		for (int i = 0; i < rt->n_parents; i++)
-			if (!strcmp(rt->parents[i].kind, "Service") && !*rt->parents[i].group)
-				svc_parent = true;
-		if (!svc_parent)
-			md_warn(c->st, c->file, root->line, "spec.parentRefs",
-				"HTTPRoute %s/%s has no Service parent: not acted on (zerohop has no "
-				"ingress gateway; attach it to a Service for the mesh)",
-				meta->ns, meta->name);
-		else if (rt->n_hostnames)
-			md_warn(c->st, c->file, yn_get(spec, "hostnames")->line, "spec.hostnames",
-				"ignored for a route attached to a Service (GAMMA: the Service is "
-				"what is matched)");
-	}
+	md_route_warn(c, root, rt);
 	return 0;
+}
+
+void md_route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt)
+{
+	const struct yn *spec = yn_get(root, "spec");
+	bool svc_parent = false;
+
+	/* what is accepted but not acted on is said on apply */
+	for (int i = 0; i < rt->n_parents; i++)
+		if (!strcmp(rt->parents[i].kind, "Service") && !*rt->parents[i].group)
+			svc_parent = true;
+	if (!svc_parent)
+		md_warn(c->st, c->file, root->line, "spec.parentRefs",
+			"%s %s/%s has no Service parent: not acted on (zerohop has no "
+			"ingress gateway; attach it to a Service for the mesh)",
+			rt->grpc ? "GRPCRoute" : "HTTPRoute", rt->meta.ns, rt->meta.name);
+	else if (rt->n_hostnames)
+		md_warn(c->st, c->file, yn_get(spec, "hostnames")->line, "spec.hostnames",
+			"ignored for a route attached to a Service (GAMMA: the Service is "
+			"what is matched)");
 }
 
 /* ---- SMI HTTPRouteGroup ------------------------------------------------------------- */
@@ -704,6 +708,8 @@ bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_
 bool md_route_needs_l7(const struct md_httproute *r)
 {
 	/* a consumer route applies to some clients only: per request */
+	if (r->grpc)
+		return true;
 	for (int i = 0; i < r->n_parents; i++)
 		if (md_parent_is_consumer(r, &r->parents[i]))
 			return true;

@@ -228,7 +228,7 @@ int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct 
 int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
 	     enum md_proto *out, bool *present);
 
-/* Unknown fields of the kinds zerohop models entirely (HTTPRoute,
+/* Unknown fields of the kinds zerohop models entirely (HTTPRoute, GRPCRoute,
  * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster) are errors
  * (schema.c); other kinds: 0. */
 int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
@@ -236,6 +236,16 @@ int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
 /* mesh kinds (decode_mesh.c) */
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_grpcroute(struct dctx *c, const struct yn *root, struct md_meta *meta);
+/* HTTPRoute pieces GRPCRoute shares (decode_mesh.c; dc_seq_each callbacks:
+ * elem is the item to fill, arg the route's md_meta, NULL for hdr_match) */
+int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg);
+int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg);
+int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg);
+int md_route_header_mod(struct dctx *c, const struct yn *f, const char *field,
+			struct md_header_mod *hm);
+/* The warnings of a decoded route: no Service parent, hostnames ignored. */
+void md_route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 
