@@ -17,6 +17,12 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
   slow TARGET MS DEADLINE_S
         one Slow call (the server sleeps MS) with that deadline; prints
         "CODE details=DETAILS ms=ELAPSED"
+  calls TARGET PATH CALLS CHANNELS [KEY=VALUE]
+        CALLS unary calls of PATH (t.T/Who, t.T/Hello) with the metadata
+        KEY=VALUE if given, round-robin over CHANNELS; prints NAME=COUNT ...
+  meta TARGET KEY [KEY=VALUE]
+        one Meta call: the server answers the value of its request metadata
+        KEY; prints "NAME:VALUE" and then each response header "h NAME=VALUE"
 """
 import collections
 import queue
@@ -61,8 +67,14 @@ def serve(name, addr, fail_every=0, seconds=300.0):
         time.sleep(int(req) / 1000.0)
         return nb
 
+    def meta(req, ctx):
+        md = dict(ctx.invocation_metadata())
+        return nb + b":" + md.get(req.decode(), "-").encode()
+
     h = grpc.method_handlers_generic_handler("t.T", {
         "Who": grpc.unary_unary_rpc_method_handler(who),
+        "Hello": grpc.unary_unary_rpc_method_handler(who),
+        "Meta": grpc.unary_unary_rpc_method_handler(meta),
         "Flaky": grpc.unary_unary_rpc_method_handler(flaky),
         "SStream": grpc.unary_stream_rpc_method_handler(sstream),
         "CStream": grpc.stream_unary_rpc_method_handler(cstream),
@@ -82,16 +94,33 @@ def channels(target, k):
                                                    ("zh.channel", i)]) for i in range(k)]
 
 
-def spread(target, calls, k):
+def spread(target, n, k):
+    calls(target, "t.T/Who", n, k)
+
+
+def md_arg(a):
+    return [tuple(a.split("=", 1))] if a else None
+
+
+def calls(target, path, n, k, kv=None):
     cnt = collections.Counter()
     cs = channels(target, k)
-    for i in range(calls):
-        r = cs[i % k].unary_unary("/t.T/Who")(b"x%d" % i, timeout=10)
+    for i in range(n):
+        r = cs[i % k].unary_unary("/" + path)(b"x%d" % i, timeout=10, metadata=md_arg(kv))
         if not r.endswith(b":x%d" % i):
             print("wrong answer", r)
             sys.exit(1)
         cnt[r.split(b":")[0].decode()] += 1
-    print(" ".join("%s=%d" % kv for kv in sorted(cnt.items())))
+    print(" ".join("%s=%d" % p for p in sorted(cnt.items())))
+
+
+def meta(target, key, kv=None):
+    ch = grpc.insecure_channel(target)
+    r, call = ch.unary_unary("/t.T/Meta").with_call(key.encode(), timeout=10,
+                                                     metadata=md_arg(kv))
+    print(r.decode())
+    for k, v in call.initial_metadata():
+        print("h %s=%s" % (k, v))
 
 
 def kinds(target):
@@ -168,6 +197,10 @@ if __name__ == "__main__":
         kinds(a[0])
     elif cmd == "flaky":
         flaky(a[0], int(a[1]))
+    elif cmd == "calls":
+        calls(a[0], a[1], int(a[2]), int(a[3]), a[4] if len(a) > 4 else None)
+    elif cmd == "meta":
+        meta(a[0], a[1], a[2] if len(a) > 2 else None)
     elif cmd == "slow":
         slow(a[0], int(a[1]), float(a[2]))
     else:
