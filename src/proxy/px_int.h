@@ -215,7 +215,8 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t n_conns;	/* upstream connections open: busy, idle, connecting */
 	uint32_t n_pending;	/* streams waiting for a connection (FIFO) */
 	struct px_stream *pend_head, *pend_tail;
-	struct px_h2c *h2c;	/* multiplexed HTTP/2 connection (h2up.c), or NULL */
+	struct px_h2c *h2c;	/* multiplexed HTTP/2 connections (h2up.c), a list */
+	uint32_t h2_max_streams;	/* its last SETTINGS_MAX_CONCURRENT_STREAMS, 0 = none */
 };
 
 struct px_stat {
@@ -486,9 +487,11 @@ void px_stream_end(struct px_stream *st);
 void px_stream_free(struct px_stream *st);	/* client gone: no answer */
 
 /* h2up.c: HTTP/2 upstreams (backends whose port declares h2c): one
- * multiplexed connection per endpoint; each try is a socketless px_up
- * (u->h2) whose out/in hold the request/response as HTTP/1.1 bytes. */
-int px_h2up_get(struct px_server *s, int host, struct px_up **out);	/* 0 or -errno */
+ * multiplexed connection per endpoint, more while the backend's
+ * SETTINGS_MAX_CONCURRENT_STREAMS is reached on each (up to max_conns);
+ * each try is a socketless px_up (u->h2) whose out/in hold the
+ * request/response as HTTP/1.1 bytes. 0 or -errno. */
+int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out);
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
 void px_h2up_close_all(struct px_server *s);	/* server exit */

@@ -2,11 +2,12 @@
 """grpc_peer.py — gRPC server and clients for the proxy's HTTP/2 tests, on
 Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
 
-  serve NAME ADDR [FAIL_EVERY [SECONDS]]
+  serve NAME ADDR [FAIL_EVERY [SECONDS [MAX_STREAMS]]]
         service t.T on ADDR: Who (answers NAME:request), Flaky (UNAVAILABLE
         on every FAIL_EVERY-th call), SStream, CStream, Bidi, Trailers
         (NOT_FOUND with a trailer x-trailer: t1), Slow (sleeps the request's
-        number of ms); exits after SECONDS (default 300)
+        number of ms); exits after SECONDS (default 300); MAX_STREAMS: its
+        SETTINGS_MAX_CONCURRENT_STREAMS (grpc.max_concurrent_streams)
   spread TARGET CALLS CHANNELS
         CALLS unary calls round-robin over CHANNELS channels (one HTTP/2
         connection each); checks every answer; prints NAME=COUNT ...
@@ -23,6 +24,9 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
   meta TARGET KEY [KEY=VALUE]
         one Meta call: the server answers the value of its request metadata
         KEY; prints "NAME:VALUE" and then each response header "h NAME=VALUE"
+  burst TARGET N MS
+        N Slow(MS) calls at once on one channel (one HTTP/2 connection);
+        prints "ok=K ms=ELAPSED"
 """
 import collections
 import queue
@@ -33,7 +37,7 @@ from concurrent import futures
 import grpc
 
 
-def serve(name, addr, fail_every=0, seconds=300.0):
+def serve(name, addr, fail_every=0, seconds=300.0, max_streams=0):
     n = [0]
     nb = name.encode()
 
@@ -82,7 +86,8 @@ def serve(name, addr, fail_every=0, seconds=300.0):
         "Trailers": grpc.unary_unary_rpc_method_handler(trailers),
         "Slow": grpc.unary_unary_rpc_method_handler(slow),
     })
-    s = grpc.server(futures.ThreadPoolExecutor(max_workers=16), handlers=(h,))
+    opts = [("grpc.max_concurrent_streams", max_streams)] if max_streams else None
+    s = grpc.server(futures.ThreadPoolExecutor(max_workers=32), handlers=(h,), options=opts)
     s.add_insecure_port(addr)
     s.start()
     s.wait_for_termination(timeout=seconds)
@@ -121,6 +126,21 @@ def meta(target, key, kv=None):
     print(r.decode())
     for k, v in call.initial_metadata():
         print("h %s=%s" % (k, v))
+
+
+def burst(target, n, ms):
+    ch = grpc.insecure_channel(target)
+    f = ch.unary_unary("/t.T/Slow")
+    t0 = time.time()
+    calls = [f.future(b"%d" % ms, timeout=30) for _ in range(n)]
+    ok = 0
+    for c in calls:
+        try:
+            c.result()
+            ok += 1
+        except grpc.RpcError as e:
+            print("failed", e.code().name, e.details(), file=sys.stderr)
+    print("ok=%d ms=%d" % (ok, (time.time() - t0) * 1000))
 
 
 def kinds(target):
@@ -190,7 +210,8 @@ def slow(target, ms, deadline):
 if __name__ == "__main__":
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "serve":
-        serve(a[0], a[1], int(a[2]) if len(a) > 2 else 0, float(a[3]) if len(a) > 3 else 300.0)
+        serve(a[0], a[1], int(a[2]) if len(a) > 2 else 0, float(a[3]) if len(a) > 3 else 300.0,
+              int(a[4]) if len(a) > 4 else 0)
     elif cmd == "spread":
         spread(a[0], int(a[1]), int(a[2]))
     elif cmd == "kinds":
@@ -199,6 +220,8 @@ if __name__ == "__main__":
         flaky(a[0], int(a[1]))
     elif cmd == "calls":
         calls(a[0], a[1], int(a[2]), int(a[3]), a[4] if len(a) > 4 else None)
+    elif cmd == "burst":
+        burst(a[0], int(a[1]), int(a[2]))
     elif cmd == "meta":
         meta(a[0], a[1], a[2] if len(a) > 2 else None)
     elif cmd == "slow":
