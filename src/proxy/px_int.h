@@ -17,6 +17,27 @@
 #include "zerohop/proxy.h"
 #include "zerohop/ioq.h"
 
+/* h2flood.c: control-frame flood limits of one HTTP/2 client connection
+ * (SETTINGS, PING, WINDOW_UPDATE, PRIORITY: CVE-2019-9512/9515/9513 and
+ * their kin). A token bucket per kind: PX_H2_CTRL_BURST at once, refilled
+ * PX_H2_CTRL_RATE a second and by the work the connection gives (streams
+ * opened, DATA frames sent), never above the burst. Pure: no I/O. */
+enum px_h2_flood {
+	PX_H2_FLOOD_SETTINGS,
+	PX_H2_FLOOD_PING,
+	PX_H2_FLOOD_WINDOW_UPDATE,
+	PX_H2_FLOOD_PRIORITY,
+	PX_H2_FLOOD__N
+};
+#define PX_H2_CTRL_BURST	500	/* below nghttp2's 1000 queued acks */
+#define PX_H2_CTRL_RATE		100	/* a second, per kind */
+#define PX_H2_CTRL_PER_STREAM	4	/* granted per request stream */
+#define PX_H2_CTRL_PER_DATA	2	/* granted per DATA frame sent */
+struct px_h2_ctrl {
+	double tokens[PX_H2_FLOOD__N];
+	uint64_t t;		/* last refill (monotonic ns) */
+};
+
 struct bpf_link;
 struct zh_l7cap;
 struct pol_compiled;
@@ -306,6 +327,7 @@ struct px_server {
 	uint64_t n_mirror_sent, n_mirror_failed;
 	uint64_t n_mirror_dropped[3];	/* by enum px_mirror_drop */
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
+	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 };
@@ -466,6 +488,15 @@ void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
+
+/* h2flood.c (types at the top) */
+void px_h2_ctrl_init(struct px_h2_ctrl *b, uint64_t now);
+void px_h2_ctrl_credit(struct px_h2_ctrl *b, double n);	/* work done: n to every kind */
+/* A frame of type/flags arrived at now: -1 when it is not a limited control
+ * frame (or an ACK) or within its kind's budget; else the enum px_h2_flood
+ * of the kind whose budget it exceeds (the caller ends the connection). */
+int px_h2_ctrl_take(struct px_h2_ctrl *b, uint8_t type, uint8_t flags, uint64_t now);
+const char *px_h2_flood_name(enum px_h2_flood k);	/* "ping_flood" (metric label) */
 
 /* stream.c: a request (head parsed by the client layer) → stream: route,
  * forward, pumps both ways, replies, retries and timers, the end. */

@@ -55,8 +55,12 @@ is "${out% ms=*}" "ok=12" "all 12 calls answered"
 ms=${out#*ms=}
 ok $([ "${ms:-9999}" -lt 1600 ]; echo $?) \
 	"... together in ${ms:-?} ms (one connection at 2 streams: 6 waves, ≥ 2400 ms)"
+# (6 with 2 streams each: the warm-up one and 5 more, or 6 new when the
+# warm-up one idled out first on a slow machine — the endpoint's limit is
+# remembered, so a new first connection also takes only 2)
 c1=$(metric $S "$UPC")
-is "$((c1 - c0))" 5 "5 more upstream connections for the burst: 6 with 2 streams each"
+ok $([ $((c1 - c0)) -ge 5 ] && [ $((c1 - c0)) -le 6 ]; echo $?) \
+	"6 upstream connections for the burst, 2 streams each ($((c1 - c0)) new)"
 idle() { [ "$(metric $S 'zerohop_proxy_timeouts_total{kind="upstream_idle"}')" -ge $((i0 + c1 - c0)) ]; }
 wait_until 8 idle
 ok $? "all closed by the upstream idle timeout (1.5 s) once unused"
