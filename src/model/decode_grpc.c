@@ -258,25 +258,5 @@ static int grpc_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 
 int md_decode_grpcroute(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
-	struct md_priv *pv = md_priv(c->st);
-	struct md_httproute *rt = zh_grow((void **)&c->st->routes, &c->st->n_routes,
-					  &pv->cap_route, sizeof(*rt));
-	const struct yn *spec = yn_get(root, "spec");
-	size_t old;
-
-	rt->meta = *meta;
-	rt->grpc = true;
-	if (!spec)
-		return dc_fail(c, root, "spec", "is required");
-	old = dc_push(c, "spec");
-	if (dc_map(c, spec, NULL) ||
-	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames) ||
-	    dc_seq_each(c, spec, "parentRefs", sizeof(*rt->parents), (void **)&rt->parents,
-			&rt->n_parents, md_route_parent_ref, meta) ||
-	    dc_seq_each(c, spec, "rules", sizeof(*rt->rules), (void **)&rt->rules, &rt->n_rules,
-			grpc_rule, meta))
-		return -EINVAL;
-	dc_pop(c, old);
-	md_route_warn(c, root, rt);
-	return 0;
+	return md_route_decode(c, root, meta, true, grpc_rule);
 }

@@ -567,7 +567,15 @@ int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *ar
 	return 0;
 }
 
+static void route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt);
+
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
+{
+	return md_route_decode(c, root, meta, false, route_rule);
+}
+
+int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta, bool grpc,
+		    dc_item_fn rule)
 {
 	struct md_priv *pv = md_priv(c->st);
 	struct md_httproute *rt = zh_grow((void **)&c->st->routes, &c->st->n_routes,
@@ -576,6 +584,7 @@ int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 	size_t old;
 
 	rt->meta = *meta;
+	rt->grpc = grpc;
 	if (!spec)
 		return dc_fail(c, root, "spec", "is required");
 	old = dc_push(c, "spec");
@@ -584,14 +593,14 @@ int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 	    dc_seq_each(c, spec, "parentRefs", sizeof(*rt->parents), (void **)&rt->parents,
 			&rt->n_parents, md_route_parent_ref, meta) ||
 	    dc_seq_each(c, spec, "rules", sizeof(*rt->rules), (void **)&rt->rules, &rt->n_rules,
-			route_rule, meta))
+			rule, meta))
 		return -EINVAL;
 	dc_pop(c, old);
-	md_route_warn(c, root, rt);
+	route_warn(c, root, rt);
 	return 0;
 }
 
-void md_route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt)
+static void route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt)
 {
 	const struct yn *spec = yn_get(root, "spec");
 	bool svc_parent = false;

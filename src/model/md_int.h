@@ -244,8 +244,11 @@ int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *a
 int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg);
 int md_route_header_mod(struct dctx *c, const struct yn *f, const char *field,
 			struct md_header_mod *hm);
-/* The warnings of a decoded route: no Service parent, hostnames ignored. */
-void md_route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt);
+/* spec {parentRefs, hostnames, rules} of a route into a new st->routes
+ * entry (grpc: a GRPCRoute), each rule decoded by rule (arg: the meta),
+ * then the warnings (no Service parent, hostnames ignored). */
+int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta, bool grpc,
+		    dc_item_fn rule);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 
