@@ -11,10 +11,14 @@
 # CPU-second, with the min..max spread of the rounds.
 #
 #   scripts/bench-proxy-h2.sh [PAIRS=5] [REQUESTS=100000]
+#   BACKEND=h2 scripts/bench-proxy-h2.sh ...
 #
-# Not measured here: HTTP/2 to the backend (the issue's HAProxy "proto h2"
-# to the server needs an h2c backend server; zerohop echo speaks HTTP/1.1).
-# Every process is ours and stopped by its PID.
+# BACKEND=h2: HTTP/2 to the backend as well, the issue's setup: the backend
+# is nginx itself answering 1 KiB over cleartext HTTP/2 (one worker,
+# `return 200`), zerohop's Service port is named http2 (h2c upstream),
+# HAProxy's server line has `proto h2`, the nginx contender uses
+# `grpc_pass` (its HTTP/2 upstream module). Every process is ours and
+# stopped by its PID.
 set -euo pipefail
 PAIRS=${1:-5}
 N=${2:-100000}
@@ -40,13 +44,39 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
+if [ "${BACKEND:-h1}" = h2 ]; then
+	body=$(head -c 1024 /dev/zero | tr '\0' x)
+	mkdir -p "$TMP/be"
+	cat >"$TMP/be/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+master_process off;
+pid $TMP/be/nginx.pid;
+error_log $TMP/be/error.log;
+events { worker_connections 20000; }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	http2_max_requests 1000000;
+	http2_max_concurrent_streams 1000;
+	server { listen 127.0.0.1:$EP http2; location / { return 200 "$body"; } }
+}
+CONF
+	nginx -c "$TMP/be/nginx.conf" -e "$TMP/be/error.log" >/dev/null 2>&1 &
+	PNAME=http2	# zerohop: an h2c upstream (docs/proxy.md)
+	HSRV="127.0.0.1:$EP proto h2"
+else
+	"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 \
+		>/dev/null 2>&1 &
+	PNAME=web
+	HSRV="127.0.0.1:$EP"
+fi
 PIDS+=($!)
 cat >"$TMP/m.yaml" <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: web}
-spec: {selector: {app: web}, ports: [{port: 80, targetPort: $EP}]}
+spec: {selector: {app: web}, ports: [{name: $PNAME, port: 80, targetPort: $EP}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -59,11 +89,13 @@ mkdir -p "$TMP/state"
 "$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web --state "$TMP/state" 2>"$TMP/zp.err" &
 ZPID=$!
 PIDS+=($ZPID)
-haproxy_cfg "127.0.0.1:$HP proto h2" "127.0.0.1:$EP" >"$TMP/haproxy.cfg"
+haproxy_cfg "127.0.0.1:$HP proto h2" $HSRV >"$TMP/haproxy.cfg"
 haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/hp.out" 2>&1 &
 HPID=$!
 PIDS+=($HPID)
 nginx_cfg "$TMP" "127.0.0.1:$NP http2" "127.0.0.1:$EP" >"$TMP/nginx.conf"
+[ "${BACKEND:-h1}" = h2 ] &&	# HTTP/2 upstream: grpc_pass (no keep-alive pool needed)
+	sed -i 's|location / {.*|location / { grpc_pass grpc://be; }|; /proxy_set_header/d' "$TMP/nginx.conf"
 nginx -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" >"$TMP/ng.out" 2>&1 &
 NPID=$!
 PIDS+=($NPID)

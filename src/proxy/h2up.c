@@ -739,6 +739,12 @@ void px_h2up_release(struct px_up *u)
 			}
 		h->n_tries--;
 		if (us->id) {
+			/* response bytes received but not yet acknowledged (the
+			 * last DATA, END_STREAM, then released at once): give
+			 * them back to the connection's window, or every such
+			 * answer would shrink it until the connection stalls */
+			if (us->unacked)
+				nghttp2_session_consume_connection(h->sess, us->unacked);
 			nghttp2_session_set_stream_user_data(h->sess, us->id, NULL);
 			if (!us->closed)	/* invariant 3 */
 				nghttp2_submit_rst_stream(h->sess, NGHTTP2_FLAG_NONE, us->id,

@@ -9,6 +9,11 @@
 # end together. The connections close once idle. With
 # zerohop.io/max-connections: "2" on the Service, at most 2 are opened and
 # 8 calls wait inside them (2 waves of 2 × 2 streams).
+# And an h2c backend that ends each answer with its DATA (nginx `return
+# 200`, 1 KiB): 400 requests over one upstream connection all answered —
+# the connection's flow-control window must get back what every released
+# stream received (before, it shrank by each answer and stalled after
+# 64 KiB).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
@@ -29,6 +34,10 @@ svc() { # NAME [ANNOTATIONS]
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	svc wide
 	svc capped 'zerohop.io/max-connections: "2"'
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: ng, labels: {app: ng}}\n'
+	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: ng}\n'
+	printf 'spec: {selector: {app: ng}, ports: [{name: http2, port: 80, targetPort: %s}]}\n' $((B + 4))
 } >"$TMP/m.yaml"
 mkdir -p "$TMP/state"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
@@ -74,4 +83,30 @@ ms=${out#*ms=}
 ok $([ "${ms:-0}" -ge 750 ]; echo $?) \
 	"... in 2 waves (${ms:-?} ms ≥ 750): the calls waited inside the 2 connections"
 is "$(metric $((B + 3)) "$UPC")" 2 "... over 2 upstream connections, no more"
+
+# (nginx-light and nghttp2-client are in scripts/deps.sh)
+mkdir -p "$TMP/ng"
+cat >"$TMP/ng/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+master_process off;
+pid $TMP/ng/nginx.pid;
+error_log $TMP/ng/error.log;
+events { worker_connections 100; }
+http { access_log off; server { listen 127.0.0.1:$((B + 4)) http2;
+location / { return 200 "$(head -c 1024 /dev/zero | tr '\0' x)"; } } }
+CONF
+nginx -c "$TMP/ng/nginx.conf" -e "$TMP/ng/error.log" 2>"$TMP/ng.err" &
+PIDS+=($!)
+"$ZH" proxy --listen "127.0.0.1:$((B + 5))" --service default/ng --state "$TMP/state" \
+	--stats-addr "127.0.0.1:$((B + 6))" 2>"$TMP/proxy-ng.err" &
+PIDS+=($!)
+ng_up() { curl -s --http2-prior-knowledge -m 2 -o /dev/null "http://127.0.0.1:$1/"; }
+wait_until 10 ng_up $((B + 4)) && wait_until 10 ng_up $((B + 5))
+ok $? "nginx h2c backend and its proxy answer"
+out=$(timeout 30 h2load -n 400 -c 1 -m 4 "http://127.0.0.1:$((B + 5))/" 2>&1 | grep '^requests:')
+diag "400 requests of 1 KiB through one h2c upstream connection: $out"
+grep -q ' 400 succeeded' <<<"$out"
+ok $? "all 400 answered: the upstream connection window does not leak"
+is "$(metric $((B + 6)) "$UPC")" 1 "... over one upstream connection"
 done_testing
