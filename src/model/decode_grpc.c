@@ -190,16 +190,12 @@ static int grpc_filter(struct dctx *c, const struct yn *n, void *elem, void *arg
 	char *type;
 
 	(void)arg;
+	int rc;
+
 	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
 		return -EINVAL;
-	if (!strcmp(type, "RequestHeaderModifier")) {
-		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
-		return md_route_header_mod(c, n, "requestHeaderModifier", &f->headers);
-	}
-	if (!strcmp(type, "ResponseHeaderModifier")) {
-		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
-		return md_route_header_mod(c, n, "responseHeaderModifier", &f->headers);
-	}
+	if ((rc = md_route_hdr_filter(c, n, type, f)) <= 0)
+		return rc;
 	return grpc_filter_refused(c, n, type);
 }
 

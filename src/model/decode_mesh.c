@@ -217,7 +217,7 @@ static int header_list(struct dctx *c, const struct yn *map, const char *field, 
 	return dc_seq_each(c, map, field, sizeof(*l->v), (void **)&l->v, &l->n, header_kv, NULL);
 }
 
-int md_route_header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
+static int header_mod(struct dctx *c, const struct yn *f, const char *field, struct md_header_mod *hm)
 {
 	const struct yn *v = yn_get(f, field);
 	size_t old;
@@ -258,6 +258,19 @@ static int path_mod(struct dctx *c, const struct yn *v, struct md_filter *f)
 	}
 	dc_pop(c, old);
 	return 0;
+}
+
+int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f)
+{
+	if (!strcmp(type, "RequestHeaderModifier")) {
+		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
+		return header_mod(c, n, "requestHeaderModifier", &f->headers);
+	}
+	if (!strcmp(type, "ResponseHeaderModifier")) {
+		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
+		return header_mod(c, n, "responseHeaderModifier", &f->headers);
+	}
+	return 1;
 }
 
 /* requestMirror: {backendRef: {name, namespace, port}, percent | fraction} */
@@ -319,16 +332,12 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 	struct md_filter *f = elem;
 	char *type;
 
+	int rc;
+
 	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
 		return -EINVAL;
-	if (!strcmp(type, "RequestHeaderModifier")) {
-		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
-		return md_route_header_mod(c, n, "requestHeaderModifier", &f->headers);
-	}
-	if (!strcmp(type, "ResponseHeaderModifier")) {
-		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
-		return md_route_header_mod(c, n, "responseHeaderModifier", &f->headers);
-	}
+	if ((rc = md_route_hdr_filter(c, n, type, f)) <= 0)
+		return rc;
 	if (!strcmp(type, "RequestRedirect") || !strcmp(type, "URLRewrite")) {
 		bool redirect = type[1] == 'e';
 		const char *field = redirect ? "requestRedirect" : "urlRewrite";

@@ -242,8 +242,9 @@ int md_decode_grpcroute(struct dctx *c, const struct yn *root, struct md_meta *m
 int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg);
 int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg);
 int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg);
-int md_route_header_mod(struct dctx *c, const struct yn *f, const char *field,
-			struct md_header_mod *hm);
+/* A filter of type RequestHeaderModifier or ResponseHeaderModifier into f:
+ * 0 or -EINVAL; 1 when type is neither (f untouched). */
+int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f);
 /* spec {parentRefs, hostnames, rules} of a route into a new st->routes
  * entry (grpc: a GRPCRoute), each rule decoded by rule (arg: the meta),
  * then the warnings (no Service parent, hostnames ignored). */
