@@ -45,23 +45,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [ "${BACKEND:-h1}" = h2 ]; then
-	body=$(head -c 1024 /dev/zero | tr '\0' x)
 	mkdir -p "$TMP/be"
-	cat >"$TMP/be/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-master_process off;
-pid $TMP/be/nginx.pid;
-error_log $TMP/be/error.log;
-events { worker_connections 20000; }
-http {
-	access_log off;
-	keepalive_requests 1000000;
-	http2_max_requests 1000000;
-	http2_max_concurrent_streams 1000;
-	server { listen 127.0.0.1:$EP http2; location / { return 200 "$body"; } }
-}
-CONF
+	nginx_h2c_origin_cfg "$TMP/be" "127.0.0.1:$EP" >"$TMP/be/nginx.conf"
 	nginx -c "$TMP/be/nginx.conf" -e "$TMP/be/error.log" >/dev/null 2>&1 &
 	PNAME=http2	# zerohop: an h2c upstream (docs/proxy.md)
 	HSRV="127.0.0.1:$EP proto h2"

@@ -17,6 +17,7 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
+source "$(dirname "$0")/../../scripts/lib/nginx.sh"
 loopback_setup px86 31000 2000
 GPY=/usr/bin/python3
 "$GPY" -c 'import grpc' 2>/dev/null || skip_all "python3-grpcio missing (make deps)"
@@ -86,16 +87,7 @@ is "$(metric $((B + 3)) "$UPC")" 2 "... over 2 upstream connections, no more"
 
 # (nginx-light and nghttp2-client are in scripts/deps.sh)
 mkdir -p "$TMP/ng"
-cat >"$TMP/ng/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-master_process off;
-pid $TMP/ng/nginx.pid;
-error_log $TMP/ng/error.log;
-events { worker_connections 100; }
-http { access_log off; server { listen 127.0.0.1:$((B + 4)) http2;
-location / { return 200 "$(head -c 1024 /dev/zero | tr '\0' x)"; } } }
-CONF
+nginx_h2c_origin_cfg "$TMP/ng" "127.0.0.1:$((B + 4))" >"$TMP/ng/nginx.conf"
 nginx -c "$TMP/ng/nginx.conf" -e "$TMP/ng/error.log" 2>"$TMP/ng.err" &
 PIDS+=($!)
 "$ZH" proxy --listen "127.0.0.1:$((B + 5))" --service default/ng --state "$TMP/state" \
