@@ -61,7 +61,7 @@ LIB_SRCS_FUZZ := src/lib/h1.c src/lib/log.c
 
 DEPS_STAMP := $(B)/.deps-ok
 
-PROVE    := prove --exec '' --timer
+PROVE    := prove --exec '' --timer --failures
 E2E      := $(sort $(wildcard tests/e2e/*.t tests/lint/*.t))
 
 .PHONY: all deps check unit e2e demo clean fuzz tools

@@ -90,6 +90,8 @@ struct id_issue_report {
 	int issued;		/* new or renewed SVIDs */
 	int kept;		/* valid, not due yet (I4) */
 	int removed;		/* files of pods no longer on the node */
+	time_t next_due;	/* when the first SVID kept or issued falls due
+				 * (I4), 0 when the node has no pod */
 };
 
 /* Bring OUT_DIR up to date for node: an SVID for every pod of st scheduled
@@ -102,6 +104,49 @@ int id_issue_node(const char *ca_dir, const struct md_state *st, const char *nod
 int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node,
 		 const char *ns, const char *name, const char *out_dir, long ttl_s,
 		 struct id_err *err);
+
+/* ---- the node agent renews its node's SVIDs (renew.c) -------------------
+ *
+ *  I6 The agent of node N keeps N's SVID directory up to date by itself:
+ *     id_renew_sync() after every state load it applies (pods scheduled,
+ *     removed, ServiceAccounts changed), and id_renew_tick() from its loop,
+ *     which calls id_issue_node() again when the first SVID falls due
+ *     (half-life, I4) or the CA changed (ca.crt or bundle.pem replaced:
+ *     `ca init`, `ca rotate`, `ca rotate --finish`), looked at every
+ *     ID_RENEW_POLL_MS. No CA directory: nothing to do, no error (the mesh
+ *     runs in plain text until `ca init`). A failure is logged and retried
+ *     at the next tick; SVIDs already on disk stay (they are valid until
+ *     their expiry).
+ *  I7 One writer at a time per SVID directory (flock on OUT_DIR/.lock in
+ *     id_issue_node and id_issue_pod): the agent and `ca issue` may run at
+ *     once, and a key and its certificate always come from the same one. */
+#define ID_RENEW_POLL_MS 1000
+#define ID_MIN_AGENT_TTL 90	/* seconds: an SVID is valid from 60 s before its
+				 * issue, so a shorter TTL would be due at once */
+
+struct id_renew {
+	char ca_dir[256];
+	char out_dir[256];
+	char node[128];
+	long ttl_s;
+	struct timespec ca_mtime, bundle_mtime;	/* of the CA seen at the last issue */
+	time_t next_due;	/* 0: nothing due (no pod or no CA) */
+	long long next_look_ms;	/* CLOCK_MONOTONIC ms of the next CA look */
+	bool dirty;		/* last issue failed: retry at the next tick */
+};
+
+void id_renew_init(struct id_renew *r, const char *ca_dir, const char *out_dir, const char *node,
+		   long ttl_s);
+/* Bring the node's SVIDs up to date for st now. 0 (also: no CA) or -errno
+ * (logged with the reason). */
+int id_renew_sync(struct id_renew *r, const struct md_state *st);
+/* Called from the agent's loop: renews when due or when the CA changed;
+ * cheap otherwise (a clock read, two stat() a second). st may be NULL (no
+ * good state yet: nothing is done). */
+int id_renew_tick(struct id_renew *r, const struct md_state *st);
+/* Milliseconds until id_renew_tick has something to look at (the poll
+ * timeout the agent uses), at most ID_RENEW_POLL_MS. */
+int id_renew_timeout_ms(const struct id_renew *r);
 
 /* What a certificate file says, for `get certs` and `get identities`. */
 struct id_cert_info {

@@ -489,6 +489,92 @@ struct md_netpol {
 	int n_egress;
 };
 
+/* ---- mTLS mode and authorization on identities (security.istio.io) ------
+ *
+ * Istio's security.istio.io/v1 (and v1beta1) PeerAuthentication and
+ * AuthorizationPolicy, the subset a node-level L4 tunnel can honour
+ * (docs/mtls.md; decoded in decode_sec.c, evaluated in security.c). A
+ * policy without selector covers its namespace; in MD_MESH_ROOT_NS (Istio's
+ * root namespace) it covers the whole mesh. Principals are SPIFFE IDs
+ * without the scheme, "TD/ns/NS/sa/SA", as Istio writes them. */
+#define MD_MESH_ROOT_NS "istio-system"
+
+struct md_state;
+
+enum md_mtls_mode {
+	MD_MTLS_UNSET = 0,	/* inherit from the namespace, then the mesh */
+	MD_MTLS_PERMISSIVE,	/* the default: mTLS and plain text accepted */
+	MD_MTLS_STRICT,		/* mTLS only */
+	MD_MTLS_DISABLE,	/* plain text only */
+};
+const char *md_mtls_mode_name(enum md_mtls_mode m);	/* "STRICT" */
+
+struct md_port_mtls {
+	uint16_t port;		/* the workload's (container) port */
+	enum md_mtls_mode mode;
+};
+
+struct md_peerauth {
+	struct md_meta meta;
+	struct md_selector selector;	/* matchLabels only; absent = the namespace */
+	enum md_mtls_mode mode;		/* spec.mtls.mode */
+	struct md_port_mtls *ports;	/* spec.portLevelMtls (needs a selector) */
+	int n_ports;
+};
+
+enum md_authz_action { MD_AUTHZ_ALLOW = 0, MD_AUTHZ_DENY };
+
+/* One from[].source: matches when every given field matches (each list:
+ * any of its values; exact, "prefix*" or "*suffix" as Istio). */
+struct md_authz_source {
+	char **principals, **not_principals, **namespaces, **not_namespaces;
+	int n_principals, n_not_principals, n_namespaces, n_not_namespaces;
+};
+
+/* One to[].operation: only ports at L4 (HTTP fields are refused). */
+struct md_authz_op {
+	uint16_t *ports, *not_ports;
+	int n_ports, n_not_ports;
+};
+
+/* A rule matches when any from matches (none: any source) and any to
+ * matches (none: any port). */
+struct md_authz_rule {
+	struct md_authz_source *from;
+	int n_from;
+	struct md_authz_op *to;
+	int n_to;
+};
+
+struct md_authzpol {
+	struct md_meta meta;
+	struct md_selector selector;	/* matchLabels only; absent = the namespace */
+	enum md_authz_action action;	/* default ALLOW */
+	struct md_authz_rule *rules;	/* none: ALLOW matches nothing (denies
+					 * all), DENY matches nothing */
+	int n_rules;
+};
+
+/* The mTLS mode in force for connections to pod p on port (its container
+ * port): portLevelMtls of the workload policy, its mode, the namespace's,
+ * the mesh's, else PERMISSIVE (Istio's order; never UNSET). When several
+ * policies select one workload (or several namespace-wide ones), the first
+ * in state order wins, as Istio takes the oldest. */
+enum md_mtls_mode md_mtls_mode_of(const struct md_state *st, const struct md_pod *p,
+				  uint16_t port);
+
+/* AuthorizationPolicy for a connection to pod dst on port from a peer:
+ * principal "TD/ns/NS/sa/SA" or NULL for plain text (then no source field
+ * matches, as in Istio). NULL: allowed; else the reason (a constant,
+ * compare by pointer: MD_AUTHZ_DENIED_BY_DENY or MD_AUTHZ_NOT_ALLOWED),
+ * with *policy the deciding policy (the DENY that matched, or one of the
+ * ALLOW policies none of which matched). DENY first, then ALLOW: when any
+ * ALLOW policy selects dst, one must match. */
+extern const char MD_AUTHZ_DENIED_BY_DENY[];	/* "denied by a DENY policy" */
+extern const char MD_AUTHZ_NOT_ALLOWED[];	/* "no ALLOW policy matches" */
+const char *md_authz_check(const struct md_state *st, const struct md_pod *dst, uint16_t port,
+			   const char *principal, const struct md_authzpol **policy);
+
 /* ---- what an apply does not act on ------------------------------------ */
 
 /* An object of a kind with no data-plane meaning for zerohop (Secret, RBAC,
@@ -536,6 +622,10 @@ struct md_state {
 	int n_serviceaccounts;
 	struct md_routegroup *routegroups;
 	int n_routegroups;
+	struct md_peerauth *peerauths;		/* security.istio.io PeerAuthentication */
+	int n_peerauths;
+	struct md_authzpol *authzpols;		/* security.istio.io AuthorizationPolicy */
+	int n_authzpols;
 	struct md_ignored *ignored;	/* in input order */
 	int n_ignored;
 	struct md_warning *warnings;	/* parse warnings, then finish's */
@@ -616,6 +706,8 @@ enum md_kind {
 	MD_K_SERVICEACCOUNT,
 	MD_K_ROUTEGROUP,	/* SMI HTTPRouteGroup */
 	MD_K_GRPCROUTE,		/* Gateway API GRPCRoute: kept in md_state.routes (grpc) */
+	MD_K_PEERAUTH,		/* security.istio.io PeerAuthentication */
+	MD_K_AUTHZPOL,		/* security.istio.io AuthorizationPolicy */
 	MD_K__COUNT
 };
 

@@ -59,6 +59,12 @@
  *      sees a generation the kernel does not have yet), and "degraded"
  *      with the error when the sync failed (A3: the previous generation is
  *      still the one in force). The lab waits on this file, not on maps.
+ * A11. Identity (identity.h I6): every successful sync ends with
+ *      id_renew_sync() for this node, and the loop calls id_renew_tick()
+ *      at least every ID_RENEW_POLL_MS (half-life renewal, CA changes)
+ *      with the state of the last successful sync only (a->id_st is NULL
+ *      from the start of a sync until it succeeds: a load may free or
+ *      patch a->st).
  * A10. With an etcd state source (docs/state-etcd.md) the watch fd is the
  *      source's eventfd, which also wakes on every change of reachability:
  *      the sync that follows republishes the health file, "degraded" with
@@ -87,6 +93,7 @@
 #include "zerohop/accel.h"
 #include "zerohop/cli.h"
 #include "zerohop/health.h"
+#include "zerohop/identity.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/mounts.h"
@@ -139,6 +146,10 @@ struct agent {
 	const char *metrics_addr;
 	int max_series;
 	int metrics;		/* --metrics on|off: L4 signals (default on) */
+	/* A11: this node's SVIDs; id_st is a->st after a good sync, else NULL */
+	int identity;		/* --identity on|off (default on) */
+	struct id_renew idr;
+	const struct md_state *id_st;
 };
 
 #define PROXY_POLL_MS 500	/* A8: look for the proxy's capture address */
@@ -303,6 +314,7 @@ static int sync_once(struct agent *a)
 		a->token = 0;	/* A6: a full load now and then */
 		a->n_incr = 0;
 	}
+	a->id_st = NULL;	/* A11: a load may free or patch a->st; set again on success */
 	ss_watch_drain(a->ss);	/* A1 */
 	gen = ss_generation(a->ss);	/* A2 */
 	ret = ss_load_delta(a->ss, &a->st, &a->token, &d, &err);
@@ -379,6 +391,9 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
 		ag_obs_set_state(a->obs, a->st, a->c);
+	a->id_st = a->identity ? a->st : NULL;	/* A11 */
+	if (a->id_st)
+		id_renew_sync(&a->idr, a->id_st);
 	if (incr)
 		snprintf(ebuf, sizeof(ebuf),
 			 "incremental (%d pods, %d services changed, %d services recomputed, %d entries)",
@@ -428,8 +443,13 @@ static int run(struct agent *a)
 		double start;
 
 		int n_obs = ag_obs_pollfds(a->obs, pfd + 2);
-		int np = poll(pfd, 2 + (nfds_t)n_obs,
-			      a->proxy_pending ? PROXY_POLL_MS : n_obs ? ZH_OBS_DRAIN_MS : -1);
+		int tmo = a->proxy_pending ? PROXY_POLL_MS : n_obs ? ZH_OBS_DRAIN_MS : -1;
+		int np;
+
+		if (a->id_st && (tmo < 0 || id_renew_timeout_ms(&a->idr) < tmo))	/* A11 */
+			tmo = id_renew_timeout_ms(&a->idr);
+		np = poll(pfd, 2 + (nfds_t)n_obs, tmo);
+		id_renew_tick(&a->idr, a->id_st);
 
 		if (np < 0) {
 			if (errno == EINTR)
@@ -472,7 +492,8 @@ static void usage(void)
 		"                     [--mode bpf|nft]\n"
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
 		"                     [--health-file PATH] [--metrics on|off] [--metrics-addr IP:PORT]\n"
-		"                     [--metrics-max-series N]\n"
+		"                     [--metrics-max-series N] [--identity on|off] [--svid-ttl DUR]\n"
+		"                     [--ca-dir DIR] [--svid-dir DIR]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -706,12 +727,19 @@ int cli_agent(int argc, char **argv)
 		{ "metrics-addr", required_argument, NULL, 'M' },
 		{ "metrics-max-series", required_argument, NULL, 'X' },
 		{ "metrics", required_argument, NULL, 'E' },
+		{ "identity", required_argument, NULL, 'I' },
+		{ "svid-ttl", required_argument, NULL, 'T' },
+		{ "ca-dir", required_argument, NULL, 'K' },
+		{ "svid-dir", required_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct agent a = { .accel = 1, .metrics = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
+	struct agent a = { .accel = 1, .metrics = 1, .identity = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
 	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
+	const char *svid_ttl = getenv("ZH_AGENT_SVID_TTL");	/* the flag wins */
+	const char *ca_dir = NULL, *svid_dir = NULL;	/* NULL: the lab's naming */
+	long ttl_s = 0;
 	bool cleanup = false;
 	char *files[16];
 	int c, bench_rounds = 0, n_files = 0;
@@ -778,6 +806,13 @@ int cli_agent(int argc, char **argv)
 			if (on_off("--metrics", optarg, &a.metrics))
 				return 2;
 			break;
+		case 'I':
+			if (on_off("--identity", optarg, &a.identity))
+				return 2;
+			break;
+		case 'T': svid_ttl = optarg; break;
+		case 'K': ca_dir = optarg; break;
+		case 'V': svid_dir = optarg; break;
 		case 'X':
 			a.max_series = atoi(optarg);
 			if (a.max_series < 1 || a.max_series > 1000000) {
@@ -804,6 +839,29 @@ int cli_agent(int argc, char **argv)
 	}
 	a.lab = zh_lab_name(lab_opt);
 	a.lab_given = lab_opt != NULL;
+	if (svid_ttl) {
+		uint64_t ms;
+
+		if (md_duration_ms(svid_ttl, &ms) || ms < ID_MIN_AGENT_TTL * 1000ULL) {
+			fprintf(stderr, "zerohop agent: --svid-ttl %s: expected a duration of at least %ds (\"24h\", \"2m\")\n",
+				svid_ttl, ID_MIN_AGENT_TTL);
+			return 2;
+		}
+		ttl_s = (long)(ms / 1000);
+	}
+	{	/* A11: the lab's CA and this node's SVID directory (docs/identity.md) */
+		char ca[256], out[256];
+
+		if (ca_dir)
+			snprintf(ca, sizeof(ca), "%s", ca_dir);
+		else
+			id_ca_dir(ca, sizeof(ca), a.lab);
+		if (svid_dir)
+			snprintf(out, sizeof(out), "%s", svid_dir);
+		else
+			id_svid_dir(out, sizeof(out), a.lab, a.node);
+		id_renew_init(&a.idr, ca, out, a.node, ttl_s);
+	}
 	if (pd)
 		snprintf(a.pin_dir, sizeof(a.pin_dir), "%s", pd);
 	else

@@ -231,8 +231,8 @@ static int get_identities(const struct md_state *st, const char *lab, const char
 	if (json)
 		printf("[");
 	else
-		printf("%-12s %-24s %-10s %-16s %-56s %s\n", "NAMESPACE", "NAME", "NODE",
-		       "SERVICEACCOUNT", "SPIFFE ID", "SVID");
+		printf("%-12s %-24s %-10s %-16s %-56s %-10s %s\n", "NAMESPACE", "NAME", "NODE",
+		       "SERVICEACCOUNT", "SPIFFE ID", "MTLS", "SVID");
 	for (int i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
 		struct id_cert_info ci;
@@ -259,6 +259,8 @@ static int get_identities(const struct md_state *st, const char *lab, const char
 			json_put_str(stdout, md_pod_service_account(st, p));
 			printf(", \"spiffeId\": ");
 			json_put_str(stdout, id);
+			/* PeerAuthentication, workload level (port 0: no portLevelMtls) */
+			printf(", \"mtls\": \"%s\"", md_mtls_mode_name(md_mtls_mode_of(st, p, 0)));
 			printf(", \"svid\": ");
 			if (have)
 				json_info(&ci);
@@ -268,9 +270,10 @@ static int get_identities(const struct md_state *st, const char *lab, const char
 		} else {
 			if (have)
 				fmt_time(na, sizeof(na), ci.not_after);
-			printf("%-12s %-24s %-10s %-16s %-56s %s%s\n", p->meta.ns, p->meta.name,
+			printf("%-12s %-24s %-10s %-16s %-56s %-10s %s%s\n", p->meta.ns, p->meta.name,
 			       p->spec.node_name ? p->spec.node_name : "-",
 			       md_pod_service_account(st, p), id,
+			       md_mtls_mode_name(md_mtls_mode_of(st, p, 0)),
 			       have ? "expires " : "none", have ? na : "");
 		}
 		n++;

@@ -119,7 +119,8 @@ static int write_file(const char *path, mode_t mode, int (*write_fn)(FILE *, con
 	FILE *f;
 	int fd, ret = 0;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+	/* per process: the agent and `ca issue` may write the same file */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);

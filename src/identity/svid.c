@@ -1,5 +1,7 @@
 /* svid.c — X.509-SVIDs for the pods of one node (identity.h I2-I4). */
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +48,10 @@ static int signer_open(struct signer *s, const char *ca_dir, struct id_err *err)
 	return 0;
 }
 
-/* I4: does the SVID at crt (with its key) need (re)issuing for uri? */
-static bool svid_due(const struct signer *s, const char *crt, const char *key, const char *uri)
+/* I4: does the SVID at crt (with its key) need (re)issuing for uri? When
+ * not, *when gets the time it falls due (half of its lifetime). */
+static bool svid_due(const struct signer *s, const char *crt, const char *key, const char *uri,
+		     time_t *when)
 {
 	char have[256], active[4200];
 	X509 *x;
@@ -70,7 +74,8 @@ static bool svid_due(const struct signer *s, const char *crt, const char *key, c
 	if (!ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm))
 		goto out;
 	na = timegm(&tm);
-	due = now >= nb + (na - nb) / 2;	/* half of its lifetime has passed */
+	*when = nb + (na - nb) / 2;
+	due = now >= *when;	/* half of its lifetime has passed */
 out:
 	X509_free(x);
 	return due;
@@ -85,11 +90,14 @@ static int svid_paths(char *crt, char *key, size_t len, const char *out_dir,
 	return 0;
 }
 
-/* 1: issued, 0: kept (not due and not forced), -errno. */
+/* 1: issued, 0: kept (not due and not forced), -errno. *due gets the time
+ * the SVID on disk falls due next (I4). */
 static int svid_issue(const struct signer *s, const struct md_state *st, const struct md_pod *p,
-		      const char *out_dir, long ttl_s, bool force, struct id_err *err)
+		      const char *out_dir, long ttl_s, bool force, time_t *due,
+		      struct id_err *err)
 {
 	char uri[256], crt[4200], key[4200];
+	time_t now = time(NULL);
 	EVP_PKEY *k;
 	X509 *x = NULL;
 	int ret;
@@ -99,8 +107,10 @@ static int svid_issue(const struct signer *s, const struct md_state *st, const s
 		ret = svid_paths(crt, key, sizeof(crt), out_dir, p);
 	if (ret)
 		return idx_fail(err, ret, "pod %s/%s: no SPIFFE ID", p->meta.ns, p->meta.name);
-	if (!force && !svid_due(s, crt, key, uri))
+	if (!force && !svid_due(s, crt, key, uri, due))
 		return 0;
+	/* idx_cert_new: valid from now - 60 s to now + ttl_s */
+	*due = now - 60 + (ttl_s + 60) / 2;
 	k = idx_keygen();
 	if (k)
 		x = idx_cert_new(k, s->crt, s->key, NULL, uri, ttl_s, false);
@@ -176,35 +186,64 @@ static int prune(const char *out_dir, const struct md_state *st, const char *nod
 	return removed;
 }
 
+/* I7: one writer at a time per SVID directory (the agent and `ca issue`
+ * may run at once; a key and its certificate come from the same writer).
+ * The fd to close, or -errno. */
+static int dir_lock(const char *out_dir)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.lock", out_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX)) {
+		int ret = -errno;
+
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
 int id_issue_node(const char *ca_dir, const struct md_state *st, const char *node,
 		  const char *out_dir, long ttl_s, struct id_issue_report *r, struct id_err *err)
 {
 	struct signer s;
-	int ret;
+	int ret, lk = -1;
 
 	memset(r, 0, sizeof(*r));
 	ret = signer_open(&s, ca_dir, err);
 	if (ret)
 		return ret;
 	ret = idx_private_dir(out_dir);
-	if (ret) {
+	if (!ret)
+		ret = lk = dir_lock(out_dir);
+	if (ret < 0) {
 		signer_free(&s);
 		return idx_fail(err, ret, "cannot make %s: %s", out_dir, strerror(-ret));
 	}
 	for (int i = 0; i < st->n_pods && ret >= 0; i++) {
+		time_t due = 0;
+
 		if (!on_node(&st->pods[i], node))	/* I2 */
 			continue;
-		ret = svid_issue(&s, st, &st->pods[i], out_dir, ttl_s, false, err);
+		ret = svid_issue(&s, st, &st->pods[i], out_dir, ttl_s, false, &due, err);
+		if (ret >= 0 && due && (!r->next_due || due < r->next_due))
+			r->next_due = due;
 		if (ret > 0)
 			r->issued++;
 		else if (ret == 0)
 			r->kept++;
 	}
 	signer_free(&s);
-	if (ret < 0)
-		return ret;
-	r->removed = prune(out_dir, st, node);
-	return copy_bundle(ca_dir, out_dir, err);
+	if (ret >= 0) {
+		r->removed = prune(out_dir, st, node);
+		ret = copy_bundle(ca_dir, out_dir, err);
+	}
+	close(lk);
+	return ret < 0 ? ret : 0;
 }
 
 int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node,
@@ -213,7 +252,7 @@ int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node
 {
 	const struct md_pod *p = md_find_pod(st, ns, name);
 	struct signer s;
-	int ret;
+	int ret, lk = -1;
 
 	if (!p)
 		return idx_fail(err, -ENOENT, "no pod %s/%s", ns, name);
@@ -227,9 +266,15 @@ int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node
 		return ret;
 	ret = idx_private_dir(out_dir);
 	if (!ret)
-		ret = svid_issue(&s, st, p, out_dir, ttl_s, true, err);
+		ret = lk = dir_lock(out_dir);
+	if (ret >= 0) {
+		time_t due;
+
+		ret = svid_issue(&s, st, p, out_dir, ttl_s, true, &due, err);
+		if (ret >= 0)
+			ret = copy_bundle(ca_dir, out_dir, err);
+		close(lk);
+	}
 	signer_free(&s);
-	if (ret < 0)
-		return ret;
-	return copy_bundle(ca_dir, out_dir, err);
+	return ret < 0 ? ret : 0;
 }

@@ -196,11 +196,13 @@ static int alloc_ip(struct sup *s, int node, uint32_t *ip)
 {
 	const struct lab_node *n = &s->t.nodes[node];
 
-	/* .0 is the VTEP address in overlay mode, .1 reserved, .255 broadcast. */
+	/* .2-.254 next-fit, without the CNI plugin's range (lab_int.h): a
+	 * lab that has churned ~200 pods would otherwise hand a process pod
+	 * the address of a container made by hand. */
 	for (int k = 0; k < 253; k++) {
 		int h = 2 + (s->ipcur[node] + k) % 253;
 
-		if (s->ipmap[node][h])
+		if (s->ipmap[node][h] || (h >= LAB_CNI_RANGE_LO && h <= LAB_CNI_RANGE_HI))
 			continue;
 		s->ipmap[node][h] = 1;
 		s->ipcur[node] = h - 1;
@@ -361,6 +363,8 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		zh_err("pod %s/%s: mkdir %s: %s", ns, name, cg, strerror(errno));
 		goto fail;
 	}
+	if (lab_sc_planned(&pod->plan))
+		lab_sc_bpf_pod_add(s, pod, cg);	/* --accel: before any of its processes */
 	/* Invariant 6: with agents, publish the pod Pending with its IP first
 	 * and hold its containers until every agent synced that generation. */
 	if (s->t.mesh && !s->t.nft) {
@@ -443,6 +447,7 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 		lab_fmt(ccg, sizeof(ccg), "%s/conmon", cg);
 		rmdir(ccg);
 	}
+	lab_sc_bpf_pod_del(s, pod, cg);	/* before the cgroup id goes */
 	rmdir(cg);
 	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
 	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);

@@ -17,6 +17,7 @@
 #include "zerohop/lab.h"
 #include "zerohop/mounts.h"
 #include "zerohop/log.h"
+#include "zerohop/fileio.h"
 #include "zerohop/paths.h"
 #include "lab_int.h"
 
@@ -146,39 +147,7 @@ char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
 
 int lab_write_file(const char *path, const char *data, size_t len)
 {
-	char tmp[LAB_PATH + 16];
-	int fd, ret = 0;
-	size_t off = 0;
-
-	lab_fmt(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			ret = -errno;
-			goto out_close;
-		}
-		off += n;
-	}
-	if (close(fd)) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	if (rename(tmp, path)) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	return 0;
-out_close:
-	close(fd);
-out_unlink:
-	unlink(tmp);
-	return ret;
+	return zh_write_atomic(path, data, len, 0644, false);
 }
 
 int lab_write_str(const char *path, const char *s)

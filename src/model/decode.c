@@ -1074,6 +1074,10 @@ static const struct kind_api kinds[] = {
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha2", MD_K_ROUTEGROUP },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha3", MD_K_ROUTEGROUP },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha4", MD_K_ROUTEGROUP },
+	{ "PeerAuthentication", "security.istio.io/v1", MD_K_PEERAUTH },
+	{ "PeerAuthentication", "security.istio.io/v1beta1", MD_K_PEERAUTH },
+	{ "AuthorizationPolicy", "security.istio.io/v1", MD_K_AUTHZPOL },
+	{ "AuthorizationPolicy", "security.istio.io/v1beta1", MD_K_AUTHZPOL },
 };
 
 /* ---- kinds that are not acted on ----------------------------------------------------
@@ -1134,8 +1138,6 @@ static const struct kind_skip skips[] = {
 	/* other projects' access policies: skipped like the rest, but the
 	 * reason says the traffic they would deny is not denied */
 	{ "access.smi-spec.io", "", "access policy not enforced by zerohop (use NetworkPolicy)" },
-	{ "security.istio.io", "AuthorizationPolicy",
-	  "access policy not enforced by zerohop (use NetworkPolicy)" },
 	{ "policy.linkerd.io", "AuthorizationPolicy",
 	  "access policy not enforced by zerohop (use NetworkPolicy)" },
 	{ "policy.linkerd.io", "ServerAuthorization",
@@ -1171,7 +1173,7 @@ static int skip_obj(struct dctx *c, const struct yn *root, const char *api, cons
 	if (!listed && builtin_group(group))
 		return dc_fail(c, yn_get(root, "kind"), "kind",
 			       "unknown kind \"%s\" (Cluster, Namespace, ConfigMap, Pod, Deployment, "
-			       "Service, ServiceAccount, TrafficSplit, HTTPRoute, GRPCRoute, HTTPRouteGroup, "
+			       "Service, ServiceAccount, TrafficSplit, HTTPRoute, HTTPRouteGroup, "
 			       "NetworkPolicy; %s kinds with no data-plane meaning are skipped)",
 			       kind, *group ? group : "v1");
 	if (reason && reason[0] == '!')
@@ -1313,6 +1315,12 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 	}
 	case MD_K_ROUTEGROUP:
 		r = md_decode_routegroup(c, root, &meta);
+		break;
+	case MD_K_PEERAUTH:
+		r = md_decode_peerauth(c, root, &meta);
+		break;
+	case MD_K_AUTHZPOL:
+		r = md_decode_authzpol(c, root, &meta);
 		break;
 	default:
 		r = md_decode_netpol(c, root, &meta);

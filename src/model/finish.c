@@ -131,7 +131,7 @@ static int namespaces(struct md_state *st, struct md_err *err)
 		m->labels.v[j].value = m->name;
 	}
 	/* implied namespaces, from every namespaced object */
-	for (int k = 0; k < 9; k++) {
+	for (int k = 0; k < 11; k++) {
 		const void *arr;
 		size_t elem;
 		int n;
@@ -146,8 +146,12 @@ static int namespaces(struct md_state *st, struct md_err *err)
 		case 6: arr = st->netpols; n = st->n_netpols; elem = sizeof(*st->netpols); break;
 		case 7: arr = st->serviceaccounts; n = st->n_serviceaccounts;
 			elem = sizeof(*st->serviceaccounts); break;
-		default: arr = st->routegroups; n = st->n_routegroups;
+		case 8: arr = st->routegroups; n = st->n_routegroups;
 			elem = sizeof(*st->routegroups); break;
+		case 9: arr = st->peerauths; n = st->n_peerauths;
+			elem = sizeof(*st->peerauths); break;
+		default: arr = st->authzpols; n = st->n_authzpols;
+			elem = sizeof(*st->authzpols); break;
 		}
 		for (int i = 0; i < n; i++) {
 			/* every object struct starts with its md_meta */
@@ -789,7 +793,11 @@ int md_state_finish(struct md_state *st, struct md_err *err)
 	    (ret = dups(st, MD_K_SERVICEACCOUNT, st->serviceaccounts, st->n_serviceaccounts,
 			sizeof(*st->serviceaccounts), err)) ||
 	    (ret = dups(st, MD_K_ROUTEGROUP, st->routegroups, st->n_routegroups,
-			sizeof(*st->routegroups), err)))
+			sizeof(*st->routegroups), err)) ||
+	    (ret = dups(st, MD_K_PEERAUTH, st->peerauths, st->n_peerauths,
+			sizeof(*st->peerauths), err)) ||
+	    (ret = dups(st, MD_K_AUTHZPOL, st->authzpols, st->n_authzpols,
+			sizeof(*st->authzpols), err)))
 		return ret;
 	pv->indexed = true;	/* lookups below use the indexes */
 	if ((ret = node_names(st, err)) || (ret = cluster_ips(st, err)) ||

@@ -138,7 +138,7 @@ struct md_priv {
 	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
-	int cap_sa, cap_rg, cap_ign, cap_warn;
+	int cap_sa, cap_rg, cap_ign, cap_warn, cap_pa, cap_az;
 	/* parsed files this state shares objects with (md_state_add_parsed):
 	 * one reference each, dropped by md_state_free */
 	struct md_file **files;
@@ -229,7 +229,8 @@ int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow
 	     enum md_proto *out, bool *present);
 
 /* Unknown fields of the kinds zerohop models entirely (HTTPRoute, GRPCRoute,
- * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster) are errors
+ * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster, PeerAuthentication,
+ * AuthorizationPolicy) are errors
  * (schema.c); other kinds: 0. */
 int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
 
@@ -252,6 +253,9 @@ int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta,
 		    dc_item_fn rule);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
+/* security.istio.io kinds (decode_sec.c) */
+int md_decode_peerauth(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_authzpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 
 /* ---- value checks (values.c) --------------------------------------------- */
 

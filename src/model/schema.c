@@ -134,6 +134,31 @@ static const struct sch_key s_node[] = { { "name", NULL }, END };
 static const struct sch_key s_cluster_spec[] = { { "nodes", s_node }, { "podCIDR", NULL },
 						 { "serviceCIDR", NULL }, END };
 
+/* ---- security.istio.io PeerAuthentication, AuthorizationPolicy (v1) ----
+ * every field of Istio's schema is listed so that a typo is an error; the
+ * decoder (decode_sec.c) refuses the ones an L4 node tunnel cannot honour */
+static const struct sch_key s_wsel[] = { { "matchLabels", NULL }, END };
+static const struct sch_key s_pa_mtls[] = { { "mode", NULL }, END };
+static const struct sch_key s_pa_spec[] = { { "selector", s_wsel }, { "mtls", s_pa_mtls },
+					    { "portLevelMtls", NULL }, END };
+static const struct sch_key s_az_source[] = {
+	{ "principals", NULL }, { "notPrincipals", NULL }, { "requestPrincipals", NULL },
+	{ "notRequestPrincipals", NULL }, { "namespaces", NULL }, { "notNamespaces", NULL },
+	{ "ipBlocks", NULL }, { "notIpBlocks", NULL }, { "remoteIpBlocks", NULL },
+	{ "notRemoteIpBlocks", NULL }, { "serviceAccounts", NULL },
+	{ "notServiceAccounts", NULL }, END };
+static const struct sch_key s_az_from[] = { { "source", s_az_source }, END };
+static const struct sch_key s_az_op[] = { { "hosts", NULL }, { "notHosts", NULL },
+					  { "ports", NULL }, { "notPorts", NULL },
+					  { "methods", NULL }, { "notMethods", NULL },
+					  { "paths", NULL }, { "notPaths", NULL }, END };
+static const struct sch_key s_az_to[] = { { "operation", s_az_op }, END };
+static const struct sch_key s_az_rule[] = { { "from", s_az_from }, { "to", s_az_to },
+					    { "when", NULL }, END };
+static const struct sch_key s_az_spec[] = { { "selector", s_wsel }, { "targetRef", NULL },
+					    { "targetRefs", NULL }, { "rules", s_az_rule },
+					    { "action", NULL }, { "provider", NULL }, END };
+
 /* The whole object: only spec is checked (metadata is ObjectMeta). */
 #define ROOT(name, spec) \
 	static const struct sch_key name[] = { { "apiVersion", NULL }, { "kind", NULL }, \
@@ -145,6 +170,8 @@ ROOT(r_split, s_split_spec);
 ROOT(r_rg, s_rg_spec);
 ROOT(r_np, s_np_spec);
 ROOT(r_cluster, s_cluster_spec);
+ROOT(r_pa, s_pa_spec);
+ROOT(r_az, s_az_spec);
 
 static int check(struct dctx *c, const struct yn *n, const struct sch_key *sch);
 
@@ -201,6 +228,8 @@ int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k)
 	case MD_K_ROUTEGROUP: sch = r_rg; break;
 	case MD_K_NETPOL: sch = r_np; break;
 	case MD_K_CLUSTER: sch = r_cluster; break;
+	case MD_K_PEERAUTH: sch = r_pa; break;
+	case MD_K_AUTHZPOL: sch = r_az; break;
 	default: return 0;
 	}
 	return root->type == YN_MAP ? check(c, root, sch) : 0;

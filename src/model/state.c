@@ -46,6 +46,8 @@ void md_state_free(struct md_state *st)
 	free(st->netpols);
 	free(st->serviceaccounts);
 	free(st->routegroups);
+	free(st->peerauths);
+	free(st->authzpols);
 	free(st->ignored);
 	free(st->warnings);
 	free(pv->objs);
@@ -95,6 +97,10 @@ static void append_all(struct md_state *st, const struct md_state *stg)
 	       stg->serviceaccounts, stg->n_serviceaccounts, sizeof(*st->serviceaccounts));
 	append((void **)&st->routegroups, &st->n_routegroups, &pv->cap_rg, stg->routegroups,
 	       stg->n_routegroups, sizeof(*st->routegroups));
+	append((void **)&st->peerauths, &st->n_peerauths, &pv->cap_pa, stg->peerauths,
+	       stg->n_peerauths, sizeof(*st->peerauths));
+	append((void **)&st->authzpols, &st->n_authzpols, &pv->cap_az, stg->authzpols,
+	       stg->n_authzpols, sizeof(*st->authzpols));
 	append((void **)&st->ignored, &st->n_ignored, &pv->cap_ign, stg->ignored, stg->n_ignored,
 	       sizeof(*st->ignored));
 	append((void **)&st->warnings, &st->n_warnings, &pv->cap_warn, stg->warnings,

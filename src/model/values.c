@@ -102,6 +102,8 @@ static const char *const kind_names[MD_K__COUNT] = {
 	[MD_K_SERVICEACCOUNT] = "ServiceAccount",
 	[MD_K_ROUTEGROUP] = "HTTPRouteGroup",
 	[MD_K_GRPCROUTE] = "GRPCRoute",
+	[MD_K_PEERAUTH] = "PeerAuthentication",
+	[MD_K_AUTHZPOL] = "AuthorizationPolicy",
 };
 
 static const char *const kind_lower[MD_K__COUNT] = {
@@ -117,6 +119,8 @@ static const char *const kind_lower[MD_K__COUNT] = {
 	[MD_K_SERVICEACCOUNT] = "serviceaccount",
 	[MD_K_ROUTEGROUP] = "httproutegroup",
 	[MD_K_GRPCROUTE] = "grpcroute",
+	[MD_K_PEERAUTH] = "peerauthentication",
+	[MD_K_AUTHZPOL] = "authorizationpolicy",
 };
 
 const char *md_kind_name(enum md_kind k)

@@ -118,8 +118,10 @@ openssl verify -CAfile "$RUN/ca/bundle.pem" "$TMP/srv-old.crt" >/dev/null 2>&1
 ok $? "an SVID of the old CA still verifies against the bundle"
 "$ZH" ca rotate --lab $LAB >"$TMP/rot2.log" 2>&1
 ok $([ $? -ne 0 ] && grep -q "in progress" "$TMP/rot2.log"; echo $?) "a second rotation before --finish is refused"
+# node-b's agent renews too (38-identity-agent.t): issued by either, once
 out=$("$ZH" ca issue --lab $LAB --node node-b)
-is "$out" "node-b: 1 issued, 0 kept, 0 removed ($B)" "issue renews srv's SVID with the new CA"
+openssl verify -CAfile "$RUN/ca/ca.crt" "$B/default_srv.crt" >/dev/null 2>&1
+ok $? "srv's SVID renewed with the new CA ($out)"
 "$ZH" ca rotate --lab $LAB --finish >/dev/null
 ok $? "ca rotate --finish"
 ! openssl verify -CAfile "$RUN/ca/bundle.pem" "$TMP/srv-old.crt" >/dev/null 2>&1

@@ -1,6 +1,6 @@
 # tap.sh — TAP helpers for shell tests (source it). Mirrors tests/lib/tap.h.
 #   ok COND_EXIT_STATUS "name"   e.g.  cmd; ok $? "cmd works"
-#   is GOT WANT "name"
+#   is GOT WANT "name"           a failure prints got/want on stderr (in CI logs)
 #   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
 #   done_testing                 prints the plan; exit status = failures
 # Also brings wait_until (wait.sh).
@@ -16,7 +16,7 @@ ok() {
 is() {
 	TAP_N=$((TAP_N + 1))
 	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; else
-		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'"
+		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'" >&2
 		TAP_FAILED=$((TAP_FAILED + 1)); fi
 }
 diag() { echo "# $*"; }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <openssl/pem.h>
@@ -168,6 +169,12 @@ int main(void)
 	/* ---- I4: idempotent, renewal at half-life, on a changed identity ---- */
 	is_int(id_issue_node(ca, st, "node-a", out, ID_DEFAULT_SVID_TTL, &r, &err), 0, "again");
 	ok(r.issued == 0 && r.kept == 2, "nothing due: 2 kept (%d issued)", r.issued);
+	{	/* I6: the agent sleeps until then (valid from now - 60 s, I3) */
+		long half = (ID_DEFAULT_SVID_TTL + 60) / 2 - 60;
+		long left = (long)(r.next_due - time(NULL));
+
+		ok(left > half - 30 && left <= half, "next_due: half-life, in %ld s (~%ld)", left, half);
+	}
 	md_state_free(st);
 	st = state(pods_yaml("api", true));
 	is_int(id_issue_node(ca, st, "node-a", out, ID_DEFAULT_SVID_TTL, &r, &err), 0,

@@ -1,0 +1,31 @@
+/* fileio.h — whole-file writes that readers never see half done
+ * (prefix zh_).
+ *
+ * Files other processes read while we write them (a daemon's health file,
+ * the lab's topology and pod records, the CNI plugin's IPAM records) are
+ * replaced, never rewritten in place:
+ *
+ *	PATH.tmp.PID  --write all, [fsync]-->  rename(2) onto PATH
+ *
+ * Invariants:
+ *   W1  A reader sees the whole old PATH or the whole new one: rename(2)
+ *       within one directory is atomic.
+ *   W2  Two processes writing the same PATH at once do not share a
+ *       temporary (the PID is in its name); the last rename wins.
+ *   W3  On any failure PATH is unchanged and the temporary is gone.
+ *   W4  Temporaries contain ".tmp", so directory scanners skip them
+ *       (cni_rec_each does).
+ */
+#ifndef ZH_FILEIO_H
+#define ZH_FILEIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Replace PATH with DATA[0, LEN), created with MODE (umask applies).
+ * SYNC: fsync the data before the rename (what must survive a power cut,
+ * not what dies with the machine's /run). 0 or -errno. */
+int zh_write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync);
+
+#endif
