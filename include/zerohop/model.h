@@ -17,7 +17,7 @@
  * - Every error fills struct md_err with file, line and field and returns
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
- * - Unknown fields are ignored, except in the spec of HTTPRoute,
+ * - Unknown fields are ignored, except in the spec of HTTPRoute, GRPCRoute,
  *   TrafficSplit, HTTPRouteGroup, NetworkPolicy and Cluster (errors, as
  *   kubectl's strict validation); wrong types and invalid values are errors,
  *   and so are fields the data plane could not honour as written. Kinds
@@ -365,6 +365,13 @@ struct md_route_match {
 	struct md_header_match *query;
 	int n_query;
 	char *method;		/* or NULL */
+	/* GRPCRoute matches (method.service / method.method turned into the
+	 * path above, see md_decode_grpcroute): lengths of the given service
+	 * and method (0 = any), the precedence keys of Gateway API's GRPCRoute */
+	bool grpc;
+	bool grpc_regex;	/* method.type RegularExpression */
+	int grpc_svc_len;
+	int grpc_method_len;
 };
 
 enum md_filter_type {
@@ -456,6 +463,8 @@ struct md_httproute {
 	int n_rules;
 	const char *not_ready;	/* "" or why a Service parent is not resolved
 				 * (yet): the route has no effect there */
+	bool grpc;		/* a GRPCRoute (same shape: its method matches are
+				 * paths /SERVICE/METHOD, docs/model.md) */
 };
 
 /* A route whose parentRef is a Service of another namespace is a GAMMA
@@ -464,7 +473,9 @@ bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_
 
 /* True when the route needs the L7 proxy: any rule has a non-default match,
  * any filter (rule or backendRef) or a timeout (timeouts are per request).
- * Pure backendRefs weights are enforceable at L4. */
+ * Pure backendRefs weights are enforceable at L4, except for a GRPCRoute:
+ * always L7 (gRPC calls share long-lived connections: weights per
+ * connection would pin, the problem per-call balancing solves). */
 bool md_route_needs_l7(const struct md_httproute *r);
 
 /* Parse a Gateway API duration ("500ms", "10s", "1h2m") into milliseconds. */
@@ -639,7 +650,7 @@ struct md_state {
 	int n_services;
 	struct md_trafficsplit *splits;
 	int n_splits;
-	struct md_httproute *routes;
+	struct md_httproute *routes;	/* HTTPRoutes and GRPCRoutes (grpc set) */
 	int n_routes;
 	struct md_netpol *netpols;
 	int n_netpols;
@@ -737,6 +748,7 @@ enum md_kind {
 	MD_K_NETPOL,
 	MD_K_SERVICEACCOUNT,
 	MD_K_ROUTEGROUP,	/* SMI HTTPRouteGroup */
+	MD_K_GRPCROUTE,		/* Gateway API GRPCRoute: kept in md_state.routes (grpc) */
 	MD_K_PEERAUTH,		/* security.istio.io PeerAuthentication */
 	MD_K_AUTHZPOL,		/* security.istio.io AuthorizationPolicy */
 	MD_K__COUNT

@@ -697,13 +697,19 @@ static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 			status = full;
 		}
 		if (!json) {
-			printf("%-16s %-24s %-28s %s\n", r->meta.ns, r->meta.name, parents, status);
+			char name[300];
+
+			/* GRPCRoutes are routes too, named by kind beside HTTPRoutes */
+			snprintf(name, sizeof(name), "%s%s", r->grpc ? "grpcroute/" : "",
+				 r->meta.name);
+			printf("%-16s %-24s %-28s %s\n", r->meta.ns, name, parents, status);
 			continue;
 		}
 		printf("%s{\"namespace\":", n_out++ ? "," : "");
 		jstr(r->meta.ns);
 		printf(",\"name\":");
 		jstr(r->meta.name);
+		printf(",\"kind\":\"%s\"", r->grpc ? "GRPCRoute" : "HTTPRoute");
 		printf(",\"ready\":%s,\"parents\":", r->not_ready && *r->not_ready ? "false" : "true");
 		jstr(parents);
 		printf(",\"needs_l7\":%s,\"status\":", l7 ? "true" : "false");
@@ -932,7 +938,8 @@ int cli_get(int argc, char **argv)
 		get_splits(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else if (!strcmp(o.kind, "pods") || !strcmp(o.kind, "po"))
 		get_pods(st, o.json);
-	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
+	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes") ||
+		 !strcmp(o.kind, "grpcroutes"))
 		get_routes(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else if (!strcmp(o.kind, "serviceaccounts") || !strcmp(o.kind, "sa"))
 		get_serviceaccounts(st, o.json);

@@ -944,6 +944,7 @@ static const struct kind_api kinds[] = {
 	{ "TrafficSplit", "split.smi-spec.io/v1alpha4", MD_K_TRAFFICSPLIT },
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1", MD_K_HTTPROUTE },
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1beta1", MD_K_HTTPROUTE },
+	{ "GRPCRoute", "gateway.networking.k8s.io/v1", MD_K_GRPCROUTE },
 	{ "NetworkPolicy", "networking.k8s.io/v1", MD_K_NETPOL },
 	{ "ServiceAccount", "v1", MD_K_SERVICEACCOUNT },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha2", MD_K_ROUTEGROUP },
@@ -1003,8 +1004,6 @@ static const struct kind_skip skips[] = {
 	{ "gateway.networking.k8s.io", "Gateway", "no ingress gateway in zerohop" },
 	{ "gateway.networking.k8s.io", "GatewayClass", "no ingress gateway in zerohop" },
 	{ "gateway.networking.k8s.io", "ReferenceGrant", NULL },
-	{ "gateway.networking.k8s.io", "GRPCRoute",
-	  "!not supported yet (HTTP/2): its requests would not be routed as written" },
 	{ "gateway.networking.k8s.io", "TCPRoute",
 	  "!not supported: its connections would not be routed as written" },
 	{ "gateway.networking.k8s.io", "TLSRoute",
@@ -1178,6 +1177,9 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 		break;
 	case MD_K_HTTPROUTE:
 		r = md_decode_route(c, root, &meta);
+		break;
+	case MD_K_GRPCROUTE:
+		r = md_decode_grpcroute(c, root, &meta);
 		break;
 	case MD_K_SERVICEACCOUNT: {
 		struct md_serviceaccount *sa = zh_grow((void **)&c->st->serviceaccounts,

@@ -242,6 +242,26 @@ static int dups(struct md_state *st, enum md_kind k, void *arr, int n, size_t el
 	return 0;
 }
 
+/* HTTPRoutes and GRPCRoutes share st->routes but not their names: a
+ * GRPCRoute may have an HTTPRoute's name (two kinds, as in Kubernetes). */
+static int route_dups(struct md_state *st, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+
+	for (int i = 0; i < st->n_routes; i++) {
+		const struct md_httproute *r = &st->routes[i];
+		enum md_kind k = r->grpc ? MD_K_GRPCROUTE : MD_K_HTTPROUTE;
+		int prev = md_idx_put(&pv->ix[k], key_of(&pv->ar, &r->meta), i);
+
+		if (prev >= 0)
+			return fail(err, r->meta.file, r->meta.line, "metadata.name",
+				    "duplicate %s %s/%s (also defined at %s:%d)", md_kind_name(k),
+				    r->meta.ns, r->meta.name, st->routes[prev].meta.file,
+				    st->routes[prev].meta.line);
+	}
+	return 0;
+}
+
 static int node_ok(const struct md_state *st, const char *node)
 {
 	for (int i = 0; i < st->cluster.n_nodes; i++)
@@ -683,7 +703,7 @@ int md_state_finish(struct md_state *st, struct md_err *err)
 			err)) ||
 	    (ret = dups(st, MD_K_TRAFFICSPLIT, st->splits, st->n_splits, sizeof(*st->splits),
 			err)) ||
-	    (ret = dups(st, MD_K_HTTPROUTE, st->routes, st->n_routes, sizeof(*st->routes), err)) ||
+	    (ret = route_dups(st, err)) ||
 	    (ret = dups(st, MD_K_NETPOL, st->netpols, st->n_netpols, sizeof(*st->netpols), err)) ||
 	    (ret = dups(st, MD_K_SERVICEACCOUNT, st->serviceaccounts, st->n_serviceaccounts,
 			sizeof(*st->serviceaccounts), err)) ||

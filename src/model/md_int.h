@@ -240,7 +240,7 @@ int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct 
 int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
 	     enum md_proto *out, bool *present);
 
-/* Unknown fields of the kinds zerohop models entirely (HTTPRoute,
+/* Unknown fields of the kinds zerohop models entirely (HTTPRoute, GRPCRoute,
  * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster, PeerAuthentication,
  * AuthorizationPolicy) are errors
  * (schema.c); other kinds: 0. */
@@ -249,6 +249,20 @@ int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
 /* mesh kinds (decode_mesh.c) */
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_grpcroute(struct dctx *c, const struct yn *root, struct md_meta *meta);
+/* HTTPRoute pieces GRPCRoute shares (decode_mesh.c; dc_seq_each callbacks:
+ * elem is the item to fill, arg the route's md_meta, NULL for hdr_match) */
+int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg);
+int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg);
+int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg);
+/* A filter of type RequestHeaderModifier or ResponseHeaderModifier into f:
+ * 0 or -EINVAL; 1 when type is neither (f untouched). */
+int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f);
+/* spec {parentRefs, hostnames, rules} of a route into a new st->routes
+ * entry (grpc: a GRPCRoute), each rule decoded by rule (arg: the meta),
+ * then the warnings (no Service parent, hostnames ignored). */
+int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta, bool grpc,
+		    dc_item_fn rule);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 /* security.istio.io kinds (decode_sec.c) */

@@ -591,11 +591,20 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_h2_defence_total{action=\"goaway_error\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"refused_stream\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"header_list_too_large\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"settings_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"ping_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"window_update_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"priority_flood\"} %llu\n"
 		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
 		   "zerohop_proxy_h2_client_resets_total %llu\n",
 		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
 		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
-		   (unsigned long long)s->n_h2_hdr_big, (unsigned long long)s->n_h2_resets_rx);
+		   (unsigned long long)s->n_h2_hdr_big,
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_SETTINGS],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PING],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
+		   (unsigned long long)s->n_h2_resets_rx);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

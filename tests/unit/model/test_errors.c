@@ -11,6 +11,9 @@
 #define TS1 "apiVersion: split.smi-spec.io/v1alpha1\nkind: TrafficSplit\nmetadata: {name: s}\n"
 #define TS2 "apiVersion: split.smi-spec.io/v1alpha2\nkind: TrafficSplit\nmetadata: {name: s}\n"
 #define RT "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\n"
+#define GR "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: g}\n"
+/* one rule with one match (the match at line 7 after GR) */
+#define GRULE(m) "spec:\n  rules:\n  - matches:\n    - " m "\n"
 #define DEP "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
 #define POD "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
 #define SVC_A "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {ports: [{port: 80}]}\n---\n"
@@ -211,8 +214,52 @@ static const struct ecase cases[] = {
 	{ "route group empty", "apiVersion: specs.smi-spec.io/v1alpha4\nkind: HTTPRouteGroup\n"
 	  "metadata: {name: g}\nspec: {matches: []}\n", 0, 4, "spec.matches",
 	  "at least one match" },
-	{ "grpcroute refused", "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\n"
-	  "metadata: {name: g}\n", 0, 2, "kind", "not supported yet (HTTP/2)" },
+	/* GRPCRoute (src/model/decode_grpc.c) */
+	{ "grpcroute old version", "apiVersion: gateway.networking.k8s.io/v1alpha1\nkind: GRPCRoute\n"
+	  "metadata: {name: g}\n", 0, 1, "apiVersion", "unsupported apiVersion" },
+	{ "grpcroute no spec", GR, 0, 1, "spec", "is required" },
+	{ "grpcroute method type", GR GRULE("{method: {type: Prefix, service: a.B}}"), 0, 7,
+	  "spec.rules[0].matches[0].method.type", "unknown method match type \"Prefix\"" },
+	{ "grpcroute method empty", GR GRULE("{method: {type: Exact}}"), 0, 7,
+	  "spec.rules[0].matches[0].method.service", "one or both of service and method" },
+	{ "grpcroute bad service", GR GRULE("{method: {service: \"a..B\"}}"), 0, 7,
+	  "spec.rules[0].matches[0].method.service", "invalid gRPC service name \"a..B\"" },
+	{ "grpcroute service digit", GR GRULE("{method: {service: \"pkg.9S\"}}"), 0, 7,
+	  "spec.rules[0].matches[0].method.service", "invalid gRPC service name" },
+	{ "grpcroute bad method", GR GRULE("{method: {service: a.B, method: \"Say.*\"}}"), 0, 7,
+	  "spec.rules[0].matches[0].method.method", "use type RegularExpression" },
+	{ "grpcroute bad regex", GR GRULE("{method: {type: RegularExpression, service: \"a(\"}}"),
+	  0, 7, "spec.rules[0].matches[0].method.service", "invalid regular expression \"a(\"" },
+	{ "grpcroute path field", GR GRULE("{path: {value: /a}}"), 0, 7,
+	  "spec.rules[0].matches[0].path", "unknown field" },
+	{ "grpcroute header type", GR GRULE("{headers: [{type: Prefix, name: a, value: b}]}"), 0, 7,
+	  "spec.rules[0].matches[0].headers[0].type", "unknown match type" },
+	{ "grpcroute timeouts", GR "spec:\n  rules:\n  - timeouts: {request: 1s}\n", 0, 6,
+	  "spec.rules[0].timeouts", "unknown field" },
+	{ "grpcroute mirror", GR "spec:\n  rules:\n  - filters:\n    - type: RequestMirror\n"
+	  "      requestMirror: {backendRef: {name: a, port: 80}}\n", 0, 7,
+	  "spec.rules[0].filters[0].type", "RequestMirror is not supported on a GRPCRoute" },
+	{ "grpcroute extensionref", GR "spec:\n  rules:\n  - filters: [{type: ExtensionRef}]\n",
+	  0, 6, "spec.rules[0].filters[0].type", "ExtensionRef filters are not supported" },
+	{ "grpcroute redirect", GR "spec:\n  rules:\n  - filters: [{type: RequestRedirect}]\n",
+	  0, 6, "spec.rules[0].filters[0].type", "unknown GRPCRoute filter type \"RequestRedirect\"" },
+	{ "grpcroute two header filters", GR "spec:\n  rules:\n  - filters:\n"
+	  "    - {type: RequestHeaderModifier, requestHeaderModifier: {remove: [a]}}\n"
+	  "    - {type: RequestHeaderModifier, requestHeaderModifier: {remove: [b]}}\n", 0, 8,
+	  "spec.rules[0].filters[1]", "at most one per rule" },
+	{ "grpcroute modifier missing", GR "spec:\n  rules:\n  - filters: [{type: ResponseHeaderModifier}]\n",
+	  0, 6, "spec.rules[0].filters[0].responseHeaderModifier", "is required" },
+	{ "grpcroute backend mirror", GR "spec:\n  rules:\n  - backendRefs:\n"
+	  "    - {name: a, port: 80, filters: [{type: RequestMirror}]}\n", 0, 7,
+	  "spec.rules[0].backendRefs[0].filters[0].type", "RequestMirror is not supported" },
+	{ "grpcroute backend port", GR "spec:\n  rules:\n  - backendRefs: [{name: a}]\n", 0, 6,
+	  "spec.rules[0].backendRefs[0].port", "is required when referring to a Service" },
+	{ "grpcroute backend weight", GR "spec:\n  rules:\n  - backendRefs: [{name: a, port: 80, weight: -1}]\n",
+	  0, 6, "spec.rules[0].backendRefs[0].weight", "between 0 and 1000000" },
+	{ "grpcroute session", GR "spec:\n  rules:\n  - sessionPersistence: {sessionName: s}\n", 0,
+	  6, "spec.rules[0].sessionPersistence", "not supported" },
+	{ "grpcroute duplicate", GR "spec: {rules: [{}]}\n---\n" GR "spec: {rules: [{}]}\n", 1, 6,
+	  "metadata.name", "duplicate GRPCRoute default/g (also defined at t.yaml:1)" },
 	{ "ignored kind needs a name", "apiVersion: v1\nkind: Secret\nmetadata: {}\n", 0, 3,
 	  "metadata.name", "is required" },
 	{ "split backends missing", SVC_A TS1 "spec:\n  service: a\n", 0, 10, "spec.backends",
