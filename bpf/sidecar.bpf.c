@@ -85,6 +85,18 @@ static __always_inline void sc_count(__u32 i)
 		*v += 1;
 }
 
+/* A connection's sc_orig key from an accel key of one of its sockets:
+ * as is for the server's own socket, ends swapped for the client's. */
+static __always_inline void sc_conn_of(struct zh_sc_conn *c, const struct zh_accel_key *k,
+				       int swap)
+{
+	c->netns = k->netns;
+	c->local_ip4 = swap ? k->remote_ip4 : k->local_ip4;
+	c->remote_ip4 = swap ? k->local_ip4 : k->remote_ip4;
+	c->local_port = swap ? k->remote_port : k->local_port;
+	c->remote_port = swap ? k->local_port : k->remote_port;
+}
+
 /* The sidecar's own ports: never redirected (istio-init excludes them). */
 static __always_inline int sc_own_port(__u16 port)
 {
@@ -161,12 +173,7 @@ int zh_sc_sockops(struct bpf_sock_ops *skops)
 	orig = bpf_sk_storage_get(&sc_sk, sk, 0, 0);
 	if (!orig || !accel_key_from_sockops(&k, skops))
 		return 1;
-	/* the client's key, seen from the server: swap the ends */
-	c.netns = k.netns;
-	c.local_ip4 = k.remote_ip4;
-	c.remote_ip4 = k.local_ip4;
-	c.local_port = k.remote_port;
-	c.remote_port = k.local_port;
+	sc_conn_of(&c, &k, 1);	/* the client's key, seen from the server */
 	bpf_map_update_elem(&sc_orig, &c, orig, BPF_ANY);
 	return 1;
 }
@@ -191,11 +198,7 @@ int zh_sc_getsockopt(struct bpf_sockopt *ctx)
 		return 1;
 	if (!accel_key_from_sockopt(&k, ctx, sk))
 		return 1;
-	c.netns = k.netns;
-	c.local_ip4 = k.local_ip4;
-	c.remote_ip4 = k.remote_ip4;
-	c.local_port = k.local_port;
-	c.remote_port = k.remote_port;
+	sc_conn_of(&c, &k, 0);
 	orig = bpf_map_lookup_elem(&sc_orig, &c);
 	if (!orig || (void *)(sin + 1) > ctx->optval_end) {
 		sc_count(ZH_SC_ST_ORIGDST_MISS);
