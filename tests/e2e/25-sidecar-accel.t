@@ -36,7 +36,13 @@ ok $([ -n "$(sc 0)" ]; echo $?) "the sidecar capture is loaded (its counters are
 ! grep -q "sidecar capture (BPF) not loaded" "/run/zerohop/$LAB/supervisor.log"
 ok $? "no capture load error in the supervisor's log"
 
-m0=$(stat msgs) f0=$(stat fallbacks) o0=$(sc 0) i0=$(sc 1) d0=$(sc 2)
+# The lab is up once pods run; each sidecar learns the endpoints after
+# (a re-render and reload): wait until both clients' sidecars serve web.
+answers() { lab_exec "$1" curl -s -m 2 http://web/ready | grep -q '"remote":"127.0.0.6'; }
+o0=$(sc 0) i0=$(sc 1) d0=$(sc 2)	# (the waits' own connections count too)
+wait_until 15 answers client
+wait_until 15 answers far
+m0=$(stat msgs) f0=$(stat fallbacks)
 lab_exec client curl -s "http://web/a[1-50]" >"$TMP/r50"
 is "$(grep -o '"method":"GET"' "$TMP/r50" | wc -l)" 50 "50 requests answered through both sidecars"
 is "$(grep -o '"remote":"127.0.0.6' "$TMP/r50" | wc -l)" 50 "every one via the inbound sidecar"
