@@ -5,8 +5,8 @@
 # keep-alive requests/s (the short-circuit path) on vs off. Two labs side by
 # side, the same topology (client pod on node-a; echo pods on node-b for the
 # cross-node Service, on node-a for the same-node one): Ob with the agents'
-# metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, on, off ...
-# PAIRS times; prints each pair's ratio on/off and the median.
+# metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, off, on,
+# on, off ... (the order alternates per pair) PAIRS times; prints each pair's ratio on/off and the median.
 #   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
 #   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
 #        ONLY=new-conn|same-node-keepalive (one of the two measurements)
@@ -81,8 +81,15 @@ for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0
 	[ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ] && continue
 	: >"$TMP/ratios"
 	for i in $(seq "$PAIRS"); do
-		on=$(run $LON "$2" "$3")
-		off=$(run $LOFF "$2" "$3")
+		# the order alternates, so neither side always runs right after
+		# a lab-wide warm-up or on the other's leftovers (TIME_WAIT, caches)
+		if [ $((i % 2)) -eq 1 ]; then
+			on=$(run $LON "$2" "$3")
+			off=$(run $LOFF "$2" "$3")
+		else
+			off=$(run $LOFF "$2" "$3")
+			on=$(run $LON "$2" "$3")
+		fi
 		r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
 		echo "$1 pair $i: on $on off $off ratio $r"
 		echo "$r" >>"$TMP/ratios"
