@@ -176,15 +176,6 @@ static __always_inline void accel_closing_del(const struct zh_accel_key *key)
 		__sync_fetch_and_add(n, -1);
 }
 
-/* Both ends on this node? Loopback is always one netns, hence local. */
-static __always_inline int accel_both_local(__u32 lip, __u32 rip)
-{
-	if (accel_is_loopback(lip) || accel_is_loopback(rip))
-		return 1;
-	return bpf_map_lookup_elem(&accel_local, &lip) &&
-	       bpf_map_lookup_elem(&accel_local, &rip);
-}
-
 /* One of the node proxy's endpoints (invariant 9): exactly ip:port, or ip
  * with any port (port 0 in the map: the proxy's upstream source address). */
 static __always_inline int accel_is_proxy(__u32 ip, __u32 port)
@@ -202,13 +193,20 @@ static __always_inline int accel_is_proxy(__u32 ip, __u32 port)
  * (invariant 9). Symmetric: both sockets of one connection agree. */
 static __always_inline int accel_pair(const struct zh_accel_key *k)
 {
-	if (accel_both_local(k->local_ip4, k->remote_ip4))
+	int l, r;
+
+	/* loopback is always one netns, hence local */
+	if (accel_is_loopback(k->local_ip4) || accel_is_loopback(k->remote_ip4))
 		return 1;
-	if (bpf_map_lookup_elem(&accel_local, &k->local_ip4) &&
-	    accel_is_proxy(k->remote_ip4, k->remote_port))
+	/* each end looked up once: every new connection of the node's pods
+	 * comes here, most of them with one end elsewhere */
+	l = bpf_map_lookup_elem(&accel_local, &k->local_ip4) != NULL;
+	r = bpf_map_lookup_elem(&accel_local, &k->remote_ip4) != NULL;
+	if (l && r)
+		return 1;
+	if (l && accel_is_proxy(k->remote_ip4, k->remote_port))
 		return 2;
-	if (bpf_map_lookup_elem(&accel_local, &k->remote_ip4) &&
-	    accel_is_proxy(k->local_ip4, k->local_port))
+	if (r && accel_is_proxy(k->local_ip4, k->local_port))
 		return 2;
 	return 0;
 }
@@ -284,8 +282,19 @@ static __always_inline void accel_release(const struct zh_accel_key *key, __u32 
 static __always_inline void accel_state(struct bpf_sock_ops *skops)
 {
 	struct zh_accel_key key = {};
-	__u32 state = skops->args[1];
+	__u32 old = skops->args[0], state = skops->args[1];
+	int closing = old == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED;
 
+	/* Other programs on the cgroup (L4 signals, policy) ask for state
+	 * callbacks on every socket, so this runs for every transition of
+	 * sockets we never inserted too. Only two transitions matter here;
+	 * then one storage lookup sends foreign sockets away before any key
+	 * is built or any map is written (inserted sockets have a record,
+	 * invariant 1). */
+	if (state != BPF_TCP_CLOSE && !closing)
+		return;
+	if (!skops->sk || !bpf_sk_storage_get(&accel_sk, skops->sk, 0, 0))
+		return;
 	if (!accel_key_from_sockops(&key, skops))
 		return;
 	if (state == BPF_TCP_CLOSE) {
@@ -295,8 +304,7 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 			accel_count(ZH_ACCEL_ST_REMOVED, 1);
 		return;
 	}
-	if (skops->args[0] == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED)
-		accel_release(&key, state);
+	accel_release(&key, state);
 }
 
 SEC("sockops")
@@ -462,13 +470,17 @@ int zh_accel_fin(struct __sk_buff *skb)
 	sk = bpf_sk_fullsock(sk);
 	if (!sk)
 		return 1;
+	/* Not a short-circuited socket (the usual case for a socket closing
+	 * first): leave before reading the packet. */
+	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (!st)
+		return 1;
 	if (bpf_skb_load_bytes(skb, 0, ip, sizeof(ip)) || ip[9] != 6 /* TCP */)
 		return 1;
 	if (bpf_skb_load_bytes(skb, (ip[0] & 0xf) * 4 + 13, &flags, 1) ||
 	    !(flags & ZH_TCP_FLAG_FIN) || (flags & ZH_TCP_FLAG_RST))
 		return 1;
-	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
-	if (!st || !accel_queue_nonempty(sk))
+	if (!accel_queue_nonempty(sk))
 		return 1;
 	now = bpf_ktime_get_ns();
 	if (!st->fin_held_ns)
