@@ -421,7 +421,7 @@ struct sock___zh {
 	void *sk_user_data;
 } __attribute__((preserve_access_index));
 
-#define ZH_SK_USER_DATA_PSOCK	4UL	/* include/net/sock.h SK_USER_DATA_PSOCK */
+#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
 #define ZH_SK_USER_DATA_PTRMASK	(~7UL)
 #define ZH_TCP_FLAG_FIN		0x01
 #define ZH_TCP_FLAG_RST		0x04
