@@ -107,6 +107,10 @@ NETPOL_LOAD_OBJS := $(filter $(B)/obj/src/policy/% $(B)/obj/src/model/% $(B)/obj
 $(B)/tests/tools/netpol_load: tests/tools/netpol_load.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)
+# ss_selfwatch drives src/state directly (tests/e2e/94-etcd-selfwatch.t).
+$(B)/tests/tools/ss_selfwatch: tests/tools/ss_selfwatch.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)
 
 $(B)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/lib/*.h) $(wildcard include/zerohop/abi/*.h) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)

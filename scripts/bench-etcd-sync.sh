@@ -8,7 +8,10 @@
 #   `zerohop agent --once` from etcd:// and from the directory, timed from
 #   the start of the process to its exit (maps programmed), with its peak
 #   RSS. Prints every run, the medians and the median of the per-pair
-#   ratios etcd/dir.
+#   ratios etcd/dir. A third contender, interleaved too: the etcd run with
+#   glibc's huge-page heap (THP_TUNABLES below, an operator's knob: the
+#   parse of 100,000s of small values is bound by malloc and first-touch
+#   page faults, docs/state-etcd.md).
 # Needs root (BPF maps, a cgroup of its own); cleans up everything it starts.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,9 +57,10 @@ t0=$(date +%s.%N)
 	{ echo "loading etcd failed"; tail -5 "$TMP/etcd.log"; exit 1; }
 echo "loaded $(etcdctl --endpoints "127.0.0.1:$CP" get --prefix /zerohop/ --keys-only | grep -c '^/zerohop/') keys in $(echo "$(date +%s.%N) - $t0" | bc) s"
 mkdir -p "$CG"
-one() {	# SOURCE LABEL: prints "seconds rss_kb"
+THP_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.top_pad=268435456
+one() {	# SOURCE [GLIBC_TUNABLES]: prints "seconds rss_kb"
 	local out
-	/usr/bin/time -o "$TMP/time" -f "%e %M" "$ZH" agent --once --node node-a --state "$1" \
+	/usr/bin/time -o "$TMP/time" -f "%e %M" env ${2:+GLIBC_TUNABLES=$2} "$ZH" agent --once --node node-a --state "$1" \
 		--pin-dir "$PIN" --cgroup "$CG" --accel off --metrics off >"$TMP/agent.log" 2>&1
 	out=$(cat "$TMP/time")
 	grep -q "load" "$TMP/agent.log" || { echo "agent failed:" >&2; tail -3 "$TMP/agent.log" >&2; exit 1; }
@@ -65,17 +69,22 @@ one() {	# SOURCE LABEL: prints "seconds rss_kb"
 }
 : >"$TMP/etcd.t"
 : >"$TMP/dir.t"
+: >"$TMP/thp.t"
 for r in $(seq "$RUNS"); do
 	e=$(one "$SPEC") || exit 1
 	d=$(one "$TMP/dir") || exit 1
-	echo "run $r: etcd $e | dir $d"
+	h=$(one "$SPEC" "$THP_TUNABLES") || exit 1
+	echo "run $r: etcd $e | dir $d | etcd+hugepage-heap $h"
 	echo "$e" >>"$TMP/etcd.t"
 	echo "$d" >>"$TMP/dir.t"
+	echo "$h" >>"$TMP/thp.t"
 done
 med() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 me=$(cut -d' ' -f1 "$TMP/etcd.t" | med)
 md=$(cut -d' ' -f1 "$TMP/dir.t" | med)
 re=$(cut -d' ' -f2 "$TMP/etcd.t" | med)
 rd=$(cut -d' ' -f2 "$TMP/dir.t" | med)
+mh=$(cut -d' ' -f1 "$TMP/thp.t" | med)
 ratio=$(paste -d' ' "$TMP/etcd.t" "$TMP/dir.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
-echo "median of $RUNS: etcd $me s (RSS $((re / 1024)) MiB), directory $md s (RSS $((rd / 1024)) MiB); etcd/dir median of pairs ${ratio}x; load $(cut -d' ' -f1 /proc/loadavg)"
+hratio=$(paste -d' ' "$TMP/thp.t" "$TMP/etcd.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
+echo "median of $RUNS: etcd $me s (RSS $((re / 1024)) MiB), directory $md s (RSS $((rd / 1024)) MiB); etcd/dir median of pairs ${ratio}x; etcd with the huge-page heap $mh s, /etcd median of pairs ${hratio}x; load $(cut -d' ' -f1 /proc/loadavg)"

@@ -51,6 +51,13 @@
  *      retries with backoff (100 ms doubling to BACKOFF_MAX_MS, 1 s), trying the endpoints
  *      in turn. A watch on a member without a leader is refused by etcd
  *      (hasleader metadata), so a member cut off from its quorum is left.
+ *  K8. A handle's own writes (apply, delete, runtime pods) never move
+ *      s->rev, the revision its model holds: the watcher starts after
+ *      s->rev and judges its events against it (K3), and a handle that
+ *      both watches and writes (the lab's supervisor) must still see its
+ *      own write, and the writes of others queued before it, as events.
+ *      Its generation (ss_generation) is the newer of s->rev and its last
+ *      write, so "wait until the agents reached my write" keeps working.
  */
 #include <errno.h>
 #include <poll.h>
@@ -95,6 +102,7 @@ struct ss_etcd {
 	int ccur;		/* the main thread's: unary calls (apply, pods) */
 	struct sev_src src;
 	uint64_t rev;		/* revision of what src holds (K3) */
+	uint64_t wrote;		/* revision of this handle's last write (K8) */
 	uint64_t lrev;		/* revision of the last listing src holds (K6) */
 	bool listed;
 	/* watcher thread (K4) */
@@ -341,6 +349,13 @@ static int kv_decode(const struct eg_json *kv, char **key, char **val, size_t *v
 	}
 	*mod = eg_json_u64(eg_json_get(kv, "mod_revision"), 0);
 	return 0;
+}
+
+/* K8: a write of this handle moves its generation, never s->rev. */
+static void wrote(struct ss_etcd *s, uint64_t rev)
+{
+	if (rev > s->wrote)
+		s->wrote = rev;
 }
 
 /* ---- the event queue (K4) ----------------------------------------------- */
@@ -841,7 +856,7 @@ int setcd_load_desired(struct ss_etcd *s, struct md_state **out, struct md_err *
 
 uint64_t setcd_generation(struct ss_etcd *s)
 {
-	return s->rev;
+	return s->wrote > s->rev ? s->wrote : s->rev;	/* K8 */
 }
 
 int setcd_watch_fd(struct ss_etcd *s)
@@ -1119,7 +1134,7 @@ static int txn(struct ss_etcd *s, char **keys, char **texts, uint64_t *want_mod,
 		return ret;
 	ret = eg_json_bool(eg_json_get(r, "succeeded")) ? 0 : 1;
 	if (!ret)
-		s->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), s->rev);
+		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
 	eg_json_free(r);
 	return ret;
 }
@@ -1199,7 +1214,7 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 			any |= keys[i] != NULL;
 		ret = any ? txn(s, keys, texts, want, n_in, false, err) : 0;
 		if (!any)
-			s->rev = st.rev;
+			wrote(s, st.rev);
 	}
 	for (int i = 0; !ret && i < n_in; i++)
 		ss_report_obj(o, ev[i], u, i);
@@ -1332,7 +1347,7 @@ static int put_or_del(struct ss_etcd *s, const char *key, const char *val)
 	if (ret)
 		zh_warn("%s", err.msg);
 	else
-		s->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), s->rev);
+		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
 	eg_json_free(r);
 	return ret;
 }
