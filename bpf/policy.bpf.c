@@ -490,14 +490,17 @@ int pol_sockops(struct bpf_sock_ops *skops)
 	__u32 lip, rip;
 	__u8 orient;
 
-	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
-	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
-		return 1;
+	/* The op first: this runs for every callback of every socket (state
+	 * changes too, once another program asked for them), and only the
+	 * two ESTABLISHED ones matter here. */
 	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
 		orient = POL_DIR_EGRESS;
 	else if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		orient = POL_DIR_INGRESS;
 	else
+		return 1;
+	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
+	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
 		return 1;
 	st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st || st->verdict != POL_V_NONE)
