@@ -267,6 +267,17 @@ static __always_inline int is_loopback(__u32 ip)
 	return (ip & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000);
 }
 
+/* Invariant 1: the configuration word read once per run (0: never synced,
+ * invariant 5). */
+static __always_inline __u32 pol_state(void)
+{
+	struct pol_cfg *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
+	return cfg ? *(volatile __u32 *)&cfg->state : 0;
+}
+
 /* Invariant 10: is the local pod owning this socket (cgroup id) isolated?
  * Returns its ipcache entry when it is, NULL otherwise. */
 static __always_inline struct pol_ipc_val *iso_pod_of_cgroup(__u64 cgid, __u32 slot)
@@ -339,17 +350,13 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 	struct pol_ipc_val *ep;
 	struct pol_sk *st = NULL;
 	struct bpf_sock *sk;
-	struct pol_cfg *cfg;
-	__u32 zero = 0, state, reason;
+	__u32 state, reason;
 	__u8 orient = ORIENT_UNKNOWN, prev_reason = POL_DROP_NONE, prev_verdict = POL_V_NONE;
 	__u8 skf = 0;
 	int allowed, use_sk = 0, known = 0;
 	void *ipc;
 
-	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
-	if (!cfg)
-		return PASS;
-	state = *(volatile __u32 *)&cfg->state;
+	state = pol_state();
 	if (!state)
 		return PASS;		/* invariant 5: never synced */
 	p.gen = state >> 1;
@@ -487,17 +494,13 @@ static __always_inline int pol_connect(struct bpf_sock_addr *ctx, __u32 peer, __
 	struct pkt p = { .dir = POL_DIR_EGRESS, .syn = 1 };
 	struct pol_ipc_val *ep, *pv;
 	struct bpf_sock *sk = ctx->sk;
-	struct pol_cfg *cfg;
-	__u32 zero = 0, state, *ip;
+	__u32 state, *ip;
 	__u64 cgid;
 	void *ipc;
 
 	if (ctx->protocol != IPPROTO_TCP || !sk)
 		return 1;
-	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
-	if (!cfg)
-		return 1;
-	state = *(volatile __u32 *)&cfg->state;
+	state = pol_state();
 	if (!state)
 		return 1;
 	p.gen = state >> 1;
@@ -546,8 +549,7 @@ SEC("cgroup/connect6")
 int pol_connect6(struct bpf_sock_addr *ctx)
 {
 	struct pol_ipc_val *ep;
-	struct pol_cfg *cfg;
-	__u32 zero = 0, state, a[4];
+	__u32 state, a[4];
 
 	if (zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
 		return pol_connect(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
@@ -559,10 +561,7 @@ int pol_connect6(struct bpf_sock_addr *ctx)
 	a[3] = ctx->user_ip6[3];
 	if (is_loopback6(a))
 		return 1;
-	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
-	if (!cfg)
-		return 1;
-	state = *(volatile __u32 *)&cfg->state;
+	state = pol_state();
 	if (!state)
 		return 1;
 	ep = iso_pod_of_cgroup(bpf_get_current_cgroup_id(), state & 1);

@@ -7,7 +7,7 @@
 # pod no policy selects keeps its IPv6 and IPv4 policy (allow-by-label over
 # a default-deny) is unchanged. Real clients: curl -6/-4, Python sockets.
 source "$(dirname "$0")/../lib/tap.sh"
-source "$(dirname "$0")/../lib/lab_test.sh"
+source "$(dirname "$0")/../lib/netpol_lab.sh"
 lab_test_setup t29 curl
 export ZEROHOP_IPV6_PREVIEW=1
 
@@ -60,11 +60,8 @@ wait_until 20 up6
 ok $? "before any policy: curl -6 client -> srv-b ($B6) works"
 is "$(get srv-b 6 "$C6")" "hello" "before any policy: curl -6 srv-b -> client works"
 
-np_gen=$("$ZH" apply --lab $LAB -f "$TMP/np.yaml" | awk '/generation/ {g = $NF} END {print g}')
-at_gen() { "$ZH" get stats --lab $LAB -o json 2>/dev/null |
-	jq -e --argjson g "$np_gen" '[.[] | .generation >= $g] | all and length == 2' >/dev/null; }
-wait_until 10 at_gen
-ok $? "default-deny + allow app=client applied to app=srv, both agents synced (gen $np_gen)"
+np_apply_sync "$TMP/np.yaml"
+ok $? "default-deny + allow app=client applied to app=srv, both agents synced"
 
 # IPv4: the policy as written
 is "$(get client 4 "$B4")" "hello" "IPv4: client (allowed by label) -> srv-b across nodes"
