@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,41 +36,70 @@
 static struct zh_sidecar *skel;
 static bool load_failed;
 
+/* Detach and free what sc_load made so far: all or nothing, so a failed
+ * load never leaves the capture on some nodes (with empty maps) and not
+ * on others. */
+static void sc_unload(struct bpf_link **links, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		bpf_link__destroy(links[i]);
+	free(links);
+	zh_sidecar__destroy(skel);
+	skel = NULL;
+}
+
 static int sc_load(struct sup *s)
 {
 	char cg[LAB_PATH], dir[LAB_PATH], pin[LAB_PATH + 16];
-	struct bpf_link *l;
+	struct bpf_link **links;
+	size_t nl = 0;
 	int fd, ret;
 
 	skel = zh_sidecar__open_and_load();
 	if (!skel)
 		return -errno ? -errno : -EINVAL;
+	struct bpf_program *progs[] = { skel->progs.zh_sc_connect4,
+					skel->progs.zh_sc_getpeername4,
+					skel->progs.zh_sc_sockops,
+					skel->progs.zh_sc_getsockopt };
+	const size_t np = sizeof(progs) / sizeof(progs[0]);
+
+	links = calloc((size_t)s->t.n_nodes * np + 1, sizeof(*links));
+	if (!links) {
+		sc_unload(NULL, 0);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, s->t.nodes[i].name);
 		fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
+		if (fd < 0) {
+			ret = -errno;
+			goto fail;
+		}
 		/* attached per node cgroup: applies to the pod cgroups below */
-		struct bpf_program *progs[] = { skel->progs.zh_sc_connect4,
-						skel->progs.zh_sc_getpeername4,
-						skel->progs.zh_sc_sockops,
-						skel->progs.zh_sc_getsockopt };
-		for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {
-			l = bpf_program__attach_cgroup(progs[k], fd);
-			if (!l) {
+		for (size_t k = 0; k < np; k++) {
+			links[nl] = bpf_program__attach_cgroup(progs[k], fd);
+			if (!links[nl]) {
 				ret = -errno;
 				close(fd);
-				return ret;
+				goto fail;
 			}	/* kept for the process's life: the links are fds */
+			nl++;
 		}
 		close(fd);
 	}
 	zh_pin_dir(dir, sizeof(dir), s->t.lab, "sidecar");
 	if ((ret = zh_bpffs_for(dir)) < 0 || (ret = zh_mkdir_p(dir, 0700)))
-		return ret;
+		goto fail;
 	lab_fmt(pin, sizeof(pin), "%s/sc_stats", dir);
 	unlink(pin);
-	return bpf_map__pin(skel->maps.sc_stats, pin);
+	if ((ret = bpf_map__pin(skel->maps.sc_stats, pin)))
+		goto fail;
+	free(links);	/* the array only: the links stay, as fds of this process */
+	return 0;
+fail:
+	sc_unload(links, nl);
+	return ret ? ret : -EINVAL;
 }
 
 void lab_sc_bpf_pod_add(struct sup *s, struct sup_pod *pod, const char *cg)
