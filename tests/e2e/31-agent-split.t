@@ -124,11 +124,11 @@ is "$fails" 0 "no connection failed during the live weight change"
 # 99.999 % binomial bounds for p=0.2 before and p=0.8 after.
 ok $(python3 -c "
 import math, sys
-ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 3.2905 * math.sqrt(n * p * (1 - p)) + 1
+ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 4.4172 * math.sqrt(n * p * (1 - p)) + 1
 sys.exit(0 if ok($gb, $nb, 0.2) else 1)"; echo $?) "before the change: green share $gb/$nb ~ 20 %"
 ok $(python3 -c "
 import math, sys
-ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 3.2905 * math.sqrt(n * p * (1 - p)) + 1
+ok = lambda k, n, p: n >= 50 and abs(k - n * p) <= 4.4172 * math.sqrt(n * p * (1 - p)) + 1
 sys.exit(0 if ok($ga, $na, 0.8) else 1)"; echo $?) "from 1 s after apply returned: green share $ga/$na ~ 80 %"
 
 done_testing
