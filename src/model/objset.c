@@ -1,5 +1,6 @@
-/* state.c — building a struct md_state from files: staging, all-or-nothing
- * merge, directory loading, lookups and freeing.
+/* objset.c — the model's object set (struct md_state) built from files:
+ * staging, all-or-nothing merge, directory loading, lookups and freeing.
+ * (Not the state source: that is src/state, include/zerohop/state.h.)
  *
  * Invariants:
  * 1. md_state_add_*() parse into a fresh staging state; only when every
