@@ -38,8 +38,11 @@ srv_pod() {	# NAME NODE: the echo server, a UDP who, and a gRPC server when ther
 		"$(m_ctr udp "" python3 "$PROBE" who-udp 5353)" \
 		${HAVE_GRPC:+"$(m_ctr grpc "" "$PY" "$CL/pyclients.py" grpc-server 50051)"}
 }
-mkdir -p "$TMP/ngx"
-cat >"$TMP/ngx/nginx.conf" <<NGX
+
+# nginx and HAProxy configurations: one frontend per Service name
+reverse_proxy_configs() {
+	mkdir -p "$TMP/ngx"
+	cat >"$TMP/ngx/nginx.conf" <<NGX
 user root;
 worker_processes 1;
 error_log stderr;
@@ -55,15 +58,18 @@ http {
 	server { listen 8184; location / { proxy_pass http://l7-far; } }
 }
 NGX
-{
-	printf 'defaults\n\tmode http\n\ttimeout connect 5s\n\ttimeout client 10s\n\ttimeout server 10s\n'
-	i=1
-	for s in l4-near l4-far l7-near l7-far; do
-		printf 'frontend f%d\n\tbind :828%d\n\tdefault_backend b%d\nbackend b%d\n\tserver s %s:80\n' $i $i $i $i $s
-		i=$((i + 1))
-	done
-} >"$TMP/haproxy.cfg"
-{
+	{
+		printf 'defaults\n\tmode http\n\ttimeout connect 5s\n\ttimeout client 10s\n\ttimeout server 10s\n'
+		i=1
+		for s in l4-near l4-far l7-near l7-far; do
+			printf 'frontend f%d\n\tbind :828%d\n\tdefault_backend b%d\nbackend b%d\n\tserver s %s:80\n' $i $i $i $i $s
+			i=$((i + 1))
+		done
+	} >"$TMP/haproxy.cfg"
+}
+
+# the backends, the clients and the Services
+app_manifests() {
 	srv_pod srv-a node-a
 	srv_pod srv-a2 node-a
 	srv_pod srv-b node-b
@@ -79,7 +85,10 @@ NGX
 	m_svc grpc "role: srv" 50051:50051
 	m_svc udp-near "app: srv-a" 53:5353/UDP
 	m_svc udp-far "app: srv-b" 53:5353/UDP
-} >"$TMP/app.yaml"
+}
+
+reverse_proxy_configs
+app_manifests >"$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up: backends srv-a, srv-a2 (node-a), srv-b (node-b); clients on node-a" ||
