@@ -219,9 +219,13 @@ static void detach_one(struct pol *p, int i)
 /* Invariant 6: does any pod of this node need the per-packet programs? */
 static bool any_isolated(const struct pol_compiled *c)
 {
+	const uint32_t iso = POL_F_ISO_INGRESS | POL_F_ISO_EGRESS;
+
 	for (int i = 0; i < c->n_ipc; i++)
-		if ((c->ipc[i].val.flags & POL_F_LOCAL) &&
-		    (c->ipc[i].val.flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS)))
+		if ((c->ipc[i].val.flags & POL_F_LOCAL) && (c->ipc[i].val.flags & iso))
+			return true;
+	for (int i = 0; i < c->n_ipc6; i++)	/* an IPv6-only pod */
+		if ((c->ipc6[i].val.flags & POL_F_LOCAL) && (c->ipc6[i].val.flags & iso))
 			return true;
 	return false;
 }
