@@ -8,7 +8,8 @@
  * after the socket load balancer has rewritten a ClusterIP at connect(), so
  * the destination judged is the backend and its targetPort.
  *
- * Per packet (IPv4 TCP/UDP/SCTP; anything else passes, see docs/policy.md):
+ * Per packet (TCP/UDP/SCTP over IPv4 or native IPv6, invariant 10; other
+ * IPv4 protocols pass, see docs/policy.md):
  *
  *   local = our pod's address (egress: source, ingress: destination)
  *   fast path: the socket's pol_sk says ALLOW for this tuple under the
@@ -89,14 +90,21 @@
  *     lib/v4mapped.h) is an IPv4 connection: its packets are IPv4 (parse),
  *     pol_connect6 judges a v4-mapped destination exactly as pol_connect4,
  *     pol_sockops records its orientation with the IPv4 peer.
- * 10. Native IPv6 fails closed (docs/ipv6.md "NetworkPolicy"): there are no
- *     IPv6 rules yet, so a local pod isolated in either direction sends
- *     and receives no native IPv6 TCP/UDP/SCTP at all (dropped, counted as
- *     a denial of the packet's direction; connect6 fails with EPERM). The
- *     pod is found by its socket's cgroup (pol_cgpod, filled by
- *     pol_load.c sync_cgpods): one hash lookup, then the ipcache entry of
- *     its IPv4 as for IPv4. A pod isolated by nothing keeps its IPv6;
- *     loopback and ICMPv6 (neighbour discovery) pass, as ICMP does.
+ * 10. Native IPv6 is judged exactly as IPv4 (docs/ipv6.md "NetworkPolicy"):
+ *     one body (pol_skb_fam, `v6` a constant at each call site) over the
+ *     IPv6 twins of the address-keyed tables — pol_ipc6 (a pod's IPv6 has
+ *     its IPv4's identity and flags, pol_compile.c invariant 7), pol_cidr6,
+ *     pol_sk6, pol_ct6 — and the shared rule trie; so invariants 1-5 hold
+ *     for IPv6 with the same lookup counts, and connect6 fails a denied
+ *     native IPv6 TCP connect with EPERM as connect4 does (the connecting
+ *     pod found by its cgroup in pol_cgpod). What the tables cannot judge
+ *     fails closed for an isolated pod: a next header other than
+ *     TCP/UDP/SCTP/ICMPv6 (an extension header may hide the ports), or a
+ *     local address not in pol_ipc6; the pod is then found by its
+ *     socket's cgroup (pol_cgpod: one hash lookup, then its IPv4 ipcache
+ *     entry) and the packet dropped, counted as a denial of its direction.
+ *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. No L7
+ *     admission (invariant 6) over IPv6: the node proxy has no IPv6 path.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

@@ -22,7 +22,7 @@
  *                 v
  *              inactive slot: its content known (p->prev)?
  *                 yes --> bring its maps from prev to new by a diff
- *                 no  --> create 3 fresh inner maps, fill them
+ *                 no  --> create fresh inner maps (5 tables), fill them
  *                 |           --error--> forget prev (rebuild next time);
  *                 v                      the active slot is untouched
  *              outer[inactive slot] = the maps (if fresh)
