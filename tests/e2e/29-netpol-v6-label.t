@@ -16,13 +16,7 @@ export ZEROHOP_IPV6_PREVIEW=1
 
 web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP"; }
 cat >"$TMP/lab.yaml" <<EOF2
-apiVersion: zerohop.io/v1alpha1
-kind: Cluster
-metadata: {name: t29}
-spec:
-  nodes: [node-a, node-b]
-  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
-  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+$(np_v6_cluster t29)
 ---
 $(m_pod client node-a "app: client" "$(web)")
 $(m_pod other node-a "app: other" "$(web)")
@@ -52,19 +46,8 @@ spec:
   egress: [{to: [{podSelector: {matchLabels: {app: srv}}}], ports: [{port: 8080}]}]
 EOF2
 
-"$ZH" lab up --lab $LAB -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
-ok $? "dual-stack lab up with the mesh: $(tail -1 "$TMP/up.out")"
-wait_until 30 lab_running 4 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
-ok $? "four pods Running, both agents synced"
-"$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
-p4() { jq -r ".pods[] | select(.name==\"$1\") | .ip" "$TMP/st.json"; }
-p6() { jq -r ".pods[] | select(.name==\"$1\") | .ip6" "$TMP/st.json"; }
 X() { "$ZH" lab exec --lab $LAB "$@"; }
-get() {	# FROM FAMILY ADDR: the page, or "" on failure
-	local u="http://$3:8080/index.html"
-	[ "$2" = 6 ] && u="http://[$3]:8080/index.html"
-	X "$1" -- curl -"$2" -s --max-time 2 "$u"
-}
+np_v6_up 4
 conn() { # FROM FAMILY ADDR: Python's connect() to ADDR:8080: connected, EPERM or the error
 	X "$1" -- "$PY" -c '
 import socket, sys
@@ -75,34 +58,34 @@ try:
 except OSError as e:
     print(e.errno == 1 and "EPERM" or repr(e))' "$2" "$3"
 }
-B4=$(p4 srv-b) B6=$(p6 srv-b) A6=$(p6 srv-a) C6=$(p6 client) O4=$(p4 other) O6=$(p6 other)
-up6() { [ "$(get client 6 "$B6")" = hello ]; }
+B4=$(np_ip4 srv-b) B6=$(np_ip6 srv-b) A6=$(np_ip6 srv-a) C6=$(np_ip6 client) O4=$(np_ip4 other) O6=$(np_ip6 other)
+up6() { [ "$(np_get client 6 "$B6")" = hello ]; }
 wait_until 20 up6
 ok $? "before any policy: curl -6 client -> srv-b ($B6) works"
-is "$(get other 6 "$B6")" "hello" "before any policy: curl -6 other -> srv-b works"
+is "$(np_get other 6 "$B6")" "hello" "before any policy: curl -6 other -> srv-b works"
 
 np_apply_sync "$TMP/np.yaml"
 ok $? "default-deny + allow app=client on app=srv, client egress to app=srv only; both agents synced"
 
 # IPv4: the policy as written (unchanged)
-is "$(get client 4 "$B4")" "hello" "IPv4: client (allowed by label) -> srv-b across nodes"
-is "$(get other 4 "$B4")" "" "IPv4: other (no label) -> srv-b denied"
+is "$(np_get client 4 "$B4")" "hello" "IPv4: client (allowed by label) -> srv-b across nodes"
+is "$(np_get other 4 "$B4")" "" "IPv4: other (no label) -> srv-b denied"
 is "$(conn client 4 "$O4")" "EPERM" "IPv4: client's connect to other fails at once (egress)"
 drops() { # REASON: packets over both nodes
 	"$ZH" get policy-drops --lab $LAB 2>/dev/null | awk -v r="$1" '$1 == r {n += $2} END {print n + 0}'
 }
 IN0=$(drops ingress_denied) EG0=$(drops egress_denied)
 # IPv6: the same rules
-is "$(get client 6 "$B6")" "hello" "IPv6: client (allowed by label) -> srv-b across nodes"
-is "$(get client 6 "$A6")" "hello" "IPv6: client -> srv-a on the same node"
-is "$(get other 6 "$B6")" "" "IPv6: other (no label) -> srv-b denied (ingress, across nodes)"
-is "$(get other 6 "$A6")" "" "IPv6: other -> srv-a denied (ingress, same node)"
+is "$(np_get client 6 "$B6")" "hello" "IPv6: client (allowed by label) -> srv-b across nodes"
+is "$(np_get client 6 "$A6")" "hello" "IPv6: client -> srv-a on the same node"
+is "$(np_get other 6 "$B6")" "" "IPv6: other (no label) -> srv-b denied (ingress, across nodes)"
+is "$(np_get other 6 "$A6")" "" "IPv6: other -> srv-a denied (ingress, same node)"
 t0=$(date +%s%N)
 is "$(conn client 6 "$O6")" "EPERM" "IPv6: client's AF_INET6 connect to other fails with EPERM (egress, connect6)"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ "$ms" -lt 2500 ]
 ok $? "... at once, not after a SYN timeout (${ms} ms with lab exec)"
-is "$(get other 6 "$C6")" "hello" "IPv6: other -> client passes (client's egress policy does not judge replies)"
+is "$(np_get other 6 "$C6")" "hello" "IPv6: other -> client passes (client's egress policy does not judge replies)"
 is "$(conn srv-b 6 "$C6")" "connected" "IPv6: srv-b (isolated for ingress only) connects out to client"
 is "$(X srv-b -- "$PY" -c '
 import socket

@@ -23,13 +23,7 @@ srv() {
 }
 idle() { m_ctr c "" sleep 100000; }
 cat >"$TMP/lab.yaml" <<EOF2
-apiVersion: zerohop.io/v1alpha1
-kind: Cluster
-metadata: {name: t59}
-spec:
-  nodes: [node-a, node-b]
-  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
-  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+$(np_v6_cluster t59)
 ---
 $(m_pod web-a node-a "app: web" "$(srv)")
 $(m_pod web-b node-b "app: web" "$(srv)")
@@ -39,19 +33,8 @@ $(m_pod c3 node-b "app: egress" "$(idle)")
 EOF2
 echo hello >"$TMP/index.html"
 
-"$ZH" lab up --lab $LAB -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
-ok $? "dual-stack lab up with the mesh: $(tail -1 "$TMP/up.out")"
-wait_until 30 lab_running 5 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
-ok $? "five pods Running, both agents synced"
-"$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
-p4() { jq -r ".pods[] | select(.name==\"$1\") | .ip" "$TMP/st.json"; }
-p6() { jq -r ".pods[] | select(.name==\"$1\") | .ip6" "$TMP/st.json"; }
 X() { "$ZH" lab exec --lab $LAB "$@"; }
-get() {	# FROM FAMILY ADDR: the page, or "" on failure
-	local u="http://$3:8080/index.html"
-	[ "$2" = 6 ] && u="http://[$3]:8080/index.html"
-	X "$1" -- curl -"$2" -s --max-time 2 "$u"
-}
+np_v6_up 5
 py() { # FROM tcp|udp ADDR PORT: connected/reply, EPERM, timeout/none
 	X "$1" -- "$PY" -c '
 import socket, sys
@@ -70,9 +53,9 @@ except OSError as e:
     print("EPERM" if e.errno == 1 else repr(e))' "$2" "$3" "$4"
 }
 nc6() { X "$1" -- timeout 3 sh -c "echo hi | busybox nc -w 2 $2 9001 2>/dev/null"; }
-A4=$(p4 web-a) A6=$(p6 web-a) B4=$(p4 web-b) B6=$(p6 web-b)
-C2_4=$(p4 c2) C2_6=$(p6 c2)
-up6() { [ "$(get c2 6 "$B6")" = hello ]; }
+A4=$(np_ip4 web-a) A6=$(np_ip6 web-a) B4=$(np_ip4 web-b) B6=$(np_ip6 web-b)
+C2_4=$(np_ip4 c2) C2_6=$(np_ip6 c2)
+up6() { [ "$(np_get c2 6 "$B6")" = hello ]; }
 wait_until 20 up6
 ok $? "before any policy: curl -6 c2 -> web-b works"
 is "$(nc6 c3 "$A6")" "hi" "before any policy: busybox nc c3 -> web-a [$A6]:9001 echoes"
@@ -103,23 +86,23 @@ np_apply_sync "$TMP/np.yaml"
 ok $? "ingress ipBlock v6 with except on app=web, egress ipBlock v6 with except on c3; synced"
 
 # ingress: c1 inside the block, c2 its except
-is "$(get c1 6 "$B6")" "hello" "ingress v6: curl -6 c1 -> web-b (in the cidr, across nodes)"
-is "$(get c2 6 "$B6")" "" "ingress v6: curl -6 c2 -> web-b dropped (except, same node)"
+is "$(np_get c1 6 "$B6")" "hello" "ingress v6: curl -6 c1 -> web-b (in the cidr, across nodes)"
+is "$(np_get c2 6 "$B6")" "" "ingress v6: curl -6 c2 -> web-b dropped (except, same node)"
 is "$(py c2 tcp "$A6" 8080)" "timeout" "ingress v6: Python AF_INET6 c2 -> web-a dropped (except, across nodes)"
 is "$(nc6 c1 "$A6")" "hi" "ingress v6: busybox nc c1 -> web-a:9001 echoes (in the cidr)"
 is "$(nc6 c2 "$B6")" "" "ingress v6: busybox nc c2 -> web-b:9001 gets nothing (except)"
 is "$(py c1 udp "$B6" 9000)" "reply" "ingress v6: UDP c1 -> web-b:9000 answered"
 is "$(py c2 udp "$B6" 9000)" "none" "ingress v6: UDP c2 -> web-b:9000 dropped"
 # egress: c3 may reach the block but web-a
-is "$(get c3 6 "$B6")" "hello" "egress v6: curl -6 c3 -> web-b (in c3's block)"
+is "$(np_get c3 6 "$B6")" "hello" "egress v6: curl -6 c3 -> web-b (in c3's block)"
 is "$(py c3 tcp "$A6" 8080)" "EPERM" "egress v6: Python AF_INET6 c3 -> web-a fails at connect() (except: EPERM)"
-is "$(get c3 6 "$A6")" "" "egress v6: curl -6 c3 -> web-a fails"
+is "$(np_get c3 6 "$A6")" "" "egress v6: curl -6 c3 -> web-a fails"
 is "$(py c3 udp "$B6" 9000)" "reply" "egress v6: UDP c3 -> web-b:9000 answered"
 is "$(py c3 udp "$A6" 9000)" "EPERM" "egress v6: UDP c3 -> web-a:9000 refused at sendto() (EPERM)"
 is "$(nc6 c3 "$B6")" "" "egress v6: busybox nc c3 -> web-b:9001 refused (port not in c3's rule)"
 # IPv4: the IPv4 blocks decide, the IPv6 ones open nothing
-is "$(get c1 4 "$B4")" "hello" "IPv4: curl -4 c1 -> web-b (in 10.244.0.0/16)"
-is "$(get c2 4 "$B4")" "" "IPv4: curl -4 c2 -> web-b dropped (its /32 excepted)"
+is "$(np_get c1 4 "$B4")" "hello" "IPv4: curl -4 c1 -> web-b (in 10.244.0.0/16)"
+is "$(np_get c2 4 "$B4")" "" "IPv4: curl -4 c2 -> web-b dropped (its /32 excepted)"
 is "$(py c3 tcp "$B4" 8080)" "EPERM" "IPv4: c3 -> web-b refused (c3's egress has an IPv6 block only)"
 "$ZH" get policy-drops --lab $LAB 2>&1 | sed 's/^/# /'
 

@@ -28,6 +28,21 @@ static enum md_proto proto_of(const char *s)
 									 MD_PROTO_TCP;
 }
 
+/* The first bytes of a TCP SYN / UDP / SCTP header. */
+static void fill_l4(uint8_t *l4, uint16_t sport, uint16_t dport, enum md_proto proto)
+{
+	((uint16_t *)l4)[0] = htons(sport);
+	((uint16_t *)l4)[1] = htons(dport);
+	if (proto == MD_PROTO_TCP) {
+		struct tcphdr *t = (struct tcphdr *)l4;
+
+		t->doff = 5;
+		t->syn = 1;
+	} else if (proto == MD_PROTO_UDP) {
+		((struct udphdr *)l4)->len = htons(8);
+	}
+}
+
 /* Ethernet + IPv4 + first bytes of TCP (SYN) / UDP / SCTP. */
 static size_t build_pkt(uint8_t *buf, uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport,
 			enum md_proto proto)
@@ -47,16 +62,7 @@ static size_t build_pkt(uint8_t *buf, uint32_t src, uint32_t dst, uint16_t sport
 		       proto == MD_PROTO_UDP ? IPPROTO_UDP : IPPROTO_SCTP;
 	ip->saddr = src;
 	ip->daddr = dst;
-	((uint16_t *)l4)[0] = htons(sport);
-	((uint16_t *)l4)[1] = htons(dport);
-	if (proto == MD_PROTO_TCP) {
-		struct tcphdr *t = (struct tcphdr *)l4;
-
-		t->doff = 5;
-		t->syn = 1;
-	} else if (proto == MD_PROTO_UDP) {
-		((struct udphdr *)l4)->len = htons(8);
-	}
+	fill_l4(l4, sport, dport, proto);
 	return 14 + 20 + l4len;
 }
 
@@ -78,16 +84,7 @@ static size_t build_pkt6(uint8_t *buf, const uint8_t *src, const uint8_t *dst, u
 		      proto == MD_PROTO_UDP ? IPPROTO_UDP : IPPROTO_SCTP;
 	memcpy(&ip->saddr, src, 16);
 	memcpy(&ip->daddr, dst, 16);
-	((uint16_t *)l4)[0] = htons(sport);
-	((uint16_t *)l4)[1] = htons(dport);
-	if (proto == MD_PROTO_TCP) {
-		struct tcphdr *t = (struct tcphdr *)l4;
-
-		t->doff = 5;
-		t->syn = 1;
-	} else if (proto == MD_PROTO_UDP) {
-		((struct udphdr *)l4)->len = htons(8);
-	}
+	fill_l4(l4, sport, dport, proto);
 	return 14 + 40 + l4len;
 }
 
@@ -110,20 +107,17 @@ static void flush_ct(const char *pin)
 
 	struct pol_ct6_key k6;
 
-	snprintf(path, sizeof(path), "%s/pol_ct", pin);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	while (bpf_map_get_next_key(fd, NULL, &k) == 0)
-		bpf_map_delete_elem(fd, &k);
-	close(fd);
-	snprintf(path, sizeof(path), "%s/pol_ct6", pin);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	while (bpf_map_get_next_key(fd, NULL, &k6) == 0)
-		bpf_map_delete_elem(fd, &k6);
-	close(fd);
+	for (int i = 0; i < 2; i++) {	/* pol_ct, then its IPv6 twin pol_ct6 */
+		void *key = i ? (void *)&k6 : (void *)&k;
+
+		snprintf(path, sizeof(path), "%s/%s", pin, i ? "pol_ct6" : "pol_ct");
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		while (bpf_map_get_next_key(fd, NULL, key) == 0)
+			bpf_map_delete_elem(fd, key);
+		close(fd);
+	}
 }
 
 struct pk_result {
