@@ -10,7 +10,8 @@
 #            and 9000/UDP, and has no IPv4 block: web-b allowed, web-a
 #            refused at connect()/sendto() with EPERM, every IPv4
 #            connection refused (an IPv6 block opens no IPv4 address).
-# IPv4 verdicts are those of the IPv4 blocks, as before.
+# IPv4 verdicts are those of the IPv4 blocks, as before. Revocation: an
+# established IPv6 connection stops the moment a change excepts its client.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 lab_test_setup t59 curl busybox
@@ -104,6 +105,23 @@ is "$(nc6 c3 "$B6")" "" "egress v6: busybox nc c3 -> web-b:9001 refused (port no
 is "$(np_get c1 4 "$B4")" "hello" "IPv4: curl -4 c1 -> web-b (in 10.244.0.0/16)"
 is "$(np_get c2 4 "$B4")" "" "IPv4: curl -4 c2 -> web-b dropped (its /32 excepted)"
 is "$(py c3 tcp "$B4" 8080)" "EPERM" "IPv4: c3 -> web-b refused (c3's egress has an IPv6 block only)"
+# revocation over IPv6: c1 holds an echo connection to web-b, then c1's
+# /128 joins the excepts (netpol_hold: one line per 100 ms round)
+[ -x "$TOOLS/netpol_hold" ] || skip_all "no $TOOLS/netpol_hold (make first)"
+X c1 -- "$TOOLS/netpol_hold" "$B6" 9001 6 >"$TMP/hold.out" 2>&1 &
+HOLD=$!
+sleep 2
+C1_6=$(np_ip6 c1)
+sed "s|except: \[\"$C2_6/128\"\]|except: [\"$C2_6/128\", \"$C1_6/128\"]|" "$TMP/np.yaml" >"$TMP/np2.yaml"
+np_apply_sync "$TMP/np2.yaml"
+ok $? "c1's IPv6 /128 excepted too; synced"
+wait "$HOLD"
+early=$(awk '$1 < 1500 && $2 == "ok"' "$TMP/hold.out" | wc -l)
+late=$(awk '$1 >= 3500 && $2 == "ok"' "$TMP/hold.out" | wc -l)
+lost=$(awk '$2 == "lost"' "$TMP/hold.out" | wc -l)
+[ "$early" -gt 5 ]
+ok $? "IPv6 connection c1 -> web-b:9001 echoed before the change ($early pings)"
+is "$late" 0 "... and not once after it (revoked: $lost pings lost)"
 "$ZH" get policy-drops --lab $LAB 2>&1 | sed 's/^/# /'
 
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
