@@ -30,6 +30,10 @@
  *     match a named egress port; ANY expands to every identity that has it).
  *  5. Output arrays are sorted and deduplicated, so the same state compiles
  *     to byte-identical tables (diffable, and the loader may skip no-ops).
+ *  6. Every node's L7 proxy source address (pol_node_proxy_ip) is in the
+ *     ipcache as POL_ID_PROXY / POL_F_PROXY, on every node, unless a pod
+ *     holds that address (a pod always wins). Ingress admits it like the
+ *     node itself (docs/policy.md "L7 Services").
  *  7. IPv6 (docs/ipv6.md "NetworkPolicy"): a pod with an IPv6 address has
  *     it in ipc6 with exactly the value of its IPv4 entry (same identity,
  *     flags, policies), so rules written by label hold for both families.
@@ -38,10 +42,6 @@
  *     numbered after the IPv4 classes; a block of one family never
  *     matches an address of the other (Kubernetes: an IPv4 cidr does not
  *     contain any IPv6 address).
- *  6. Every node's L7 proxy source address (pol_node_proxy_ip) is in the
- *     ipcache as POL_ID_PROXY / POL_F_PROXY, on every node, unless a pod
- *     holds that address (a pod always wins). Ingress admits it like the
- *     node itself (docs/policy.md "L7 Services").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -317,6 +317,8 @@ int pol_cmp_cidr(const void *a, const void *b)
 
 static bool in_block(const struct md_ipblock *b, uint32_t net, int len)
 {
+	if (b->v6)
+		return false;	/* invariant 7: no IPv4 address in an IPv6 block */
 	if (!prefix_in(net, len, b->cidr, b->len))
 		return false;
 	for (int i = 0; i < b->n_except; i++)
