@@ -40,6 +40,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import yaml
 
@@ -450,6 +451,25 @@ def lab_run(a):
         applied = []
         n = 0
         failed = 0
+        # readiness before the first case: with no policy every pod reaches
+        # every pod (by IP and by Service). A fresh lab's first packets may
+        # wait on a server still starting or a neighbour entry being
+        # resolved (IPv6 NDP), longer than a probe's 600 ms on a loaded
+        # machine: that is not a verdict. Bounded; a lab that never gets
+        # there bails out.
+        labsync.wait_agents(zh, lab, len(NODES))
+        svc_ips = service_ips(zh, lab, tmp, a)
+        deadline = time.monotonic() + 30
+        while True:
+            down = [(s, d, via) for via in a.via.split(",")
+                    for (s, d), up in probe_all(zh, lab, a.probe, ips, svc_ips, 80, "TCP",
+                                                via).items() if not up]
+            if not down:
+                break
+            if time.monotonic() > deadline:
+                print(f"Bail out! with no policy, not reachable after 30 s: {down[:5]}")
+                return 1
+            time.sleep(0.5)
         for ci in sel:
             ips = lab_ips(zh, lab)	# pods replaced by earlier cases have new IPs
             name, steps = cases(ips)[ci]
