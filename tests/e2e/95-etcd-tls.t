@@ -2,7 +2,7 @@
 # 95-etcd-tls.t — the etcd state source over TLS with client certificates
 # (docs/state-etcd.md "TLS", include/zerohop/etcd.h T1-T4): a real etcd
 # (Debian's etcd-server) on loopback, ephemeral ports, --client-cert-auth,
-# certificates made here with the openssl CLI. apply/get work with the right
+# certificates from scripts/etcd-certs.sh (openssl CLI). apply/get work with the right
 # CA and client certificate (environment and flags); no client certificate,
 # a wrong CA, a name the server's certificate does not carry, a plain client
 # and a key of another certificate each fail with an error naming the
@@ -22,36 +22,21 @@ PIN=/sys/fs/bpf/$TAG
 ETCD_PID=
 AGENT_PID=
 cleanup() {
-	[ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null
-	[ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
-	"$ZH" agent --cleanup --node node-a --pin-dir "$PIN" >/dev/null 2>&1
-	rm -rf "$PIN"
-	rmdir "$CG" 2>/dev/null
-	rm -rf "$TMP"
+	local p
+	for p in $AGENT_PID $ETCD_PID; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	[ -d "$PIN" ] && "$ZH" agent --cleanup --node node-a --pin-dir "$PIN" >/dev/null 2>&1
+	rm -rf "$PIN" "$TMP"
+	[ -d "$CG" ] && rmdir "$CG"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cd "$TMP" || exit 1
 
-# ---- certificates: a CA, another CA, the server's, a client's ----
-ca() {
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-		-keyout "$1.key" -out "$1.crt" -subj "/CN=$1" 2>>openssl.log
-}
-cert() {	# NAME CA EXTENSIONS
-	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-		-keyout "$1.key" -out "$1.csr" -subj "/CN=$1" 2>>openssl.log &&
-		printf '%b' "$3" >"$1.ext" &&
-		openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -days 1 \
-			-out "$1.crt" -extfile "$1.ext" 2>>openssl.log
-}
-# etcd 3.4's JSON gateway dials etcd's own gRPC port with the server's
-# certificate as its client certificate: the server's needs clientAuth too
-ca ca && ca other &&
-	cert server ca "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n" &&
-	cert client ca "extendedKeyUsage=clientAuth\n" &&
-	cert client2 ca "extendedKeyUsage=clientAuth\n"
-ok $? "certificates made with openssl"
+# ---- certificates (scripts/etcd-certs.sh): the cluster's PKI in ., and a
+# second one in other/ (another CA, and a client key of another cert) ----
+"$ROOT/scripts/etcd-certs.sh" . IP:127.0.0.1 >openssl.log 2>&1 &&
+	"$ROOT/scripts/etcd-certs.sh" other IP:127.0.0.1 >>openssl.log 2>&1
+ok $? "certificates made with openssl (scripts/etcd-certs.sh)"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 CP=$(free_port)
@@ -115,21 +100,22 @@ fails() {	# PATTERN NAME CMD...: CMD fails and its stderr matches PATTERN
 fails "etcd https://127.0.0.1:$CP: .*no client certificate given" "no client certificate" \
 	"$ZH" get services --state "$S" --etcd-cacert ca.crt
 fails "etcd https://127.0.0.1:$CP: certificate verify failed: unable to get local issuer" "a wrong CA" \
-	"$ZH" get services --state "$S" --etcd-cacert other.crt --etcd-cert client.crt --etcd-key client.key
+	"$ZH" get services --state "$S" --etcd-cacert other/ca.crt --etcd-cert client.crt --etcd-key client.key
 fails "etcd https://localhost:$CP: certificate verify failed: hostname mismatch" \
 	"a name the server certificate does not carry (only IP 127.0.0.1)" \
 	"$ZH" get services --state "https://localhost:$CP" --etcd-cacert ca.crt --etcd-cert client.crt \
 	--etcd-key client.key
 fails "etcd 127.0.0.1:$CP unreachable" "plain etcd:// to the TLS port" \
 	"$ZH" get services --state "etcd://127.0.0.1:$CP"
-fails "etcd client key client2.key does not match the certificate client.crt" "a key of another cert" \
-	"$ZH" get services --state "$S" --etcd-cacert ca.crt --etcd-cert client.crt --etcd-key client2.key
+fails "etcd client key other/client.key does not match the certificate client.crt" \
+	"a key of another cert" \
+	"$ZH" get services --state "$S" --etcd-cacert ca.crt --etcd-cert client.crt --etcd-key other/client.key
 fails "etcd CA file $TMP/nope.crt: No such file" "an unreadable CA file" \
 	"$ZH" get services --state "$S" --etcd-cacert "$TMP/nope.crt"
 fails "hostname mismatch" "ZEROHOP_ETCD_* from the environment are what is used" \
 	env ZEROHOP_ETCD_CACERT=ca.crt ZEROHOP_ETCD_CERT=client.crt ZEROHOP_ETCD_KEY=client.key \
 	"$ZH" get services --state "https://localhost:$CP"
-"$ZH" get services --state "$S" --etcd-cacert other.crt >/dev/null 2>&1
+"$ZH" get services --state "$S" --etcd-cacert other/ca.crt >/dev/null 2>&1
 ECTL get /zerohop/v1/service/default/web --print-value-only | grep -q '10.96.95.10'
 ok $? "nothing written by the failed commands (the Service is as applied)"
 
