@@ -133,8 +133,8 @@ struct eg_tls *eg_tls_new(const struct eg_tls_opts *o, char *err, size_t el)
 		    !readable("client key", key, err, el))
 			goto fail;
 		if (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert) != 1) {
-			snprintf(err, el, "etcd client certificate %s: %s", o->cert,
-				 ssl_reason("not a PEM certificate"));
+			snprintf(err, el, "etcd client certificate %s: no PEM certificate in it (%s)",
+				 o->cert, ssl_reason("unreadable"));
 			goto fail;
 		}
 		if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
@@ -142,8 +142,8 @@ struct eg_tls *eg_tls_new(const struct eg_tls_opts *o, char *err, size_t el)
 				snprintf(err, el, "etcd client key %s does not match the certificate %s",
 					 key, o->cert);
 			else
-				snprintf(err, el, "etcd client key %s: %s", key,
-					 ssl_reason("not a PEM private key"));
+				snprintf(err, el, "etcd client key %s: no PEM private key in it (%s)",
+					 key, ssl_reason("unreadable"));
 			goto fail;
 		}
 		if (SSL_CTX_check_private_key(t->ctx) != 1) {
