@@ -153,5 +153,13 @@ int eg_call(const struct eg_ep *ep, const char *path, const char *body, int time
 int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
 		 struct eg_conn *c);
 int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp);
+/* eg_call on a connection kept for the next call (HTTP keep-alive; c
+ * starts closed, fd -1, and the caller eg_close()s it at the end): a
+ * request repeated every second (the watcher's probe) costs no new
+ * connection, over TLS no new handshake. A kept connection that fails is
+ * replaced once by a fresh one within timeout_ms; no answer in time is
+ * the result as it is. */
+int eg_call_keep(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+		 int timeout_ms, int *status, struct buf *resp);
 
 #endif

@@ -617,8 +617,8 @@ const char *eg_ep_str(const struct eg_ep *ep, char *buf, size_t len)
 	return buf;
 }
 
-int eg_send(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
-	    int timeout_ms)
+static int send_req(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+		    int timeout_ms, bool keep)
 {
 	long long deadline = eg_now_ms() + timeout_ms;
 	struct buf b;
@@ -627,8 +627,9 @@ int eg_send(struct eg_conn *c, const struct eg_ep *ep, const char *path, const c
 	buf_init(&b, 0);
 	buf_printf(&b,
 		   "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-		   "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		   path, ep->unix_sock ? "localhost" : ep->host, ep->port, strlen(body));
+		   "Content-Length: %zu\r\nConnection: %s\r\n\r\n",
+		   path, ep->unix_sock ? "localhost" : ep->host, ep->port, strlen(body),
+		   keep ? "keep-alive" : "close");
 	buf_append(&b, body, strlen(body));
 	while (b.data) {
 		ssize_t w = eg_write(c, buf_head(&b), b.data);
@@ -644,6 +645,12 @@ int eg_send(struct eg_conn *c, const struct eg_ep *ep, const char *path, const c
 	}
 	buf_free(&b);
 	return ret;
+}
+
+int eg_send(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+	    int timeout_ms)
+{
+	return send_req(c, ep, path, body, timeout_ms, false);
 }
 
 /* Read more from c into b before deadline: bytes read, 0 at EOF, -errno. */
@@ -732,7 +739,10 @@ int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int
 	return ret;
 }
 
-int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp)
+/* One answer from c into resp; *framed: its end was known (a length or
+ * chunks), so c can carry the next request. */
+static int recv_answer(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp,
+		       bool *framed)
 {
 	long long deadline = eg_now_ms() + timeout_ms, clen;
 	struct eg_dechunk dc = {};
@@ -742,6 +752,7 @@ int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *res
 
 	buf_init(&in, 0);
 	ret = eg_read_head(c, &in, timeout_ms, status, &chunked, &clen);
+	*framed = !ret && (chunked || clen >= 0);
 	while (!ret) {
 		if (chunked) {
 			ret = eg_dechunk(&dc, buf_head(&in), in.data, resp);
@@ -765,8 +776,40 @@ int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *res
 			ret = (int)r;
 	}
 	buf_free(&in);
+	return ret;
+}
+
+int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp)
+{
+	bool framed;
+	int ret = recv_answer(c, timeout_ms, status, resp, &framed);
+
 	eg_close(c);
 	return ret;
+}
+
+int eg_call_keep(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+		 int timeout_ms, int *status, struct buf *resp)
+{
+	long long deadline = eg_now_ms() + timeout_ms;
+
+	for (;;) {
+		bool reused = c->fd >= 0, framed = false;
+		int ret = reused ? 0 : eg_connect(ep, timeout_ms, c);
+
+		if (!ret)
+			ret = send_req(c, ep, path, body, (int)(deadline - eg_now_ms()), true);
+		if (!ret)
+			ret = recv_answer(c, (int)(deadline - eg_now_ms()), status, resp, &framed);
+		if (ret || !framed)
+			eg_close(c);
+		/* a kept connection the server closed meanwhile (an idle
+		 * timeout, a restart) is no news: once more on a fresh one;
+		 * no answer in time is */
+		if (!ret || !reused || ret == -ETIMEDOUT || eg_now_ms() >= deadline)
+			return ret;
+		resp->head = resp->data = 0;
+	}
 }
 
 int eg_call(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,

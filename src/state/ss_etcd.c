@@ -499,7 +499,7 @@ static void nap(struct ss_etcd *s, int ms)
 }
 
 /* The endpoint is alive and has a leader (K4). */
-static bool probe(struct ss_etcd *s, const struct eg_ep *ep)
+static bool probe(struct ss_etcd *s, const struct eg_ep *ep, struct eg_conn *pc)
 {
 	struct eg_json *j = NULL;
 	struct buf r;
@@ -507,7 +507,9 @@ static bool probe(struct ss_etcd *s, const struct eg_ep *ep)
 	bool ok;
 
 	buf_init(&r, 0);
-	ok = !eg_call(ep, "/v3/maintenance/status", "{}", PROBE_MS, &status, &r) && status == 200 &&
+	/* one kept connection per watch: over TLS, no handshake a second */
+	ok = !eg_call_keep(pc, ep, "/v3/maintenance/status", "{}", PROBE_MS, &status, &r) &&
+	     status == 200 &&
 	     !eg_json_parse(buf_head(&r), r.data, &j) &&
 	     eg_json_u64(eg_json_get(j, "leader"), 0) != 0;
 	eg_json_free(j);
@@ -625,7 +627,7 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 {
 	const struct eg_ep *ep = &s->eps[s->cur];
 	struct eg_dechunk dc = {};
-	struct eg_conn c;
+	struct eg_conn c, pc = { .fd = -1 };	/* the stream, the probe's */
 	struct buf in, body, req;
 	long long clen, last_probe = mono_ms();
 	bool chunked;
@@ -670,7 +672,7 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 		}
 		if (mono_ms() - last_probe >= PROBE_EVERY_MS) {
 			/* a blackholed endpoint never closes the stream */
-			if (!probe(s, ep)) {
+			if (!probe(s, ep, &pc)) {
 				snprintf(why, wl, "%.100s: no answer (or no leader)", epn);
 				ret = -ETIMEDOUT;
 				break;
@@ -718,6 +720,7 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 	}
 out:
 	eg_close(&c);
+	eg_close(&pc);
 	buf_free(&in);
 	buf_free(&body);
 	buf_free(&req);

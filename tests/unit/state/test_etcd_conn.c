@@ -74,15 +74,51 @@ static void write_pem(const char *path, X509 *x, EVP_PKEY *k)
 
 /* ---- the server ---------------------------------------------------------- */
 
-enum mode { M_ANSWER, M_RECORDS, M_CLOSE };
+enum mode { M_ANSWER, M_RECORDS, M_CLOSE, M_KEEP };
 struct srv {
 	int lfd, port;
 	SSL_CTX *ctx;
 	enum mode mode;
 	bool want_cert;		/* ask for (and require) a client certificate */
 	bool got_cert;
+	int accepts, requests;	/* M_KEEP */
 	pthread_t th;
 };
+
+/* M_KEEP: answer 3 requests on the first connection (keep-alive), then
+ * close it; 1 on a second one. */
+static void *serve_keep(void *arg)
+{
+	static const char a[] = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}";
+	struct srv *s = arg;
+
+	for (int conn = 0; conn < 2; conn++) {
+		int fd = accept(s->lfd, NULL, NULL);
+		SSL *ssl = SSL_new(s->ctx);
+
+		s->accepts++;
+		SSL_set_fd(ssl, fd);
+		for (int q = 0; SSL_accept(ssl) == 1 && q < (conn ? 1 : 3); q++) {
+			char req[4096];
+			int n = 0, r;
+
+			req[0] = 0;
+			while (!strstr(req, "\r\n\r\n{}") &&
+			       (r = SSL_read(ssl, req + n, sizeof(req) - 1 - n)) > 0) {
+				n += r;
+				req[n] = 0;
+			}
+			if (!strstr(req, "Connection: keep-alive"))
+				break;
+			s->requests++;
+			SSL_write(ssl, a, sizeof(a) - 1);
+		}
+		SSL_shutdown(ssl);
+		SSL_free(ssl);
+		close(fd);
+	}
+	return NULL;
+}
 
 static void *serve(void *arg)
 {
@@ -152,7 +188,8 @@ static void srv_start(struct srv *s, enum mode m, bool want_cert)
 	listen(s->lfd, 4);
 	getsockname(s->lfd, (struct sockaddr *)&a, &al);
 	s->port = ntohs(a.sin_port);
-	pthread_create(&s->th, NULL, serve, s);
+	s->accepts = s->requests = 0;
+	pthread_create(&s->th, NULL, m == M_KEEP ? serve_keep : serve, s);
 }
 
 static void srv_stop(struct srv *s)
@@ -300,6 +337,29 @@ int main(void)
 	ok(!ret && status == 200 && s.got_cert, "with the client certificate: %d, server saw it %d",
 	   ret, s.got_cert);
 	buf_free(&b);
+
+	/* a kept connection: 4 probes, 2 connections (the server closed the
+	 * first after 3: replaced, not an error) */
+	srv_start(&s, M_KEEP, false);
+	ep_set(&ep, "127.0.0.1", s.port, t);
+	c = (struct eg_conn){ .fd = -1 };
+	{
+		int good = 0;
+
+		for (int i = 0; i < 4; i++) {
+			buf_init(&b, 0);
+			ret = eg_call_keep(&c, &ep, "/v3/maintenance/status", "{}", 3000, &status, &b);
+			good += !ret && status == 200 && b.data == 11;
+			buf_free(&b);
+			if (i == 2)
+				usleep(100 * 1000);	/* the server closes meanwhile */
+		}
+		eg_close(&c);
+		srv_stop(&s);
+		ok(good == 4 && s.requests == 4 && s.accepts == 2,
+		   "eg_call_keep: %d of 4 answered, %d requests on %d connections (want 4 on 2)",
+		   good, s.requests, s.accepts);
+	}
 
 	/* a peer gone after the handshake: errors, not SIGPIPE (not ignored here) */
 	signal(SIGPIPE, SIG_DFL);
