@@ -15,6 +15,12 @@
  *   W3  On any failure PATH is unchanged and the temporary is gone.
  *   W4  Temporaries contain ".tmp", so directory scanners skip them
  *       (cni_rec_each does).
+ *   W5  zh_write_atomic_mode only: PATH gets exactly MODE whatever the
+ *       umask, and its content is never readable under a wider mode, not
+ *       even for a moment: the temporary is a new file (a stale one left by
+ *       a dead process with our PID is removed first; O_EXCL, so never a
+ *       file or symlink someone else put there) and is fchmod()ed to MODE
+ *       before the first byte is written. For keys and certificates.
  */
 #ifndef ZH_FILEIO_H
 #define ZH_FILEIO_H
@@ -27,5 +33,9 @@
  * SYNC: fsync the data before the rename (what must survive a power cut,
  * not what dies with the machine's /run). 0 or -errno. */
 int zh_write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync);
+
+/* As zh_write_atomic, but PATH ends with exactly MODE (W5): the umask
+ * does not apply. 0 or -errno. */
+int zh_write_atomic_mode(const char *path, const void *data, size_t len, mode_t mode, bool sync);
 
 #endif

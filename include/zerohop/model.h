@@ -1,4 +1,5 @@
-/* model.h — typed cluster state parsed from Kubernetes manifests (prefix md_).
+/* model.h — the typed object set (struct md_state, src/model/objset.c)
+ * parsed from Kubernetes manifests (prefix md_).
  *
  * The model knows nothing about BPF, the lab or I/O beyond reading YAML files.
  * A struct md_state is built by feeding it files (multi-document YAML, parsed

@@ -3,6 +3,8 @@
 #   is GOT WANT "name"           a failure prints got/want on stderr (in CI logs)
 #   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
 #   done_testing                 prints the plan; exit status = failures
+#   run_cases NAME...            runs each function NAME (a named case) in
+#                                turn, a "# case NAME" line before its results
 # Also brings wait_until (wait.sh).
 TAP_N=0
 TAP_FAILED=0
@@ -21,5 +23,6 @@ is() {
 }
 diag() { echo "# $*"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+run_cases() { local c; for c in "$@"; do diag "case $c"; "$c"; done; }
 done_testing() { echo "1..$TAP_N"; [ "$TAP_FAILED" -eq 0 ]; exit $?; }
 source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"

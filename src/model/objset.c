@@ -1,5 +1,6 @@
-/* state.c — building a struct md_state from files: staging, all-or-nothing
- * merge, directory loading, lookups and freeing.
+/* objset.c — the model's object set (struct md_state) built from files:
+ * staging, all-or-nothing merge, directory loading, lookups and freeing.
+ * (Not the state source: that is src/state, include/zerohop/state.h.)
  *
  * Invariants:
  * 1. md_state_add_*() parse into a fresh staging state; only when every
@@ -224,13 +225,30 @@ static int add_doc(void *arg, const struct yn *root, int line)
 	return ret;
 }
 
+/* Decode every document of buf into stg itself. Only for a state nobody
+ * else sees yet (a staging state, a fresh md_file's): on failure it holds
+ * part of buf and must be dropped. */
+static int parse_into(struct md_state *stg, const char *name, const char *buf, size_t len,
+		      struct md_err *err)
+{
+	struct md_arena tree = { 0 };
+	struct add_ctx a;
+	int ret;
+
+	a.stg = stg;
+	a.fname = ar_strdup(&md_priv(stg)->ar, name ? name : "<buffer>");
+	a.tree = &tree;
+	a.err = err;
+	ret = yn_parse(&md_priv(stg)->ar, &tree, a.fname, buf, len, add_doc, &a, err);
+	ar_free(&tree);	/* what a syntax error left behind */
+	return ret;
+}
+
 int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
 		     struct md_err *err)
 {
 	struct md_state *stg;
 	struct md_arena_mark mark;
-	struct md_arena tree = { 0 };
-	struct add_ctx a;
 	int ret;
 
 	if ((ret = refuse_finished(st, name, err)))
@@ -241,14 +259,9 @@ int md_state_add_buf(struct md_state *st, const char *name, const char *buf, siz
 	mark = ar_mark(&md_priv(st)->ar);
 	md_priv(stg)->ar = md_priv(st)->ar;
 	md_priv(st)->ar.head = NULL;
-	a.stg = stg;
-	a.fname = ar_strdup(&md_priv(stg)->ar, name ? name : "<buffer>");
-	a.tree = &tree;
-	a.err = err;
-	ret = yn_parse(&md_priv(stg)->ar, &tree, a.fname, buf, len, add_doc, &a, err);
+	ret = parse_into(stg, name, buf, len, err);
 	if (!ret)
 		ret = cluster_conflict(st, stg, err);
-	ar_free(&tree);	/* what a syntax error left behind */
 	md_priv(st)->ar = md_priv(stg)->ar;
 	md_priv(stg)->ar.head = NULL;
 	if (ret) {
@@ -412,7 +425,7 @@ int md_file_load(int dfd, const char *name, const char *path, struct md_file **o
 	while (blk < len && blk < 64 * 1024)
 		blk *= 2;
 	md_priv(f->st)->ar.blk = blk;
-	ret = md_state_add_buf(f->st, path, buf, len, err);
+	ret = parse_into(f->st, path, buf, len, err);	/* fresh: its own staging */
 	if (ret)
 		goto fail;
 	free(buf);
@@ -428,7 +441,7 @@ int md_file_parse(const char *path, const char *buf, size_t len, struct md_file 
 		  struct md_err *err)
 {
 	struct md_file *f = zh_calloc(1, sizeof(*f));
-	size_t blk = 1024;
+	size_t blk = 256;
 	int ret;
 
 	f->refs = 1;
@@ -437,7 +450,7 @@ int md_file_parse(const char *path, const char *buf, size_t len, struct md_file 
 	while (blk < len && blk < 64 * 1024)	/* as md_file_load */
 		blk *= 2;
 	md_priv(f->st)->ar.blk = blk;
-	ret = md_state_add_buf(f->st, path, buf, len, err);
+	ret = parse_into(f->st, path, buf, len, err);	/* as md_file_load */
 	if (ret) {
 		md_file_put(f);
 		return ret;
