@@ -169,8 +169,20 @@ static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, in
 
 	eg_ep_str(&s->eps[i], ep, sizeof(ep));
 	if (!ret && status != 200) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s %s: HTTP %d: %.*s", ep, path, status,
-			 (int)(r->data > 120 ? 120 : r->data), buf_head(r));
+		/* etcd 3.4's gateway dials its own gRPC port with the server's
+		 * certificate as a client's: refused without clientAuth, and
+		 * the gateway answers 503 ("client preface", "connection
+		 * closed", varying with its retries) */
+		bool eku = s->eps[i].tls && status == 503;
+
+		if (eku)
+			snprintf(err->msg, sizeof(err->msg),
+				 "etcd %.80s: HTTP 503: %.*s (if it persists: etcd's certificate lacks"
+				 " clientAuth, docs/state-etcd.md TLS)", ep,
+				 (int)(r->data > 50 ? 50 : r->data), buf_head(r));
+		else
+			snprintf(err->msg, sizeof(err->msg), "etcd %s %s: HTTP %d: %.*s", ep, path,
+				 status, (int)(r->data > 120 ? 120 : r->data), buf_head(r));
 		ret = -EIO;
 	} else if (!ret && eg_json_parse(buf_head(r), r->data, out)) {
 		snprintf(err->msg, sizeof(err->msg), "etcd %s %s: malformed JSON", ep, path);

@@ -20,10 +20,11 @@ CG2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
 CG=$CG2/$TAG
 PIN=/sys/fs/bpf/$TAG
 ETCD_PID=
+ETCD2_PID=
 AGENT_PID=
 cleanup() {
 	local p
-	for p in $AGENT_PID $ETCD_PID; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	for p in $AGENT_PID $ETCD_PID $ETCD2_PID; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	[ -d "$PIN" ] && "$ZH" agent --cleanup --node node-a --pin-dir "$PIN" >/dev/null 2>&1
 	rm -rf "$PIN" "$TMP"
 	[ -d "$CG" ] && rmdir "$CG"
@@ -118,6 +119,28 @@ fails "hostname mismatch" "ZEROHOP_ETCD_* from the environment are what is used"
 "$ZH" get services --state "$S" --etcd-cacert other/ca.crt >/dev/null 2>&1
 ECTL get /zerohop/v1/service/default/web --print-value-only | grep -q '10.96.95.10'
 ok $? "nothing written by the failed commands (the Service is as applied)"
+
+# ---- etcd's certificate without clientAuth: its gateway cannot reach its
+# own gRPC port (etcd 3.4); the error says so, not just "HTTP 503" ----
+openssl req -new -key server.key -subj /CN=noclient -addext subjectAltName=IP:127.0.0.1 \
+	-addext extendedKeyUsage=serverAuth -out noclient.csr 2>>openssl.log &&
+	openssl x509 -req -in noclient.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 \
+		-copy_extensions copyall -out noclient.crt 2>>openssl.log
+CP2=$(free_port)
+PP2=$(free_port)
+timeout 60 etcd --name t95b --data-dir "$TMP/etcd2" \
+	--listen-client-urls "https://127.0.0.1:$CP2" --advertise-client-urls "https://127.0.0.1:$CP2" \
+	--listen-peer-urls "http://127.0.0.1:$PP2" --initial-advertise-peer-urls "http://127.0.0.1:$PP2" \
+	--initial-cluster "t95b=http://127.0.0.1:$PP2" --cert-file noclient.crt --key-file server.key \
+	--trusted-ca-file ca.crt --client-cert-auth >etcd2.log 2>&1 &
+ETCD2_PID=$!
+healthy2() { etcdctl --endpoints "https://127.0.0.1:$CP2" --cacert ca.crt --cert client.crt --key client.key endpoint health >/dev/null 2>&1; }
+wait_until 20 healthy2
+fails "certificate lacks clientAuth" "etcd's certificate without clientAuth (etcdctl over gRPC works)" \
+	"$ZH" get services --state "https://127.0.0.1:$CP2" --etcd-cacert ca.crt --etcd-cert client.crt \
+	--etcd-key client.key
+kill "$ETCD2_PID" && wait "$ETCD2_PID" 2>/dev/null
+ETCD2_PID=
 
 # ---- a two-page listing (K5) reaches an agent's maps ----
 export ZEROHOP_ETCD_CACERT=$TMP/ca.crt ZEROHOP_ETCD_CERT=$TMP/client.crt ZEROHOP_ETCD_KEY=$TMP/client.key
