@@ -12,6 +12,9 @@
 #   glibc's huge-page heap (THP_TUNABLES below, an operator's knob: the
 #   parse of 100,000s of small values is bound by malloc and first-touch
 #   page faults, docs/state-etcd.md).
+# TLS=1 adds a fourth contender, interleaved: the same etcd's https://
+# listener (--client-cert-auth, certificates from scripts/etcd-certs.sh),
+# i.e. the cost of TLS to the initial sync; printed as TLS/plain.
 # Needs root (BPF maps, a cgroup of its own); cleans up everything it starts.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,9 +41,21 @@ command -v etcd >/dev/null || { echo "no etcd (Debian etcd-server)"; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 CP=$(free_port)
 PP=$(free_port)
+TLS=${TLS:-0}
+TP=
+TLS_ARGS=()
+if [ "$TLS" = 1 ]; then
+	TP=$(free_port)
+	"$ROOT/scripts/etcd-certs.sh" "$TMP/pki" IP:127.0.0.1 >/dev/null 2>&1 || { echo "certificates failed"; exit 1; }
+	TLS_ARGS=(--cert-file "$TMP/pki/server.crt" --key-file "$TMP/pki/server.key"
+		--trusted-ca-file "$TMP/pki/ca.crt" --client-cert-auth)
+	# read by https:// specs only (docs/state-etcd.md)
+	export ZEROHOP_ETCD_CACERT=$TMP/pki/ca.crt ZEROHOP_ETCD_CERT=$TMP/pki/client.crt ZEROHOP_ETCD_KEY=$TMP/pki/client.key
+fi
 python3 "$ROOT/scripts/gen-big-state.py" "$TMP/dir" "$S" "$E"
 (cd "$TMP" && exec timeout 1800 etcd --name b --data-dir "$TMP/etcd" \
-	--listen-client-urls "http://127.0.0.1:$CP" --advertise-client-urls "http://127.0.0.1:$CP" \
+	--listen-client-urls "http://127.0.0.1:$CP${TP:+,https://127.0.0.1:$TP}" \
+	--advertise-client-urls "http://127.0.0.1:$CP${TP:+,https://127.0.0.1:$TP}" "${TLS_ARGS[@]}" \
 	--listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
 	--initial-cluster "b=http://127.0.0.1:$PP" --max-txn-ops 200000 \
 	--max-request-bytes 134217728 >"$TMP/etcd.log" 2>&1) &
@@ -70,11 +85,14 @@ one() {	# SOURCE [GLIBC_TUNABLES]: prints "seconds rss_kb"
 : >"$TMP/etcd.t"
 : >"$TMP/dir.t"
 : >"$TMP/thp.t"
+: >"$TMP/tls.t"
 for r in $(seq "$RUNS"); do
 	e=$(one "$SPEC") || exit 1
 	d=$(one "$TMP/dir") || exit 1
 	h=$(one "$SPEC" "$THP_TUNABLES") || exit 1
-	echo "run $r: etcd $e | dir $d | etcd+hugepage-heap $h"
+	t=
+	[ "$TLS" = 1 ] && { t=$(one "https://127.0.0.1:$TP") || exit 1; echo "$t" >>"$TMP/tls.t"; }
+	echo "run $r: etcd $e | dir $d | etcd+hugepage-heap $h${t:+ | etcd over TLS $t}"
 	echo "$e" >>"$TMP/etcd.t"
 	echo "$d" >>"$TMP/dir.t"
 	echo "$h" >>"$TMP/thp.t"
@@ -88,3 +106,8 @@ mh=$(cut -d' ' -f1 "$TMP/thp.t" | med)
 ratio=$(paste -d' ' "$TMP/etcd.t" "$TMP/dir.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
 hratio=$(paste -d' ' "$TMP/thp.t" "$TMP/etcd.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
 echo "median of $RUNS: etcd $me s (RSS $((re / 1024)) MiB), directory $md s (RSS $((rd / 1024)) MiB); etcd/dir median of pairs ${ratio}x; etcd with the huge-page heap $mh s, /etcd median of pairs ${hratio}x; load $(cut -d' ' -f1 /proc/loadavg)"
+if [ "$TLS" = 1 ]; then
+	mt=$(cut -d' ' -f1 "$TMP/tls.t" | med)
+	tratio=$(paste -d' ' "$TMP/tls.t" "$TMP/etcd.t" | awk '{printf "%.4f\n", $1 / $6}' | med)
+	echo "etcd over TLS (client certificate, same etcd, same keys): median $mt s; TLS/plain median of pairs ${tratio}x"
+fi

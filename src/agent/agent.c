@@ -86,6 +86,7 @@
 
 #include <bpf/bpf.h>
 
+#include "zerohop/etcd.h"
 #include "zerohop/abi/accel.h"
 #include "zerohop/abi/obs.h"
 #include "zerohop/abi/l7cap.h"
@@ -493,7 +494,8 @@ out:
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: zerohop agent --node NODE [--lab LAB] [--cgroup PATH] [--state DIR]\n"
+		"usage: zerohop agent --node NODE [--lab LAB] [--cgroup PATH] [--state DIR|etcd://...]\n"
+		"                     [--etcd-cacert F] [--etcd-cert F] [--etcd-key F]\n"
 		"                     [--pin-dir DIR] [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
 		"                     [--proxy-cgroup PATH]\n"
 		"                     [--mode bpf|nft]\n"
@@ -739,6 +741,7 @@ int cli_agent(int argc, char **argv)
 		{ "ca-dir", required_argument, NULL, 'K' },
 		{ "svid-dir", required_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		EG_TLS_OPTIONS,	/* etcd over TLS: docs/state-etcd.md */
 		{ 0 },
 	};
 	struct agent a = { .accel = 1, .metrics = 1, .identity = 1, .debounce_ms = 1, .n_proxy_eps = -1 /* A8: first sync writes */ };
@@ -767,6 +770,7 @@ int cli_agent(int argc, char **argv)
 		case 'l': lab_opt = optarg; break;
 		case 'c': cg = optarg; break;
 		case 's': sd = optarg; break;
+		case EG_TLS_FLAG ... EG_TLS_FLAG + 2: eg_tls_flag(c, optarg); break;
 		case 'p': pd = optarg; break;
 		case 'a':
 			if (on_off("--accel", optarg, &a.accel))

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <arpa/inet.h>
 
+#include "zerohop/etcd.h"
 #include "zerohop/agent.h"
 #include "zerohop/obs.h"
 #include "zerohop/accel.h"
@@ -55,6 +56,9 @@ static void usage(FILE *f, const char *cmd)
 			"  --strict             refuse kinds zerohop does not act on (Secret, RBAC,\n"
 			"                       Gateway, other meshes' resources...) instead of\n"
 			"                       skipping them\n" : "");
+	fprintf(f, "  --etcd-cacert F, --etcd-cert F, --etcd-key F\n"
+		"                       TLS to etcd (--state https://H:P,...): CA, client\n"
+		"                       certificate and key (or ZEROHOP_ETCD_CACERT/CERT/KEY)\n");
 }
 
 /* 0, 1 for --help (usage printed on stdout), or -EINVAL (usage error). */
@@ -68,6 +72,7 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 		{ "namespace", required_argument, NULL, 'n' },
 		{ "strict", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
+		EG_TLS_OPTIONS,	/* etcd over TLS: docs/state-etcd.md */
 		{ 0 },
 	};
 	const char *why;
@@ -79,6 +84,7 @@ static int parse_common(int argc, char **argv, struct cli_opts *o, bool want_fil
 		switch (c) {
 		case 'l': o->lab = optarg; break;
 		case 's': o->state = optarg; break;
+		case EG_TLS_FLAG ... EG_TLS_FLAG + 2: eg_tls_flag(c, optarg); break;
 		case 'h':
 			usage(stdout, argv[0]);
 			return 1;

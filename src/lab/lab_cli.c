@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"                      [--accel on|off] [--accel-skip-ports PORT[,PORT...]]\n"
 		"                      [--service-proxy nft] [--drain-delay DUR] [--keep-going]\n"
 		"                      [--runtime process|podman]\n"
-		"                      [--state etcd]   (3-member etcd cluster: docs/state-etcd.md)\n"
+		"                      [--state etcd|etcd-tls]   (3-member etcd cluster: docs/state-etcd.md)\n"
 		"                      [--mesh zerohop|sidecar|none]\n"
 		"       zerohop lab down [--lab NAME]\n"
 		"       zerohop lab status [--lab NAME] [-o json]\n"
@@ -353,7 +353,7 @@ struct up_opts {
 	char **files;
 	int n_files;
 	bool overlay, mesh, nft, keep_going, podman, sidecar;
-	bool etcd;		/* --state etcd (lab_etcd.c) */
+	int etcd;		/* --state: 0 dir, 1 etcd, 2 etcd-tls (lab_etcd.c) */
 	int accel;		/* -1 agent default, 0 off, 1 on */
 	const char *skip_ports;	/* --accel-skip-ports or NULL */
 	int drain_ms;
@@ -434,7 +434,7 @@ static int up_build(const struct lab_topo *t, const struct up_opts *o)
 		lab_err("write %s/lab.conf: %s", rundir, strerror(errno));
 		return -1;
 	}
-	if (mk_cgroups(t) || lab_net_up(t) || (o->etcd && lab_etcd_up(t)))
+	if (mk_cgroups(t) || lab_net_up(t) || (o->etcd && lab_etcd_up(t, o->etcd == 2)))
 		return -1;
 
 	/* The workloads go into the state source; the supervisor acts on them. */
@@ -848,8 +848,10 @@ int cli_lab(int argc, char **argv)
 	char **files = NULL;
 	int n_files = 0, accel = -1, c, ret = 2, drain_ms = LAB_DRAIN_DEFAULT_MS;
 	bool up_only = false, keep_going = false, podman = false, prometheus = false;
-	/* ZH_LAB_STATE=etcd: the default of --state (runs a lab test on etcd) */
-	bool etcd = getenv("ZH_LAB_STATE") && !strcmp(getenv("ZH_LAB_STATE"), "etcd");
+	/* ZH_LAB_STATE=etcd (or etcd-tls): the default of --state (runs a lab
+	 * test on etcd) */
+	const char *ls = getenv("ZH_LAB_STATE");
+	int etcd = !ls ? 0 : !strcmp(ls, "etcd") ? 1 : !strcmp(ls, "etcd-tls") ? 2 : 0;
 	bool overlay = false, mesh = true, nft = false, json = false, sidecar = false;
 	const char *lab;
 
@@ -942,11 +944,11 @@ int cli_lab(int argc, char **argv)
 			up_only = true;
 			break;
 		case 'E':
-			if (strcmp(optarg, "etcd") && strcmp(optarg, "dir")) {
-				lab_err("--state: expected etcd or dir, got '%s'", optarg);
+			if (strcmp(optarg, "etcd") && strcmp(optarg, "etcd-tls") && strcmp(optarg, "dir")) {
+				lab_err("--state: expected etcd, etcd-tls or dir, got '%s'", optarg);
 				goto out;
 			}
-			etcd = !strcmp(optarg, "etcd");
+			etcd = !strcmp(optarg, "etcd") ? 1 : !strcmp(optarg, "etcd-tls") ? 2 : 0;
 			up_only = true;
 			break;
 		case 'Q':

@@ -15,6 +15,17 @@
  *                                 agents get (they run in the node
  *                                 namespaces and reach etcd over the fabric,
  *                                 so a node can be cut off inside the lab)
+ *   RUNDIR/etcd/pki/              with --state etcd-tls: a CA of the lab's,
+ *                                 the members' certificate (IP SANs of the
+ *                                 three, serverAuth and clientAuth: etcd
+ *                                 3.4's gateway dials its own gRPC port with
+ *                                 it) and the agents' client certificate,
+ *                                 made with the openssl CLI; the fabric
+ *                                 listeners are then https:// with
+ *                                 --client-cert-auth and state.nodespec
+ *                                 https://...; the Unix sockets stay plain
+ *                                 (root-only files under RUNDIR), and so
+ *                                 does the peer traffic
  * Invariants:
  *  L1. Nothing is added to the root network namespace: members listen on
  *      the fabric and on Unix sockets under RUNDIR only.
@@ -47,10 +58,70 @@ static void member_ip(int k, char *buf, size_t len)
 	lab_fmt(buf, len, MEMBER_IP(k));
 }
 
-static int start_member(const struct lab_topo *t, int k, const char *cluster)
+/* The lab's PKI in RUNDIR/etcd/pki (see the layout above). */
+static int make_pki(const char *rundir)
+{
+	char d[LAB_PATH + 16], f[8][LAB_PATH + 32], san[128] = "subjectAltName=", ip[16];
+	int ret = 0;
+
+	lab_fmt(d, sizeof(d), "%s/etcd/pki", rundir);
+	if (lab_mkdirs(d, 0700))
+		return -errno;
+	for (int k = 1; k <= N_MEMBERS; k++) {
+		member_ip(k, ip, sizeof(ip));
+		lab_fmt(san + strlen(san), sizeof(san) - strlen(san), "%sIP:%s", k > 1 ? "," : "", ip);
+	}
+	lab_fmt(f[0], sizeof(f[0]), "%s/ca.key", d);
+	lab_fmt(f[1], sizeof(f[1]), "%s/ca.crt", d);
+	{
+		char *gen[] = { "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+				"ec_paramgen_curve:P-256", "-out", f[0], NULL };
+		char *ca[] = { "openssl", "req", "-x509", "-new", "-key", f[0], "-days", "3650",
+			       "-subj", "/O=zerohop lab/CN=etcd CA", "-out", f[1], NULL };
+
+		ret = lab_run(gen, false);
+		if (!ret)
+			ret = lab_run(ca, false);
+	}
+	for (int i = 0; !ret && i < 2; i++) {	/* server, then client */
+		const char *name = i ? "client" : "server";
+		char *gen[] = { "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+				"ec_paramgen_curve:P-256", "-out", f[2], NULL };
+		char *req[] = { "openssl", "req", "-new", "-key", f[2], "-subj", "/O=zerohop lab/CN=etcd",
+				"-addext", i ? "extendedKeyUsage=clientAuth" :
+					       "extendedKeyUsage=serverAuth,clientAuth",
+				"-addext", san, "-out", f[3], NULL };
+		char *sign[] = { "openssl", "x509", "-req", "-in", f[3], "-CA", f[1], "-CAkey", f[0],
+				 "-CAcreateserial", "-days", "3650", "-copy_extensions", "copyall",
+				 "-out", f[4], NULL };
+
+		lab_fmt(f[2], sizeof(f[2]), "%s/%s.key", d, name);
+		lab_fmt(f[3], sizeof(f[3]), "%s/%s.csr", d, name);
+		lab_fmt(f[4], sizeof(f[4]), "%s/%s.crt", d, name);
+		ret = lab_run(gen, false);
+		if (!ret)
+			ret = lab_run(req, false);
+		if (!ret)
+			ret = lab_run(sign, false);
+	}
+	if (ret)
+		lab_err("etcd TLS: making the lab's certificates in %s failed (Debian package openssl)", d);
+	return ret;
+}
+
+bool lab_etcd_tls(const char *lab, char *dir, size_t len)
+{
+	char p[LAB_PATH + 32];
+
+	lab_fmt(dir, len, "%s/%s/etcd/pki", ZH_RUN_ROOT, lab);
+	lab_fmt(p, sizeof(p), "%s/client.crt", dir);
+	return access(p, R_OK) == 0;
+}
+
+static int start_member(const struct lab_topo *t, int k, const char *cluster, bool tls)
 {
 	char rundir[LAB_PATH], dir[LAB_PATH + 16], log[LAB_PATH + 32], ns[160], nsp[LAB_PATH];
-	char ip[16], a[5][256];
+	char ip[16], a[5][256], pki[3][LAB_PATH + 32];
 	pid_t pid;
 
 	zh_run_dir(rundir, sizeof(rundir), t->lab);
@@ -62,8 +133,11 @@ static int start_member(const struct lab_topo *t, int k, const char *cluster)
 	if (lab_mkdirs(dir, 0700))
 		return -errno;
 	lab_fmt(a[0], sizeof(a[0]), "m%d", k);
-	lab_fmt(a[1], sizeof(a[1]), "http://%s:2379,unix://c.sock:0", ip);
-	lab_fmt(a[2], sizeof(a[2]), "http://%s:2379", ip);
+	lab_fmt(a[1], sizeof(a[1]), "%s://%s:2379,unix://c.sock:0", tls ? "https" : "http", ip);
+	lab_fmt(a[2], sizeof(a[2]), "%s://%s:2379", tls ? "https" : "http", ip);
+	lab_fmt(pki[0], sizeof(pki[0]), "%s/etcd/pki/server.crt", rundir);
+	lab_fmt(pki[1], sizeof(pki[1]), "%s/etcd/pki/server.key", rundir);
+	lab_fmt(pki[2], sizeof(pki[2]), "%s/etcd/pki/ca.crt", rundir);
 	lab_fmt(a[3], sizeof(a[3]), "http://%s:2380", ip);
 	lab_fmt(a[4], sizeof(a[4]), "%s/data", dir);
 	pid = fork();
@@ -76,7 +150,10 @@ static int start_member(const struct lab_topo *t, int k, const char *cluster)
 				 "--initial-cluster", (char *)cluster, "--initial-cluster-state", "new",
 				 "--heartbeat-interval", "50", "--election-timeout", "500",
 				 /* one apply = one txn (ss_etcd.c K1): room for big ones */
-				 "--max-txn-ops", "20000", "--max-request-bytes", "33554432", NULL };
+				 "--max-txn-ops", "20000", "--max-request-bytes", "33554432",
+				 /* TLS on the fabric listener only (the layout above) */
+				 "--cert-file", pki[0], "--key-file", pki[1], "--trusted-ca-file",
+				 pki[2], "--client-cert-auth", NULL };
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
 		if (fd < 0 || lab_join_netns_path(nsp) || chdir(dir))
@@ -84,6 +161,9 @@ static int start_member(const struct lab_topo *t, int k, const char *cluster)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setsid();
+		for (int i = 0; !tls && argv[i]; i++)
+			if (!strcmp(argv[i], "--cert-file"))
+				argv[i] = NULL;	/* plain: the TLS flags go */
 		execvp("etcd", argv);
 		_exit(127);
 	}
@@ -116,7 +196,7 @@ static bool member_ok(const char *lab, int k, uint64_t *leader, uint64_t *id, ui
 	return ok;
 }
 
-int lab_etcd_up(const struct lab_topo *t)
+int lab_etcd_up(const struct lab_topo *t, bool tls)
 {
 	char rundir[LAB_PATH], fab[128], ns[160], ip[16], cluster[512] = "", p[LAB_PATH + 32];
 	char host[1024] = "", node[512] = "";
@@ -133,8 +213,10 @@ int lab_etcd_up(const struct lab_topo *t)
 		lab_fmt(host + strlen(host), sizeof(host) - strlen(host), "%sunix:%s/etcd/m%d/c.sock:0",
 			k > 1 ? "," : "etcd://", rundir, k);
 		lab_fmt(node + strlen(node), sizeof(node) - strlen(node), "%s%s:2379",
-			k > 1 ? "," : "etcd://", ip);
+			k > 1 ? "," : tls ? "https://" : "etcd://", ip);
 	}
+	if (tls && (ret = make_pki(rundir)))
+		return ret;
 	for (int k = 1; k <= N_MEMBERS; k++) {
 		lab_fmt(ns, sizeof(ns), "%s-etcd-%d", t->lab, k);
 		member_ip(k, ip, sizeof(ip));
@@ -147,7 +229,7 @@ int lab_etcd_up(const struct lab_topo *t)
 			return ret;
 	}
 	for (int k = 1; k <= N_MEMBERS; k++) {
-		ret = start_member(t, k, cluster);
+		ret = start_member(t, k, cluster, tls);
 		if (ret) {
 			lab_err("etcd member %d: %s", k, strerror(-ret));
 			return ret;
@@ -223,4 +305,20 @@ void lab_etcd_status(const char *lab, bool json)
 		printf("  m%d  %-14s %-9s %s  revision %llu\n", k, ip, ok[k] ? "healthy" : "UNHEALTHY",
 		       k == lk ? "leader " : "       ", (unsigned long long)rev[k]);
 	}
+}
+
+int lab_etcd_agent_args(const char *lab, char **v, int n)
+{
+	static const char *const flag[] = { "--etcd-cacert", "--etcd-cert", "--etcd-key" };
+	static const char *const file[] = { "ca.crt", "client.crt", "client.key" };
+	char d[LAB_PATH], p[LAB_PATH + 32];
+
+	if (!lab_etcd_tls(lab, d, sizeof(d)))
+		return n;
+	for (int i = 0; i < 3; i++) {
+		lab_fmt(p, sizeof(p), "%s/%s", d, file[i]);
+		v[n++] = zh_strdup(flag[i]);
+		v[n++] = zh_strdup(p);
+	}
+	return n;
 }

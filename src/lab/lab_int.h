@@ -55,7 +55,12 @@ char *lab_ip4_str(uint32_t ip, char *buf);	/* network order -> dotted, buf >= 16
 int lab_net_up(const struct lab_topo *t);
 /* lab_etcd.c: lab up --state etcd (3 members on the fabric), the spec the
  * agents use (-ENOENT without etcd), and lab status' etcd lines. */
-int lab_etcd_up(const struct lab_topo *t);
+int lab_etcd_up(const struct lab_topo *t, bool tls);
+/* --state etcd-tls: the lab's PKI directory into dir, true when it has one;
+ * lab_etcd_agent_args appends an agent's --etcd-cacert/--etcd-cert/
+ * --etcd-key (6 strings, malloc'd) to v[n..] then: the new n. */
+bool lab_etcd_tls(const char *lab, char *dir, size_t len);
+int lab_etcd_agent_args(const char *lab, char **v, int n);
 int lab_etcd_node_spec(const char *lab, char *buf, size_t len);
 void lab_etcd_status(const char *lab, bool json);
 int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,

@@ -697,7 +697,7 @@ static void agents_start(struct sup *s)
 	for (int i = 0; i < s->t.n_nodes; i++) {
 		struct sup_proc *p = &s->agents[i];
 		const char *node = s->t.nodes[i].name;
-		char **v = zh_calloc(28, sizeof(char *));
+		char **v = zh_calloc(34, sizeof(char *));
 		int n = 0;
 
 		lab_node_cgroup_path(cg, sizeof(cg), s->t.lab, node);
@@ -714,6 +714,7 @@ static void agents_start(struct sup *s)
 		v[n++] = zh_strdup(cg);
 		v[n++] = zh_strdup("--state");
 		v[n++] = zh_strdup(sd);
+		n = lab_etcd_agent_args(s->t.lab, v, n);	/* --state etcd-tls */
 		v[n++] = zh_strdup("--pin-dir");
 		v[n++] = zh_strdup(pin);
 		lab_fmt(p->health, sizeof(p->health), "%s/%s/nodes/%s/agent.health", ZH_RUN_ROOT,

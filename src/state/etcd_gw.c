@@ -1,5 +1,6 @@
 /* etcd_gw.c — etcd v3 JSON gateway client pieces (etcd.h): JSON, base64,
- * chunked de-framing, endpoint lists and a bounded HTTP/1.1 POST. */
+ * chunked de-framing, endpoint lists and a bounded HTTP/1.1 POST over an
+ * eg_conn (etcd_conn.c: plain or TLS). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -527,25 +528,51 @@ int eg_dechunk(struct eg_dechunk *d, const char *in, size_t n, struct buf *out)
 
 /* ---- endpoints and HTTP ------------------------------------------------- */
 
+/* The scheme at p: its length, and whether it is TLS; 0 when none. */
+static size_t scheme(const char *p, bool *tls)
+{
+	static const struct {
+		const char *s;
+		bool tls;
+	} sc[] = { { "etcd://", false }, { "https://", true }, { "etcds://", true } };
+
+	for (size_t i = 0; i < sizeof(sc) / sizeof(sc[0]); i++)
+		if (!strncmp(p, sc[i].s, strlen(sc[i].s))) {
+			*tls = sc[i].tls;
+			return strlen(sc[i].s);
+		}
+	return 0;
+}
+
 int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 {
 	const char *p = spec;
+	bool tls = false;
 	int n = 0;
 
-	if (!strncmp(p, "etcd://", 7))
-		p += 7;
+	p += scheme(p, &tls);
 	while (*p) {
-		const char *e = strchr(p, ','), *colon;
-		size_t l = e ? (size_t)(e - p) : strlen(p), whole = l;
+		const char *e, *colon;
+		size_t l, whole;
 		char tmp[128], *end;
 		long port;
+		bool t = tls;
 
+		/* an endpoint may repeat the scheme, never change TLS */
+		p += scheme(p, &t);
+		if (t != tls)
+			return -EINVAL;
+		e = strchr(p, ',');
+		l = e ? (size_t)(e - p) : strlen(p);
+		whole = l;
 		if (!l || l >= sizeof(tmp) || n == max)
 			return -EINVAL;
 		memcpy(tmp, p, l);
 		tmp[l] = 0;
+		eps[n].tls = tls;
+		eps[n].tlsc = NULL;
 		if (!strncmp(tmp, "unix:", 5)) {
-			if (!tmp[5] || l - 5 >= sizeof(eps[n].host))
+			if (tls || !tmp[5] || l - 5 >= sizeof(eps[n].host))
 				return -EINVAL;
 			memcpy(eps[n].host, tmp + 5, l - 4);
 			eps[n].port = 0;
@@ -564,8 +591,13 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 		port = strtol(colon + 1, &end, 10);
 		if (*end || port < 1 || port > 65535)
 			return -EINVAL;
-		memcpy(eps[n].host, tmp, (size_t)(colon - tmp));
-		eps[n].host[colon - tmp] = 0;
+		if (tmp[0] == '[' && colon[-1] == ']' && colon - tmp > 2) {	/* [v6]:port */
+			memcpy(eps[n].host, tmp + 1, (size_t)(colon - tmp - 2));
+			eps[n].host[colon - tmp - 2] = 0;
+		} else {
+			memcpy(eps[n].host, tmp, (size_t)(colon - tmp));
+			eps[n].host[colon - tmp] = 0;
+		}
 		eps[n].port = (int)port;
 		eps[n].unix_sock = false;
 		n++;
@@ -576,102 +608,38 @@ int eg_parse_endpoints(const char *spec, struct eg_ep *eps, int max)
 	return n ? n : -EINVAL;
 }
 
-static long long now_ms(void)
+const char *eg_ep_str(const struct eg_ep *ep, char *buf, size_t len)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	if (ep->unix_sock)
+		snprintf(buf, len, "%s", ep->host);
+	else
+		snprintf(buf, len, "%s%s:%d", ep->tls ? "https://" : "", ep->host, ep->port);
+	return buf;
 }
 
-static int wait_fd(int fd, short ev, long long deadline)
+static int send_req(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+		    int timeout_ms, bool keep)
 {
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = ev };
-		long long left = deadline - now_ms();
-		int r;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ETIMEDOUT;
-		return 0;
-	}
-}
-
-int eg_connect(const struct eg_ep *ep, int timeout_ms)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
-	long long deadline = now_ms() + timeout_ms;
-	char port[8];
-	int fd, ret, one = 1;
-	socklen_t sl = sizeof(ret);
-
-	if (ep->unix_sock) {
-		struct sockaddr_un su = { .sun_family = AF_UNIX };
-
-		if (strlen(ep->host) >= sizeof(su.sun_path))
-			return -ENAMETOOLONG;
-		memcpy(su.sun_path, ep->host, strlen(ep->host));
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		if (connect(fd, (struct sockaddr *)&su, sizeof(su))) {
-			ret = -errno;
-			close(fd);
-			return ret;
-		}
-		fcntl(fd, F_SETFL, O_NONBLOCK);
-		return fd;
-	}
-	snprintf(port, sizeof(port), "%d", ep->port);
-	if (getaddrinfo(ep->host, port, &hints, &ai))
-		return -EHOSTUNREACH;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		ret = -errno;
-		freeaddrinfo(ai);
-		return ret;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ret = connect(fd, ai->ai_addr, ai->ai_addrlen) ? -errno : 0;
-	freeaddrinfo(ai);
-	if (ret == -EINPROGRESS) {
-		ret = wait_fd(fd, POLLOUT, deadline);
-		if (!ret && getsockopt(fd, SOL_SOCKET, SO_ERROR, &ret, &sl) == 0)
-			ret = -ret;
-	}
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	return fd;
-}
-
-int eg_send(int fd, const struct eg_ep *ep, const char *path, const char *body, int timeout_ms)
-{
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = eg_now_ms() + timeout_ms;
 	struct buf b;
 	int ret = 0;
 
 	buf_init(&b, 0);
 	buf_printf(&b,
 		   "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-		   "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		   path, ep->unix_sock ? "localhost" : ep->host, ep->port, strlen(body));
+		   "Content-Length: %zu\r\nConnection: %s\r\n\r\n",
+		   path, ep->unix_sock ? "localhost" : ep->host, ep->port, strlen(body),
+		   keep ? "keep-alive" : "close");
 	buf_append(&b, body, strlen(body));
 	while (b.data) {
-		ssize_t w = buf_write_fd(&b, fd);
+		ssize_t w = eg_write(c, buf_head(&b), b.data);
 
-		if (w == -EAGAIN)
-			ret = wait_fd(fd, POLLOUT, deadline);
-		else if (w < 0)
-			ret = (int)w;
+		if (w > 0)
+			buf_consume(&b, (size_t)w);
+		else if (w == -EAGAIN)
+			ret = eg_wait(c, deadline);
+		else
+			ret = w ? (int)w : -EPIPE;
 		if (ret)
 			break;
 	}
@@ -679,16 +647,22 @@ int eg_send(int fd, const struct eg_ep *ep, const char *path, const char *body, 
 	return ret;
 }
 
-/* Read more from fd into b before deadline: bytes read, 0 at EOF, -errno. */
-static ssize_t read_more(int fd, struct buf *b, long long deadline)
+int eg_send(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+	    int timeout_ms)
+{
+	return send_req(c, ep, path, body, timeout_ms, false);
+}
+
+/* Read more from c into b before deadline: bytes read, 0 at EOF, -errno. */
+static ssize_t read_more(struct eg_conn *c, struct buf *b, long long deadline)
 {
 	for (;;) {
-		ssize_t r = buf_read_fd(b, fd, 0);
+		ssize_t r = eg_read(c, b);
 		int ret;
 
 		if (r != -EAGAIN)
 			return r;
-		ret = wait_fd(fd, POLLIN, deadline);
+		ret = eg_wait(c, deadline);
 		if (ret)
 			return ret;
 	}
@@ -706,10 +680,10 @@ static bool hdr_is(const char *line, size_t len, const char *name, const char **
 	return true;
 }
 
-int eg_read_head(int fd, struct buf *b, int timeout_ms, int *status, bool *chunked,
+int eg_read_head(struct eg_conn *c, struct buf *b, int timeout_ms, int *status, bool *chunked,
 		 long long *clen)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = eg_now_ms() + timeout_ms;
 	char *end = NULL;
 
 	for (;;) {
@@ -721,7 +695,7 @@ int eg_read_head(int fd, struct buf *b, int timeout_ms, int *status, bool *chunk
 			break;
 		if (b->data > 64 * 1024)
 			return -EPROTO;
-		r = read_more(fd, b, deadline);
+		r = read_more(c, b, deadline);
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0)
@@ -752,30 +726,33 @@ int eg_read_head(int fd, struct buf *b, int timeout_ms, int *status, bool *chunk
 	return 0;
 }
 
-int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms)
+int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
+		 struct eg_conn *c)
 {
-	int fd = eg_connect(ep, timeout_ms), ret;
+	int ret = eg_connect(ep, timeout_ms, c);
 
-	if (fd < 0)
-		return fd;
-	ret = eg_send(fd, ep, path, body, timeout_ms);
-	if (ret) {
-		close(fd);
+	if (ret)
 		return ret;
-	}
-	return fd;
+	ret = eg_send(c, ep, path, body, timeout_ms);
+	if (ret)
+		eg_close(c);
+	return ret;
 }
 
-int eg_call_recv(int fd, int timeout_ms, int *status, struct buf *resp)
+/* One answer from c into resp; *framed: its end was known (a length or
+ * chunks), so c can carry the next request. */
+static int recv_answer(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp,
+		       bool *framed)
 {
-	long long deadline = now_ms() + timeout_ms, clen;
+	long long deadline = eg_now_ms() + timeout_ms, clen;
 	struct eg_dechunk dc = {};
 	struct buf in;
 	bool chunked;
 	int ret;
 
 	buf_init(&in, 0);
-	ret = eg_read_head(fd, &in, timeout_ms, status, &chunked, &clen);
+	ret = eg_read_head(c, &in, timeout_ms, status, &chunked, &clen);
+	*framed = !ret && (chunked || clen >= 0);
 	while (!ret) {
 		if (chunked) {
 			ret = eg_dechunk(&dc, buf_head(&in), in.data, resp);
@@ -788,7 +765,7 @@ int eg_call_recv(int fd, int timeout_ms, int *status, struct buf *resp)
 			if (clen >= 0 && (long long)resp->data >= clen)
 				break;
 		}
-		ssize_t r = read_more(fd, &in, deadline);
+		ssize_t r = read_more(c, &in, deadline);
 
 		if (r == 0) {
 			if (chunked || clen >= 0)
@@ -799,17 +776,50 @@ int eg_call_recv(int fd, int timeout_ms, int *status, struct buf *resp)
 			ret = (int)r;
 	}
 	buf_free(&in);
-	close(fd);
 	return ret;
+}
+
+int eg_call_recv(struct eg_conn *c, int timeout_ms, int *status, struct buf *resp)
+{
+	bool framed;
+	int ret = recv_answer(c, timeout_ms, status, resp, &framed);
+
+	eg_close(c);
+	return ret;
+}
+
+int eg_call_keep(struct eg_conn *c, const struct eg_ep *ep, const char *path, const char *body,
+		 int timeout_ms, int *status, struct buf *resp)
+{
+	long long deadline = eg_now_ms() + timeout_ms;
+
+	for (;;) {
+		bool reused = c->fd >= 0, framed = false;
+		int ret = reused ? 0 : eg_connect(ep, timeout_ms, c);
+
+		if (!ret)
+			ret = send_req(c, ep, path, body, (int)(deadline - eg_now_ms()), true);
+		if (!ret)
+			ret = recv_answer(c, (int)(deadline - eg_now_ms()), status, resp, &framed);
+		if (ret || !framed)
+			eg_close(c);
+		/* a kept connection the server closed meanwhile (an idle
+		 * timeout, a restart) is no news: once more on a fresh one;
+		 * no answer in time is */
+		if (!ret || !reused || ret == -ETIMEDOUT || eg_now_ms() >= deadline)
+			return ret;
+		resp->head = resp->data = 0;
+	}
 }
 
 int eg_call(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
 	    int *status, struct buf *resp)
 {
-	long long deadline = now_ms() + timeout_ms;
-	int fd = eg_call_send(ep, path, body, timeout_ms);
+	long long deadline = eg_now_ms() + timeout_ms;
+	struct eg_conn c;
+	int ret = eg_call_send(ep, path, body, timeout_ms, &c);
 
-	if (fd < 0)
-		return fd;
-	return eg_call_recv(fd, (int)(deadline - now_ms()), status, resp);
+	if (ret)
+		return ret;
+	return eg_call_recv(&c, (int)(deadline - eg_now_ms()), status, resp);
 }

@@ -1,5 +1,6 @@
 /* ss.c — the state.h API, dispatched to the source the spec names:
  * "etcd://HOST:PORT[,HOST:PORT...]" is the etcd v3 source (ss_etcd.c),
+ * "https://..." or "etcds://..." the same over TLS,
  * anything else a directory (ss_dir.c). Both feed the same event layer
  * (ss_events.c), so the model sees no difference. */
 #include <errno.h>
@@ -17,7 +18,8 @@ struct ss {
 
 bool ss_spec_is_etcd(const char *spec)
 {
-	return spec && !strncmp(spec, "etcd://", 7);
+	return spec && (!strncmp(spec, "etcd://", 7) || !strncmp(spec, "https://", 8) ||
+			!strncmp(spec, "etcds://", 8));	/* TLS: etcd.h T1 */
 }
 
 int ss_open(const char *spec, struct ss **out)

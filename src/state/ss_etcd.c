@@ -98,6 +98,7 @@ struct ss_etcd {
 	char *spec;
 	struct eg_ep eps[MAX_EPS];
 	int n_eps;
+	struct eg_tls *tls;	/* https:// or etcds:// endpoints (etcd.h T1-T4) */
 	int cur;		/* the watcher's endpoint (its thread only) */
 	int ccur;		/* the main thread's: unary calls (apply, pods) */
 	struct sev_src src;
@@ -113,7 +114,7 @@ struct ss_etcd {
 	struct wev *q;
 	int nq, capq;
 	bool up;
-	char why[200];
+	char why[320];
 	volatile int stop;
 	uint64_t wrev;		/* watcher: last revision seen */
 };
@@ -164,21 +165,36 @@ static void err_msg_only(struct md_err *err)
 static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, int ret,
 		  int status, struct buf *r, struct eg_json **out, struct md_err *err)
 {
+	char ep[200];
+
+	eg_ep_str(&s->eps[i], ep, sizeof(ep));
 	if (!ret && status != 200) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: HTTP %d: %.*s",
-			 s->eps[i].host, s->eps[i].port, path, status,
-			 (int)(r->data > 120 ? 120 : r->data), buf_head(r));
+		/* etcd 3.4's gateway dials its own gRPC port with the server's
+		 * certificate as a client's: refused without clientAuth, and
+		 * the gateway answers 503 ("client preface", "connection
+		 * closed", varying with its retries) */
+		bool eku = s->eps[i].tls && status == 503;
+
+		if (eku)
+			snprintf(err->msg, sizeof(err->msg),
+				 "etcd %.80s: HTTP 503: %.*s (if it persists: etcd's certificate lacks"
+				 " clientAuth, docs/state-etcd.md TLS)", ep,
+				 (int)(r->data > 50 ? 50 : r->data), buf_head(r));
+		else
+			snprintf(err->msg, sizeof(err->msg), "etcd %s %s: HTTP %d: %.*s", ep, path,
+				 status, (int)(r->data > 120 ? 120 : r->data), buf_head(r));
 		ret = -EIO;
 	} else if (!ret && eg_json_parse(buf_head(r), r->data, out)) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: malformed JSON",
-			 s->eps[i].host, s->eps[i].port, path);
+		snprintf(err->msg, sizeof(err->msg), "etcd %s %s: malformed JSON", ep, path);
 		ret = -EPROTO;
+	} else if (ret && *eg_last_error()) {	/* TLS (etcd.h T3) */
+		snprintf(err->msg, sizeof(err->msg), "etcd %s: %s", ep, eg_last_error());
 	} else if (ret == -ETIMEDOUT) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: no answer within %d ms",
-			 s->eps[i].host, s->eps[i].port, path, timeout_ms);
+		snprintf(err->msg, sizeof(err->msg), "etcd %s %s: no answer within %d ms", ep,
+			 path, timeout_ms);
 	} else if (ret) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d unreachable: %s", s->eps[i].host,
-			 s->eps[i].port, strerror(-ret));
+		snprintf(err->msg, sizeof(err->msg), "etcd %s unreachable: %s", ep,
+			 strerror(-ret));
 	}
 	buf_free(r);
 	if (ret)
@@ -269,8 +285,9 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 	static const char path[] = "/v3/kv/range";
 	long long deadline = mono_ms() + LIST_MS;
 	struct eg_json *r = NULL;
+	struct eg_conn c = { .fd = -1 };
 	struct buf b;
-	int ret, fd = -1;
+	int ret;
 
 	range_req(&b, PFX, strlen(PFX), 0, false);
 	ret = call_t(s, cur, path, buf_head(&b), LIST_MS, &r, err);
@@ -280,7 +297,7 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 	*rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
 	for (;;) {
 		const struct eg_json *kvs = eg_json_get(r, "kvs");
-		int n = kvs && kvs->t == EG_ARR ? kvs->n : 0, status = 0;
+		int n = kvs && kvs->t == EG_ARR ? kvs->n : 0, status = 0, sent = 0;
 		bool more = eg_json_bool(eg_json_get(r, "more")) && n > 0;
 		struct buf resp;
 
@@ -297,8 +314,8 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 			}
 			range_req(&b, last, kl + 1, *rev, false);	/* key + "\0" */
 			free(last);
-			fd = eg_call_send(&s->eps[*cur], path, buf_head(&b),
-					  (int)(deadline - mono_ms()));
+			sent = eg_call_send(&s->eps[*cur], path, buf_head(&b),
+					    (int)(deadline - mono_ms()), &c);
 			buf_free(&b);
 		}
 		for (int i = 0; !ret && i < n; i++) {
@@ -312,15 +329,13 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 		eg_json_free(r);
 		r = NULL;
 		if (ret || !more) {
-			if (fd >= 0)
-				close(fd);
+			eg_close(&c);
 			break;
 		}
 		buf_init(&resp, 0);
-		if (fd >= 0)
-			fd = eg_call_recv(fd, (int)(deadline - mono_ms()), &status, &resp);
-		ret = answer(s, *cur, path, LIST_MS, fd, status, &resp, &r, err);
-		fd = -1;
+		if (!sent)	/* else eg_call_send closed c */
+			sent = eg_call_recv(&c, (int)(deadline - mono_ms()), &status, &resp);
+		ret = answer(s, *cur, path, LIST_MS, sent, status, &resp, &r, err);
 		if (ret)
 			break;
 	}
@@ -496,7 +511,7 @@ static void nap(struct ss_etcd *s, int ms)
 }
 
 /* The endpoint is alive and has a leader (K4). */
-static bool probe(struct ss_etcd *s, const struct eg_ep *ep)
+static bool probe(struct ss_etcd *s, const struct eg_ep *ep, struct eg_conn *pc)
 {
 	struct eg_json *j = NULL;
 	struct buf r;
@@ -504,7 +519,9 @@ static bool probe(struct ss_etcd *s, const struct eg_ep *ep)
 	bool ok;
 
 	buf_init(&r, 0);
-	ok = !eg_call(ep, "/v3/maintenance/status", "{}", PROBE_MS, &status, &r) && status == 200 &&
+	/* one kept connection per watch: over TLS, no handshake a second */
+	ok = !eg_call_keep(pc, ep, "/v3/maintenance/status", "{}", PROBE_MS, &status, &r) &&
+	     status == 200 &&
 	     !eg_json_parse(buf_head(&r), r.data, &j) &&
 	     eg_json_u64(eg_json_get(j, "leader"), 0) != 0;
 	eg_json_free(j);
@@ -622,15 +639,18 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 {
 	const struct eg_ep *ep = &s->eps[s->cur];
 	struct eg_dechunk dc = {};
+	struct eg_conn c, pc = { .fd = -1 };	/* the stream, the probe's */
 	struct buf in, body, req;
 	long long clen, last_probe = mono_ms();
 	bool chunked;
-	int fd, ret, status = 0;
+	int ret, status = 0;
+	char epn[200];
 
-	fd = eg_connect(ep, CALL_MS);
-	if (fd < 0) {
-		snprintf(why, wl, "%s:%d: %s", ep->host, ep->port, strerror(-fd));
-		return fd;
+	eg_ep_str(ep, epn, sizeof(epn));
+	ret = eg_connect(ep, CALL_MS, &c);
+	if (ret) {
+		snprintf(why, wl, "%.100s: %.200s", epn, *eg_last_error() ? eg_last_error() : strerror(-ret));
+		return ret;
 	}
 	buf_init(&in, 0);
 	buf_init(&body, 0);
@@ -641,18 +661,20 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 	put_b64(&req, PFX_END, strlen(PFX_END));
 	buf_printf(&req, ",\"start_revision\":\"%llu\"}}", (unsigned long long)s->wrev + 1);
 	buf_append(&req, "", 1);
-	ret = eg_send(fd, ep, "/v3/watch", buf_head(&req), CALL_MS);
+	ret = eg_send(&c, ep, "/v3/watch", buf_head(&req), CALL_MS);
 	if (!ret)
-		ret = eg_read_head(fd, &in, CALL_MS, &status, &chunked, &clen);
+		ret = eg_read_head(&c, &in, CALL_MS, &status, &chunked, &clen);
 	if (!ret && status != 200)
 		ret = -EIO;
 	if (ret) {
-		snprintf(why, wl, "%s:%d: watch: %s", ep->host, ep->port,
-			 ret == -EIO ? "HTTP error" : strerror(-ret));
+		snprintf(why, wl, "%.100s: watch: %.200s", epn,
+			 ret == -EIO ? "HTTP error" :
+			 *eg_last_error() ? eg_last_error() : strerror(-ret));
 		goto out;
 	}
 	while (!s->stop) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		/* eg_read leaves nothing buffered in TLS: polling fd is enough */
+		struct pollfd p = { .fd = c.fd, .events = c.want };
 		int r = poll(&p, 1, in.data ? 0 : 200);
 		long l;
 
@@ -662,9 +684,8 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 		}
 		if (mono_ms() - last_probe >= PROBE_EVERY_MS) {
 			/* a blackholed endpoint never closes the stream */
-			if (!probe(s, ep)) {
-				snprintf(why, wl, "%s:%d: no answer (or no leader)", ep->host,
-					 ep->port);
+			if (!probe(s, ep, &pc)) {
+				snprintf(why, wl, "%.100s: no answer (or no leader)", epn);
 				ret = -ETIMEDOUT;
 				break;
 			}
@@ -674,10 +695,11 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 		if (r <= 0 && !in.data)
 			continue;
 		if (r > 0) {
-			ssize_t n = buf_read_fd(&in, fd, 0);
+			ssize_t n = eg_read(&c, &in);
 
 			if (n == 0 || (n < 0 && n != -EAGAIN)) {
-				snprintf(why, wl, "%s:%d: watch stream closed", ep->host, ep->port);
+				snprintf(why, wl, "%.100s: watch stream %.200s", epn,
+					 *eg_last_error() ? eg_last_error() : "closed");
 				ret = n ? (int)n : -ECONNRESET;
 				break;
 			}
@@ -709,7 +731,8 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 		last_probe = mono_ms();	/* it talked: alive */
 	}
 out:
-	close(fd);
+	eg_close(&c);
+	eg_close(&pc);
 	buf_free(&in);
 	buf_free(&body);
 	buf_free(&req);
@@ -721,7 +744,7 @@ static void *watcher(void *arg)
 	struct ss_etcd *s = arg;
 	bool need_list = !s->wrev;
 	int backoff = 100;
-	char why[200];
+	char why[320];
 
 	while (!s->stop) {
 		int ret = 0;
@@ -758,10 +781,24 @@ int setcd_open(const char *spec, struct ss_etcd **out)
 
 	s->n_eps = eg_parse_endpoints(spec, s->eps, MAX_EPS);
 	if (s->n_eps < 0) {
-		zh_err("state %s: expected etcd://HOST:PORT[,HOST:PORT...] (at most %d)", spec,
-		       MAX_EPS);
+		zh_err("state %s: expected etcd://HOST:PORT[,HOST:PORT...], or https:// (etcds://)"
+		       " for TLS, at most %d, no unix: with TLS", spec, MAX_EPS);
 		free(s);
 		return -EINVAL;
+	}
+	if (s->eps[0].tls) {	/* T4: a wrong file is found here, before any request */
+		struct eg_tls_opts o;
+		char err[400];
+
+		eg_tls_opts_env(&o);
+		s->tls = eg_tls_new(&o, err, sizeof(err));
+		if (!s->tls) {
+			zh_err("state %s: %s", spec, err);
+			free(s);
+			return -EINVAL;
+		}
+		for (int i = 0; i < s->n_eps; i++)
+			s->eps[i].tlsc = s->tls;
 	}
 	s->spec = zh_strdup(spec);
 	s->efd = -1;
@@ -788,6 +825,7 @@ void setcd_close(struct ss_etcd *s)
 		close(s->efd);
 	sev_src_clear(&s->src);
 	pthread_mutex_destroy(&s->mu);
+	eg_tls_free(s->tls);
 	free(s->spec);
 	free(s);
 }

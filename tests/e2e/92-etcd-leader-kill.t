@@ -56,6 +56,8 @@ while not os.path.exists(sys.argv[1]):
         c.request("GET", "/")
         out.append([round(t - t0, 3), json.loads(c.getresponse().read())["name"]])
         c.close()
+        if len(out) == 1:
+            open(sys.argv[2], "w").close()
     except Exception as e:
         out.append([round(t - t0, 3), "ERR:" + type(e).__name__ + ":" + str(e)[:40]])
     d = 0.01 - (time.time() - t)
@@ -63,9 +65,12 @@ while not os.path.exists(sys.argv[1]):
         time.sleep(d)
 print(json.dumps({"start": t0, "conns": out}))
 PY
-et_run 1 python3 "$TMP/load.py" "$TMP/stop" >"$TMP/load.json" 2>"$TMP/load.err" &
+et_run 1 python3 "$TMP/load.py" "$TMP/stop" "$TMP/started" >"$TMP/load.json" 2>"$TMP/load.err" &
 load=$!
-sleep 1
+# the load's first answer before the kill (python starts in seconds on a
+# loaded machine: a fixed sleep let the change win the race)
+wait_until 20 test -e "$TMP/started"
+sleep 0.5
 
 for p in $(cat $ET_CG/etcd/$leader/cgroup.procs); do kill -9 "$p"; done
 t_kill=$(date +%s%N)

@@ -205,6 +205,38 @@ static void test_endpoints(void)
 	ok(eg_parse_endpoints("etcd://a:1,", e, 8) < 0, "trailing comma refused");
 	ok(eg_parse_endpoints("etcd://", e, 8) < 0, "no endpoint refused");
 	ok(eg_parse_endpoints("etcd://a:1,b:2,c:3", e, 2) < 0, "more than the room refused");
+	ok(eg_parse_endpoints("etcd://a:1", e, 8) == 1 && !e[0].tls && !e[0].tlsc, "etcd:// is plain");
+	ok(eg_parse_endpoints("https://a:1,b:2", e, 8) == 2 && e[0].tls && e[1].tls &&
+	   !strcmp(e[1].host, "b") && e[1].port == 2, "https:// is TLS for every endpoint");
+	ok(eg_parse_endpoints("https://a:1,https://b:2/", e, 8) == 2 && e[1].tls &&
+	   !strcmp(e[1].host, "b") && e[1].port == 2, "each endpoint may repeat https:// (Calico)");
+	ok(eg_parse_endpoints("etcds://[::1]:2379", e, 8) == 1 && e[0].tls &&
+	   !strcmp(e[0].host, "::1") && e[0].port == 2379, "etcds:// is the alias; [v6]:port");
+	ok(eg_parse_endpoints("https://a:1,etcd://b:2", e, 8) < 0, "TLS mixed with plain refused");
+	ok(eg_parse_endpoints("etcd://a:1,https://b:2", e, 8) < 0, "plain mixed with TLS refused");
+	ok(eg_parse_endpoints("https://unix:/run/c.sock:0", e, 8) < 0, "TLS over unix: refused");
+}
+
+static void test_tls_files(void)
+{
+	struct eg_tls_opts o = { .cacert = "/nonexistent/ca.pem" };
+	char err[300] = "";
+	struct eg_tls *t;
+
+	t = eg_tls_new(&o, err, sizeof(err));
+	ok(!t && strstr(err, "CA file /nonexistent/ca.pem") && strstr(err, "No such file"),
+	   "an unreadable CA file is named: %s", err);
+	o = (struct eg_tls_opts){ .key = "/etc/hostname" };
+	t = eg_tls_new(&o, err, sizeof(err));
+	ok(!t && strstr(err, "without its certificate"), "a key without a certificate: %s", err);
+	o = (struct eg_tls_opts){ .cacert = "/etc/hostname" };
+	t = eg_tls_new(&o, err, sizeof(err));
+	ok(!t && strstr(err, "/etc/hostname") && strstr(err, "no PEM certificate"),
+	   "a CA file without a certificate is named: %s", err);
+	o = (struct eg_tls_opts){ 0 };
+	t = eg_tls_new(&o, err, sizeof(err));
+	ok(t != NULL, "no files: the system's CAs, no client certificate");
+	eg_tls_free(t);
 }
 
 int main(void)
@@ -213,5 +245,6 @@ int main(void)
 	test_b64();
 	test_stream();
 	test_endpoints();
+	test_tls_files();
 	return done_testing();
 }
