@@ -1021,19 +1021,15 @@ out:
 	return fd;
 }
 
-int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
+/* The tables of an ag_obs, no kernel object or listener yet (O1). */
+static struct ag_obs *obs_alloc(const char *node, const char *pin_dir, int max_series)
 {
-	struct bpf_map *maps[OBS_NMAPS];
-	struct bpf_program *progs[OBS_NLINKS];
-	struct ag_obs *ob;
-	char path[320];
-	int ret, i, cgfd = -1, afd;
+	struct ag_obs *ob = zh_calloc(1, sizeof(*ob));
 
-	ob = zh_calloc(1, sizeof(*ob));
-	ob->lfd_tcp = ob->lfd_unix = ob->fd_cgpod = -1;
-	snprintf(ob->node, sizeof(ob->node), "%s", o->node);
-	snprintf(ob->pin_dir, sizeof(ob->pin_dir), "%s", o->pin_dir);
-	ob->max = o->max_series > 0 ? o->max_series : ZH_OBS_DEFAULT_MAX_SERIES;
+	ob->lfd_tcp = ob->lfd_unix = ob->fd_cgpod = ob->fd_stats = -1;
+	snprintf(ob->node, sizeof(ob->node), "%s", node);
+	snprintf(ob->pin_dir, sizeof(ob->pin_dir), "%s", pin_dir);
+	ob->max = max_series > 0 ? max_series : ZH_OBS_DEFAULT_MAX_SERIES;
 	ob->slots = 2 * ob->max;
 	ob->ser = zh_calloc((size_t)ob->slots, sizeof(*ob->ser));
 	ob->drops = zh_calloc((size_t)ob->slots, sizeof(*ob->drops));
@@ -1053,7 +1049,36 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 	strcpy(ob->drop_over.src_ns, "overflow");
 	strcpy(ob->drop_over.dst_svc, "overflow");
 	strcpy(ob->drop_over.dst_svc_ns, "overflow");
+	return ob;
+}
 
+struct ag_obs *ag_obs_new_detached(const char *node, int max_series)
+{
+	/* an empty pin dir: render_metrics finds no policy or LB counters */
+	return obs_alloc(node ? node : "", "", max_series);
+}
+
+void ag_obs_feed(struct ag_obs *ob, const struct zh_obs_event *e)
+{
+	if (ob && e)
+		on_event(ob, (void *)e, sizeof(*e));
+}
+
+void ag_obs_write_metrics(struct ag_obs *ob, FILE *f)
+{
+	if (ob && f)
+		render_metrics(ob, f);
+}
+
+int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
+{
+	struct bpf_map *maps[OBS_NMAPS];
+	struct bpf_program *progs[OBS_NLINKS];
+	struct ag_obs *ob;
+	char path[320];
+	int ret, i, cgfd = -1, afd;
+
+	ob = obs_alloc(o->node, o->pin_dir, o->max_series);
 	ob->skel = zh_obs__open();
 	if (!ob->skel) {
 		ret = -errno;
