@@ -8,6 +8,8 @@
 # attached beside the agent's programs on both nodes' cgroups, how many
 # sock_ops callbacks of each op and each state transition a connection
 # causes (every sock_ops program on the cgroup runs once per callback).
+# Also the agents' CPU per connection (they drain the events) and the
+# machine's busy CPU per connection (what a BPF cost is a share of).
 # One lab per mode, the agents' metrics on (ZH_AGENT_METRICS=on), then off.
 #   usage: scripts/bench-obs-bpfcost.sh [SECONDS=8]
 #   env: ZH (binary), MODES ("on off"), C (connections, 8),
@@ -28,7 +30,10 @@ lab_test_setup tobscost bpftool
 PIN=/sys/fs/bpf/zh-opcount-$LAB
 lab_test_more_cleanup() {
 	local cg
-	for cg in ${CGS:-}; do bpftool cgroup detach "$cg" sock_ops pinned "$PIN/zh_obs_opcount" 2>/dev/null; done
+	for cg in ${CGS:-}; do
+		bpftool cgroup detach "$cg" sock_ops pinned "$PIN/zh_obs_opcount" 2>/dev/null
+		bpftool cgroup detach "$cg" sock_ops pinned "$PIN/zh_obs_nop" 2>/dev/null
+	done
 	rm -rf "$PIN"
 }
 {
@@ -37,6 +42,9 @@ lab_test_more_cleanup() {
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
 
+# CPU ticks: the agents' (utime + stime), the machine's busy time
+agcpu() { local t=0 p n; for n in node-a node-b; do p=$(lab_agent_pid $n); t=$((t + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $t; }
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 snap() { bpftool prog show -j | jq -r '.[] | "\(.id) \(.name) \(.run_cnt // 0) \(.run_time_ns // 0)"' | sort; }
 opsnap() { bpftool map dump pinned "$PIN/opcount" -j | jq -r '.[] | "\(.formatted.key) \(.formatted.value)"' 2>/dev/null; }
 
@@ -54,7 +62,10 @@ for mode in ${MODES:-on off}; do
 	[ -n "$CGS" ] || { echo "no node cgroup with pol_sockops found" >&2; exit 1; }
 	rm -rf "$PIN"
 	bpftool prog loadall "$OPC" "$PIN" pinmaps "$PIN" || exit 1
-	for cg in $CGS; do bpftool cgroup attach "$cg" sock_ops pinned "$PIN/zh_obs_opcount" multi || exit 1; done
+	for cg in $CGS; do
+		bpftool cgroup attach "$cg" sock_ops pinned "$PIN/zh_obs_opcount" multi || exit 1
+		bpftool cgroup attach "$cg" sock_ops pinned "$PIN/zh_obs_nop" multi || exit 1
+	done
 	python3 -c '
 import ctypes, time
 attr = (ctypes.c_char * 128)()
@@ -64,17 +75,29 @@ time.sleep(3600)' &
 	STATS=$!
 	BG+=($STATS)
 	sleep 1
-	snap >"$TMP/s0"; opsnap >"$TMP/o0"
+	snap >"$TMP/s0"; opsnap >"$TMP/o0"; a0=$(agcpu); b0=$(busy)
 	lab_exec client "$ZH" bench -c "$C" -t "${SECS}s" --keepalive=false --json "$TMP/r.json" http://10.96.0.90/ >/dev/null 2>&1
-	snap >"$TMP/s1"; opsnap >"$TMP/o1"
+	a1=$(agcpu); b1=$(busy); snap >"$TMP/s1"; opsnap >"$TMP/o1"
 	kill "$STATS"; wait "$STATS" 2>/dev/null
 	n=$(jq '.DurationHistogram.Count // .Count // 0' "$TMP/r.json"); qps=$(jq .ActualQPS "$TMP/r.json")
 	echo "== metrics $mode: $n connections, $qps conn/s (machine load $(cut -d' ' -f1-3 /proc/loadavg))"
 	[ "$n" -gt 0 ] || exit 1
+	hz=$(getconf CLK_TCK)
+	awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v n="$n" -v hz="$hz" 'BEGIN {
+		printf "agents CPU %.1f us/conn; machine busy CPU %.1f us/conn (everything: client, server, kernel, other helpers)\n", a * 1e6 / hz / n, b * 1e6 / hz / n }'
 	printf '%-22s %9s %8s %9s\n' program runs/conn ns/run ns/conn
+	# per program (one line per loaded copy: a node's and the other's);
+	# "net" takes the empty program's ns/run (the accounting's own cost)
+	# off every run
 	join <(awk '{print $1, $2, $3, $4}' "$TMP/s0") <(awk '{print $1, $3, $4}' "$TMP/s1") |
-		awk -v n="$n" '$2 != "zh_obs_opcount" { c = $5 - $3; t = $6 - $4; if (c > 0) { printf "%-22s %9.2f %8.0f %9.0f\n", $2, c/n, t/c, t/n; T += t } }
-			END { printf "%-22s %9s %8s %9.0f\n", "TOTAL", "", "", T/n }'
+		awk -v n="$n" '{ c = $5 - $3; t = $6 - $4; if (c <= 0) next
+			if ($2 == "zh_obs_nop") { nc += c; nt += t; next }
+			if ($2 == "zh_obs_opcount") next
+			P[++k] = $2; C[k] = c; T[k] = t; RC += c; RT += t }
+			END { f = nc ? nt / nc : 0
+			for (i = 1; i <= k; i++) printf "%-22s %9.2f %8.0f %9.0f\n", P[i], C[i]/n, T[i]/C[i], T[i]/n
+			printf "%-22s %9.2f %8.0f %9.0f\n", "TOTAL", RC/n, RT/RC, RT/n
+			printf "empty program: %.0f ns/run (the accounting); TOTAL net of it: %.0f ns/conn\n", f, (RT - f * RC) / n }'
 	echo "sock_ops callbacks per connection (both ends, both nodes):"
 	join <(sort "$TMP/o0") <(sort "$TMP/o1") | awk -v n="$n" -v ops="${OPS[*]}" -v st="${ST[*]}" '
 		BEGIN { split(ops, O, " "); split(st, S, " ") }
