@@ -8,14 +8,15 @@
 # attached beside the agent's programs on both nodes' cgroups, how many
 # sock_ops callbacks of each op and each state transition a connection
 # causes (every sock_ops program on the cgroup runs once per callback).
-# Also the agents' CPU per connection (they drain the events) and the
-# machine's busy CPU per connection (what a BPF cost is a share of).
+# Also CPU per connection: the lab's own (its cgroup's usage: what a cost is
+# a share of), the agents' (they drain the events), the machine's.
 # One lab per mode, the agents' metrics on (ZH_AGENT_METRICS=on), then off.
 #   usage: scripts/bench-obs-bpfcost.sh [SECONDS=8]
 #   env: ZH (binary), MODES ("on off"), C (connections, 8),
 #        ZH_TEST_LAB_SUFFIX (lab name suffix)
 # bpf_stats adds two clock reads to every run it measures: the ns figures
-# are the programs' time plus that, the same for every program and mode.
+# are the programs' time plus that; an empty program attached beside them
+# (zh_obs_nop) measures it, and "net" takes it off.
 # Not part of make check; docs/BENCHMARKS.md quotes it.
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +46,18 @@ lab_test_more_cleanup() {
 # CPU ticks: the agents' (utime + stime), the machine's busy time
 agcpu() { local t=0 p n; for n in node-a node-b; do p=$(lab_agent_pid $n); t=$((t + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $t; }
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-snap() { bpftool prog show -j | jq -r '.[] | "\(.id) \(.name) \(.run_cnt // 0) \(.run_time_ns // 0)"' | sort; }
+# the lab's own CPU (pods, agents, proxies: cgroup v2 usage), microseconds
+labcpu() { awk '$1 == "usage_usec" { print $2 }' "$(lab_cgroup_v2)/cpu.stat"; }
+lab_cgroup_v2() { local d; for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do [ -d "$d/zerohop-$LAB" ] && { echo "$d/zerohop-$LAB"; return; }; done; }
+# only this lab's programs (attached to its cgroups): other labs on the
+# machine run the same programs at the same time
+labprogs() {
+	bpftool cgroup tree -j | jq -r --arg l "$LAB" '.[] | select(.cgroup | test("/zerohop-" + $l + "/")) | .programs[].id' | sort -u
+}
+snap() {
+	bpftool prog show -j | jq -r '.[] | "\(.id) \(.name) \(.run_cnt // 0) \(.run_time_ns // 0)"' | sort |
+		join - <(labprogs | sort)
+}
 opsnap() { bpftool map dump pinned "$PIN/opcount" -j | jq -r '.[] | "\(.formatted.key) \(.formatted.value)"' 2>/dev/null; }
 
 # sock_ops op names (include/uapi/linux/bpf.h) and TCP states (BPF_TCP_*)
@@ -75,16 +87,16 @@ time.sleep(3600)' &
 	STATS=$!
 	BG+=($STATS)
 	sleep 1
-	snap >"$TMP/s0"; opsnap >"$TMP/o0"; a0=$(agcpu); b0=$(busy)
+	snap >"$TMP/s0"; opsnap >"$TMP/o0"; a0=$(agcpu); b0=$(busy); l0=$(labcpu)
 	lab_exec client "$ZH" bench -c "$C" -t "${SECS}s" --keepalive=false --json "$TMP/r.json" http://10.96.0.90/ >/dev/null 2>&1
-	a1=$(agcpu); b1=$(busy); snap >"$TMP/s1"; opsnap >"$TMP/o1"
+	a1=$(agcpu); b1=$(busy); l1=$(labcpu); snap >"$TMP/s1"; opsnap >"$TMP/o1"
 	kill "$STATS"; wait "$STATS" 2>/dev/null
 	n=$(jq '.DurationHistogram.Count // .Count // 0' "$TMP/r.json"); qps=$(jq .ActualQPS "$TMP/r.json")
 	echo "== metrics $mode: $n connections, $qps conn/s (machine load $(cut -d' ' -f1-3 /proc/loadavg))"
 	[ "$n" -gt 0 ] || exit 1
 	hz=$(getconf CLK_TCK)
-	awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v n="$n" -v hz="$hz" 'BEGIN {
-		printf "agents CPU %.1f us/conn; machine busy CPU %.1f us/conn (everything: client, server, kernel, other helpers)\n", a * 1e6 / hz / n, b * 1e6 / hz / n }'
+	awk -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v l=$((l1 - l0)) -v n="$n" -v hz="$hz" 'BEGIN {
+		printf "CPU per connection: the lab %.1f us (pods, agents, proxies), of it the agents %.1f us; the machine %.1f us (other helpers too)\n", l / n, a * 1e6 / hz / n, b * 1e6 / hz / n }'
 	printf '%-22s %9s %8s %9s\n' program runs/conn ns/run ns/conn
 	# per program (one line per loaded copy: a node's and the other's);
 	# "net" takes the empty program's ns/run (the accounting's own cost)
