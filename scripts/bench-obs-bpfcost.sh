@@ -60,7 +60,7 @@ snap() {
 }
 opsnap() { bpftool map dump pinned "$PIN/opcount" -j | jq -r '.[] | "\(.formatted.key) \(.formatted.value)"' 2>/dev/null; }
 
-# sock_ops op names (include/uapi/linux/bpf.h) and TCP states (BPF_TCP_*)
+# sock_ops op names (BPF_SOCK_OPS_* of <linux/bpf.h>) and TCP states (BPF_TCP_*)
 OPS=(VOID TIMEOUT_INIT RWND_INIT TCP_CONNECT ACTIVE_EST PASSIVE_EST NEEDS_ECN BASE_RTT RTO RETRANS STATE TCP_LISTEN RTT PARSE_HDR HDR_OPT_LEN WRITE_HDR)
 ST=(- ESTABLISHED SYN_SENT SYN_RECV FIN_WAIT1 FIN_WAIT2 TIME_WAIT CLOSE CLOSE_WAIT LAST_ACK LISTEN CLOSING NEW_SYN_RECV)
 
