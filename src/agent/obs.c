@@ -50,6 +50,13 @@
  *      drain that took it (not per event: the clock reads were a third of
  *      the agent's cost per event); a step of the wall clock during one
  *      drain (100 ms) shows from the next drain on.
+ *  O10. An open/close event whose far end is a Service or a pod (its labels
+ *      are strings of the label tables, not an address) finds its series
+ *      through a 256-slot cache keyed by the table entries' pointers before
+ *      hashing six strings; the cache is emptied whenever the tables are
+ *      rebuilt (set_state, set_endpoints), so a pointer never outlives
+ *      what it named, and a series never moves (O1), so a cached one
+ *      stays right.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -130,6 +137,15 @@ struct flow {
 	double t;		/* wall-clock time of the event */
 };
 
+/* O10: a series by the label tables' pointers that named it. */
+#define OBS_SCACHE 256
+struct ser_cache {
+	const struct pod_ent *sp, *dp;
+	const struct svc_ent *svc;
+	uint8_t client;
+	struct series *s;	/* NULL: empty slot */
+};
+
 struct ag_obs {
 	char node[64];
 	char pin_dir[256];
@@ -156,6 +172,7 @@ struct ag_obs {
 	char *strs;		/* the label tables' strings */
 	struct ag_obs_agent_stats ag;
 	double wall_off;	/* O9: wall clock - monotonic, at the last drain */
+	struct ser_cache scache[OBS_SCACHE];	/* O10 */
 	/* flow log */
 	struct flow ring[ZH_OBS_FLOW_RING];
 	uint64_t ring_n;
@@ -290,8 +307,10 @@ static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 
 void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c)
 {
-	if (ob && c)
+	if (ob && c) {
 		ep_index(ob, c);
+		memset(ob->scache, 0, sizeof(ob->scache));	/* O10 */
+	}
 }
 
 static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip);
@@ -305,6 +324,7 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 
 	if (!ob || !st)
 		return;
+	memset(ob->scache, 0, sizeof(ob->scache));	/* O10: the tables move */
 	/* pass 1: the arena's size (an upper bound: no sharing assumed) */
 	for (i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
@@ -624,9 +644,12 @@ static int on_event(void *ctx, void *data, size_t len)
 	if (x.svc) {
 		ds = x.svc->fqdn;
 		dsn = x.svc->ns;
+	} else if (e->type != ZH_OBS_EV_DROP && x.dp) {
+		ds = "unknown";
+		dsn = "unknown";
 	} else {
 		inet_ntop(AF_INET, &x.dip, a, sizeof(a));
-		ds = e->type == ZH_OBS_EV_DROP || !x.dp ? a : "unknown";
+		ds = a;
 		dsn = "unknown";
 	}
 
@@ -640,9 +663,28 @@ static int on_event(void *ctx, void *data, size_t len)
 		 * proxy reports the requests (reporter="source" there too). */
 		const char *dw = x.dp ? x.dp->wl : (x.svc && x.svc->l7 ? "zerohop-proxy" : "unknown");
 		const char *dn = x.dp ? x.dp->ns : x.svc && x.svc->l7 ? "zerohop-system" : "unknown";
-		struct series *s = series_get(ob, x.client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
-					      x.sp ? x.sp->wl : "unknown", x.sp ? x.sp->ns : "unknown",
-					      ds, dsn, dw, dn);
+		struct ser_cache *c = NULL;
+		struct series *s = NULL;
+
+		/* O10: labels that are the tables' own strings (a Service or
+		 * a pod at the far end, not an address) are looked up by
+		 * their pointers first */
+		if (x.svc || x.dp) {
+			uintptr_t h = ((uintptr_t)x.sp * 31 + (uintptr_t)x.dp) * 31 + (uintptr_t)x.svc;
+
+			c = &ob->scache[(h ^ h >> 13 ^ (uintptr_t)x.client) % OBS_SCACHE];
+			if (c->s && c->sp == x.sp && c->dp == x.dp && c->svc == x.svc &&
+			    c->client == x.client)
+				s = c->s;
+		}
+		if (!s) {
+			s = series_get(ob, x.client ? ZH_OBS_ROLE_CLIENT : ZH_OBS_ROLE_SERVER,
+				       x.sp ? x.sp->wl : "unknown", x.sp ? x.sp->ns : "unknown", ds,
+				       dsn, dw, dn);
+			if (c && s != &ob->ser_over)	/* its events are counted in series_get */
+				*c = (struct ser_cache){ .sp = x.sp, .dp = x.dp, .svc = x.svc,
+							 .client = (uint8_t)x.client, .s = s };
+		}
 
 		switch (e->type) {
 		case ZH_OBS_EV_OPEN:
