@@ -310,17 +310,20 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 SEC("sockops")
 int zh_accel_sockops(struct bpf_sock_ops *skops)
 {
-	/* IPv4 connections only: AF_INET, or AF_INET6 with v4-mapped ends
-	 * (invariant 10); the key builder returns 0 for anything else */
-	if (skops->family != AF_INET && skops->family != ZH_AF_INET6)
-		return 1;
+	/* The op first: this runs at every callback of every socket of the
+	 * node (~9 a connection, ~17 with the L4 signals' state callbacks:
+	 * bpf/obs.bpf.c invariant 8), and only three ops matter here. IPv4
+	 * connections only: AF_INET, or AF_INET6 with v4-mapped ends
+	 * (invariant 10); the key builder returns 0 for anything else. */
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-		accel_insert(skops);
+		if (skops->family == AF_INET || skops->family == ZH_AF_INET6)
+			accel_insert(skops);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
-		accel_state(skops);
+		if (skops->family == AF_INET || skops->family == ZH_AF_INET6)
+			accel_state(skops);
 		break;
 	}
 	return 1;

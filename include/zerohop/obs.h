@@ -18,6 +18,7 @@
 
 #include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "zerohop/agent.h"
 #include "zerohop/model.h"
@@ -28,6 +29,7 @@
 #define ZH_OBS_NPOLL 3			/* fds ag_obs_pollfds may fill */
 
 struct ag_obs;
+struct zh_obs_event;	/* zerohop/abi/obs.h */
 
 struct ag_obs_opts {
 	const char *node;
@@ -61,6 +63,15 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
  * changed endpoints and nothing else set_state reads. */
 void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c);
 void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *s);
+
+/* Without the kernel (tests/unit/agent/test_obs_labels.c): an ag_obs with
+ * its label and series tables only (no BPF, no listener; free with
+ * ag_obs_close(ob, 0)); ag_obs_feed() takes one event as the ring buffer
+ * would give it (labels resolved then, obs.c O3), ag_obs_write_metrics()
+ * writes what GET /metrics answers. */
+struct ag_obs *ag_obs_new_detached(const char *node, int max_series);
+void ag_obs_feed(struct ag_obs *ob, const struct zh_obs_event *e);
+void ag_obs_write_metrics(struct ag_obs *ob, FILE *f);
 
 /* Poll integration: fill up to ZH_OBS_NPOLL entries; returns how many.
  * ag_obs_handle() gets the same entries back after poll(). */

@@ -105,6 +105,9 @@ follow_has() { [ "$(jq -s 'map(.reason) | sort | join(",")' "$TMP/follow.json")"
 wait_until 8 follow_has
 ok $? "observe --follow streamed both drops as they happened: $(jq -s -c 'map(.reason)' "$TMP/follow.json")"
 kill $FPID 2>/dev/null
+# event times are wall-clock (obs.c O9: kernel time + the drain's offset)
+skew=$(jq -s --arg now "$(date +%s.%N)" 'map(($now | tonumber) - .time) | max' "$TMP/follow.json")
+ok $(awk -v s="$skew" 'BEGIN { exit !(s >= 0 && s < 30) }'; echo $?) "flow times are wall-clock: both drops within ${skew} s"
 out=$("$ZH" observe --lab $LAB --verdict DROPPED)
 diag "$out"
 echo "$out" | grep -q "default/client-[^ ]* -> 10.96.0.74:80 (svc default/empty) drop DROPPED reason=no_backend"
