@@ -182,30 +182,20 @@ static int az_from(struct dctx *c, const struct yn *f, void *elem, void *arg)
 	return 0;
 }
 
+static int port_item(struct dctx *c, const struct yn *item, void *elem, void *arg)
+{
+	(void)arg;
+	return port_num(c, item, "a port", elem);
+}
+
 static int port_list(struct dctx *c, const struct yn *map, const char *field, uint16_t **out,
 		     int *n)
 {
 	const struct yn *v = yn_get(map, field);
-	size_t old;
 
-	if (!v)
-		return 0;
-	if (dc_seq(c, v, field))
-		return -EINVAL;
-	if (!v->n)
+	if (v && v->type == YN_SEQ && !v->n)
 		return dc_fail(c, v, field, "an empty list matches nothing; remove the field to match any");
-	*out = ar_alloc(c->ar, (size_t)v->n * sizeof(**out));
-	old = dc_push(c, field);
-	for (int i = 0; i < v->n; i++) {
-		size_t o2 = dc_push_idx(c, i);
-
-		if (port_num(c, v->items[i], "a port", &(*out)[i]))
-			return -EINVAL;
-		dc_pop(c, o2);
-	}
-	dc_pop(c, old);
-	*n = v->n;
-	return 0;
+	return dc_seq_each(c, map, field, sizeof(**out), (void **)out, n, port_item, NULL);
 }
 
 static int az_to(struct dctx *c, const struct yn *t, void *elem, void *arg)
