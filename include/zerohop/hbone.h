@@ -1,0 +1,61 @@
+/* hbone.h — the HBONE tunnel's server side (prefix hb_): HTTP/2 CONNECT
+ * over mutual TLS 1.3, as Istio ambient's ztunnel on port 15008
+ * (docs/mtls.md). WORK IN PROGRESS on branch h20-hbone: the server alone,
+ * not yet started by the node proxy, no client side.
+ *
+ * One listener on a caller's event loop (ev.h). Per accepted connection:
+ *   HANDSHAKE ── TLS 1.3 done, ALPN h2, peer SVID verified (identity.h I8) ──► H2
+ *       │                                                                  │
+ *       └── refused: hb_stats.tls_refused++, reason logged (I9) ──► closed   │
+ *   H2: each CONNECT stream (":authority" = original destination IP:PORT)
+ *       is authorized (opts.authorize with the peer's SPIFFE ID), then
+ *       connected; 200 once connected, 403 when denied (counted with the
+ *       reason), 503 when the connect fails; bytes both ways until either
+ *       side ends (END_STREAM <-> shutdown(SHUT_WR)).
+ *
+ * Invariants:
+ *  H1 No byte reaches a destination before its stream was authorized for
+ *     the peer's verified identity.
+ *  H2 Flow control end to end: a stream's window is given back only as
+ *     its bytes are written to the destination (no unbounded buffering);
+ *     the destination is read only while the stream's send buffer is
+ *     below HB_HIGH.
+ *  H3 Everything a connection owns (streams, their sockets, SSL, session)
+ *     is freed when it closes, whichever side closes first.
+ */
+#ifndef ZH_HBONE_H
+#define ZH_HBONE_H
+
+#include <stdint.h>
+
+#define HB_PORT 15008	/* Istio's HBONE port */
+#define HB_HIGH 65536	/* per-stream buffer high watermark */
+
+struct ev_loop;
+struct hb_server;
+
+/* NULL: allow; else the reason (logged, counted). peer is the verified
+ * SPIFFE ID; dst_ip network order, dst_port host order. */
+typedef const char *hb_authorize_fn(void *arg, const char *peer, uint32_t dst_ip,
+				    uint16_t dst_port);
+
+struct hb_opts {
+	struct ev_loop *loop;
+	const char *listen;		/* "IP:PORT" (PORT 0: ephemeral) */
+	const char *svid_dir;		/* the node's SVIDs (identity.h) */
+	const char *ns, *pod;		/* whose SVID the server presents */
+	hb_authorize_fn *authorize;
+	void *arg;
+};
+
+struct hb_stats {
+	uint64_t conns, tls_refused, streams, denied, connect_failed, bytes_up, bytes_down;
+};
+
+/* Listen and serve on o->loop. 0 or -errno (err: a line). */
+int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, size_t errlen);
+int hb_server_port(const struct hb_server *s);	/* the bound port */
+const struct hb_stats *hb_server_stats(const struct hb_server *s);
+void hb_server_close(struct hb_server *s);	/* closes every connection */
+
+#endif
