@@ -35,15 +35,17 @@ struct ev_loop;
 struct hb_server;
 
 /* NULL: allow; else the reason (logged, counted). peer is the verified
- * SPIFFE ID; dst_ip network order, dst_port host order. */
-typedef const char *hb_authorize_fn(void *arg, const char *peer, uint32_t dst_ip,
-				    uint16_t dst_port);
+ * SPIFFE ID, sni the "POD.NS" whose SVID the server presented (NULL with a
+ * fixed ns/pod); dst_ip network order, dst_port host order. */
+typedef const char *hb_authorize_fn(void *arg, const char *peer, const char *sni,
+				    uint32_t dst_ip, uint16_t dst_port);
 
 struct hb_opts {
 	struct ev_loop *loop;
 	const char *listen;		/* "IP:PORT" (PORT 0: ephemeral) */
 	const char *svid_dir;		/* the node's SVIDs (identity.h) */
-	const char *ns, *pod;		/* whose SVID the server presents */
+	const char *ns, *pod;		/* whose SVID the server presents; NULL:
+					 * the pod named by SNI (id_tls_ctx_sni) */
 	hb_authorize_fn *authorize;
 	void *arg;
 };

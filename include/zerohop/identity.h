@@ -171,6 +171,13 @@ struct ssl_st;
 struct ssl_ctx_st *id_tls_ctx(const char *svid_dir, const char *ns, const char *name,
 			      bool server, struct id_err *err);
 
+/* A server context that presents the SVID of the pod the client names in
+ * SNI as "POD.NS" (the destination workload's identity, as ztunnel
+ * presents the destination's), loaded from svid_dir at each handshake so
+ * renewed SVIDs are used at once; no SNI, or no SVID for that pod on this
+ * node: the handshake is refused. NULL with the reason in err. */
+struct ssl_ctx_st *id_tls_ctx_sni(const char *svid_dir, struct id_err *err);
+
 /* Client side, before the handshake: refuse a server whose identity is not
  * spiffe (copied). 0 or -ENOMEM. */
 int id_tls_expect(struct ssl_st *ssl, const char *spiffe);

@@ -108,6 +108,47 @@ fail:
 	return NULL;
 }
 
+/* SNI "POD.NS" -> that pod's SVID (namespaces have no dot, pod names may). */
+static int sni_cb(SSL *ssl, int *alert, void *arg)
+{
+	const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	const char *dot = name ? strrchr(name, '.') : NULL;
+	char pod[256];
+	SSL_CTX *pctx;
+
+	*alert = SSL_AD_UNRECOGNIZED_NAME;
+	if (!dot || dot == name || !dot[1] || (size_t)(dot - name) >= sizeof(pod))
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	snprintf(pod, sizeof(pod), "%.*s", (int)(dot - name), name);
+	pctx = id_tls_ctx(arg, dot + 1, pod, true, NULL);
+	if (!pctx)
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	SSL_set_SSL_CTX(ssl, pctx);	/* the SSL takes its own reference */
+	SSL_CTX_free(pctx);
+	return SSL_TLSEXT_ERR_OK;
+}
+
+SSL_CTX *id_tls_ctx_sni(const char *svid_dir, struct id_err *err)
+{
+	static char dir[512];	/* one node per process */
+	SSL_CTX *ctx;
+
+	if (ex_init())
+		return NULL;
+	snprintf(dir, sizeof(dir), "%s", svid_dir);
+	ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx || !SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION)) {
+		SSL_CTX_free(ctx);
+		idx_fail(err, -ENOMEM, "TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_cb);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	SSL_CTX_set_tlsext_servername_callback(ctx, sni_cb);
+	SSL_CTX_set_tlsext_servername_arg(ctx, dir);
+	return ctx;
+}
+
 int id_tls_expect(SSL *ssl, const char *spiffe)
 {
 	char *dup = strdup(spiffe);

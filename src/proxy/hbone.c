@@ -202,8 +202,9 @@ static void stream_start(struct hb_stream *s)
 		respond(s, "400", false);
 		return;
 	}
-	why = srv->o.authorize ? srv->o.authorize(srv->o.arg, s->c->peer, sin->sin_addr.s_addr,
-						  ntohs(sin->sin_port)) : NULL;
+	why = srv->o.authorize ? srv->o.authorize(srv->o.arg, s->c->peer,
+						  SSL_get_servername(s->c->ssl, TLSEXT_NAMETYPE_host_name),
+						  sin->sin_addr.s_addr, ntohs(sin->sin_port)) : NULL;
 	if (why) {
 		srv->st.denied++;
 		zh_info("hbone: denied %s -> %s: %s", s->c->peer, s->authority, why);
@@ -485,7 +486,8 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 		return -ENOMEM;
 	srv->o = *o;
 	srv->lfd = -1;
-	srv->ctx = id_tls_ctx(o->svid_dir, o->ns, o->pod, true, &ie);
+	srv->ctx = o->pod ? id_tls_ctx(o->svid_dir, o->ns, o->pod, true, &ie) :
+			    id_tls_ctx_sni(o->svid_dir, &ie);
 	if (!srv->ctx) {
 		snprintf(err, errlen, "hbone: %s", ie.msg);
 		r = -ENOENT;

@@ -5,11 +5,13 @@
 # back until the stream ends. Prints one line:
 #   STATUS <code> LEN <bytes received> SHA <sha256 of them> SENT <sha256 sent>
 #   TLSERR <reason>        the handshake (or the first read) failed
-# usage: hbone_client.py HOST PORT CA CERT|- KEY|- AUTHORITY PAYLOAD_BYTES
+#   ... PEER <the server's URI SAN>
+# usage: hbone_client.py HOST PORT CA CERT|- KEY|- AUTHORITY PAYLOAD_BYTES [SNI]
 import hashlib, os, socket, ssl, sys
 import h2.config, h2.connection, h2.events
 
 host, port, ca, cert, key, authority, nbytes = sys.argv[1:8]
+sni = sys.argv[8] if len(sys.argv) > 8 else "hbone"
 payload = os.urandom(int(nbytes))
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.minimum_version = ssl.TLSVersion.TLSv1_3
@@ -20,7 +22,8 @@ if cert != "-":
 ctx.set_alpn_protocols(["h2"])
 try:
     t = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=10),
-                        server_hostname="hbone")
+                        server_hostname=sni)
+    peer = [v for k, v in t.getpeercert().get("subjectAltName", ()) if k == "URI"]
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, validate_outbound_headers=False))
     c.initiate_connection()
     sid = c.get_next_available_stream_id()
@@ -57,4 +60,4 @@ except (ssl.SSLError, ConnectionError, OSError) as e:
     print("TLSERR", getattr(e, "reason", None) or e)
     sys.exit(0)
 print("STATUS", status, "LEN", len(got), "SHA", hashlib.sha256(got).hexdigest(),
-      "SENT", hashlib.sha256(payload).hexdigest())
+      "SENT", hashlib.sha256(payload).hexdigest(), "PEER", peer[0] if peer else "-")

@@ -74,12 +74,13 @@ static void *echo_main(void *arg)
 	}
 }
 
-static const char *deny_evil(void *arg, const char *peer, uint32_t ip, uint16_t port)
+static const char *deny_evil(void *arg, const char *peer, const char *sni, uint32_t ip,
+			     uint16_t port)
 {
 	return strstr(peer, "/sa/evil") ? "denied by a DENY policy" : NULL;
 }
 
-static pid_t server(int *port)
+static pid_t server(int *port, bool sni)
 {
 	int p[2];
 	pid_t pid;
@@ -90,14 +91,15 @@ static pid_t server(int *port)
 	if (pid == 0) {
 		struct ev_loop *loop = ev_loop_new(64);
 		struct hb_opts o = { .loop = loop, .listen = "127.0.0.1:0", .svid_dir = out,
-				     .ns = "default", .pod = "srv", .authorize = deny_evil };
+				     .ns = sni ? NULL : "default", .pod = sni ? NULL : "srv",
+				     .authorize = deny_evil };
 		struct hb_server *s;
 		char err[300];
 		int port0 = -1;
 
 		char log[400];
 
-		snprintf(log, sizeof(log), "%s/server.log", root);
+		snprintf(log, sizeof(log), "%s/server%s.log", root, sni ? "-sni" : "");
 		if (!freopen(log, "w", stderr))
 			_exit(1);
 		setvbuf(stderr, NULL, _IOLBF, 0);
@@ -120,8 +122,8 @@ static pid_t server(int *port)
 }
 
 /* One client run: its output line into buf. */
-static const char *client(int port, const char *dir, const char *pod, size_t bytes, char *buf,
-			  size_t len)
+static const char *client_sni(int port, const char *dir, const char *pod, size_t bytes,
+			      const char *sni, char *buf, size_t len)
 {
 	char cmd[2000], cert[400] = "-", key[400] = "-";
 	FILE *f;
@@ -132,7 +134,7 @@ static const char *client(int port, const char *dir, const char *pod, size_t byt
 	}
 	snprintf(cmd, sizeof(cmd),
 		 "/usr/bin/python3 tests/tools/hbone_client.py 127.0.0.1 %d %s/bundle.pem %s %s "
-		 "127.0.0.1:%d %zu 2>&1", port, out, cert, key, echo_port, bytes);
+		 "127.0.0.1:%d %zu %s 2>&1", port, out, cert, key, echo_port, bytes, sni);
 	buf[0] = 0;
 	f = popen(cmd, "r");
 	if (f) {	/* the last line; the others (a traceback) as diagnostics */
@@ -147,6 +149,12 @@ static const char *client(int port, const char *dir, const char *pod, size_t byt
 	}
 	buf[strcspn(buf, "\n")] = 0;
 	return buf;
+}
+
+static const char *client(int port, const char *dir, const char *pod, size_t bytes, char *buf,
+			  size_t len)
+{
+	return client_sni(port, dir, pod, bytes, "hbone", buf, len);
 }
 
 /* The TLS session failed (not a refused or timed-out TCP connection). */
@@ -175,8 +183,8 @@ int main(void)
 	struct md_state *st;
 	char line[600];
 	pthread_t th;
-	int lfd, port, before;
-	pid_t pid;
+	int lfd, port, port_sni, before;
+	pid_t pid, pid_sni;
 
 	if (access("/usr/bin/python3", X_OK) ||
 	    system("/usr/bin/python3 -c 'import h2' 2>/dev/null")) {
@@ -203,7 +211,8 @@ int main(void)
 	    getsockname(lfd, (struct sockaddr *)&a, &al))
 		return 1;
 	echo_port = ntohs(a.sin_port);
-	pid = server(&port);	/* fork before any thread: the child's malloc stays sane */
+	pid = server(&port, false);	/* fork before any thread: malloc stays sane */
+	pid_sni = server(&port_sni, true);
 	pthread_create(&th, NULL, echo_main, (void *)(long)lfd);
 	if (!ok(pid > 0 && port > 0, "HBONE server on 127.0.0.1:%d", port))
 		return done_testing();
@@ -225,6 +234,19 @@ int main(void)
 	ok(echoed(client(port, out, "cli", 5, line, sizeof(line)), 5),
 	   "the server still serves after the refusals (%s)", line);
 
+	/* the destination's identity chosen by SNI "POD.NS" (id_tls_ctx_sni) */
+	client_sni(port_sni, out, "cli", 7, "srv.default", line, sizeof(line));
+	ok(echoed(line, 7) && strstr(line, "PEER spiffe://cluster.local/ns/default/sa/web"),
+	   "SNI srv.default: srv's SVID presented, 200 (%s)", line);
+	client_sni(port_sni, out, "cli", 7, "evil.default", line, sizeof(line));
+	ok(strstr(line, "PEER spiffe://cluster.local/ns/default/sa/evil") != NULL,
+	   "SNI evil.default: evil's SVID presented (%s)", line);
+	client_sni(port_sni, out, "cli", 7, "nope.default", line, sizeof(line));
+	ok(refused(line), "SNI of a pod without an SVID on this node: refused (%s)", line);
+	client_sni(port_sni, out, "cli", 7, "hbone", line, sizeof(line));
+	ok(refused(line), "SNI that names no pod: refused (%s)", line);
+	kill(pid_sni, SIGTERM);
+	waitpid(pid_sni, NULL, 0);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	{	/* I9: each refusal logged with its reason, never a key */
