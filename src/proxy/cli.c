@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/hbone.h"
+#include "zerohop/identity.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
@@ -113,7 +115,7 @@ int cli_proxy(int argc, char **argv)
 	struct px_config cfg = { .capture_fd = -1 };
 	struct px_capture cap = { 0 };
 	const char *node = NULL, *lab = NULL, *cgroup = NULL, *pin_dir = NULL, *node_ip = NULL;
-	char state[512], listen[64];
+	char state[512], listen[64], hb_listen[64], svid_dir[300];
 	struct rlimit rl;
 	int c, rc;
 
@@ -235,6 +237,16 @@ int cli_proxy(int argc, char **argv)
 			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
 			snprintf(listen, sizeof(listen), "%s:%d", ip, PX_OUTBOUND_PORT);
 			cfg.listen = listen;
+		}
+		if (!getenv("ZH_PROXY_NO_HBONE")) {	/* WIP HBONE server, docs/mtls.md */
+			char ip[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
+			snprintf(hb_listen, sizeof(hb_listen), "%s:%d", ip, HB_PORT);
+			id_svid_dir(svid_dir, sizeof(svid_dir), zh_lab_name(lab), node);
+			cfg.hbone_listen = hb_listen;
+			cfg.svid_dir = svid_dir;
+			cfg.node = node;
 		}
 	}
 	rc = px_serve(&cfg);

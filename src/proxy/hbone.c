@@ -100,6 +100,8 @@ static void up_write(struct hb_stream *s)
 		if (n > 0)
 			nghttp2_session_consume(s->c->sess, s->id, (size_t)n);
 		else if (n < 0 && n != -EAGAIN) {
+			zh_info("hbone: %s -> %s: destination: %s", s->c->peer, s->authority,
+				strerror((int)-n));
 			nghttp2_submit_rst_stream(s->c->sess, NGHTTP2_FLAG_NONE, s->id,
 						  NGHTTP2_CONNECT_ERROR);
 			return;
@@ -141,10 +143,12 @@ static void up_io(struct ev_loop *loop, int fd, int events, void *arg)
 			s->dst_eof = true;
 		if (n > 0)
 			c->srv->st.bytes_down += (uint64_t)n;
-		if (n < 0 && n != -EAGAIN)
+		if (n < 0 && n != -EAGAIN) {
+			zh_info("hbone: %s -> %s: destination: %s", c->peer, s->authority,
+				strerror((int)-n));
 			nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, s->id,
 						  NGHTTP2_CONNECT_ERROR);
-		else
+		} else
 			nghttp2_session_resume_data(c->sess, s->id);
 	}
 	up_mask(s);
@@ -294,6 +298,9 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, voi
 {
 	struct hb_stream *s = nghttp2_session_get_stream_user_data(sess, id);
 
+	if (s && code)
+		zh_info("hbone: %s -> %s: stream reset (%s)", s->c->peer, s->authority,
+			nghttp2_http2_strerror(code));
 	if (s)
 		stream_free(s);
 	return 0;
@@ -327,6 +334,9 @@ static void conn_flush(struct hb_conn *c)
 
 			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
 				break;
+			zh_info("hbone: %s: TLS write failed (%d, %s)", c->peer, e,
+				ERR_reason_error_string(ERR_peek_last_error()) ?: "-");
+			ERR_clear_error();
 			conn_close(c);
 			return;
 		}
@@ -410,11 +420,15 @@ static void conn_io(struct ev_loop *loop, int fd, int events, void *arg)
 
 			if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 				break;
+			if (e != SSL_ERROR_ZERO_RETURN)
+				zh_info("hbone: %s: TLS read failed (%d, %s)", c->peer, e,
+					ERR_reason_error_string(ERR_peek_last_error()) ?: "-");
 			ERR_clear_error();
 			conn_close(c);	/* peer closed or TLS error */
 			return;
 		}
 		if (nghttp2_session_mem_recv(c->sess, in, (size_t)n) < 0) {
+			zh_info("hbone: %s: HTTP/2 error", c->peer);
 			conn_close(c);
 			return;
 		}

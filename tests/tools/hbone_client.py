@@ -12,7 +12,9 @@ import h2.config, h2.connection, h2.events
 
 host, port, ca, cert, key, authority, nbytes = sys.argv[1:8]
 sni = sys.argv[8] if len(sys.argv) > 8 else "hbone"
-payload = os.urandom(int(nbytes))
+# HB_PAYLOAD: send this text instead of random bytes (a marker to look for
+# on the wire)
+payload = os.environ["HB_PAYLOAD"].encode() if os.environ.get("HB_PAYLOAD") else os.urandom(int(nbytes))
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.minimum_version = ssl.TLSVersion.TLSv1_3
 ctx.check_hostname = False          # SVIDs carry a SPIFFE URI, no DNS name
