@@ -1175,7 +1175,7 @@ static int skip_obj(struct dctx *c, const struct yn *root, const char *api, cons
 		return dc_fail(c, yn_get(root, "kind"), "kind",
 			       "unknown kind \"%s\" (Cluster, Namespace, ConfigMap, Pod, Deployment, "
 			       "Service, ServiceAccount, TrafficSplit, HTTPRoute, HTTPRouteGroup, "
-			       "NetworkPolicy, PeerAuthentication, AuthorizationPolicy; %s kinds with no data-plane meaning are skipped)",
+			       "NetworkPolicy; %s kinds with no data-plane meaning are skipped)",
 			       kind, *group ? group : "v1");
 	if (reason && reason[0] == '!')
 		return dc_fail(c, yn_get(root, "kind"), "kind", "%s (%s): %s", kind,
