@@ -14,6 +14,7 @@
 #include <openssl/ssl.h>
 
 #include "tap.h"
+#include "id_fixture.h"
 #include "zerohop/identity.h"
 #include "zerohop/state.h"
 
@@ -30,22 +31,8 @@ static struct md_state *state(void)
 		"spec: {nodeName: node-a, serviceAccountName: web, containers: [{name: c, command: [sleep]}]}\n"
 		"---\napiVersion: v1\nkind: Pod\nmetadata: {name: c}\n"
 		"spec: {nodeName: node-a, containers: [{name: c, command: [sleep]}]}\n";
-	char path[400], *paths[1] = { path };
-	struct md_state *st = NULL;
-	struct md_err err = {};
-	struct ss *s;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/app.yaml", root);
-	f = fopen(path, "w");
-	fputs(yaml, f);
-	fclose(f);
-	if (ss_open(sdir, &s))
-		return NULL;
-	if (ss_apply(s, paths, 1, &err) || ss_load(s, &st, &err))
-		diag("state: %s", err.msg);
-	ss_close(s);
-	return st;
+	return id_fixture_state(root, sdir, yaml);
 }
 
 struct hs {

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "tap.h"
+#include "id_fixture.h"
 #include "zerohop/ev.h"
 #include "zerohop/hbone.h"
 #include "zerohop/identity.h"
@@ -36,22 +37,8 @@ static struct md_state *state(void)
 		"spec: {nodeName: node-b, containers: [{name: c, command: [sleep]}]}\n"
 		"---\napiVersion: v1\nkind: Pod\nmetadata: {name: evil}\n"
 		"spec: {nodeName: node-b, serviceAccountName: evil, containers: [{name: c, command: [sleep]}]}\n";
-	char path[400], *paths[1] = { path };
-	struct md_state *st = NULL;
-	struct md_err err = {};
-	struct ss *s;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/app.yaml", root);
-	f = fopen(path, "w");
-	fputs(yaml, f);
-	fclose(f);
-	if (ss_open(sdir, &s))
-		return NULL;
-	if (ss_apply(s, paths, 1, &err) || ss_load(s, &st, &err))
-		diag("state: %s", err.msg);
-	ss_close(s);
-	return st;
+	return id_fixture_state(root, sdir, yaml);
 }
 
 /* The destination: echoes each connection until EOF, counts connections. */
