@@ -491,6 +491,7 @@ static void usage(void)
 		"                     [--debounce-ms N] [--destroy-stale on|off] [--once]\n"
 		"                     [--health-file PATH] [--metrics on|off] [--metrics-addr IP:PORT]\n"
 		"                     [--metrics-max-series N] [--identity on|off] [--svid-ttl DUR]\n"
+		"                     [--ca-dir DIR] [--svid-dir DIR]\n"
 		"       zerohop agent --cleanup --node NODE [--lab LAB] [--pin-dir DIR] [--mode bpf|nft]\n"
 		"       zerohop agent --bench-latency N --node NODE [--lab LAB] -f A.yaml [-f B.yaml ...]\n");
 }
@@ -726,6 +727,8 @@ int cli_agent(int argc, char **argv)
 		{ "metrics", required_argument, NULL, 'E' },
 		{ "identity", required_argument, NULL, 'I' },
 		{ "svid-ttl", required_argument, NULL, 'T' },
+		{ "ca-dir", required_argument, NULL, 'K' },
+		{ "svid-dir", required_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -733,6 +736,7 @@ int cli_agent(int argc, char **argv)
 	const char *ds_env = getenv("ZH_AGENT_DESTROY_STALE");
 	const char *lab_opt = NULL, *cg = NULL, *sd = NULL, *pd = NULL;
 	const char *svid_ttl = getenv("ZH_AGENT_SVID_TTL");	/* the flag wins */
+	const char *ca_dir = NULL, *svid_dir = NULL;	/* NULL: the lab's naming */
 	long ttl_s = 0;
 	bool cleanup = false;
 	char *files[16];
@@ -805,6 +809,8 @@ int cli_agent(int argc, char **argv)
 				return 2;
 			break;
 		case 'T': svid_ttl = optarg; break;
+		case 'K': ca_dir = optarg; break;
+		case 'V': svid_dir = optarg; break;
 		case 'X':
 			a.max_series = atoi(optarg);
 			if (a.max_series < 1 || a.max_series > 1000000) {
@@ -844,8 +850,14 @@ int cli_agent(int argc, char **argv)
 	{	/* A11: the lab's CA and this node's SVID directory (docs/identity.md) */
 		char ca[256], out[256];
 
-		id_ca_dir(ca, sizeof(ca), a.lab);
-		id_svid_dir(out, sizeof(out), a.lab, a.node);
+		if (ca_dir)
+			snprintf(ca, sizeof(ca), "%s", ca_dir);
+		else
+			id_ca_dir(ca, sizeof(ca), a.lab);
+		if (svid_dir)
+			snprintf(out, sizeof(out), "%s", svid_dir);
+		else
+			id_svid_dir(out, sizeof(out), a.lab, a.node);
 		id_renew_init(&a.idr, ca, out, a.node, ttl_s);
 	}
 	if (pd)
