@@ -62,7 +62,9 @@
  * A11. Identity (identity.h I6): every successful sync ends with
  *      id_renew_sync() for this node, and the loop calls id_renew_tick()
  *      at least every ID_RENEW_POLL_MS (half-life renewal, CA changes)
- *      with the last state that loaded (never a half-patched one).
+ *      with the state of the last successful sync only (a->id_st is NULL
+ *      from the start of a sync until it succeeds: a load may free or
+ *      patch a->st).
  * A10. With an etcd state source (docs/state-etcd.md) the watch fd is the
  *      source's eventfd, which also wakes on every change of reachability:
  *      the sync that follows republishes the health file, "degraded" with
@@ -312,6 +314,7 @@ static int sync_once(struct agent *a)
 		a->token = 0;	/* A6: a full load now and then */
 		a->n_incr = 0;
 	}
+	a->id_st = NULL;	/* A11: a load may free or patch a->st; set again on success */
 	ss_watch_drain(a->ss);	/* A1 */
 	gen = ss_generation(a->ss);	/* A2 */
 	ret = ss_load_delta(a->ss, &a->st, &a->token, &d, &err);
@@ -329,7 +332,6 @@ static int sync_once(struct agent *a)
 		       md_err_str(&err, ebuf, sizeof(ebuf)));
 		snprintf(a->health.error, sizeof(a->health.error), "state: %.240s", ebuf);
 		drop_kept(a);	/* a first load may have patched a->st */
-		a->id_st = NULL;
 		goto out;
 	}
 	incr = d.patched && a->c;
