@@ -61,7 +61,7 @@ LIB_SRCS_FUZZ := src/lib/h1.c src/lib/log.c
 
 DEPS_STAMP := $(B)/.deps-ok
 
-PROVE    := prove --exec '' --timer
+PROVE    := prove --exec '' --timer --failures
 E2E      := $(sort $(wildcard tests/e2e/*.t tests/lint/*.t))
 
 .PHONY: all deps check unit e2e demo clean fuzz tools
@@ -105,6 +105,10 @@ $(TOOL_BINS): | $(BPF_SKELS)
 NETPOL_LOAD_OBJS := $(filter $(B)/obj/src/policy/% $(B)/obj/src/model/% $(B)/obj/src/lib/% \
 	$(B)/obj/src/state/% $(B)/obj/src/lab/% $(B)/obj/src/agent/accel.o,$(OBJS))
 $(B)/tests/tools/netpol_load: tests/tools/netpol_load.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)
+# ss_selfwatch drives src/state directly (tests/e2e/94-etcd-selfwatch.t).
+$(B)/tests/tools/ss_selfwatch: tests/tools/ss_selfwatch.c $(NETPOL_LOAD_OBJS) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(NETPOL_LOAD_OBJS) $(LDLIBS)
 

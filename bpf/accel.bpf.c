@@ -42,10 +42,11 @@
  *     socket that shut down its write side (FIN_WAIT*) or whose peer did
  *     (CLOSE_WAIT, LAST_ACK) can reach TCP_CLOSE while still open, so bytes
  *     for it take the normal path, whose receive queue survives TCP_CLOSE.
- *     Residual window (docs/accel.md): bytes redirected while both were
- *     ESTABLISHED, still unread when the reader's socket reaches TCP_CLOSE
- *     without being closed by its owner (it shut down writing and then the
- *     peer's FIN came, or an RST came).
+ *     Bytes redirected while both were ESTABLISHED may still be unread
+ *     when the reader's socket would reach TCP_CLOSE without being closed
+ *     by its owner: it shut down writing and then the peer's FIN came
+ *     (invariant 11 holds that FIN back), or an RST came (lost, as RST
+ *     semantics allow: docs/accel.md, Known limits).
  *  7. Release: a socket that leaves ESTABLISHED, or sets SO_RCVLOWAT > 1,
  *     is published in accel_closing (peers stop redirecting to it). On
  *     leaving ESTABLISHED, if it was never sent a redirected byte (no
@@ -85,6 +86,20 @@
  *     the same connection gets (lib/accel_key.h), so a v6 client and a v4
  *     server (or the reverse) short-circuit like two v4 sockets. Native
  *     IPv6 connections are never inserted.
+ * 11. Half-close: a FIN arriving at a short-circuited socket in FIN_WAIT1/2
+ *     (its owner shut down writing) would take it to TIME_WAIT, i.e.
+ *     TCP_CLOSE, and the kernel would free its psock with the unread
+ *     short-circuit queue. zh_accel_fin (cgroup_skb ingress, node and proxy
+ *     cgroups) drops that segment while the queue is not empty — read from
+ *     the psock by CO-RE: sk_user_data -> ingress_msg — and the peer's TCP
+ *     retransmits the FIN (RTO, 200 ms and up) until the owner has drained
+ *     it: every byte, then EOF, as on the normal path. No byte can join the
+ *     queue meanwhile (the socket is in accel_closing, invariant 7). The hold
+ *     lasts at most ZH_ACCEL_FIN_HOLD_NS per socket, after which the FIN
+ *     passes: an owner that does not read for 30 s loses the bytes rather
+ *     than the peer giving up on the FIN and leaving the reader waiting
+ *     for an EOF forever. RST segments are never held. Counted in
+ *     ZH_ACCEL_ST_FIN_HELD.
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -98,15 +113,19 @@
  *                                                         │  │
  *                   STATE_CB TCP_CLOSE / kernel unhash ───┴──┴──► GONE (deleted from map)
  *
+ *   (IN MAP, own side shut down, queue not empty: a FIN from the peer is
+ *    dropped and retransmitted until the queue is empty; inv. 11)
+ *
  * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
  * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
  * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
- * moves a socket to PASS. Every write to accel_closing goes through
+ * moves a socket to PASS; zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
  * accel_closing_add / accel_closing_del, which keep accel_nclosing (inv. 8).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 #include "zerohop/abi/accel.h"
 #include "lib/accel_key.h"
 #include "lib/accel_maps.h"
@@ -157,15 +176,6 @@ static __always_inline void accel_closing_del(const struct zh_accel_key *key)
 		__sync_fetch_and_add(n, -1);
 }
 
-/* Both ends on this node? Loopback is always one netns, hence local. */
-static __always_inline int accel_both_local(__u32 lip, __u32 rip)
-{
-	if (accel_is_loopback(lip) || accel_is_loopback(rip))
-		return 1;
-	return bpf_map_lookup_elem(&accel_local, &lip) &&
-	       bpf_map_lookup_elem(&accel_local, &rip);
-}
-
 /* One of the node proxy's endpoints (invariant 9): exactly ip:port, or ip
  * with any port (port 0 in the map: the proxy's upstream source address). */
 static __always_inline int accel_is_proxy(__u32 ip, __u32 port)
@@ -183,13 +193,20 @@ static __always_inline int accel_is_proxy(__u32 ip, __u32 port)
  * (invariant 9). Symmetric: both sockets of one connection agree. */
 static __always_inline int accel_pair(const struct zh_accel_key *k)
 {
-	if (accel_both_local(k->local_ip4, k->remote_ip4))
+	int l, r;
+
+	/* loopback is always one netns, hence local */
+	if (accel_is_loopback(k->local_ip4) || accel_is_loopback(k->remote_ip4))
 		return 1;
-	if (bpf_map_lookup_elem(&accel_local, &k->local_ip4) &&
-	    accel_is_proxy(k->remote_ip4, k->remote_port))
+	/* each end looked up once: every new connection of the node's pods
+	 * comes here, most of them with one end elsewhere */
+	l = bpf_map_lookup_elem(&accel_local, &k->local_ip4) != NULL;
+	r = bpf_map_lookup_elem(&accel_local, &k->remote_ip4) != NULL;
+	if (l && r)
+		return 1;
+	if (l && accel_is_proxy(k->remote_ip4, k->remote_port))
 		return 2;
-	if (bpf_map_lookup_elem(&accel_local, &k->remote_ip4) &&
-	    accel_is_proxy(k->local_ip4, k->local_port))
+	if (r && accel_is_proxy(k->local_ip4, k->local_port))
 		return 2;
 	return 0;
 }
@@ -227,6 +244,7 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 	st->policy_gen = accel_cfg_get(ZH_ACCEL_CFG_POLICY_GEN);
 	st->flags = 0;
 	st->sc_tx = 0;
+	st->fin_held_ns = 0;
 	/* A reused 4-tuple must not inherit an old connection's marks. */
 	accel_closing_del(&key);
 	bpf_map_delete_elem(&accel_rx, &key);
@@ -264,8 +282,19 @@ static __always_inline void accel_release(const struct zh_accel_key *key, __u32 
 static __always_inline void accel_state(struct bpf_sock_ops *skops)
 {
 	struct zh_accel_key key = {};
-	__u32 state = skops->args[1];
+	__u32 old = skops->args[0], state = skops->args[1];
+	int closing = old == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED;
 
+	/* Other programs on the cgroup (L4 signals, policy) ask for state
+	 * callbacks on every socket, so this runs for every transition of
+	 * sockets we never inserted too. Only two transitions matter here;
+	 * then one storage lookup sends foreign sockets away before any key
+	 * is built or any map is written (inserted sockets have a record,
+	 * invariant 1). */
+	if (state != BPF_TCP_CLOSE && !closing)
+		return;
+	if (!skops->sk || !bpf_sk_storage_get(&accel_sk, skops->sk, 0, 0))
+		return;
 	if (!accel_key_from_sockops(&key, skops))
 		return;
 	if (state == BPF_TCP_CLOSE) {
@@ -275,8 +304,7 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 			accel_count(ZH_ACCEL_ST_REMOVED, 1);
 		return;
 	}
-	if (skops->args[0] == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED)
-		accel_release(&key, state);
+	accel_release(&key, state);
 }
 
 SEC("sockops")
@@ -377,4 +405,88 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	accel_count(ZH_ACCEL_ST_MSGS, 1);
 	accel_count(ZH_ACCEL_ST_BYTES, size);
 	return SK_PASS;
+}
+
+/* ---- Holding a FIN that would drop unread short-circuited bytes (inv. 11) ---- */
+
+/* The kernel objects read here, by CO-RE: field offsets come from the
+ * running kernel's BTF (the "___zh" suffix is ignored when matching). */
+struct list_head___zh {
+	struct list_head___zh *next;
+} __attribute__((preserve_access_index));
+struct sk_psock___zh {
+	struct list_head___zh ingress_msg;
+} __attribute__((preserve_access_index));
+struct sock___zh {
+	void *sk_user_data;
+} __attribute__((preserve_access_index));
+
+#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
+#define ZH_SK_USER_DATA_PTRMASK	(~7UL)
+#define ZH_TCP_FLAG_FIN		0x01
+#define ZH_TCP_FLAG_RST		0x04
+#define ZH_ACCEL_FIN_HOLD_NS	(30ULL * 1000000000ULL)
+
+/* Has this socket's short-circuit queue (its psock's ingress_msg list)
+ * anything left to read? 0 when empty or when it has no psock. */
+static __always_inline int accel_queue_nonempty(struct bpf_sock *sk)
+{
+	struct sock___zh *ks = (void *)bpf_skc_to_tcp_sock(sk);
+	struct sk_psock___zh *psock;
+	struct list_head___zh *next;
+	unsigned long ud;
+
+	if (!ks)
+		return 0;
+	ud = (unsigned long)BPF_CORE_READ(ks, sk_user_data);
+	if (!(ud & ZH_SK_USER_DATA_PSOCK))
+		return 0;
+	psock = (void *)(ud & ZH_SK_USER_DATA_PTRMASK);
+	next = BPF_CORE_READ(psock, ingress_msg.next);
+	return next && next != &psock->ingress_msg;
+}
+
+/* The peer's FIN reaches a socket that has shut down its own write side
+ * (FIN_WAIT1/2): TCP would move it to TIME_WAIT, i.e. TCP_CLOSE, and the
+ * kernel would drop its unread short-circuit queue with its psock. Drop
+ * that segment while the queue holds bytes; the peer's TCP retransmits the
+ * FIN (RTO, 200 ms and up) and it is accepted once the owner has read the
+ * queue, so the owner reads every byte and then EOF, as on the normal path.
+ * Bounded: after 30 s of holding, the FIN goes through (an owner that does
+ * not read for that long gets the loss instead of a peer that gives up). */
+SEC("cgroup_skb/ingress")
+int zh_accel_fin(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+	struct zh_accel_sk *st;
+	__u8 ip[20], flags;
+	__u64 now;
+
+	/* Every ingress packet of the node's pods comes here: the common case
+	 * leaves on the state, read from sock_common without a helper call. */
+	if (!sk || (sk->state != BPF_TCP_FIN_WAIT1 && sk->state != BPF_TCP_FIN_WAIT2) ||
+	    skb->protocol != bpf_htons(0x0800))
+		return 1;
+	sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 1;
+	/* Not a short-circuited socket (the usual case for a socket closing
+	 * first): leave before reading the packet. */
+	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (!st)
+		return 1;
+	if (bpf_skb_load_bytes(skb, 0, ip, sizeof(ip)) || ip[9] != 6 /* TCP */)
+		return 1;
+	if (bpf_skb_load_bytes(skb, (ip[0] & 0xf) * 4 + 13, &flags, 1) ||
+	    !(flags & ZH_TCP_FLAG_FIN) || (flags & ZH_TCP_FLAG_RST))
+		return 1;
+	if (!accel_queue_nonempty(sk))
+		return 1;
+	now = bpf_ktime_get_ns();
+	if (!st->fin_held_ns)
+		st->fin_held_ns = now;
+	else if (now - st->fin_held_ns > ZH_ACCEL_FIN_HOLD_NS)
+		return 1;
+	accel_count(ZH_ACCEL_ST_FIN_HELD, 1);
+	return 0;
 }

@@ -51,9 +51,13 @@
  *     translated exactly as an AF_INET socket to a.b.c.d (same maps, same
  *     pick, same refusals, same records; the v6 hook rewrites only the last
  *     word of user_ip6, so the socket stays v4-mapped and the connection is
- *     IPv4 on the wire); getpeername6/recvmsg6 give back ::ffff:VIP. A
- *     native IPv6 destination is never touched (counted in
- *     ZH_LB_STAT_V6_NATIVE): there are no IPv6 Services yet.
+ *     IPv4 on the wire); getpeername6/recvmsg6 give back ::ffff:VIP.
+ *  8. A native IPv6 destination (an IPv6 ClusterIP of a dual-stack or IPv6
+ *     Service, docs/ipv6.md) takes the *_native6 bodies: the same lookups,
+ *     pick, refusals and records with 16-byte addresses, all four words of
+ *     user_ip6 rewritten. They run only in the v6 entry points (`v6` is a
+ *     constant), so the IPv4 hooks' code is what it was. A native IPv6
+ *     address that is no Service is never touched (ZH_LB_STAT_V6_NATIVE).
  *     (For unconnected UDP to a v4-mapped address the kernel runs the
  *     sendmsg4 hook, udpv6_sendmsg -> udp_sendmsg, with the IPv4 address:
  *     sendmsg6 handles whichever it is given.)
@@ -171,6 +175,129 @@ static __always_inline int lb_native6(void)
 	return 1;
 }
 
+/* ---- native IPv6 (invariant 8) --------------------------------------------- */
+
+/* The 16-byte address of a v6 hook's ctx, in addr. */
+static __always_inline void lb_get_ip6(struct bpf_sock_addr *ctx, __u8 addr[16])
+{
+	__u32 w[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3] };
+
+	__builtin_memcpy(addr, w, 16);
+}
+
+static __always_inline void lb_set_ip6(struct bpf_sock_addr *ctx, const __u8 addr[16], __u32 port)
+{
+	__u32 w[4];
+
+	__builtin_memcpy(w, addr, 16);
+	ctx->user_ip6[0] = w[0];
+	ctx->user_ip6[1] = w[1];
+	ctx->user_ip6[2] = w[2];
+	ctx->user_ip6[3] = w[3];
+	ctx->user_port = port;
+}
+
+static __always_inline int lb_is_native6(struct bpf_sock_addr *ctx)
+{
+	return !zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]);
+}
+
+/* The service of key k and a backend of it, re-reading the service once
+ * more if its slot went away meanwhile (as lb_pick_fresh). NULL backend:
+ * refuse. */
+static __always_inline const struct zh_lb_backend *
+lb_pick6(const struct zh_lb_svc_key *k, struct zh_lb_svc_val **svcp)
+{
+	const struct zh_lb_backend *be = lb_pick(*svcp);
+	int i;
+
+	for (i = 0; !be && i < 2; i++) {
+		struct zh_lb_svc_val *s = bpf_map_lookup_elem(&zh_lb_svc, k);
+
+		if (!s || !s->count)
+			break;
+		*svcp = s;
+		be = lb_pick(s);
+	}
+	if (!be)
+		lb_count(ZH_LB_STAT_ALIAS_MISS);
+	return be;
+}
+
+/* connect6 / sendmsg6 to a native IPv6 address. udp_rev: sendmsg (record
+ * the reply's reverse entry) rather than connect (record on the socket). */
+static __always_inline int lb_xlate_native6(struct bpf_sock_addr *ctx, int sendmsg)
+{
+	const struct zh_lb_backend *be;
+	struct zh_lb_svc_key k = {};
+	struct zh_lb_svc_val *svc;
+
+	lb_get_ip6(ctx, k.vip);
+	k.port = (__be16)ctx->user_port;
+	k.proto = ctx->protocol;
+	svc = bpf_map_lookup_elem(&zh_lb_svc, &k);
+	if (!svc)
+		return lb_native6();
+	/* no IPv6 node proxy yet: the agent never flags an IPv6 entry L7 */
+	if (svc->count == 0 || ((svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP))
+		return lb_refuse(sendmsg ? ZH_LB_STAT_SENDMSG_NOBACKEND : ZH_LB_STAT_CONNECT_NOBACKEND);
+	be = lb_pick6(&k, &svc);
+	if (!be)
+		return lb_refuse(sendmsg ? ZH_LB_STAT_SENDMSG_NOBACKEND : ZH_LB_STAT_CONNECT_NOBACKEND);
+	if (sendmsg) {
+		struct zh_lb_udprev_key rk = {};
+		struct zh_lb_udprev_val rv = {};
+
+		rk.cookie = bpf_get_socket_cookie(ctx);
+		__builtin_memcpy(rk.addr, be->addr, 16);
+		rk.port = be->port;
+		__builtin_memcpy(rv.vip, k.vip, 16);
+		rv.vport = k.port;
+		bpf_map_update_elem(&zh_lb_udprev, &rk, &rv, BPF_ANY);
+	} else {
+		struct zh_lb_sock_val *sv;
+
+		sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (sv) {
+			__builtin_memcpy(sv->vip, k.vip, 16);
+			sv->vport = k.port;
+			__builtin_memcpy(&sv->be, be, sizeof(sv->be));
+			sv->svc_id = svc->svc_id;
+		}
+	}
+	lb_set_ip6(ctx, be->addr, be->port);
+	lb_count(sendmsg ? ZH_LB_STAT_SENDMSG_XLATE : ZH_LB_STAT_CONNECT_XLATE);
+	return 1;
+}
+
+/* getpeername6 / recvmsg6 from a native IPv6 peer: backend -> VIP. */
+static __always_inline int lb_revnat_native6(struct bpf_sock_addr *ctx, int recvmsg)
+{
+	struct zh_lb_udprev_key rk = {};
+	struct zh_lb_udprev_val *rv;
+	struct zh_lb_sock_val *sv;
+	__u8 peer[16];
+
+	lb_get_ip6(ctx, peer);
+	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
+	if (sv && lb_addr_eq(sv->be.addr, peer) && sv->be.port == (__be16)ctx->user_port) {
+		lb_set_ip6(ctx, sv->vip, sv->vport);
+		lb_count(recvmsg ? ZH_LB_STAT_RECVMSG_REVNAT : ZH_LB_STAT_GETPEERNAME_REVNAT);
+		return 1;
+	}
+	if (!recvmsg)
+		return 1;
+	rk.cookie = bpf_get_socket_cookie(ctx);
+	__builtin_memcpy(rk.addr, peer, 16);
+	rk.port = (__be16)ctx->user_port;
+	rv = bpf_map_lookup_elem(&zh_lb_udprev, &rk);
+	if (rv) {
+		lb_set_ip6(ctx, rv->vip, rv->vport);
+		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
+	}
+	return 1;
+}
+
 /* Invariant 6: TCP to an L7 service -> the node proxy, or ECONNREFUSED. */
 static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
 					  const struct zh_lb_svc_val *svc, __u32 vip, __u32 vport)
@@ -204,8 +331,10 @@ static __always_inline int lb_connect(struct bpf_sock_addr *ctx, int v6)
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
 		return 1;
+	if (v6 && lb_is_native6(ctx))
+		return lb_xlate_native6(ctx, 0);
 	if (!lb_get_ip4(ctx, v6, &vip))
-		return lb_native6();
+		return 1;
 	svc = lb_svc_of(vip, vport, ctx->protocol);
 	if (!svc)
 		return 1;
@@ -236,8 +365,10 @@ static __always_inline int lb_sendmsg(struct bpf_sock_addr *ctx, int v6)
 
 	if (ctx->protocol != IPPROTO_UDP)
 		return 1;
+	if (v6 && lb_is_native6(ctx))
+		return lb_xlate_native6(ctx, 1);
 	if (!lb_get_ip4(ctx, v6, &vip))
-		return lb_native6();
+		return 1;
 	svc = lb_svc_of(vip, vport, IPPROTO_UDP);
 	if (!svc)
 		return 1;
@@ -270,6 +401,8 @@ static __always_inline int lb_recvmsg(struct bpf_sock_addr *ctx, int v6)
 	__u8 src[16];
 	__u32 ip4;
 
+	if (v6 && lb_is_native6(ctx))
+		return lb_revnat_native6(ctx, 1);
 	if (!lb_get_ip4(ctx, v6, &ip4))
 		return 1;
 	lb_v4_mapped(src, ip4);
@@ -298,6 +431,8 @@ static __always_inline int lb_getpeername(struct bpf_sock_addr *ctx, int v6)
 	__u8 peer[16];
 	__u32 ip4;
 
+	if (v6 && lb_is_native6(ctx))
+		return lb_revnat_native6(ctx, 0);
 	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
 	if (!sv || !lb_get_ip4(ctx, v6, &ip4))
 		return 1;

@@ -88,13 +88,21 @@
  *  9. An AF_INET6 socket talking to an IPv4 peer (v4-mapped addresses,
  *     lib/v4mapped.h) is an IPv4 connection: its packets are IPv4 (parse),
  *     pol_connect6 judges a v4-mapped destination exactly as pol_connect4,
- *     pol_sockops records its orientation with the IPv4 peer. Native IPv6
- *     packets and destinations pass (no IPv6 policy yet, docs/policy.md).
+ *     pol_sockops records its orientation with the IPv4 peer.
+ * 10. Native IPv6 fails closed (docs/ipv6.md "NetworkPolicy"): there are no
+ *     IPv6 rules yet, so a local pod isolated in either direction sends
+ *     and receives no native IPv6 TCP/UDP/SCTP at all (dropped, counted as
+ *     a denial of the packet's direction; connect6 fails with EPERM). The
+ *     pod is found by its socket's cgroup (pol_cgpod, filled by
+ *     pol_load.c sync_cgpods): one hash lookup, then the ipcache entry of
+ *     its IPv4 as for IPv4. A pod isolated by nothing keeps its IPv6;
+ *     loopback and ICMPv6 (neighbour discovery) pass, as ICMP does.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -259,6 +267,81 @@ static __always_inline int is_loopback(__u32 ip)
 	return (ip & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000);
 }
 
+/* Invariant 1: the configuration word read once per run (0: never synced,
+ * invariant 5). */
+static __always_inline __u32 pol_state(void)
+{
+	struct pol_cfg *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
+	return cfg ? *(volatile __u32 *)&cfg->state : 0;
+}
+
+/* Invariant 10: is the local pod owning this socket (cgroup id) isolated?
+ * Returns its ipcache entry when it is, NULL otherwise. */
+static __always_inline struct pol_ipc_val *iso_pod_of_cgroup(__u64 cgid, __u32 slot)
+{
+	struct pol_ipc_val *ep;
+	__u32 *ip;
+	void *ipc;
+
+	if (!cgid)
+		return NULL;
+	ip = bpf_map_lookup_elem(&pol_cgpod, &cgid);
+	if (!ip)
+		return NULL;
+	ipc = table(&pol_ipc, slot);
+	if (!ipc)
+		return NULL;
+	ep = bpf_map_lookup_elem(ipc, ip);
+	if (!ep || !(ep->flags & POL_F_LOCAL) ||
+	    !(ep->flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS)))
+		return NULL;
+	return ep;
+}
+
+/* Invariant 10: the policy a native IPv6 drop in direction dir is counted
+ * against: the one isolating that direction, else the other one (the pod
+ * is isolated in some direction, or it would not be dropped). */
+static __always_inline __u32 v6_drop_pol(const struct pol_ipc_val *ep, __u8 dir)
+{
+	__u32 iso = dir == POL_DIR_EGRESS ? POL_F_ISO_EGRESS : POL_F_ISO_INGRESS;
+
+	return ep->flags & iso ? ep->pol[dir & 1] : ep->pol[(dir ^ 1) & 1];
+}
+
+static __always_inline int is_loopback6(const __u32 *a)
+{
+	return !a[0] && !a[1] && !a[2] && a[3] == bpf_htonl(1);
+}
+
+static __always_inline int same6(const __u32 *a, const __u32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* A native IPv6 packet (invariant 10): dropped when its pod is isolated. */
+static __always_inline int pol_skb6(struct __sk_buff *skb, __u8 dir, __u32 slot)
+{
+	struct pol_ipc_val *ep;
+	struct ipv6hdr h;
+
+	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) || h.version != 6)
+		return PASS;
+	if (h.nexthdr == IPPROTO_ICMPV6)
+		return PASS;	/* neighbour discovery, ping: as ICMP over IPv4 */
+	if (is_loopback6(h.saddr.in6_u.u6_addr32) || is_loopback6(h.daddr.in6_u.u6_addr32) ||
+	    same6(h.saddr.in6_u.u6_addr32, h.daddr.in6_u.u6_addr32))
+		return PASS;	/* a pod may always reach itself */
+	ep = iso_pod_of_cgroup(bpf_skb_cgroup_id(skb), slot);
+	if (!ep)
+		return PASS;
+	count_drop(dir == POL_DIR_EGRESS ? POL_DROP_EGRESS_DENIED : POL_DROP_INGRESS_DENIED,
+		   v6_drop_pol(ep, dir));
+	return DROP;
+}
+
 static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 {
 	struct pkt p = { .dir = dir };
@@ -267,21 +350,19 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 	struct pol_ipc_val *ep;
 	struct pol_sk *st = NULL;
 	struct bpf_sock *sk;
-	struct pol_cfg *cfg;
-	__u32 zero = 0, state, reason;
+	__u32 state, reason;
 	__u8 orient = ORIENT_UNKNOWN, prev_reason = POL_DROP_NONE, prev_verdict = POL_V_NONE;
 	__u8 skf = 0;
 	int allowed, use_sk = 0, known = 0;
 	void *ipc;
 
-	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
-	if (!cfg)
-		return PASS;
-	state = *(volatile __u32 *)&cfg->state;
+	state = pol_state();
 	if (!state)
 		return PASS;		/* invariant 5: never synced */
 	p.gen = state >> 1;
 	p.slot = state & 1;
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return pol_skb6(skb, dir, p.slot);
 	if (parse(skb, &p))
 		return PASS;
 	if (p.local == p.peer || is_loopback(p.local) || is_loopback(p.peer))
@@ -413,17 +494,13 @@ static __always_inline int pol_connect(struct bpf_sock_addr *ctx, __u32 peer, __
 	struct pkt p = { .dir = POL_DIR_EGRESS, .syn = 1 };
 	struct pol_ipc_val *ep, *pv;
 	struct bpf_sock *sk = ctx->sk;
-	struct pol_cfg *cfg;
-	__u32 zero = 0, state, *ip;
+	__u32 state, *ip;
 	__u64 cgid;
 	void *ipc;
 
 	if (ctx->protocol != IPPROTO_TCP || !sk)
 		return 1;
-	cfg = bpf_map_lookup_elem(&pol_cfg, &zero);
-	if (!cfg)
-		return 1;
-	state = *(volatile __u32 *)&cfg->state;
+	state = pol_state();
 	if (!state)
 		return 1;
 	p.gen = state >> 1;
@@ -466,14 +543,32 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 }
 
 /* An AF_INET6 socket: a v4-mapped destination is an IPv4 connection and
- * judged as connect4 does (invariant 9); native IPv6 passes (no IPv6
- * policy yet: docs/policy.md). */
+ * judged as connect4 does (invariant 9); a native IPv6 TCP connect from an
+ * isolated pod fails at once (invariant 10: its packets would be dropped). */
 SEC("cgroup/connect6")
 int pol_connect6(struct bpf_sock_addr *ctx)
 {
-	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+	struct pol_ipc_val *ep;
+	__u32 state, a[4];
+
+	if (zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
+		return pol_connect(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
+	if (ctx->protocol != IPPROTO_TCP)
 		return 1;
-	return pol_connect(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
+	a[0] = ctx->user_ip6[0];
+	a[1] = ctx->user_ip6[1];
+	a[2] = ctx->user_ip6[2];
+	a[3] = ctx->user_ip6[3];
+	if (is_loopback6(a))
+		return 1;
+	state = pol_state();
+	if (!state)
+		return 1;
+	ep = iso_pod_of_cgroup(bpf_get_current_cgroup_id(), state & 1);
+	if (!ep)
+		return 1;
+	count_drop(POL_DROP_EGRESS_DENIED, v6_drop_pol(ep, POL_DIR_EGRESS));
+	return 0;	/* connect() fails with EPERM */
 }
 
 /* Who opened each TCP connection, recorded when it is established, so that
@@ -490,14 +585,17 @@ int pol_sockops(struct bpf_sock_ops *skops)
 	__u32 lip, rip;
 	__u8 orient;
 
-	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
-	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
-		return 1;
+	/* The op first: this runs for every callback of every socket (state
+	 * changes too, once another program asked for them), and only the
+	 * two ESTABLISHED ones matter here. */
 	if (skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB)
 		orient = POL_DIR_EGRESS;
 	else if (skops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		orient = POL_DIR_INGRESS;
 	else
+		return 1;
+	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
+	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
 		return 1;
 	st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st || st->verdict != POL_V_NONE)

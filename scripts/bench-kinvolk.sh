@@ -12,8 +12,10 @@
 #   bare           --no-mesh, the client asks the echo pod's IP
 #   sidecar        --mesh sidecar: HAProxy sidecars in both pods (istio-init's
 #                  capture), the client asks ClusterIP 10.96.0.80
-#   sidecar-accel  the same with --accel on (only the inbound sidecar->app
-#                  loopback leg is short-circuited: docs/sidecar-baseline.md)
+#   sidecar-accel  the same with --accel on: Merbridge's BPF capture, and the
+#                  short-circuit on each pod's app<->sidecar loopback leg (the
+#                  hop between the sidecars is cross-node here, so it stays
+#                  on the wire: docs/sidecar-baseline.md)
 #   l4             zerohop, ClusterIP 10.96.0.80 (connect-time BPF)
 #   l7             zerohop, ClusterIP 10.96.0.81, a Service annotated
 #                  zerohop.io/l7: every request through the node L7 proxy

@@ -5,8 +5,9 @@
 # keep-alive requests/s (the short-circuit path) on vs off. Two labs side by
 # side, the same topology (client pod on node-a; echo pods on node-b for the
 # cross-node Service, on node-a for the same-node one): Ob with the agents'
-# metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, on, off ...
-# PAIRS times; prints each pair's ratio on/off and the median.
+# metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, off, on,
+# on, off ... (the order alternates per pair) PAIRS times; prints each pair's ratio on/off and the median,
+# and the same for requests per busy CPU-second of the machine (the cost as efficiency).
 #   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
 #   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
 #        ONLY=new-conn|same-node-keepalive (one of the two measurements)
@@ -70,22 +71,40 @@ ZH_AGENT_METRICS=off "$ZH" lab up --lab $LOFF -f "$TMP/app.yaml" >/dev/null || e
 [ -e /sys/fs/bpf/zerohop/$LON/node-a/obs_link_sockops ] || { echo "signals not on in $LON"; exit 1; }
 [ ! -e /sys/fs/bpf/zerohop/$LOFF/node-a/obs_link_sockops ] || { echo "signals not off in $LOFF"; exit 1; }
 
-run() {	# LAB URL KEEPALIVE -> req/s
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }	# user nice system irq softirq (no idle, iowait, steal)
+run() {	# LAB URL KEEPALIVE -> "req/s CPU-us-per-request" (CPU of the whole machine)
+	local b0 b1
+	b0=$(busy)
 	"$ZH" lab exec --lab "$1" client -- "$ZH" bench -c "$C" -t "${SECS}s" --warmup 500ms \
 		--keepalive="$3" --json "$TMP/r.json" "$2" >/dev/null 2>&1
-	jq '.ActualQPS' "$TMP/r.json"
+	b1=$(busy)
+	jq -r --argjson j $((b1 - b0)) --argjson hz "$(getconf CLK_TCK)" \
+		'"\(.ActualQPS) \($j / $hz * 1e6 / (.DurationHistogram.Count + 0.001))"' "$TMP/r.json"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0.91/ true"; do
 	set -- $t
 	[ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ] && continue
 	: >"$TMP/ratios"
+	: >"$TMP/cratios"
 	for i in $(seq "$PAIRS"); do
-		on=$(run $LON "$2" "$3")
-		off=$(run $LOFF "$2" "$3")
+		# the order alternates, so neither side always runs right after
+		# a lab-wide warm-up or on the other's leftovers (TIME_WAIT, caches)
+		if [ $((i % 2)) -eq 1 ]; then
+			read on con <<<"$(run $LON "$2" "$3")"
+			read off coff <<<"$(run $LOFF "$2" "$3")"
+		else
+			read off coff <<<"$(run $LOFF "$2" "$3")"
+			read on con <<<"$(run $LON "$2" "$3")"
+		fi
 		r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
-		echo "$1 pair $i: on $on off $off ratio $r"
+		# CPU efficiency: requests per CPU-second, on / off (steal and
+		# idle excluded, so a noisy neighbour moves it less than req/s)
+		cr=$(awk -v a="$con" -v b="$coff" 'BEGIN { printf "%.3f", b / a }')
+		echo "$1 pair $i: on $on off $off ratio $r; CPU us/request on $con off $coff, efficiency $cr"
 		echo "$r" >>"$TMP/ratios"
+		echo "$cr" >>"$TMP/cratios"
 	done
 	echo "$1: median on/off $(median <"$TMP/ratios") (min $(sort -g "$TMP/ratios" | head -1), max $(sort -g "$TMP/ratios" | tail -1)), $PAIRS pairs"
+	echo "$1: requests per CPU-second, median on/off $(median <"$TMP/cratios") (min $(sort -g "$TMP/cratios" | head -1), max $(sort -g "$TMP/cratios" | tail -1))"
 done

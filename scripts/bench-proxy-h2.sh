@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # bench-proxy-h2.sh — the node L7 proxy's HTTP/2 client side against
 # HAProxy 2.6 (one thread, `bind ... proto h2`, same config as the other
-# proxy benchmarks: scripts/lib/haproxy.sh), both on loopback in front of
-# the same HTTP/1.1 `zerohop echo` (1 thread), 1 KiB responses: h2load
-# (nghttp2-client) with 64 streams over 4 connections, contenders
-# interleaved Z H Z H ...; prints each run, then the median ratios
-# zerohop/haproxy of req/s and of requests per proxy CPU-second, with the
-# min..max spread of the pairs.
+# proxy benchmarks: scripts/lib/haproxy.sh) and nginx 1.22 (one worker,
+# `listen ... http2`: cleartext HTTP/2 with prior knowledge, proxy_pass
+# with upstream keep-alive: scripts/lib/nginx.sh), all on loopback in
+# front of the same HTTP/1.1 `zerohop echo` (1 thread), 1 KiB responses:
+# h2load (nghttp2-client) with 64 streams over 4 connections, contenders
+# interleaved Z H N Z H N ...; prints each run, then the median ratios
+# zerohop/haproxy and zerohop/nginx of req/s and of requests per proxy
+# CPU-second, with the min..max spread of the rounds.
 #
 #   scripts/bench-proxy-h2.sh [PAIRS=5] [REQUESTS=100000]
+#   BACKEND=h2 scripts/bench-proxy-h2.sh ...
 #
-# Not measured here: HTTP/2 to the backend (the issue's HAProxy "proto h2"
-# to the server needs an h2c backend server; zerohop echo speaks HTTP/1.1).
-# Every process is ours and stopped by its PID.
+# BACKEND=h2: HTTP/2 to the backend as well, the issue's setup: the backend
+# is nginx itself answering 1 KiB over cleartext HTTP/2 (one worker,
+# `return 200`), zerohop's Service port is named http2 (h2c upstream),
+# HAProxy's server line has `proto h2`, the nginx contender uses
+# `grpc_pass` (its HTTP/2 upstream module). Every process is ours and
+# stopped by its PID.
 set -euo pipefail
 PAIRS=${1:-5}
 N=${2:-100000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"
+source "$ROOT/scripts/lib/nginx.sh"
 source "$ROOT/scripts/lib/stats.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
-for t in h2load haproxy "$ZH"; do
+for t in h2load haproxy nginx "$ZH"; do
 	command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }
 done
 TMP=$(mktemp -d /tmp/zh-px-h2-bench.XXXXXX)
@@ -28,7 +35,7 @@ for i in $(seq 0 30); do
 	B=$((25000 + ($$ + i * 37) % 2000 / 10 * 10))
 	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
 done
-EP=$((B + 1)); ZP=$B; HP=$((B + 2))
+EP=$((B + 1)); ZP=$B; HP=$((B + 2)); NP=$((B + 3))
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -37,13 +44,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
+if [ "${BACKEND:-h1}" = h2 ]; then
+	mkdir -p "$TMP/be"
+	nginx_h2c_origin_cfg "$TMP/be" "127.0.0.1:$EP" >"$TMP/be/nginx.conf"
+	nginx -c "$TMP/be/nginx.conf" -e "$TMP/be/error.log" >/dev/null 2>&1 &
+	PNAME=http2	# zerohop: an h2c upstream (docs/proxy.md)
+	HSRV="127.0.0.1:$EP proto h2"
+else
+	"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 \
+		>/dev/null 2>&1 &
+	PNAME=web
+	HSRV="127.0.0.1:$EP"
+fi
 PIDS+=($!)
 cat >"$TMP/m.yaml" <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: web}
-spec: {selector: {app: web}, ports: [{port: 80, targetPort: $EP}]}
+spec: {selector: {app: web}, ports: [{name: $PNAME, port: 80, targetPort: $EP}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -56,10 +74,16 @@ mkdir -p "$TMP/state"
 "$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web --state "$TMP/state" 2>"$TMP/zp.err" &
 ZPID=$!
 PIDS+=($ZPID)
-haproxy_cfg "127.0.0.1:$HP proto h2" "127.0.0.1:$EP" >"$TMP/haproxy.cfg"
+haproxy_cfg "127.0.0.1:$HP proto h2" $HSRV >"$TMP/haproxy.cfg"
 haproxy -db -f "$TMP/haproxy.cfg" >"$TMP/hp.out" 2>&1 &
 HPID=$!
 PIDS+=($HPID)
+nginx_cfg "$TMP" "127.0.0.1:$NP http2" "127.0.0.1:$EP" >"$TMP/nginx.conf"
+[ "${BACKEND:-h1}" = h2 ] &&	# HTTP/2 upstream: grpc_pass (no keep-alive pool needed)
+	sed -i 's|location / {.*|location / { grpc_pass grpc://be; }|; /proxy_set_header/d' "$TMP/nginx.conf"
+nginx -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" >"$TMP/ng.out" 2>&1 &
+NPID=$!
+PIDS+=($NPID)
 sleep 1
 # h2load's line: "finished in 1.23s, 81234.56 req/s, 90.12MB/s" and
 # "requests: N total, N started, N done, N succeeded, ..."
@@ -76,12 +100,19 @@ run() { # PORT PID: prints "req/s reqs-per-cpu-second"
 }
 run "$ZP" "$ZPID" >/dev/null	# warm both
 run "$HP" "$HPID" >/dev/null
+run "$NP" "$NPID" >/dev/null
 : >"$TMP/r"
 for i in $(seq "$PAIRS"); do
 	read -r zr zc < <(run "$ZP" "$ZPID")
 	read -r hr hc < <(run "$HP" "$HPID")
-	echo "pair $i: zerohop $zr req/s ($zc per CPU-s), haproxy $hr req/s ($hc per CPU-s)"
-	echo "$(ratio "$zr" "$hr") $(ratio "$zc" "$hc")" >>"$TMP/r"
+	read -r nr nc < <(run "$NP" "$NPID")
+	echo "round $i: zerohop $zr req/s ($zc per CPU-s), haproxy $hr req/s ($hc per CPU-s)," \
+		"nginx $nr req/s ($nc per CPU-s)"
+	echo "$(ratio "$zr" "$hr") $(ratio "$zc" "$hc") $(ratio "$zr" "$nr") $(ratio "$zc" "$nc")" \
+		>>"$TMP/r"
 done
-echo "zerohop/haproxy req/s: $(cut -d' ' -f1 "$TMP/r" | median)x ($(cut -d' ' -f1 "$TMP/r" | spread))"
-echo "zerohop/haproxy per CPU-second: $(cut -d' ' -f2 "$TMP/r" | median)x ($(cut -d' ' -f2 "$TMP/r" | spread))"
+col() { cut -d' ' -f"$1" "$TMP/r"; }
+echo "zerohop/haproxy req/s: $(col 1 | median)x ($(col 1 | spread))"
+echo "zerohop/haproxy per CPU-second: $(col 2 | median)x ($(col 2 | spread))"
+echo "zerohop/nginx req/s: $(col 3 | median)x ($(col 3 | spread))"
+echo "zerohop/nginx per CPU-second: $(col 4 | median)x ($(col 4 | spread))"

@@ -1,38 +1,45 @@
 #!/usr/bin/env bash
-# bench-proxy.sh — the node L7 proxy against HAProxy 2.6 (nbthread 1,
-# http-reuse always) and nginx (worker_processes 1, upstream keepalive) as
-# reverse proxies, all on loopback in the same place: client → proxy →
-# `zerohop echo` (1 thread), 1 KiB responses (?size=1024), CONNS connections.
+# bench-proxy.sh — the node L7 proxy's benchmarks on loopback, one mode a run.
+# Backends are `zerohop echo` (1 thread), 1 KiB responses (?size=1024);
+# every process is ours and stopped by its PID; the ten loopback ports used
+# are picked free at start (no fixed ports: the mode also runs unchanged in
+# a private netns, `unshare --net bash -c 'ip link set lo up; ...'`).
 #
 #   scripts/bench-proxy.sh [PAIRS=5] [DURATION=5s] [CONNS=64]     (PAIRS=0: memory only)
-#
-# 1. max rate: wrk -t1 -cCONNS, contenders interleaved Z H N Z H N ...;
-#    median ratios zerohop/haproxy and zerohop/nginx with min..max spread.
-# 2. p99 at a fixed rate of half HAProxy's median max (open loop, coordinated
-#    omission corrected: `zerohop bench -qps`), interleaved Z H, PAIRS pairs.
-# 3. memory: zerohop proxy idle RSS, then RSS with 10,000 idle keep-alive
-#    client connections that each completed one request (RLIMIT_NOFILE raised).
-# Every process is ours and stopped by its PID.
+#     against HAProxy 2.6 (nbthread 1, http-reuse always) and nginx
+#     (worker_processes 1, upstream keepalive) as reverse proxies:
+#     1. max rate: wrk -t1 -cCONNS, contenders interleaved Z H N Z H N ...;
+#        median ratios zerohop/haproxy and zerohop/nginx with min..max spread.
+#     2. p99 at a fixed rate of half HAProxy's median max (open loop,
+#        coordinated omission corrected: `zerohop bench -qps`), interleaved.
+#     3. memory: idle RSS, then RSS with 10,000 idle keep-alive client
+#        connections that each completed one request (RLIMIT_NOFILE raised).
+#   scripts/bench-proxy.sh idle OLD_ZEROHOP NEW_ZEROHOP [PAIRS=5] [DUR=3s]
+#     max req/s of two builds' proxies (wrk -t1 -c64), interleaved old, new:
+#     "old new new/old" per pair (the cost of features that are on but idle).
+#   scripts/bench-proxy.sh p2c ZEROHOP [PAIRS=5]
+#     p99 of round robin / P2C-EWMA with three backends, one of them a
+#     Python server 10 ms slower: `zerohop bench -c 8 -qps 150 -t 3s` per
+#     policy, interleaved: "rr p2c rr/p2c" per pair.
+#   scripts/bench-proxy.sh metrics [PAIRS=9] [DUR=3s]
+#     the cost of the Istio request metrics (docs/observability.md): one
+#     binary, two proxies, one with ZH_PROXY_ISTIO_METRICS=off; wrk -t1 -c64
+#     against each in turn (off, on, ...): req/s on/off and requests per
+#     proxy CPU-second on/off (what a loaded machine distorts least).
+# Not part of make check; docs/BENCHMARKS.md quotes it.
 set -euo pipefail
-PAIRS=${1:-5}
-DUR=${2:-5s}
-CONNS=${3:-64}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-source "$ROOT/scripts/lib/haproxy.sh"
-source "$ROOT/scripts/lib/nginx.sh"
 source "$ROOT/scripts/lib/stats.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
 PY=$(command -v /usr/bin/python3 || command -v python3)
-for t in wrk nginx haproxy "$ZH" "$PY"; do
-	command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }
-done
+MODE=compare
+case ${1:-} in idle | p2c | metrics) MODE=$1; shift ;; esac
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
 TMP=$(mktemp -d /tmp/zh-px-bench.XXXXXX)
-for i in $(seq 0 30); do
+for i in $(seq 0 30); do	# B..B+9 free on loopback
 	B=$((23000 + ($$ + i * 37) % 2000 / 10 * 10))
 	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
 done
-EP=$((B + 1)); ZP=$B; HP=$((B + 2)); NP=$((B + 3))
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -41,13 +48,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$ZH" echo --threads 1 --http "127.0.0.1:$EP" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
-PIDS+=($!)
-cat >"$TMP/m.yaml" <<YAML
+echo_start() {	# ZEROHOP PORT: one-thread HTTP echo on 127.0.0.1:PORT
+	"$1" echo --threads 1 --http "127.0.0.1:$2" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
+	PIDS+=($!)
+}
+web_manifest() {	# PORT: Service web, its one pod on loopback, HTTPRoute / to it
+	cat <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: web}
-spec: {selector: {app: web}, ports: [{port: 80, targetPort: $EP}]}
+spec: {selector: {app: web}, ports: [{port: 80, targetPort: $1}]}
 ---
 apiVersion: v1
 kind: Pod
@@ -64,6 +74,27 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /}}]
     backendRefs: [{name: web, port: 80}]
 YAML
+}
+wait_http() {	# PORT...: until each answers (5 s at most)
+	for p in "$@"; do
+		for _ in $(seq 50); do
+			curl -s -o /dev/null "http://127.0.0.1:$p/?size=1024" && break
+			sleep 0.1
+		done
+	done
+}
+need() { for t in "$@"; do command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }; done; }
+
+mode_compare() {
+PAIRS=${1:-5}
+DUR=${2:-5s}
+CONNS=${3:-64}
+source "$ROOT/scripts/lib/haproxy.sh"
+source "$ROOT/scripts/lib/nginx.sh"
+need wrk nginx haproxy "$ZH" "$PY"
+EP=$((B + 1)); ZP=$B; HP=$((B + 2)); NP=$((B + 3))
+echo_start "$ZH" $EP
+web_manifest $EP >"$TMP/m.yaml"
 "$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web -f "$TMP/m.yaml" 2>"$TMP/zp.err" &
 ZPID=$!
 PIDS+=($ZPID)
@@ -75,12 +106,7 @@ nginx_cfg "$TMP" "127.0.0.1:$NP" "127.0.0.1:$EP" >"$TMP/nginx.conf"
 nginx -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx-error.log" &
 NPID=$!
 PIDS+=($NPID)
-for p in $ZP $HP $NP; do
-	for i in $(seq 50); do
-		curl -s -o /dev/null "http://127.0.0.1:$p/?size=1024" && break
-		sleep 0.1
-	done
-done
+wait_http $ZP $HP $NP
 
 rps() { # PORT PID → "requests/s requests-per-proxy-CPU-second"
 	local t0 t1 r
@@ -156,3 +182,99 @@ full = rss()
 print(f"RSS idle before: {base} KiB; with 10000 idle keep-alive clients: {full} KiB; "
       f"per idle connection: {(full - base) * 1024 / 10000:.0f} bytes")
 PY
+}
+
+mode_idle() {
+[ $# -ge 2 ] || { echo "usage: $0 idle OLD_ZEROHOP NEW_ZEROHOP [PAIRS] [DUR]" >&2; exit 2; }
+local OLD=$1 NEW=$2 PAIRS=${3:-5} DUR=${4:-3s} EP=$((B + 1))
+need wrk "$OLD" "$NEW"
+echo_start "$NEW" $EP
+web_manifest $EP >"$TMP/m.yaml"
+"$OLD" proxy --listen 127.0.0.1:$B --service default/web -f "$TMP/m.yaml" 2>/dev/null & PIDS+=($!)
+"$NEW" proxy --listen 127.0.0.1:$((B + 2)) --service default/web -f "$TMP/m.yaml" 2>/dev/null & PIDS+=($!)
+wait_http $B $((B + 2))
+rate() { wrk -t1 -c64 -d"$DUR" "http://127.0.0.1:$1/?size=1024" | awk '/Requests\/sec/ { print $2 }'; }
+for i in $(seq "$PAIRS"); do
+	o=$(rate $B); n=$(rate $((B + 2)))
+	echo "$o $n $(ratio "$n" "$o")"
+done
+}
+
+mode_p2c() {
+[ $# -ge 1 ] || { echo "usage: $0 p2c ZEROHOP [PAIRS]" >&2; exit 2; }
+local ZH=$1 PAIRS=${2:-5}
+need "$ZH" "$PY"
+for k in 1 2; do "$ZH" echo --http 127.0.0.1:$((B + k)) --name f$k >/dev/null 2>&1 & PIDS+=($!); done
+cat >"$TMP/slow.py" <<'PY'
+import socket, sys, threading, time
+def serve(c):
+    d = b""
+    while True:
+        while b"\r\n\r\n" not in d:
+            x = c.recv(65536)
+            if not x: return c.close()
+            d += x
+        d = d.split(b"\r\n\r\n", 1)[1]
+        time.sleep(0.010)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nslow\n")
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+"$PY" "$TMP/slow.py" $((B + 3)) & PIDS+=($!)
+{
+printf 'apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
+for k in 1 2 3; do printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: w%s, labels: {app: web}}\nspec: {nodeName: n, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n' $k $((B + k)); done
+for r in "p2c /p2c {}" "rr /rr {zerohop.io/lb-policy: round-robin}"; do set -- $r
+printf -- '---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: %s, annotations: %s %s}\nspec:\n  parentRefs: [{group: "", kind: Service, name: web, port: 80}]\n  rules:\n  - matches: [{path: {type: PathPrefix, value: %s}}]\n    backendRefs: [{name: web, port: 80}]\n' $1 $3 "${4:-}" $2; done
+} >"$TMP/m.yaml"
+"$ZH" proxy --listen 127.0.0.1:$B --stats-addr 127.0.0.1:$((B + 9)) --service default/web -f "$TMP/m.yaml" 2>"$TMP/px.err" & PIDS+=($!)
+sleep 0.7
+p99() { "$ZH" bench -c 8 -qps 150 -t 3s --quiet --json "$TMP/p.json" "http://127.0.0.1:$B$1" >/dev/null
+	"$PY" -c 'import json,sys; print([x["Value"] for x in json.load(open(sys.argv[1]))["DurationHistogram"]["Percentiles"] if x["Percentile"]==99][0])' "$TMP/p.json"; }
+for i in $(seq "$PAIRS"); do
+	r=$(p99 "/rr/x?delay=1ms"); p=$(p99 "/p2c/x?delay=1ms")
+	echo "$r $p $(awk -v r="$r" -v p="$p" 'BEGIN { printf "%.2f", r / p }')"
+done
+}
+
+mode_metrics() {
+local PAIRS=${1:-9} DUR=${2:-3s} OFF ON
+need wrk "$ZH"
+echo_start "$ZH" $((B + 1))
+web_manifest $((B + 1)) >"$TMP/m.yaml"
+ZH_PROXY_ISTIO_METRICS=off "$ZH" proxy --listen 127.0.0.1:$B --service default/web -f "$TMP/m.yaml" 2>/dev/null &
+OFF=$!
+PIDS+=($OFF)
+"$ZH" proxy --listen 127.0.0.1:$((B + 2)) --service default/web -f "$TMP/m.yaml" \
+	--stats-addr 127.0.0.1:$((B + 3)) 2>/dev/null &
+ON=$!
+PIDS+=($ON)
+wait_http $B $((B + 2))
+run() { # PORT PID -> "req/s requests-per-cpu-tick"
+	local c0 c1 out
+	c0=$(proc_ticks "$2")
+	out=$(wrk -t1 -c64 -d"$DUR" "http://127.0.0.1:$1/?size=1024")
+	c1=$(proc_ticks "$2")
+	awk -v c=$((c1 - c0)) '/Requests\/sec/ { r = $2 } /requests in/ { n = $1 }
+		END { printf "%s %.1f\n", r, (c > 0 ? n / c : 0) }' <<<"$out"
+}
+for i in $(seq "$PAIRS"); do
+	read -r fo fc <<<"$(run $B $OFF)"
+	read -r no nc <<<"$(run $((B + 2)) $ON)"
+	awk -v i="$i" -v fo="$fo" -v no="$no" -v fc="$fc" -v nc="$nc" 'BEGIN {
+		printf "pair %d: req/s on %s off %s ratio %.3f; req/cpu-tick on %s off %s ratio %.3f\n",
+			i, no, fo, no / fo, nc, fc, nc / fc }'
+done | tee "$TMP/pairs"
+curl -s "http://127.0.0.1:$((B + 3))/metrics" >"$TMP/metrics" || true
+grep -q '^istio_requests_total{' "$TMP/metrics" ||
+	echo "warning: the 'on' proxy shows no istio_requests_total" >&2
+for k in 9 16; do	# fields: ratio of req/s, ratio per CPU
+	awk -v k=$k '{ print $k + 0 }' "$TMP/pairs" | sort -n |
+		awk -v k=$k '{ v[NR] = $1 } END { printf "%s median %.3f (%.3f-%.3f) over %d pairs\n",
+			k == 9 ? "req/s on/off" : "req per CPU on/off", v[int((NR + 1) / 2)], v[1], v[NR], NR }'
+done
+}
+
+mode_"$MODE" "$@"

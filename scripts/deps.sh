@@ -11,7 +11,7 @@ pkgs=(
 	wget python3-grpcio golang-go openjdk-17-jdk-headless nodejs
 	libnghttp2-dev nghttp2-client python3-h2
 	podman runc containernetworking-plugins busybox-static buildah
-	etcd-server etcd-client
+	etcd-server etcd-client time bc
 	prometheus tmux chromium
 	tcpdump tshark
 )

@@ -89,5 +89,11 @@ int eg_read_head(int fd, struct buf *b, int timeout_ms, int *status, bool *chunk
 		 long long *clen);
 int eg_call(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
 	    int *status, struct buf *resp);
+/* eg_call in two halves, so a caller can have etcd work on the next
+ * request while it processes the last answer (a paginated listing):
+ * eg_call_send connects and sends (a socket or -errno); eg_call_recv reads
+ * the answer within timeout_ms and always closes fd. */
+int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms);
+int eg_call_recv(int fd, int timeout_ms, int *status, struct buf *resp);
 
 #endif

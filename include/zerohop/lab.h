@@ -19,6 +19,10 @@
  * on its eth0 and pod CIDR = i-th /24 of the cluster pod CIDR; a pod has a /32
  * on eth0 and a default route via 169.254.1.1 (LAB_GW), a permanent neighbour
  * for it with MAC ee:ee:ee:ee:ee:ee (every node-side pod veth has that MAC).
+ * Dual-stack (a Cluster with an IPv6 pod CIDR, docs/ipv6.md): node i also
+ * has fabric IP LAB_FABRIC_NET6 + (i+1) /64 and the i-th /64 of the IPv6
+ * pod CIDR; a pod's IPv6 is that /64 + the host byte of its IPv4 (a /128),
+ * default route via LAB_GW6 with the same permanent neighbour MAC.
  *
  * Results are 0 or -errno; messages go to stderr (or the daemon log) and name
  * the object at fault.
@@ -29,11 +33,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 
 #define LAB_MAX_NODES 64
 #define LAB_FABRIC_NET "10.250.0.0"	/* /24; node i = .(i+1) */
 #define LAB_GW "169.254.1.1"		/* pods' default gateway (link-local) */
 #define LAB_GW_MAC "ee:ee:ee:ee:ee:ee"	/* MAC of every node-side pod veth */
+#define LAB_FABRIC_NET6 "fd7a:fab::"	/* /64; node i = ::(i+1) (dual-stack) */
+#define LAB_GW6 "fe80::1"		/* pods' IPv6 default gateway (link-local) */
 #define LAB_VXLAN_ID 42
 #define LAB_VXLAN_PORT 4789
 
@@ -65,6 +72,8 @@ struct lab_node {
 	uint32_t ip;		/* fabric IP, network order */
 	uint32_t pod_net;	/* pod CIDR (/24), network order */
 	int pod_len;
+	struct in6_addr ip6;	/* fabric IPv6 (dual-stack only) */
+	struct in6_addr pod_net6;	/* IPv6 pod CIDR (/64) (dual-stack only) */
 };
 
 struct lab_topo {
@@ -75,6 +84,8 @@ struct lab_topo {
 	int pod_cidr_len;
 	uint32_t svc_cidr;	/* service CIDR, network order */
 	int svc_cidr_len;
+	struct in6_addr pod_cidr6;	/* IPv6 pod CIDR; len 0 = IPv4-only lab */
+	int pod_cidr6_len;
 	bool overlay;		/* VXLAN between nodes */
 	bool mesh;		/* agents + cluster DNS */
 	int accel;		/* -1 agent default, 0 off, 1 on */
@@ -105,6 +116,9 @@ int lab_parse_drain(const char *s, int *ms);
 int lab_topo_write(const struct lab_topo *t);	/* RUNDIR/lab.conf, atomic */
 int lab_topo_read(const char *lab, struct lab_topo *t);	/* -ENOENT when the lab is not up */
 const struct lab_node *lab_topo_node(const struct lab_topo *t, const char *name);
+/* A pod's IPv6 on node n of a dual-stack lab: n's /64 + the host byte of
+ * its IPv4 ip. */
+void lab_pod_ip6(const struct lab_node *n, uint32_t ip, struct in6_addr *out);
 /* DNS server address of the cluster: service CIDR base + 10, network order. */
 uint32_t lab_dns_ip(const struct lab_topo *t);
 
@@ -116,6 +130,7 @@ struct lab_pod_info {
 	char node[64];
 	char owner[128];	/* Deployment name, or "" */
 	uint32_t ip;		/* network order */
+	struct in6_addr ip6;	/* all zero on an IPv4-only lab */
 	char phase[16];		/* Pending, Running, Terminating */
 	int pid;		/* pid of the first container's process, 0 when down */
 	int restarts;

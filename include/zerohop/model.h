@@ -1,4 +1,5 @@
-/* model.h — typed cluster state parsed from Kubernetes manifests (prefix md_).
+/* model.h — the typed object set (struct md_state, src/model/objset.c)
+ * parsed from Kubernetes manifests (prefix md_).
  *
  * The model knows nothing about BPF, the lab or I/O beyond reading YAML files.
  * A struct md_state is built by feeding it files (multi-document YAML, parsed
@@ -17,7 +18,7 @@
  * - Every error fills struct md_err with file, line and field and returns
  *   -EINVAL (or -ENOMEM/-errno for I/O). md_err_str() formats it as
  *   "FILE:LINE: FIELD: MESSAGE".
- * - Unknown fields are ignored, except in the spec of HTTPRoute,
+ * - Unknown fields are ignored, except in the spec of HTTPRoute, GRPCRoute,
  *   TrafficSplit, HTTPRouteGroup, NetworkPolicy and Cluster (errors, as
  *   kubectl's strict validation); wrong types and invalid values are errors,
  *   and so are fields the data plane could not honour as written. Kinds
@@ -40,6 +41,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <netinet/in.h>
 
 #define MD_DEFAULT_NS "default"
 
@@ -113,6 +115,15 @@ struct md_port_ref {
 	char *name;		/* named port, or NULL */
 };
 
+/* ---- address families (dual-stack: docs/ipv6.md) ----------------------- */
+
+enum md_family { MD_FAM_NONE = 0, MD_FAM_V4 = 4, MD_FAM_V6 = 6 };
+const char *md_family_name(enum md_family f);	/* "IPv4", "IPv6" */
+
+/* Service spec.ipFamilyPolicy; UNSET only before md_state_finish. */
+enum md_fam_policy { MD_FP_UNSET = 0, MD_FP_SINGLE, MD_FP_PREFER_DUAL, MD_FP_REQUIRE_DUAL };
+const char *md_fam_policy_name(enum md_fam_policy p);	/* "SingleStack" ... */
+
 /* ---- cluster (lab topology) ------------------------------------------- */
 
 struct md_node {
@@ -129,7 +140,16 @@ struct md_cluster {
 	uint32_t pod_cidr;	/* network byte order; default 10.244.0.0/16 */
 	int pod_cidr_len;
 	uint32_t svc_cidr;	/* default 10.96.0.0/12 */
-	int svc_cidr_len;
+	int svc_cidr_len;	/* 0 = no IPv4 (IPv6-only cluster): pod_cidr unset too */
+	/* IPv6 (spec.podCIDRs / spec.serviceCIDRs): len 0 = no IPv6. Pods and
+	 * Services always have the same families (docs/ipv6.md). */
+	struct in6_addr pod_cidr6;
+	int pod_cidr6_len;
+	struct in6_addr svc_cidr6;
+	int svc_cidr6_len;
+	/* family of serviceCIDRs[0]: what a SingleStack Service without
+	 * ipFamilies gets (kube-apiserver's --service-cluster-ip-range[0]) */
+	enum md_family primary;
 	char *file;
 	int line;
 };
@@ -194,7 +214,9 @@ struct md_pod {
 	struct md_meta meta;
 	struct md_pod_spec spec;
 	bool has_status;	/* status block present (runtime pod) */
-	uint32_t ip;		/* status.podIP, network order, 0 if none */
+	uint32_t ip;		/* the IPv4 of status.podIP(s), network order, 0 if none */
+	struct in6_addr ip6;	/* the IPv6 of status.podIP(s), all zero if none
+				 * (docs/ipv6.md; not an endpoint address yet) */
 	enum md_phase phase;	/* status.phase */
 	/* metadata.deletionTimestamp set: the pod is leaving (as in Kubernetes,
 	 * where a terminating pod keeps its phase). Never an endpoint; still a
@@ -246,9 +268,24 @@ struct md_endpoint_set {	/* one per service port, same index as ports */
 
 struct md_service {
 	struct md_meta meta;
-	uint32_t cluster_ip;	/* network order; given or allocated (0 = "None": headless) */
+	/* The IPv4 ClusterIP, network order; given or allocated. 0 when
+	 * headless or when the Service has no IPv4 family (IPv6 single-stack):
+	 * consumers that only do IPv4 skip such a Service. */
+	uint32_t cluster_ip;
 	bool ip_given;
 	bool headless;		/* clusterIP: None */
+	/* Dual-stack (docs/ipv6.md). Before md_state_finish these hold what
+	 * the manifest gave; md_state_finish defaults them exactly as
+	 * kube-apiserver does (policy, families) and allocates one ClusterIP
+	 * per family. */
+	struct in6_addr cluster_ip6;	/* IPv6 ClusterIP; all zero = none */
+	bool ip6_given;
+	enum md_fam_policy fam_policy;	/* ipFamilyPolicy */
+	enum md_family families[2];	/* ipFamilies, [0] the primary family */
+	int n_families;
+	enum md_family given_ip_fams[2];	/* families of spec.clusterIPs in order
+						 * (none for headless) */
+	int n_given_ips;
 	struct md_service_port *ports;
 	int n_ports;
 	struct md_selector selector;	/* absent = no endpoints computed */
@@ -329,6 +366,13 @@ struct md_route_match {
 	struct md_header_match *query;
 	int n_query;
 	char *method;		/* or NULL */
+	/* GRPCRoute matches (method.service / method.method turned into the
+	 * path above, see md_decode_grpcroute): lengths of the given service
+	 * and method (0 = any), the precedence keys of Gateway API's GRPCRoute */
+	bool grpc;
+	bool grpc_regex;	/* method.type RegularExpression */
+	int grpc_svc_len;
+	int grpc_method_len;
 };
 
 enum md_filter_type {
@@ -420,6 +464,8 @@ struct md_httproute {
 	int n_rules;
 	const char *not_ready;	/* "" or why a Service parent is not resolved
 				 * (yet): the route has no effect there */
+	bool grpc;		/* a GRPCRoute (same shape: its method matches are
+				 * paths /SERVICE/METHOD, docs/model.md) */
 };
 
 /* A route whose parentRef is a Service of another namespace is a GAMMA
@@ -428,7 +474,9 @@ bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_
 
 /* True when the route needs the L7 proxy: any rule has a non-default match,
  * any filter (rule or backendRef) or a timeout (timeouts are per request).
- * Pure backendRefs weights are enforceable at L4. */
+ * Pure backendRefs weights are enforceable at L4, except for a GRPCRoute:
+ * always L7 (gRPC calls share long-lived connections: weights per
+ * connection would pin, the problem per-call balancing solves). */
 bool md_route_needs_l7(const struct md_httproute *r);
 
 /* Parse a Gateway API duration ("500ms", "10s", "1h2m") into milliseconds. */
@@ -603,7 +651,7 @@ struct md_state {
 	int n_services;
 	struct md_trafficsplit *splits;
 	int n_splits;
-	struct md_httproute *routes;
+	struct md_httproute *routes;	/* HTTPRoutes and GRPCRoutes (grpc set) */
 	int n_routes;
 	struct md_netpol *netpols;
 	int n_netpols;
@@ -637,6 +685,13 @@ bool md_manifest_name(const char *name);
  * namespace is an error. NULL = "default" and no conflict check. The
  * string must outlive the adds. */
 void md_state_set_strict(struct md_state *st, bool strict);
+/* ipv6: a Cluster may configure IPv6 (podCIDRs / serviceCIDRs). Off by
+ * default, so an IPv6 CIDR is an error naming the field until NetworkPolicy
+ * covers native IPv6 (docs/ipv6.md "What is not done");
+ * md_state_new() turns it on when the environment has
+ * MD_IPV6_PREVIEW_ENV=1 (docs/ipv6.md "Preview"). */
+#define MD_IPV6_PREVIEW_ENV "ZEROHOP_IPV6_PREVIEW"
+void md_state_set_ipv6(struct md_state *st, bool ipv6);
 void md_state_set_namespace(struct md_state *st, const char *ns);
 
 /* Parse one file / buffer (multi-document YAML). All or nothing. */
@@ -694,6 +749,7 @@ enum md_kind {
 	MD_K_NETPOL,
 	MD_K_SERVICEACCOUNT,
 	MD_K_ROUTEGROUP,	/* SMI HTTPRouteGroup */
+	MD_K_GRPCROUTE,		/* Gateway API GRPCRoute: kept in md_state.routes (grpc) */
 	MD_K_PEERAUTH,		/* security.istio.io PeerAuthentication */
 	MD_K_AUTHZPOL,		/* security.istio.io AuthorizationPolicy */
 	MD_K__COUNT
@@ -731,6 +787,11 @@ void md_state_obj_id(const struct md_state *st, int i, struct md_obj_id *out);
  * quoting); needs MD_PARSE_KEEP_TREE when it was parsed. *text is
  * malloc'd, the caller frees it. 0 or -EINVAL. */
 int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len);
+/* The same as one line of JSON (what the etcd source stores): parsed back,
+ * the same object without metadata.resourceVersion; -ENOTSUP when JSON
+ * cannot say it exactly (a plain scalar such as +80 or ~: store the YAML).
+ * src/model/json_tree.c J3. */
+int md_state_obj_json(const struct md_state *st, int i, char **text, size_t *len);
 
 /* A parsed file (opaque): the decoded, unfinished objects of one manifest
  * file, reference counted. A state built with md_state_add_parsed shares
@@ -795,5 +856,10 @@ void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const i
 /* IPv4 helpers: parse "a.b.c.d" / "a.b.c.d/len" (network order). 0 / -EINVAL. */
 int md_parse_ipv4(const char *s, uint32_t *ip);
 int md_parse_cidr(const char *s, uint32_t *net, int *len);
+/* IPv6 "a::b" (not v4-mapped) / "a::/len" with no host bits. 0 / -EINVAL. */
+int md_parse_ipv6(const char *s, struct in6_addr *ip);
+int md_parse_cidr6(const char *s, struct in6_addr *net, int *len);
+/* Whether ip lies in net/len. */
+bool md_in_cidr6(const struct in6_addr *ip, const struct in6_addr *net, int len);
 
 #endif

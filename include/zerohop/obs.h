@@ -43,6 +43,8 @@ struct ag_obs_agent_stats {
 	uint64_t generation, syncs;
 	double last_sync_ms;		/* load+policy+compile+map sync of the last sync */
 	int degraded;			/* 1 when the last sync failed */
+	int state_degraded;		/* 1 when the last sync failed or the store is out of reach */
+	double last_sync_ts;		/* unix time of the last successful sync (0: none) */
 	int n_svcs;			/* entries in zh_lb_svc (map occupancy) */
 };
 
@@ -52,8 +54,12 @@ struct ag_obs_agent_stats {
 int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out);
 
 /* New labels: pods by IP (workload = owner Deployment or pod name), Services
- * by VIP:port. Copies everything. */
+ * by VIP:port, endpoints IP:port -> their one Service (obs.c O7). Copies
+ * everything. */
 void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c);
+/* Only the endpoint -> Service index (obs.c O7) from c, for a sync that
+ * changed endpoints and nothing else set_state reads. */
+void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c);
 void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *s);
 
 /* Poll integration: fill up to ZH_OBS_NPOLL entries; returns how many.

@@ -129,8 +129,9 @@ static inline void ss_delta_free(struct ss_delta *d)
 	d->n_svcs = 0;
 }
 
-/* Directory: the generation counter. etcd: the store revision of the last
- * load (ss_load/ss_load_delta), or of the last apply/delete. */
+/* Directory: the generation counter. etcd: the newer of the store revision
+ * of the last load (ss_load/ss_load_delta) and of this handle's last write
+ * (apply, delete, runtime pod); a write never hides a watch event. */
 uint64_t ss_generation(struct ss *s);
 /* Directory: inotify. etcd: the first call starts a watcher thread (list,
  * then watch from the next revision, resume, relist on compaction, fail

@@ -12,8 +12,9 @@
 
 #include <stddef.h>
 
-/* Make *cap >= need (elements of elem bytes): the capacity doubles from 8,
- * or jumps to need when doubling is not enough. The new room is not zeroed;
+/* Make *cap >= need (elements of elem bytes): the capacity doubles from
+ * about 256 bytes' worth (at least one element), or jumps to need when
+ * doubling is not enough. The new room is not zeroed;
  * pointers into the array are invalid after a call that grew it. */
 void zh_reserve(void **arr, int *cap, int need, size_t elem);
 

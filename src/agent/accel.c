@@ -63,6 +63,7 @@ enum accel_obj {
 	AO_SOCKOPS,
 	AO_MSG,
 	AO_SOCKOPT,
+	AO_FIN,
 	AO__MAX,
 };
 static const char *const accel_pin_names[AO__MAX] = {
@@ -75,6 +76,7 @@ static const char *const accel_pin_names[AO__MAX] = {
 	[AO_SOCKOPS] = "accel_sockops",
 	[AO_MSG] = "accel_msg",
 	[AO_SOCKOPT] = "accel_setsockopt",
+	[AO_FIN] = "accel_fin",
 };
 
 /* Which cgroup a link is on: the node's (pods below it) or the node
@@ -90,8 +92,10 @@ static const struct {
 } accel_links[] = {
 	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, AS_NODE, "accel_sockops_link" },
 	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, AS_NODE, "accel_setsockopt_link" },
+	{ AO_FIN, BPF_CGROUP_INET_INGRESS, AS_NODE, "accel_fin_link" },
 	{ AO_SOCKOPS, BPF_CGROUP_SOCK_OPS, AS_PROXY, "accel_sockops_proxy_link" },
 	{ AO_SOCKOPT, BPF_CGROUP_SETSOCKOPT, AS_PROXY, "accel_setsockopt_proxy_link" },
+	{ AO_FIN, BPF_CGROUP_INET_INGRESS, AS_PROXY, "accel_fin_proxy_link" },
 };
 #define ACCEL_NLINKS (int)(sizeof(accel_links) / sizeof(accel_links[0]))
 
@@ -174,6 +178,7 @@ static int accel_load_and_pin(struct ag_accel *a)
 	fds[AO_SOCKOPS] = bpf_program__fd(skel->progs.zh_accel_sockops);
 	fds[AO_MSG] = bpf_program__fd(skel->progs.zh_accel_msg);
 	fds[AO_SOCKOPT] = bpf_program__fd(skel->progs.zh_accel_setsockopt);
+	fds[AO_FIN] = bpf_program__fd(skel->progs.zh_accel_fin);
 	for (i = 0; i < AO__MAX; i++) {
 		err = accel_path(p, sizeof(p), a->pin_dir, accel_pin_names[i]);
 		if (!err && bpf_obj_pin(fds[i], p))
@@ -588,6 +593,7 @@ static int accel_read_stats(int stats_fd, int hash_fd, struct ag_accel_stats *ou
 	out->demoted = sum[ZH_ACCEL_ST_DEMOTED];
 	out->released = sum[ZH_ACCEL_ST_RELEASED];
 	out->proxy = sum[ZH_ACCEL_ST_PROXY];
+	out->fin_held = sum[ZH_ACCEL_ST_FIN_HELD];
 	/* The ground truth for "active": walk the sockhash itself. */
 	for (err = bpf_map_get_next_key(hash_fd, NULL, &next); !err;
 	     err = bpf_map_get_next_key(hash_fd, &key, &next)) {

@@ -144,6 +144,7 @@ struct agent {
 	/* L4 signals + /metrics (obs.c); NULL: off (nft mode, load failure) */
 	struct ag_obs *obs;
 	const char *metrics_addr;
+	double last_sync_ts;	/* unix time of the last successful sync (metrics) */
 	int max_series;
 	int metrics;		/* --metrics on|off: L4 signals (default on) */
 	/* A11: this node's SVIDs; id_st is a->st after a good sync, else NULL */
@@ -391,6 +392,8 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant || d.n_svc_objs)	/* obs.c O6: labels may have changed */
 		ag_obs_set_state(a->obs, a->st, a->c);
+	else if (d.n_svcs)	/* obs.c O7: endpoints changed */
+		ag_obs_set_endpoints(a->obs, a->c);
 	a->id_st = a->identity ? a->st : NULL;	/* A11 */
 	if (a->id_st)
 		id_renew_sync(&a->idr, a->id_st);
@@ -407,11 +410,15 @@ static int sync_once(struct agent *a)
 out:
 	ss_delta_free(&d);
 	health_publish(a, ret, gen);
+	if (!ret && strcmp(a->health.state, "degraded"))	/* in sync with the store */
+		a->last_sync_ts = (double)time(NULL);
 	if (a->obs) {
 		struct ag_obs_agent_stats os = { .generation = a->health.generation,
 						 .syncs = a->health.syncs,
 						 .last_sync_ms = now_ms() - t0,
 						 .degraded = ret != 0,
+						 .state_degraded = !strcmp(a->health.state, "degraded"),
+						 .last_sync_ts = a->last_sync_ts,
 						 .n_svcs = a->c ? a->c->n_svcs : 0 };
 
 		ag_obs_set_agent_stats(a->obs, &os);

@@ -228,6 +228,18 @@ static const char *ip_str(uint32_t ip, char *buf)
 	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
 }
 
+/* A map address: IPv4 when v4-mapped, else "[IPv6]" (docs/ipv6.md). */
+static const char *addr_str(const uint8_t a[16], char *buf)
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	char b6[INET6_ADDRSTRLEN];
+
+	if (!memcmp(a, pre, sizeof(pre)))
+		return ip_str(ag_v4_of(a), buf);
+	snprintf(buf, INET6_ADDRSTRLEN + 2, "[%s]", inet_ntop(AF_INET6, a, b6, sizeof(b6)));
+	return buf;
+}
+
 static const char *phase_str(enum md_phase p)
 {
 	static const char *const n[] = { "-", "Pending", "Running", "Succeeded", "Failed" };
@@ -254,9 +266,17 @@ static bool svc_via_proxy(const struct md_state *st, const struct md_service *sv
 	return false;
 }
 
+/* The Service's address of family f ("" when it has none). */
+static const char *svc_ip(const struct md_service *s, enum md_family f, char *buf, size_t len)
+{
+	if (f == MD_FAM_V6)
+		return inet_ntop(AF_INET6, &s->cluster_ip6, buf, (socklen_t)len);
+	return s->cluster_ip ? inet_ntop(AF_INET, &s->cluster_ip, buf, (socklen_t)len) : "";
+}
+
 static void get_services(const struct md_state *st, bool json)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN], b6[INET6_ADDRSTRLEN];
 	int i, p, n_out = 0;
 
 	if (!json)
@@ -278,8 +298,11 @@ static void get_services(const struct md_state *st, bool json)
 			eoff += snprintf(eps + eoff, eoff < (int)sizeof(eps) ? sizeof(eps) - eoff : 0,
 					 "%s%d", p ? "," : "", s->endpoints ? s->endpoints[p].n : 0);
 		}
+		/* clusterIP is the primary family's address, as in Kubernetes */
 		if (s->headless)
 			snprintf(ip, sizeof(ip), "None");
+		else if (s->n_families && s->families[0] == MD_FAM_V6)
+			svc_ip(s, MD_FAM_V6, ip, sizeof(ip));
 		else
 			ip_str(s->cluster_ip, ip);
 		if (!json) {
@@ -293,6 +316,16 @@ static void get_services(const struct md_state *st, bool json)
 		jstr(s->meta.name);
 		printf(",\"clusterIP\":");
 		jstr(ip);
+		/* the dual-stack fields after defaulting (docs/ipv6.md) */
+		printf(",\"clusterIPs\":[");
+		for (p = 0; p < (s->headless ? 1 : s->n_families); p++) {
+			printf("%s", p ? "," : "");
+			jstr(s->headless ? "None" : svc_ip(s, s->families[p], b6, sizeof(b6)));
+		}
+		printf("],\"ipFamilies\":[");
+		for (p = 0; p < s->n_families; p++)
+			printf("%s\"%s\"", p ? "," : "", md_family_name(s->families[p]));
+		printf("],\"ipFamilyPolicy\":\"%s\"", md_fam_policy_name(s->fam_policy));
 		printf(",\"l7Proxy\":%s,\"ports\":[", svc_via_proxy(st, s) ? "true" : "false");
 		for (p = 0; p < s->n_ports; p++) {
 			printf("%s{\"name\":", p ? "," : "");
@@ -356,7 +389,7 @@ static void get_endpoints(const struct md_state *st, bool json)
 static int get_backends(const struct md_state *st, bool json)
 {
 	struct ag_compiled *c = NULL;
-	char err[400], ip[INET_ADDRSTRLEN], bip[INET_ADDRSTRLEN];
+	char err[400], ip[INET6_ADDRSTRLEN + 2], bip[INET6_ADDRSTRLEN + 2];
 	int i, j, ret, n_out = 0;
 
 	ret = ag_compile(st, &c, err, sizeof(err));
@@ -375,7 +408,7 @@ static int get_backends(const struct md_state *st, bool json)
 
 		for (j = 0; j < s->n_be; j++)
 			sum += s->be[j].weight;
-		snprintf(vip, sizeof(vip), "%s:%u/%s", ip_str(ag_v4_of(s->key.vip), ip),
+		snprintf(vip, sizeof(vip), "%s:%u/%s", addr_str(s->key.vip, ip),
 			 ntohs(s->key.port), s->key.proto == ZH_LB_UDP ? "UDP" : "TCP");
 		snprintf(svc, sizeof(svc), "%s/%s", s->ns, s->name);
 		if (ns_skip(s->ns))
@@ -391,7 +424,7 @@ static int get_backends(const struct md_state *st, bool json)
 			       s->flags & ZH_LB_F_L7 ? "true" : "false");
 			for (j = 0; j < s->n_be; j++) {
 				printf("%s{\"addr\":\"%s:%u\",\"pod\":", j ? "," : "",
-				       ip_str(ag_v4_of(s->be[j].be.addr), bip), ntohs(s->be[j].be.port));
+				       addr_str(s->be[j].be.addr, bip), ntohs(s->be[j].be.port));
 				jstr(s->be[j].pod);
 				printf(",\"via\":");
 				jstr(s->be[j].via);
@@ -406,7 +439,7 @@ static int get_backends(const struct md_state *st, bool json)
 		for (j = 0; j < s->n_be; j++) {
 			char b[64];
 
-			snprintf(b, sizeof(b), "%s:%u", ip_str(ag_v4_of(s->be[j].be.addr), bip),
+			snprintf(b, sizeof(b), "%s:%u", addr_str(s->be[j].be.addr, bip),
 				 ntohs(s->be[j].be.port));
 			printf("%-28s %-24s %-26s %-22s %.4f%s\n", j ? "" : svc, j ? "" : vip,
 			       j ? "" : s->source, b, s->be[j].weight / sum,
@@ -664,13 +697,19 @@ static void get_routes(const struct md_state *st, bool json, enum dp_kind dp)
 			status = full;
 		}
 		if (!json) {
-			printf("%-16s %-24s %-28s %s\n", r->meta.ns, r->meta.name, parents, status);
+			char name[300];
+
+			/* GRPCRoutes are routes too, named by kind beside HTTPRoutes */
+			snprintf(name, sizeof(name), "%s%s", r->grpc ? "grpcroute/" : "",
+				 r->meta.name);
+			printf("%-16s %-24s %-28s %s\n", r->meta.ns, name, parents, status);
 			continue;
 		}
 		printf("%s{\"namespace\":", n_out++ ? "," : "");
 		jstr(r->meta.ns);
 		printf(",\"name\":");
 		jstr(r->meta.name);
+		printf(",\"kind\":\"%s\"", r->grpc ? "GRPCRoute" : "HTTPRoute");
 		printf(",\"ready\":%s,\"parents\":", r->not_ready && *r->not_ready ? "false" : "true");
 		jstr(parents);
 		printf(",\"needs_l7\":%s,\"status\":", l7 ? "true" : "false");
@@ -748,10 +787,12 @@ static int get_stats(const struct cli_opts *o)
 				printf(",\"%s\":%llu", ag_lb_stat_name(k), (unsigned long long)st[k]);
 			if (have_accel)
 				printf(",\"accel_sockets\":%llu,\"accel_active\":%llu,\"accel_msgs\":%llu,"
-				       "\"accel_bytes\":%llu,\"accel_fallbacks\":%llu,\"accel_proxy_sockets\":%llu",
+				       "\"accel_bytes\":%llu,\"accel_fallbacks\":%llu,\"accel_proxy_sockets\":%llu,"
+				       "\"accel_fin_held\":%llu",
 				       (unsigned long long)as.sockets, (unsigned long long)as.active,
 				       (unsigned long long)as.msgs, (unsigned long long)as.bytes,
-				       (unsigned long long)as.fallbacks, (unsigned long long)as.proxy);
+				       (unsigned long long)as.fallbacks, (unsigned long long)as.proxy,
+				       (unsigned long long)as.fin_held);
 			if (have_pol)
 				printf(",\"policy_generation\":%u", pd.generation);
 			if (have_obs)	/* L4 signals (docs/observability.md) */
@@ -766,13 +807,14 @@ static int get_stats(const struct cli_opts *o)
 				printf("  %-32s %llu\n", ag_lb_stat_name(k), (unsigned long long)st[k]);
 			if (have_accel)
 				printf("  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n"
-				       "  %-32s %llu\n",
+				       "  %-32s %llu\n  %-32s %llu\n",
 				       "accel_sockets", (unsigned long long)as.sockets,
 				       "accel_active", (unsigned long long)as.active,
 				       "accel_msgs", (unsigned long long)as.msgs,
 				       "accel_bytes", (unsigned long long)as.bytes,
 				       "accel_fallbacks", (unsigned long long)as.fallbacks,
-				       "accel_proxy_sockets", (unsigned long long)as.proxy);
+				       "accel_proxy_sockets", (unsigned long long)as.proxy,
+				       "accel_fin_held", (unsigned long long)as.fin_held);
 			if (have_pol)
 				printf("  %-32s %u\n", "policy_generation", pd.generation);
 			if (have_obs)
@@ -899,7 +941,8 @@ int cli_get(int argc, char **argv)
 		get_splits(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else if (!strcmp(o.kind, "pods") || !strcmp(o.kind, "po"))
 		get_pods(st, o.json);
-	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes"))
+	else if (!strcmp(o.kind, "routes") || !strcmp(o.kind, "httproutes") ||
+		 !strcmp(o.kind, "grpcroutes"))
 		get_routes(st, o.json, lab_datapath(zh_lab_name(o.lab)));
 	else if (!strcmp(o.kind, "serviceaccounts") || !strcmp(o.kind, "sa"))
 		get_serviceaccounts(st, o.json);

@@ -22,6 +22,12 @@
  *  4. A Service annotated zerohop.io/l7: "true" (ZH_LB_ANN_L7) gets
  *     ZH_LB_F_L7 on its TCP ports too (the proxy routes it to its own
  *     endpoints, or per request by its TrafficSplit). UDP stays at L4.
+ *  5. A Service with an IPv6 ClusterIP (docs/ipv6.md) gets a second entry
+ *     per port keyed by it, whose backends are the IPv6 addresses of the
+ *     same endpoints' pods (a pod without one is left out). Rules 2-4 are
+ *     not built for IPv6 yet: the IPv6 entry of a TrafficSplit root, an
+ *     HTTPRoute parent or an L7 port has no backend (connections refused,
+ *     never balanced behind the split's or route's back) and a note says so.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -122,6 +128,7 @@ double ag_alias_prob(const uint32_t *thr, const uint32_t *alias, int n, int j)
 
 struct cbuild {
 	struct ag_compiled *c;
+	const struct md_state *st;
 	int cap_svcs, cap_notes;
 };
 
@@ -198,6 +205,49 @@ static void be_add_set(struct ag_svc *s, const struct md_service *via,
 		w->via = zh_strdup(via_name);
 	}
 	free(via_name);
+}
+
+/* Rule 5: the IPv6 addresses of the pods of set, sharing total evenly. */
+static void be_add_set6(struct ag_svc *s, const struct md_service *via,
+			const struct md_endpoint_set *set)
+{
+	char *via_name;
+	int i, n6 = 0;
+
+	for (i = 0; set && i < set->n; i++)
+		n6 += set->v[i].pod && !IN6_IS_ADDR_UNSPECIFIED(&set->v[i].pod->ip6);
+	if (!n6)
+		return;
+	via_name = nsname(&via->meta);
+	s->be = zh_realloc(s->be, (s->n_be + n6) * sizeof(*s->be));
+	for (i = 0; i < set->n; i++) {
+		const struct md_endpoint *ep = &set->v[i];
+		struct ag_wbackend *w;
+
+		if (!ep->pod || IN6_IS_ADDR_UNSPECIFIED(&ep->pod->ip6))
+			continue;
+		w = &s->be[s->n_be++];
+		memset(w, 0, sizeof(*w));
+		memcpy(w->be.addr, &ep->pod->ip6, 16);
+		w->be.port = htons(ep->port);
+		w->weight = 1.0;
+		w->pod = nsname(&ep->pod->meta);
+		w->via = zh_strdup(via_name);
+	}
+	free(via_name);
+}
+
+/* Whether a TrafficSplit or an HTTPRoute steers Service s (rule 5). */
+static bool steered(const struct md_state *st, const struct md_service *s)
+{
+	for (int i = 0; st && i < st->n_splits; i++)
+		if (st->splits[i].root_svc == s)
+			return true;
+	for (int i = 0; st && i < st->n_routes; i++)
+		for (int p = 0; p < st->routes[i].n_parents; p++)
+			if (st->routes[i].parents[p].svc == s)
+				return true;
+	return false;
 }
 
 /* The port of backend service bs that stands for root port rp. */
@@ -443,28 +493,75 @@ static uint8_t annotated_l7(const struct md_service *s, const struct md_service_
  * (headless Services have none; SCTP has no socket LB yet), each with the
  * port's endpoints as its backends. Used by the full and the incremental
  * compile, so both build byte-identical entries. */
-static void add_service(struct cbuild *b, const struct md_service *s)
+/* A new entry for port sp of s keyed by vip (16 bytes), without backends. */
+static struct ag_svc *new_entry(struct cbuild *b, const struct md_service *s,
+				const struct md_service_port *sp, const uint8_t vip[16])
 {
-	if (s->headless || !s->cluster_ip)
-		return;
+	struct ag_svc *e = &b->c->svcs[b->c->n_svcs++];
+
+	memcpy(e->key.vip, vip, 16);
+	e->key.port = htons(sp->port);
+	e->key.proto = proto_num(sp->proto);
+	e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
+	e->name = zh_strdup(s->meta.name);
+	e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
+	e->source = zh_strdup("Service");
+	return e;
+}
+
+/* Rule 5: the IPv6 entries of s. */
+static void add_service6(struct cbuild *b, const struct md_service *s)
+{
+	bool blocked = steered(b->st, s);
+
 	for (int p = 0; p < s->n_ports; p++) {
 		const struct md_service_port *sp = &s->ports[p];
 		struct ag_svc *e;
 
 		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
 			continue;
-		e = &b->c->svcs[b->c->n_svcs++];
-		ag_v4_mapped(e->key.vip, s->cluster_ip);
-		e->key.port = htons(sp->port);
-		e->key.proto = proto_num(sp->proto);
-		e->ns = zh_strdup(s->meta.ns ? s->meta.ns : MD_DEFAULT_NS);
-		e->name = zh_strdup(s->meta.name);
-		e->port_name = sp->name ? zh_strdup(sp->name) : NULL;
-		e->source = zh_strdup("Service");
+		e = new_entry(b, s, sp, (const uint8_t *)&s->cluster_ip6);
+		if (blocked || annotated_l7(s, sp)) {
+			add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
+				 "(TrafficSplit, HTTPRoute and L7 are not built for IPv6 yet: docs/ipv6.md)",
+				 e->ns, e->name, sp->port);
+			continue;
+		}
+		be_add_set6(e, s, s->endpoints ? &s->endpoints[p] : NULL);
+	}
+}
+
+static void add_service(struct cbuild *b, const struct md_service *s)
+{
+	uint8_t vip[16];
+
+	if (s->headless)
+		return;
+	if (!s->cluster_ip) {	/* IPv6 single-stack */
+		if (!IN6_IS_ADDR_UNSPECIFIED(&s->cluster_ip6))
+			add_service6(b, s);
+		return;
+	}
+	ag_v4_mapped(vip, s->cluster_ip);
+	for (int p = 0; p < s->n_ports; p++) {
+		const struct md_service_port *sp = &s->ports[p];
+		struct ag_svc *e;
+
+		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
+			continue;
+		e = new_entry(b, s, sp, vip);
 		be_add_set(e, s, s->endpoints ? &s->endpoints[p] : NULL,
 			   s->endpoints ? (double)s->endpoints[p].n : 0);
 		e->flags |= annotated_l7(s, sp);
 	}
+	if (!IN6_IS_ADDR_UNSPECIFIED(&s->cluster_ip6))
+		add_service6(b, s);
+}
+
+/* Entries s may need: one per port and family (an upper bound). */
+static int svc_entries(const struct md_service *s)
+{
+	return s->n_ports * (IN6_IS_ADDR_UNSPECIFIED(&s->cluster_ip6) ? 1 : 2);
 }
 
 int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, size_t errlen)
@@ -473,8 +570,9 @@ int ag_compile(const struct md_state *st, struct ag_compiled **out, char *err, s
 	int i, n = 0, ret = 0;
 
 	b.c = zh_calloc(1, sizeof(*b.c));
+	b.st = st;
 	for (i = 0; i < st->n_services; i++)
-		n += st->services[i].n_ports;
+		n += svc_entries(&st->services[i]);
 	if (n > ZH_LB_MAX_SVC) {
 		snprintf(err, errlen, "%d service ports, more than the map limit %d", n, ZH_LB_MAX_SVC);
 		ret = -E2BIG;
@@ -591,9 +689,10 @@ int ag_compile_update(const struct md_state *st, struct ag_compiled *c, const in
 	 * (same loop body, splits and routes applied to this subset: an entry
 	 * outside it is not found and left alone) */
 	b.c = zh_calloc(1, sizeof(*b.c));
+	b.st = st;
 	for (i = 0; i < st->n_services; i++)
 		if (root[i])
-			n_e += st->services[i].n_ports;
+			n_e += svc_entries(&st->services[i]);
 	b.c->svcs = zh_calloc(n_e ? n_e : 1, sizeof(*b.c->svcs));
 	for (i = 0; i < st->n_services; i++)
 		if (root[i])

@@ -7,8 +7,9 @@
  *   SERVICE.NAMESPACE, and SERVICE alone (the "default" namespace wins when
  *   several namespaces have the name; pods normally query the fully
  *   qualified form through their resolv.conf search list)
- *   A     -> the ClusterIP, TTL 5 s
- *   other -> NOERROR with no answer (AAAA: the cluster is IPv4 for now)
+ *   A     -> the IPv4 ClusterIP, TTL 5 s
+ *   AAAA  -> the IPv6 ClusterIP (dual-stack and IPv6 Services, docs/ipv6.md)
+ *   other, or a family the Service does not have -> NOERROR, no answer
  * Any other name -> NXDOMAIN. Malformed queries -> FORMERR (when a header
  * can be read) or silence. UDP and TCP (RFC 1035 length-prefixed) on the
  * same port. The table is rebuilt when the state source changes; a state
@@ -36,7 +37,8 @@
 
 struct dns_ent {
 	char *name;		/* lower case, no trailing dot */
-	uint32_t ip;		/* network order */
+	uint32_t ip;		/* IPv4 ClusterIP, network order; 0 = none */
+	struct in6_addr ip6;	/* IPv6 ClusterIP; all zero = none */
 	int prio;		/* lower wins for the same name */
 };
 
@@ -45,9 +47,10 @@ struct dns_table {
 	int n, cap;
 };
 
-static void tbl_add(struct dns_table *t, int prio, uint32_t ip, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void tbl_add(struct dns_table *t, int prio, uint32_t ip, const char *fmt, ...)
+static void tbl_add(struct dns_table *t, int prio, const struct md_service *sv,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void tbl_add(struct dns_table *t, int prio, const struct md_service *sv,
+		    const char *fmt, ...)
 {
 	va_list ap;
 	char *s, *p;
@@ -62,7 +65,8 @@ static void tbl_add(struct dns_table *t, int prio, uint32_t ip, const char *fmt,
 		t->cap = t->cap ? 2 * t->cap : 64;
 		t->v = zh_realloc(t->v, t->cap * sizeof(*t->v));
 	}
-	t->v[t->n++] = (struct dns_ent){ .name = s, .ip = ip, .prio = prio };
+	t->v[t->n++] = (struct dns_ent){ .name = s, .ip = sv->cluster_ip, .ip6 = sv->cluster_ip6,
+					 .prio = prio };
 }
 
 static int ent_cmp(const void *a, const void *b)
@@ -91,12 +95,12 @@ static void tbl_build(struct dns_table *t, const struct md_state *st)
 		const struct md_service *s = &st->services[i];
 		const char *ns = s->meta.ns ? s->meta.ns : MD_DEFAULT_NS;
 
-		if (s->headless || !s->cluster_ip)
+		if (s->headless || (!s->cluster_ip && IN6_IS_ADDR_UNSPECIFIED(&s->cluster_ip6)))
 			continue;
-		tbl_add(t, 0, s->cluster_ip, "%s.%s.svc.cluster.local", s->meta.name, ns);
-		tbl_add(t, 0, s->cluster_ip, "%s.%s.svc", s->meta.name, ns);
-		tbl_add(t, 0, s->cluster_ip, "%s.%s", s->meta.name, ns);
-		tbl_add(t, strcmp(ns, MD_DEFAULT_NS) ? 1 : 0, s->cluster_ip, "%s", s->meta.name);
+		tbl_add(t, 0, s, "%s.%s.svc.cluster.local", s->meta.name, ns);
+		tbl_add(t, 0, s, "%s.%s.svc", s->meta.name, ns);
+		tbl_add(t, 0, s, "%s.%s", s->meta.name, ns);
+		tbl_add(t, strcmp(ns, MD_DEFAULT_NS) ? 1 : 0, s, "%s", s->meta.name);
 	}
 	qsort(t->v, t->n, sizeof(*t->v), ent_cmp);
 }
@@ -127,7 +131,7 @@ static size_t dns_answer(const struct dns_table *t, const uint8_t *q, size_t qle
 	size_t off = 12, nlen = 0, qend;
 	uint16_t qtype, qclass, flags;
 	const struct dns_ent *e = NULL;
-	int rcode = 0, ancount = 0;
+	int rcode = 0, ancount = 0, rdlen = 0;
 
 	if (qlen < 12 || outlen < 512)
 		return 0;
@@ -167,8 +171,13 @@ static size_t dns_answer(const struct dns_table *t, const uint8_t *q, size_t qle
 	e = tbl_find(t, name);
 	if (!e)
 		rcode = 3;	/* NXDOMAIN */
-	else if (qtype == 1 && (qclass == 1 || qclass == 255))
-		ancount = 1;
+	else if (qclass != 1 && qclass != 255)
+		;
+	else if (qtype == 1 && e->ip)
+		rdlen = 4;
+	else if (qtype == 28 && !IN6_IS_ADDR_UNSPECIFIED(&e->ip6))
+		rdlen = 16;
+	ancount = rdlen ? 1 : 0;
 reply:
 	memcpy(out, q, qend);
 	out[2] = 0x84 | (q[2] & 0x01);	/* QR, AA, RD copied */
@@ -182,12 +191,12 @@ reply:
 		uint8_t *a = out + qend;
 
 		a[0] = 0xc0; a[1] = 12;			/* name: pointer to the question */
-		a[2] = 0; a[3] = 1;			/* A */
+		a[2] = 0; a[3] = rdlen == 4 ? 1 : 28;	/* A or AAAA */
 		a[4] = 0; a[5] = 1;			/* IN */
 		a[6] = 0; a[7] = 0; a[8] = 0; a[9] = 5;	/* TTL 5 s */
-		a[10] = 0; a[11] = 4;
-		memcpy(a + 12, &e->ip, 4);
-		return qend + 16;
+		a[10] = 0; a[11] = (uint8_t)rdlen;
+		memcpy(a + 12, rdlen == 4 ? (const void *)&e->ip : (const void *)&e->ip6, rdlen);
+		return qend + 12 + rdlen;
 	}
 	return qend;
 }

@@ -33,6 +33,15 @@ static const char *proto_str(uint8_t p)
 	return p == ZH_LB_UDP ? "udp" : "tcp";
 }
 
+/* An IPv4 (v4-mapped) entry: the table is `ip`; IPv6 ClusterIPs (docs/ipv6.md)
+ * are not rendered in nft mode. */
+static bool is_v4(const struct ag_svc *s)
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(s->key.vip, pre, sizeof(pre));
+}
+
 int ag_nft_render(const struct ag_compiled *c, FILE *f)
 {
 	char vip[INET_ADDRSTRLEN], be[INET_ADDRSTRLEN];
@@ -45,7 +54,7 @@ int ag_nft_render(const struct ag_compiled *c, FILE *f)
 		double sum = 0, acc = 0;
 		int lo = 0;
 
-		if (!s->n_be)
+		if (!s->n_be || !is_v4(s))
 			continue;
 		for (j = 0; j < s->n_be; j++)
 			sum += s->be[j].weight;
@@ -81,7 +90,7 @@ int ag_nft_render(const struct ag_compiled *c, FILE *f)
 		for (i = 0, j = 0; i < c->n_svcs; i++) {
 			const struct ag_svc *s = &c->svcs[i];
 
-			if (!s->n_be)
+			if (!s->n_be || !is_v4(s))
 				continue;
 			ip = ag_v4_of(s->key.vip);
 			inet_ntop(AF_INET, &ip, vip, sizeof(vip));
@@ -92,13 +101,13 @@ int ag_nft_render(const struct ag_compiled *c, FILE *f)
 	}
 	fprintf(f, "\t}\n\tset noep {\n\t\ttype ipv4_addr . inet_service . inet_proto\n");
 	for (i = 0; i < c->n_svcs; i++)
-		n_noep += !c->svcs[i].n_be;
+		n_noep += !c->svcs[i].n_be && is_v4(&c->svcs[i]);
 	if (n_noep) {
 		fprintf(f, "\t\telements = {");
 		for (i = 0, j = 0; i < c->n_svcs; i++) {
 			const struct ag_svc *s = &c->svcs[i];
 
-			if (s->n_be)
+			if (s->n_be || !is_v4(s))
 				continue;
 			ip = ag_v4_of(s->key.vip);
 			inet_ntop(AF_INET, &ip, vip, sizeof(vip));

@@ -33,6 +33,18 @@
  *  O6. The label tables are rebuilt only when pods or Services may have
  *      changed (agent.c: a full sync, or an incremental one that touched
  *      a pod's IP), in one string arena: ~80 bytes a pod.
+ *  O7. A connection the client made to a pod IP:port itself (no ClusterIP
+ *      rewrite: every server-side socket, and a client that dialled a pod)
+ *      is labelled with the one Service whose compiled endpoints hold that
+ *      IP:port (ob->eps, from each compiled entry's own backends, not
+ *      those a TrafficSplit/HTTPRoute root sends to another Service's
+ *      endpoints); "unknown" when no Service or
+ *      more than one Service has it (never a guess between two). The
+ *      client side of a ClusterIP connection keeps the Service it dialled.
+ *  O8. The node proxies' source addresses (every node's, from the cluster
+ *      state) label as workload "zerohop-proxy", namespace "zerohop-system":
+ *      the proxy -> backend leg of an L7 Service shows the proxy as its
+ *      source, as the client -> proxy leg shows it as its destination.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -58,6 +70,7 @@
 #include "zerohop/log.h"
 #include "zerohop/obs.h"
 #include "zerohop/paths.h"
+#include "zerohop/policy.h"
 #include "obs.skel.h"
 
 #define LBL 128	/* one label value (names are DNS labels, <= 63) */
@@ -97,6 +110,13 @@ struct svc_ent {
 	const char *fqdn;	/* NAME.NS.svc.cluster.local: the metric label */
 };
 
+/* An endpoint IP:port and its one Service (O7); svc < 0: several. */
+struct ep_ent {
+	uint32_t ip;
+	uint16_t port;		/* host order */
+	int svc;		/* index in ob->svcs, -1 when ambiguous */
+};
+
 /* One flow-log entry: the event as the kernel gave it, formatted only when
  * someone reads it (O5). */
 struct flow {
@@ -126,6 +146,8 @@ struct ag_obs {
 	int n_pods;
 	struct svc_ent *svcs;
 	int n_svcs;
+	struct ep_ent *eps;	/* O7, sorted by (ip, port), unique */
+	int n_eps;
 	char *strs;		/* the label tables' strings */
 	struct ag_obs_agent_stats ag;
 	/* flow log */
@@ -161,6 +183,15 @@ static int pod_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int ep_cmp(const void *a, const void *b)
+{
+	const struct ep_ent *x = a, *y = b;
+
+	if (x->ip != y->ip)
+		return x->ip < y->ip ? -1 : 1;
+	return (int)x->port - (int)y->port;
+}
+
 static int svc_cmp(const void *a, const void *b)
 {
 	const struct svc_ent *x = a, *y = b;
@@ -188,6 +219,77 @@ static const char *arena_put(char **at, const char *s, const char **prev)
 	return r;
 }
 
+static int svc_idx(const struct ag_obs *ob, uint32_t vip, uint16_t port);
+
+/* Is this backend the entry's own Service's endpoint (not one reached
+ * through it: a TrafficSplit or HTTPRoute to another Service)? */
+static bool own_backend(const struct ag_svc *s, const struct ag_wbackend *b)
+{
+	size_t l = strlen(s->ns);
+
+	return b->via && !strncmp(b->via, s->ns, l) && b->via[l] == '/' &&
+	       !strcmp(b->via + l + 1, s->name);
+}
+
+/* O7: endpoint IP:port -> its Service, from each entry's own backends (a
+ * TrafficSplit or HTTPRoute root's backends of another Service are that
+ * one's). Two Services with one endpoint: -1. */
+static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
+{
+	int i, k, n = 0, tot = 0;
+
+	free(ob->eps);
+	ob->eps = NULL;
+	ob->n_eps = 0;
+	for (i = 0; i < c->n_svcs; i++)
+		if (c->svcs[i].key.proto == ZH_LB_TCP)
+			tot += c->svcs[i].n_be;
+	ob->eps = zh_calloc((size_t)tot + 1, sizeof(*ob->eps));
+	for (i = 0; i < c->n_svcs; i++) {
+		const struct ag_svc *s = &c->svcs[i];
+		uint32_t vip;
+		int si;
+
+		if (s->key.proto != ZH_LB_TCP)
+			continue;
+		memcpy(&vip, &s->key.vip[12], 4);
+		si = svc_idx(ob, vip, ntohs(s->key.port));
+		for (k = 0; si >= 0 && k < s->n_be; k++) {
+			struct ep_ent *e;
+
+			if (!own_backend(s, &s->be[k]))
+				continue;
+			e = &ob->eps[n++];
+			memcpy(&e->ip, &s->be[k].be.addr[12], 4);
+			e->port = ntohs(s->be[k].be.port);
+			e->svc = si;
+		}
+	}
+	qsort(ob->eps, (size_t)n, sizeof(*ob->eps), ep_cmp);
+	for (i = 0, k = 0; i < n; i++) {	/* unique keys; a second Service: -1 */
+		const struct svc_ent *a, *b;
+
+		if (k && !ep_cmp(&ob->eps[k - 1], &ob->eps[i])) {
+			a = ob->eps[k - 1].svc >= 0 ? &ob->svcs[ob->eps[k - 1].svc] : NULL;
+			b = &ob->svcs[ob->eps[i].svc];
+			/* two ports of one Service on one target port: the same label */
+			if (!a || strcmp(a->name, b->name) || strcmp(a->ns, b->ns))
+				ob->eps[k - 1].svc = -1;
+			continue;
+		}
+		ob->eps[k++] = ob->eps[i];
+	}
+	ob->n_eps = k;
+}
+
+void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c)
+{
+	if (ob && c)
+		ep_index(ob, c);
+}
+
+static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip);
+
 void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c)
 {
 	const char *pns = NULL, *pwl = NULL;
@@ -208,10 +310,13 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 	for (i = 0; c && i < c->n_svcs; i++)
 		total += 2 * (strlen(c->svcs[i].name) + strlen(c->svcs[i].ns)) +
 			 sizeof(".svc.cluster.local") + 3;
+	for (i = 0; i < st->cluster.n_nodes; i++)
+		total += sizeof("zerohop-proxy-") + strlen(st->cluster.nodes[i].name ?: "");
 	free(ob->strs);
 	ob->strs = at = zh_malloc(total);
 	free(ob->pods);
-	ob->pods = zh_calloc((size_t)st->n_pods + 1, sizeof(*ob->pods));
+	ob->pods = zh_calloc((size_t)st->n_pods + (size_t)st->cluster.n_nodes + 1,
+			     sizeof(*ob->pods));
 	for (i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
 		struct pod_ent *e = &ob->pods[n];
@@ -226,9 +331,30 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 	}
 	ob->n_pods = n;
 	qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
+	/* O8: each node proxy's source address (pol_node_proxy_ip, as the
+	 * policy ipcache has it) is the workload "zerohop-proxy" in
+	 * "zerohop-system", as the client side names the proxy; a pod
+	 * holding that address wins */
+	for (i = 0; i < st->cluster.n_nodes; i++) {
+		uint32_t pip = pol_node_proxy_ip(&st->cluster, i);
+		char nm[128];
+
+		if (!pip || pod_of(ob, pip))
+			continue;
+		snprintf(nm, sizeof(nm), "zerohop-proxy-%s", st->cluster.nodes[i].name ?: "");
+		ob->pods[n++] = (struct pod_ent){ .ip = pip, .name = arena_put(&at, nm, NULL),
+						  .ns = "zerohop-system", .wl = "zerohop-proxy" };
+	}
+	if (n != ob->n_pods) {
+		ob->n_pods = n;
+		qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
+	}
 	free(ob->svcs);
 	ob->svcs = NULL;
 	ob->n_svcs = 0;
+	free(ob->eps);
+	ob->eps = NULL;
+	ob->n_eps = 0;
 	if (!c)
 		return;
 	ob->svcs = zh_calloc((size_t)c->n_svcs + 1, sizeof(*ob->svcs));
@@ -248,6 +374,7 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		ob->n_svcs++;
 	}
 	qsort(ob->svcs, (size_t)ob->n_svcs, sizeof(*ob->svcs), svc_cmp);
+	ep_index(ob, c);
 }
 
 void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *s)
@@ -265,13 +392,34 @@ static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip)
 	return bsearch(&k, ob->pods, (size_t)ob->n_pods, sizeof(k), pod_cmp);
 }
 
-static const struct svc_ent *svc_of(const struct ag_obs *ob, uint32_t vip, uint16_t port)
+static int svc_idx(const struct ag_obs *ob, uint32_t vip, uint16_t port)
 {
 	struct svc_ent k = { .vip = vip, .port = port };
+	const struct svc_ent *e;
 
 	if (!ob->n_svcs)
+		return -1;
+	e = bsearch(&k, ob->svcs, (size_t)ob->n_svcs, sizeof(k), svc_cmp);
+	return e ? (int)(e - ob->svcs) : -1;
+}
+
+static const struct svc_ent *svc_of(const struct ag_obs *ob, uint32_t vip, uint16_t port)
+{
+	int i = svc_idx(ob, vip, port);
+
+	return i >= 0 ? &ob->svcs[i] : NULL;
+}
+
+/* O7: the one Service whose endpoint ip:port is, or NULL. */
+static const struct svc_ent *svc_of_ep(const struct ag_obs *ob, uint32_t ip, uint16_t port)
+{
+	struct ep_ent k = { .ip = ip, .port = port };
+	const struct ep_ent *e;
+
+	if (!ob->n_eps)
 		return NULL;
-	return bsearch(&k, ob->svcs, (size_t)ob->n_svcs, sizeof(k), svc_cmp);
+	e = bsearch(&k, ob->eps, (size_t)ob->n_eps, sizeof(k), ep_cmp);
+	return e && e->svc >= 0 ? &ob->svcs[e->svc] : NULL;
 }
 
 /* ---- aggregation (O1) ----------------------------------------------------------- */
@@ -415,6 +563,8 @@ static void resolve(const struct ag_obs *ob, const struct zh_obs_event *e, uint3
 		x->svc = svc_of(ob, e->vip, e->vport);
 	else if (e->type == ZH_OBS_EV_DROP)
 		x->svc = svc_of(ob, e->daddr, e->dport);	/* refused: never rewritten */
+	else
+		x->svc = svc_of_ep(ob, x->dip, (uint16_t)x->dport);	/* O7 */
 }
 
 /* The flow-log line of f (labels from the current state, O5) into line;
@@ -661,11 +811,17 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 		"# TYPE zerohop_agent_sync_duration_milliseconds gauge\n"
 		"zerohop_agent_sync_duration_milliseconds %.3f\n"
 		"# TYPE zerohop_agent_degraded gauge\nzerohop_agent_degraded %d\n"
+		"# HELP zerohop_state_degraded 1 when the last sync failed or the state store is out of reach (the maps keep the last state).\n"
+		"# TYPE zerohop_state_degraded gauge\nzerohop_state_degraded %d\n"
+		"# HELP zerohop_state_last_sync_timestamp_seconds When the kernel last got the store's state.\n"
+		"# TYPE zerohop_state_last_sync_timestamp_seconds gauge\n"
+		"zerohop_state_last_sync_timestamp_seconds %.3f\n"
 		"# HELP zerohop_map_entries BPF map occupancy.\n# TYPE zerohop_map_entries gauge\n"
 		"zerohop_map_entries{map=\"zh_lb_svc\"} %d\n"
 		"# TYPE zerohop_map_max_entries gauge\nzerohop_map_max_entries{map=\"zh_lb_svc\"} %d\n",
 		(unsigned long long)ob->ag.generation, (unsigned long long)ob->ag.syncs,
-		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.n_svcs, ZH_LB_MAX_SVC);
+		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.state_degraded, ob->ag.last_sync_ts,
+		ob->ag.n_svcs, ZH_LB_MAX_SVC);
 }
 
 /* ---- HTTP (O4) ---------------------------------------------------------------------- */
@@ -1027,6 +1183,7 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 	free(ob->drops);
 	free(ob->pods);
 	free(ob->svcs);
+	free(ob->eps);
 	free(ob->strs);
 	free(ob);
 }

@@ -7,7 +7,10 @@
  * line per event, or the agents' JSON objects unchanged with -o json.
  * Without --follow: the events the agents still hold (ZH_OBS_FLOW_RING
  * each), merged by time. With --follow: those, then new ones as they come,
- * until SIGINT/SIGTERM or --timeout.
+ * until SIGINT/SIGTERM or --timeout. L7 requests come from each node
+ * proxy's request log (GET /flows on NODE_IP:15090, in the node's netns):
+ * read once without --follow, streamed (/flows?follow=1) with it; their
+ * lines get the node's name added as the agents' have it.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -162,13 +165,15 @@ static void print_line(const struct filt *f, const char *line)
 		snprintf(extra, sizeof(extra), " sent=%s recv=%s srtt=%sus%s", bs, br, rtt,
 			 !strcmp(sc, "true") ? " short-circuit" : "");
 	if (!strcmp(type, "request")) {	/* the node proxy's (L7 Services) */
-		char m[16] = "", path[128] = "", status[8] = "", ms[24] = "";
+		char m[16] = "", path[128] = "", status[8] = "", ms[24] = "", gs[8] = "";
 
 		jget(line, NULL, "method", m, sizeof(m));
 		jget(line, NULL, "path", path, sizeof(path));
 		jget(line, NULL, "status", status, sizeof(status));
 		jget(line, NULL, "duration_ms", ms, sizeof(ms));
-		snprintf(extra, sizeof(extra), " %s %s %s %sms", m, path, status, ms);
+		jget(line, NULL, "grpc_status", gs, sizeof(gs));	/* gRPC only */
+		snprintf(extra, sizeof(extra), " %s %s %s%s%s %sms", m, path, status,
+			 gs[0] ? " grpc-status=" : "", gs, ms);
 	}
 	sec = (time_t)atof(t);
 	localtime_r(&sec, &tm);
@@ -215,9 +220,21 @@ fail:
 
 struct src {
 	int fd;
+	const char *node;	/* a node proxy's stream: add "node" to its lines */
 	char buf[8192];
 	size_t len;
 };
+
+/* A proxy's request line with "node":NODE first, as the agents write it
+ * (the caller frees it). */
+static char *with_node(const char *node, const char *l)
+{
+	size_t len = strlen(l) + strlen(node) + 16;
+	char *w = zh_malloc(len);
+
+	snprintf(w, len, "{\"node\":\"%s\",%s", node, l + 1);
+	return w;
+}
 
 /* Move complete lines of s out through print_line (or into lines[]). */
 static void drain_lines(struct src *s, const struct filt *f, char ***lines, int *n)
@@ -226,7 +243,14 @@ static void drain_lines(struct src *s, const struct filt *f, char ***lines, int 
 
 	while ((nl = memchr(s->buf, '\n', s->len))) {
 		*nl = '\0';
-		if (lines) {
+		if (s->node && s->buf[0] == '{') {
+			char *w = with_node(s->node, s->buf);
+
+			print_line(f, w);	/* only followed proxies have node set */
+			free(w);
+		} else if (s->node) {
+			;	/* not a flow line */
+		} else if (lines) {
 			*lines = zh_realloc(*lines, (size_t)(*n + 1) * sizeof(char *));
 			(*lines)[(*n)++] = zh_strdup(s->buf);
 		} else {
@@ -280,7 +304,8 @@ int cli_observe(int argc, char **argv)
 	struct pollfd *pfd = NULL;
 	char pattern[300], **lines = NULL;
 	glob_t g = {};
-	int c, follow = 0, n = 0, n_lines = 0, ret = 1;
+	struct lab_topo *t = zh_calloc(1, sizeof(*t));
+	int c, follow = 0, n = 0, n_lines = 0, ret = 1, nn, l7;
 	double timeout = 0, t0;
 	struct timespec ts;
 
@@ -323,8 +348,10 @@ int cli_observe(int argc, char **argv)
 			pattern, lab);
 		return 1;
 	}
-	srcs = zh_calloc(g.gl_pathc, sizeof(*srcs));
-	pfd = zh_calloc(g.gl_pathc, sizeof(*pfd));
+	l7 = !f.type || !strcasecmp(f.type, "request");
+	nn = l7 && !lab_topo_read(lab, t) ? t->n_nodes : 0;
+	srcs = zh_calloc(g.gl_pathc + (size_t)nn, sizeof(*srcs));
+	pfd = zh_calloc(g.gl_pathc + (size_t)nn, sizeof(*pfd));
 	for (size_t i = 0; i < g.gl_pathc; i++) {
 		int fd = ag_obs_sock_get(g.gl_pathv[i], follow ? "/flows?follow=1" : "/flows");
 
@@ -333,6 +360,19 @@ int cli_observe(int argc, char **argv)
 			continue;
 		}
 		srcs[n].fd = fd;
+		pfd[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		n++;
+	}
+	for (int i = 0; follow && i < nn; i++) {	/* the proxies' requests, streamed */
+		int fd;
+
+		if (f.node && strcmp(f.node, t->nodes[i].name))
+			continue;
+		fd = obs_view_proxy_open(lab, &t->nodes[i], "/flows?follow=1");
+		if (fd < 0)
+			continue;	/* no proxy on that node (no L7 Service): nothing to show */
+		srcs[n].fd = fd;
+		srcs[n].node = t->nodes[i].name;
 		pfd[n] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		n++;
 	}
@@ -371,12 +411,8 @@ int cli_observe(int argc, char **argv)
 			drain_lines(&srcs[i], &f, follow ? NULL : &lines, &n_lines);
 		}
 	}
-	if (!follow && (!f.type || !strcasecmp(f.type, "request"))) {
-		/* L7 requests: each node proxy's request log (not followed) */
-		struct lab_topo *t = zh_calloc(1, sizeof(*t));
-
-		int nn = lab_topo_read(lab, t) ? 0 : t->n_nodes;
-
+	if (!follow) {
+		/* L7 requests: each node proxy's request log */
 		for (int i = 0; i < nn; i++) {
 			char *page, *save = NULL, *l;
 
@@ -384,19 +420,13 @@ int cli_observe(int argc, char **argv)
 				continue;
 			page = obs_view_proxy_get(lab, &t->nodes[i], "/flows");
 			for (l = page ? strtok_r(page, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
-				size_t len = strlen(l) + strlen(t->nodes[i].name) + 16;
-				char *w;
-
 				if (l[0] != '{')
 					continue;
-				w = zh_malloc(len);
-				snprintf(w, len, "{\"node\":\"%s\",%s", t->nodes[i].name, l + 1);
 				lines = zh_realloc(lines, (size_t)(n_lines + 1) * sizeof(char *));
-				lines[n_lines++] = w;
+				lines[n_lines++] = with_node(t->nodes[i].name, l);
 			}
 			free(page);
 		}
-		free(t);
 	}
 	if (!follow) {
 		qsort(lines, (size_t)n_lines, sizeof(*lines), by_time);
@@ -413,6 +443,7 @@ out:
 	free(lines);
 	free(srcs);
 	free(pfd);
+	free(t);
 	globfree(&g);
 	return ret;
 }

@@ -28,5 +28,9 @@ void obs_view_close(struct obs_view *v);
  * process in the node's netns): the body (free it), or NULL. */
 struct lab_node;
 char *obs_view_proxy_get(const char *lab, const struct lab_node *nd, const char *target);
+/* A connection to that proxy (made in nd's netns; this process stays in
+ * its own) with GET target sent and a 200 head read: the body follows on
+ * the returned fd (the caller closes it), or -errno. For /flows?follow=1. */
+int obs_view_proxy_open(const char *lab, const struct lab_node *nd, const char *target);
 
 #endif

@@ -1,4 +1,5 @@
 /* main.c — the `zerohop` binary: dispatch to a subcommand. */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,13 @@ int main(int argc, char **argv)
 	/* a runtime runs plugins by file name: zerohop-cni is us (cni.h) */
 	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
+	/* Long-running daemons: keep glibc's mmap threshold fixed. Freeing a
+	 * large mmapped block (libbpf frees the parsed kernel BTF after a
+	 * CO-RE load) otherwise raises the threshold to that size, and later
+	 * big short-lived buffers (a /metrics page, a state snapshot) stay in
+	 * the heap after free instead of going back to the kernel: +1.8 MB of
+	 * RSS measured in tests/e2e/73-obs-cardinality.t. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	if (argc > 0 && !strcmp(base ? base + 1 : argv[0], CNI_PLUGIN_NAME))
 		return cli_cni(argc, argv);
 	if (argc < 2)

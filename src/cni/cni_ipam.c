@@ -29,12 +29,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "zerohop/fileio.h"
 #include "zerohop/paths.h"
 #include "cni_int.h"
 
 static int write_file(const char *path, const char *text, bool excl)
 {
-	char tmp[PATH_MAX + 8];
 	int fd, ret = 0;
 	size_t n = strlen(text);
 
@@ -47,19 +47,7 @@ static int write_file(const char *path, const char *text, bool excl)
 		close(fd);
 		return ret;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, n) != (ssize_t)n)
-		ret = -EIO;
-	if (close(fd) && !ret)
-		ret = -errno;
-	if (!ret && rename(tmp, path))
-		ret = -errno;
-	if (ret)
-		unlink(tmp);
-	return ret;
+	return zh_write_atomic(path, text, n, 0644, false);
 }
 
 int cni_lock(const struct cni_req *r, int *fd, struct cni_err *e)

@@ -332,9 +332,9 @@ static enum step_result step_alibaba(struct demo *d)
 			       i == 2 ? " (published 1.18x / 1.57x)" : "");
 		printf("\n");
 	}
-	printf("      note: under the sidecars our short-circuit pairs only the inbound "
-	       "sidecar -> app loopback leg (istio-init's REDIRECT hides the other legs' "
-	       "peers); single %d s runs\n", d->secs);
+	printf("      note: + short-circuit = Merbridge's capture (connect4 + SO_ORIGINAL_DST "
+	       "in BPF) and sockmap on all three legs; HAProxy's own CPU bounds HTTP here; "
+	       "single %d s runs\n", d->secs);
 	return STEP_OK;
 }
 

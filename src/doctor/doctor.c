@@ -186,7 +186,8 @@ static void check_bpf(struct doctor *d)
 		say(d, V_OK, "BTF", NULL, "/sys/kernel/btf/vmlinux present");
 	else
 		say(d, V_WARN, "BTF", "a kernel built with CONFIG_DEBUG_INFO_BTF",
-		    "/sys/kernel/btf/vmlinux missing (needed by iter/tcp: --destroy-stale)");
+		    "/sys/kernel/btf/vmlinux missing (needed by iter/tcp: --destroy-stale, and by the "
+		    "short-circuit's half-close FIN hold: use --accel off)");
 }
 
 /* ---- filesystems and namespaces -------------------------------------------- */

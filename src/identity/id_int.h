@@ -23,7 +23,8 @@ EVP_PKEY *idx_keygen(void);	/* EC P-256 */
 X509 *idx_cert_new(EVP_PKEY *pub, X509 *issuer, EVP_PKEY *signer, const char *cn,
 		   const char *uri, long ttl_s, bool ca);
 
-/* I1: path written through path.tmp + rename, mode 0600 (key) or 0644. */
+/* I1: path written through zh_write_atomic_mode (fileio.h W5), mode 0600
+ * (key) or 0644 exactly. */
 int idx_write_key(const char *path, EVP_PKEY *k);
 int idx_write_certs(const char *path, X509 *const *certs, int n);
 

@@ -2,7 +2,6 @@
  * The certificate profile follows the SPIFFE X.509-SVID standard
  * (identity.h invariant I3); files follow invariant I1. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "zerohop/fileio.h"
 #include "zerohop/paths.h"
 #include "id_int.h"
 
@@ -110,51 +110,35 @@ X509 *idx_cert_new(EVP_PKEY *pub, X509 *issuer, EVP_PKEY *signer, const char *cn
 	return x;
 }
 
-/* I1: a new file under a temporary name with exactly `mode`, filled by
- * write_fn, then renamed into place. */
-static int write_file(const char *path, mode_t mode, int (*write_fn)(FILE *, const void *),
+/* I1: the PEM text is built in memory, then written through
+ * zh_write_atomic_mode (fileio.h W5: exactly `mode` whatever the umask,
+ * a temporary per process since the agent and `ca issue` may write the
+ * same file, fsync'd, renamed into place). The buffer may hold a private
+ * key: it is wiped before it is freed. */
+static int write_file(const char *path, mode_t mode, int (*write_fn)(BIO *, const void *),
 		      const void *arg)
 {
-	char tmp[4200];
-	FILE *f;
-	int fd, ret = 0;
+	BIO *b = BIO_new(BIO_s_mem());
+	char *data;
+	long len;
+	int ret;
 
-	/* per process: the agent and `ca issue` may write the same file */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0)
-		return -errno;
-	if (fchmod(fd, mode)) {	/* the umask may have taken bits away, never added */
-		ret = -errno;
-		close(fd);
-		unlink(tmp);
-		return ret;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		ret = -errno;
-		close(fd);
-		unlink(tmp);
-		return ret;
-	}
-	if (!write_fn(f, arg))
+	if (!b)
+		return -ENOMEM;
+	if (!write_fn(b, arg)) {
 		ret = -EIO;
-	if (fflush(f) || fsync(fileno(f)))
-		ret = ret ? ret : -errno;
-	if (fclose(f))
-		ret = ret ? ret : -errno;
-	if (!ret && rename(tmp, path))
-		ret = -errno;
-	if (ret)
-		unlink(tmp);
+	} else {
+		len = BIO_get_mem_data(b, &data);
+		ret = len < 0 ? -EIO : zh_write_atomic_mode(path, data, (size_t)len, mode, true);
+		OPENSSL_cleanse(data, (size_t)(len < 0 ? 0 : len));
+	}
+	BIO_free(b);
 	return ret;
 }
 
-static int put_key(FILE *f, const void *k)
+static int put_key(BIO *b, const void *k)
 {
-	return PEM_write_PrivateKey(f, (EVP_PKEY *)k, NULL, NULL, 0, NULL, NULL);
+	return PEM_write_bio_PrivateKey(b, (EVP_PKEY *)k, NULL, NULL, 0, NULL, NULL);
 }
 
 struct certs {
@@ -162,12 +146,12 @@ struct certs {
 	int n;
 };
 
-static int put_certs(FILE *f, const void *arg)
+static int put_certs(BIO *b, const void *arg)
 {
 	const struct certs *c = arg;
 
 	for (int i = 0; i < c->n; i++)
-		if (!PEM_write_X509(f, c->v[i]))
+		if (!PEM_write_bio_X509(b, c->v[i]))
 			return 0;
 	return 1;
 }

@@ -129,6 +129,40 @@ static int write_system_yaml(const struct lab_topo *t, const char *path)
 	return lab_write_str(path, buf);
 }
 
+/* Dual-stack (docs/ipv6.md): node i gets the i-th /64 of the IPv6 pod
+ * CIDR and fabric IPv6 LAB_FABRIC_NET6 + (i+1). The lab needs the IPv4
+ * family too (the node proxy, DNS and agents are reached over IPv4). */
+static int topo6_from_cluster(const struct md_cluster *c, struct lab_topo *t)
+{
+	int len = c->pod_cidr6_len;
+
+	if (!len)
+		return 0;
+	if (!c->pod_cidr) {
+		lab_err("%s:%d: spec.podCIDRs: an IPv6-only lab is not built (give an IPv4 pod "
+			"CIDR too: docs/ipv6.md)", c->file, c->line);
+		return -EINVAL;
+	}
+	if (len > 56 || (len > 48 && (1L << (64 - len)) < t->n_nodes)) {
+		lab_err("%s:%d: spec.podCIDRs: IPv6 /%d holds fewer than %d /64 node ranges (at most /56)",
+			c->file, c->line, len, t->n_nodes);
+		return -EINVAL;
+	}
+	t->pod_cidr6 = c->pod_cidr6;
+	t->pod_cidr6_len = len;
+	for (int i = 0; i < t->n_nodes; i++) {
+		struct lab_node *nd = &t->nodes[i];
+
+		inet_pton(AF_INET6, LAB_FABRIC_NET6, &nd->ip6);
+		nd->ip6.s6_addr[14] = (uint8_t)((i + 1) >> 8);
+		nd->ip6.s6_addr[15] = (uint8_t)(i + 1);
+		/* node i's /64: i added to the 64-bit prefix (len <= 56, i < 256) */
+		nd->pod_net6 = c->pod_cidr6;
+		nd->pod_net6.s6_addr[7] = (uint8_t)(nd->pod_net6.s6_addr[7] + i);
+	}
+	return 0;
+}
+
 /* Topology from the Cluster object (defaults when absent). */
 static int topo_from_cluster(const struct md_cluster *c, struct lab_topo *t)
 {
@@ -178,7 +212,7 @@ static int topo_from_cluster(const struct md_cluster *c, struct lab_topo *t)
 		t->nodes[i].pod_net = htonl(ntohl(t->pod_cidr) + ((uint32_t)i << 8));
 		t->nodes[i].pod_len = 24;
 	}
-	return 0;
+	return topo6_from_cluster(c, t);
 }
 
 /* Every workload must map to a command before anything is built. */
@@ -364,6 +398,12 @@ static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st
 	t->zerohop[r] = 0;
 	if (topo_from_cluster(&st->cluster, t) || check_workloads(t, st))
 		return -1;
+	if (t->pod_cidr6_len && (t->overlay || t->podman)) {
+		lab_err("%s:%d: spec.podCIDRs: a dual-stack lab is built with plain L3 routing and "
+			"the process runtime only (not %s: docs/ipv6.md)", st->cluster.file,
+			st->cluster.line, t->overlay ? "--overlay" : "--runtime podman");
+		return -1;
+	}
 	return 0;
 }
 
@@ -616,7 +656,7 @@ static int lab_status(const char *lab, bool json)
 {
 	struct lab_topo t;
 	struct lab_pod_info *pods = NULL;
-	char a[16], b[16], p[LAB_PATH], buf[32];
+	char a[16], b[16], p[LAB_PATH], buf[32], a6[INET6_ADDRSTRLEN], b6[INET6_ADDRSTRLEN];
 	int n = 0, sup = 0;
 	bool up;
 
@@ -648,6 +688,10 @@ static int lab_status(const char *lab, bool json)
 			       t.nodes[i].pod_len, lab, t.nodes[i].name, nd.agent.pid, nd.proxy.pid);
 			json_daemon("agent", &nd.agent);
 			json_daemon("proxy", &nd.proxy);
+			if (t.pod_cidr6_len)	/* dual-stack (docs/ipv6.md) */
+				printf(",\"ip6\":\"%s\",\"podCIDR6\":\"%s/64\"",
+				       inet_ntop(AF_INET6, &t.nodes[i].ip6, a6, sizeof(a6)),
+				       inet_ntop(AF_INET6, &t.nodes[i].pod_net6, b6, sizeof(b6)));
 			printf("}");
 		}
 		printf("],\"pods\":[");
@@ -669,9 +713,15 @@ static int lab_status(const char *lab, bool json)
 				printf("null");
 			printf(",\"netns\":");
 			json_str(lab_pod_netns_name(nsn, sizeof(nsn), lab, pods[i].ns, pods[i].name));
+			if (t.pod_cidr6_len)
+				printf(",\"ip6\":\"%s\"",
+				       inet_ntop(AF_INET6, &pods[i].ip6, a6, sizeof(a6)));
 			printf("}");
 		}
 		printf("]");
+		if (t.pod_cidr6_len)
+			printf(",\"podCIDR6\":\"%s/%d\"",
+			       inet_ntop(AF_INET6, &t.pod_cidr6, a6, sizeof(a6)), t.pod_cidr6_len);
 		lab_etcd_status(lab, true);
 		printf("}\n");
 	} else {
@@ -708,12 +758,24 @@ static int lab_status(const char *lab, bool json)
 					       ds[k]->log[0] ? "; log " : "", ds[k]->log);
 		}
 		lab_etcd_status(lab, false);
-		printf("\n%-14s %-40s %-12s %-15s %-11s %-8s %s\n", "NAMESPACE", "POD", "NODE", "IP",
-		       "PHASE", "PID", "RESTARTS");
-		for (int i = 0; i < n; i++)
-			printf("%-14s %-40s %-12s %-15s %-11s %-8d %d\n", pods[i].ns, pods[i].name,
+		if (t.pod_cidr6_len) {	/* dual-stack: each node's IPv6 */
+			printf("\n%-12s %-24s %s\n", "NODE", "IPV6", "IPV6 POD CIDR");
+			for (int i = 0; i < t.n_nodes; i++)
+				printf("%-12s %-24s %s/64\n", t.nodes[i].name,
+				       inet_ntop(AF_INET6, &t.nodes[i].ip6, a6, sizeof(a6)),
+				       inet_ntop(AF_INET6, &t.nodes[i].pod_net6, b6, sizeof(b6)));
+		}
+		printf("\n%-14s %-40s %-12s %-15s %-11s %-8s %s%s\n", "NAMESPACE", "POD", "NODE", "IP",
+		       "PHASE", "PID", t.pod_cidr6_len ? "RESTARTS " : "RESTARTS",
+		       t.pod_cidr6_len ? "IPV6" : "");
+		for (int i = 0; i < n; i++) {
+			printf("%-14s %-40s %-12s %-15s %-11s %-8d %d", pods[i].ns, pods[i].name,
 			       pods[i].node, lab_ip4_str(pods[i].ip, a), pods[i].phase, pods[i].pid,
 			       pods[i].restarts);
+			if (t.pod_cidr6_len)
+				printf("        %s", inet_ntop(AF_INET6, &pods[i].ip6, a6, sizeof(a6)));
+			printf("\n");
+		}
 	}
 	free(pods);
 	return up ? 0 : 1;

@@ -12,6 +12,13 @@
 
 #define LAB_PATH 512
 
+/* A node's /24: .0 the VTEP in overlay mode, .1 the gateway, .255
+ * broadcast; the CNI plugin's own IPAM (containers made by hand with `lab
+ * podman`) owns .200-.250, and the lab's pods (processes, or containers
+ * with the address given) take theirs from the rest (lab_sup.c alloc_ip). */
+#define LAB_CNI_RANGE_LO 200
+#define LAB_CNI_RANGE_HI 250
+
 /* Run argv (argv[0] looked up in PATH), stdin /dev/null, output captured.
  * 0 when it exits 0; otherwise -EIO with the command line and its output
  * printed with lab_err(). quiet=true suppresses the message. */

@@ -21,6 +21,12 @@
  * 6. A node namespace holds .1 of its pod range on lo: the source address of
  *    its L7 proxy's upstream connections (never allocated to a pod; the
  *    node's pod range is already routed to it from every other node).
+ * 7. Dual-stack (docs/ipv6.md) mirrors IPv4 exactly: a fabric IPv6 per node,
+ *    a route to every other node's /64 via its fabric IPv6, a /128 and a
+ *    permanent neighbour per pod on the node, and in the pod a /128 with a
+ *    default route via LAB_GW6 whose neighbour is permanent (LAB_GW_MAC).
+ *    Addresses are added with nodad: no duplicate address detection delay
+ *    (every address is unique by construction).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -124,6 +130,23 @@ static void vtep_mac(int i, char *buf)
 	lab_fmt(buf, 18, "02:7a:00:00:%02x:%02x", (i + 1) >> 8 & 0xff, (i + 1) & 0xff);
 }
 
+/* Node i's IPv6 commands (invariant 7): fabric address, routes to the
+ * other nodes' /64s. Returns the length written. */
+static int node6_cmds(const struct lab_topo *t, int i, char *cmds, size_t len)
+{
+	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+	int off;
+
+	off = lab_fmt(cmds, len, "addr add %s/64 dev eth0 nodad\n",
+		      inet_ntop(AF_INET6, &t->nodes[i].ip6, a, sizeof(a)));
+	for (int j = 0; j < t->n_nodes; j++)
+		if (j != i)
+			off += lab_fmt(cmds + off, len - off, "route add %s/64 via %s dev eth0\n",
+				       inet_ntop(AF_INET6, &t->nodes[j].pod_net6, a, sizeof(a)),
+				       inet_ntop(AF_INET6, &t->nodes[j].ip6, b, sizeof(b)));
+	return off;
+}
+
 int lab_net_up(const struct lab_topo *t)
 {
 	char fab[128], nsn[128], nsp[LAB_PATH], a[16], b[16], cmds[8192];
@@ -169,6 +192,8 @@ int lab_net_up(const struct lab_topo *t)
 				       "link set vxlan0 up\n",
 				       LAB_VXLAN_ID, a, LAB_VXLAN_PORT, mac, lab_ip4_str(n->pod_net, b));
 		}
+		if (t->pod_cidr6_len)
+			off += node6_cmds(t, i, cmds + off, sizeof(cmds) - off);
 		for (int j = 0; j < t->n_nodes; j++) {
 			const struct lab_node *o = &t->nodes[j];
 			char mac[18];
@@ -212,6 +237,8 @@ int lab_net_up(const struct lab_topo *t)
 		}
 		lab_node_netns_path(nsp, sizeof(nsp), t->lab, n->name);
 		ret = netns_sysctl(nsp, "net/ipv4/ip_forward", "1");
+		if (!ret && t->pod_cidr6_len)
+			ret = netns_sysctl(nsp, "net/ipv6/conf/all/forwarding", "1");
 		if (ret)
 			return ret;
 	}
@@ -242,7 +269,9 @@ int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
 		    const char *pod, uint32_t ip)
 {
 	char nsn[128], pns[256], veth[16], mac[18], a[16], cmds[2048], mtu[16] = "";
-	int ret;
+	char a6[INET6_ADDRSTRLEN];
+	struct in6_addr ip6;
+	int ret, off;
 
 	lab_node_netns_name(nsn, sizeof(nsn), t->lab, node);
 	lab_pod_netns_name(pns, sizeof(pns), t->lab, ns, pod);
@@ -259,17 +288,35 @@ int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
 		"route add %s/32 dev %s scope link\n"
 		"neigh replace %s lladdr %s dev %s nud permanent\n",
 		veth, LAB_GW_MAC, mtu, mac, mtu, pns, veth, a, veth, a, mac, veth);
+	if (t->pod_cidr6_len) {
+		const struct lab_node *n = lab_topo_node(t, node);
+
+		if (!n)
+			return -ENOENT;
+		lab_pod_ip6(n, ip, &ip6);
+		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
+		off = strlen(cmds);
+		lab_fmt(cmds + off, sizeof(cmds) - off,
+			"route add %s/128 dev %s\n"
+			"neigh replace %s lladdr %s dev %s nud permanent\n", a6, veth, a6, mac, veth);
+	}
 	ret = ip_batch(nsn, cmds);
 	if (ret)
 		return ret;
-	lab_fmt(cmds, sizeof(cmds),
-		"link set lo up\n"
-		"addr add %s/32 dev eth0\n"
-		"link set eth0 up\n"
-		"neigh replace %s lladdr %s dev eth0 nud permanent\n"
-		"route add %s dev eth0 scope link\n"
-		"route add default via %s dev eth0\n",
-		a, LAB_GW, LAB_GW_MAC, LAB_GW, LAB_GW);
+	off = lab_fmt(cmds, sizeof(cmds),
+		      "link set lo up\n"
+		      "addr add %s/32 dev eth0\n"
+		      "link set eth0 up\n"
+		      "neigh replace %s lladdr %s dev eth0 nud permanent\n"
+		      "route add %s dev eth0 scope link\n"
+		      "route add default via %s dev eth0\n",
+		      a, LAB_GW, LAB_GW_MAC, LAB_GW, LAB_GW);
+	if (t->pod_cidr6_len)
+		lab_fmt(cmds + off, sizeof(cmds) - off,
+			"addr add %s/128 dev eth0 nodad\n"
+			"neigh replace %s lladdr %s dev eth0 nud permanent\n"
+			"route add ::/0 via %s dev eth0\n",
+			a6, LAB_GW6, LAB_GW_MAC, LAB_GW6);
 	return ip_batch(pns, cmds);
 }
 

@@ -63,9 +63,6 @@
 #include "zerohop/run.h"
 #include "lab_int.h"
 
-#define PM_RANGE_LO 200	/* the plugin's addresses in a node's /24 */
-#define PM_RANGE_HI 250
-
 static char *pm_dir(char *buf, size_t len, const char *lab, const char *node)
 {
 	lab_fmt(buf, len, "%s/%s/podman/%s", ZH_RUN_ROOT, lab, node);
@@ -117,8 +114,8 @@ static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const ch
 		"  \"rangeStart\": \"%s\", \"rangeEnd\": \"%s\",\n"
 		"  \"stateDir\": \"%s\", \"dataDir\": \"%s/ipam\", \"labelsDir\": \"%s/labels\"}]}\n",
 		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len,
-		lab_ip4_str(htonl(ntohl(n->pod_net) + PM_RANGE_LO), lo),
-		lab_ip4_str(htonl(ntohl(n->pod_net) + PM_RANGE_HI), hi),
+		lab_ip4_str(htonl(ntohl(n->pod_net) + LAB_CNI_RANGE_LO), lo),
+		lab_ip4_str(htonl(ntohl(n->pod_net) + LAB_CNI_RANGE_HI), hi),
 		zh_state_dir(st, sizeof(st), t->lab), dir, dir);
 	lab_fmt(p, sizeof(p), "%s/net.d/zerohop.conflist", dir);
 	if ((ret = lab_write_str(p, text)))

@@ -71,7 +71,7 @@ static struct sup_proc *sidecar_proc(struct sup_pod *pod)
 	return NULL;
 }
 
-static bool plan_has_sidecar(const struct lab_plan *p)
+bool lab_sc_planned(const struct lab_plan *p)
 {
 	for (int i = 0; i < p->n_cmds; i++)
 		if (!strcmp(p->cmds[i].name, SC_CONTAINER))
@@ -183,7 +183,7 @@ int lab_sc_pod_capture(struct sup *s, struct sup_pod *pod)
 	char nn[LAB_PATH];
 	char *argv[] = { "ip", "netns", "exec", nn, "nft", "-f", "-", NULL };
 
-	if (!s->t.sidecar || !plan_has_sidecar(&pod->plan))
+	if (!s->t.sidecar || !lab_sc_planned(&pod->plan))
 		return 0;
 	lab_pod_netns_name(nn, sizeof(nn), s->t.lab, pod->ns, pod->name);
 	return lab_run_input(argv, sc_capture_rules(), false);

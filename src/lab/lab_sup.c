@@ -142,19 +142,34 @@
 #include "lab_plan.h"
 #include "sup_int.h"
 
+/* The pod's IPv6 as text in buf (INET6_ADDRSTRLEN) on a dual-stack lab,
+ * else NULL. */
+static const char *pod_ip6_str(struct sup *s, struct sup_pod *pod, char *buf)
+{
+	struct in6_addr ip6;
+
+	if (!s->t.pod_cidr6_len)
+		return NULL;
+	lab_pod_ip6(&s->t.nodes[pod->node], pod->ip, &ip6);
+	return inet_ntop(AF_INET6, &ip6, buf, INET6_ADDRSTRLEN);
+}
+
 static void pod_write_info(struct sup *s, struct sup_pod *pod)
 {
-	char dir[LAB_PATH], path[LAB_PATH + 8], buf[2048], a[16];
+	char dir[LAB_PATH], path[LAB_PATH + 8], buf[2048], a[16], a6[INET6_ADDRSTRLEN];
+	char ip6l[80] = "";
 	int restarts = 0;
 
 	for (int i = 0; i < pod->n_procs; i++)
 		restarts += pod->procs[i].restarts;
 	lab_pod_dir(dir, sizeof(dir), s->t.lab, pod->ns, pod->name);
 	lab_fmt(path, sizeof(path), "%s/info", dir);
+	if (pod_ip6_str(s, pod, a6))
+		lab_fmt(ip6l, sizeof(ip6l), "ip6 %s\n", a6);
 	lab_fmt(buf, sizeof(buf),
-		"namespace %s\nname %s\nnode %s\nowner %s\nip %s\nphase %s\npid %d\nrestarts %d\nhash %s\n",
+		"namespace %s\nname %s\nnode %s\nowner %s\nip %s\n%sphase %s\npid %d\nrestarts %d\nhash %s\n",
 		pod->ns, pod->name, s->t.nodes[pod->node].name, pod->owner,
-		lab_ip4_str(pod->ip, a),
+		lab_ip4_str(pod->ip, a), ip6l,
 		pod->state == POD_RUNNING ? "Running" :
 		pod->state == POD_TERMINATING ? "Terminating" : "Pending",
 		pod->n_procs ? (int)pod->procs[0].pid : 0, restarts, pod->hash);
@@ -165,7 +180,7 @@ static void pod_write_info(struct sup *s, struct sup_pod *pod)
  * deletionTimestamp (invariant 1). */
 static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase, bool leaving)
 {
-	char *y = NULL, a[16], ts[64] = "";
+	char *y = NULL, a[16], ts[64] = "", a6[INET6_ADDRSTRLEN];
 	size_t len = 0;
 	FILE *f = open_memstream(&y, &len);
 	int ret;
@@ -180,7 +195,10 @@ static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase, b
 	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s%s",
 		pod->name, pod->ns, ts, pod->yaml_meta);
 	fprintf(f, "spec:\n  nodeName: %s\n%s", s->t.nodes[pod->node].name, pod->yaml_spec);
+	/* dual-stack: both addresses, IPv4 first (the lab's primary family) */
 	fprintf(f, "status:\n  phase: %s\n  podIP: %s\n", phase, lab_ip4_str(pod->ip, a));
+	if (pod_ip6_str(s, pod, a6))
+		fprintf(f, "  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a, a6);
 	fclose(f);
 	ret = ss_put_pod(s->ss, pod->ns, pod->name, y);
 	if (ret)
@@ -196,11 +214,13 @@ static int alloc_ip(struct sup *s, int node, uint32_t *ip)
 {
 	const struct lab_node *n = &s->t.nodes[node];
 
-	/* .0 is the VTEP address in overlay mode, .1 reserved, .255 broadcast. */
+	/* .2-.254 next-fit, without the CNI plugin's range (lab_int.h): a
+	 * lab that has churned ~200 pods would otherwise hand a process pod
+	 * the address of a container made by hand. */
 	for (int k = 0; k < 253; k++) {
 		int h = 2 + (s->ipcur[node] + k) % 253;
 
-		if (s->ipmap[node][h])
+		if (s->ipmap[node][h] || (h >= LAB_CNI_RANGE_LO && h <= LAB_CNI_RANGE_HI))
 			continue;
 		s->ipmap[node][h] = 1;
 		s->ipcur[node] = h - 1;
@@ -361,6 +381,8 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		zh_err("pod %s/%s: mkdir %s: %s", ns, name, cg, strerror(errno));
 		goto fail;
 	}
+	if (lab_sc_planned(&pod->plan))
+		lab_sc_bpf_pod_add(s, pod, cg);	/* --accel: before any of its processes */
 	/* Invariant 6: with agents, publish the pod Pending with its IP first
 	 * and hold its containers until every agent synced that generation. */
 	if (s->t.mesh && !s->t.nft) {
@@ -443,6 +465,7 @@ static void pod_finish(struct sup *s, struct sup_pod *pod)
 		lab_fmt(ccg, sizeof(ccg), "%s/conmon", cg);
 		rmdir(ccg);
 	}
+	lab_sc_bpf_pod_del(s, pod, cg);	/* before the cgroup id goes */
 	rmdir(cg);
 	lab_net_pod_del(&s->t, s->t.nodes[pod->node].name, pod->ns, pod->name);
 	lab_pod_ns_destroy(s->t.lab, pod->ns, pod->name);

@@ -17,6 +17,7 @@
 #include "zerohop/lab.h"
 #include "zerohop/mounts.h"
 #include "zerohop/log.h"
+#include "zerohop/fileio.h"
 #include "zerohop/paths.h"
 #include "lab_int.h"
 
@@ -146,39 +147,7 @@ char *lab_pod_nsfile(char *buf, size_t len, const char *lab, const char *ns,
 
 int lab_write_file(const char *path, const char *data, size_t len)
 {
-	char tmp[LAB_PATH + 16];
-	int fd, ret = 0;
-	size_t off = 0;
-
-	lab_fmt(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			ret = -errno;
-			goto out_close;
-		}
-		off += n;
-	}
-	if (close(fd)) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	if (rename(tmp, path)) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	return 0;
-out_close:
-	close(fd);
-out_unlink:
-	unlink(tmp);
-	return ret;
+	return zh_write_atomic(path, data, len, 0644, false);
 }
 
 int lab_write_str(const char *path, const char *s)
@@ -423,6 +392,19 @@ int lab_topo_write(const struct lab_topo *t)
 		off += lab_fmt(buf + off, sizeof(buf) - off, "node %s %s %s/%d\n",
 				t->nodes[i].name, lab_ip4_str(t->nodes[i].ip, a),
 				lab_ip4_str(t->nodes[i].pod_net, b), t->nodes[i].pod_len);
+	/* dual-stack (docs/ipv6.md): the IPv6 pod CIDR, then per node its
+	 * fabric IPv6 and /64 */
+	if (t->pod_cidr6_len) {
+		char c6[INET6_ADDRSTRLEN], d6[INET6_ADDRSTRLEN];
+
+		off += lab_fmt(buf + off, sizeof(buf) - off, "pod_cidr6 %s/%d\n",
+				inet_ntop(AF_INET6, &t->pod_cidr6, c6, sizeof(c6)), t->pod_cidr6_len);
+		for (int i = 0; i < t->n_nodes && off < (int)sizeof(buf) - 200; i++)
+			off += lab_fmt(buf + off, sizeof(buf) - off, "node6 %s %s %s/64\n",
+					t->nodes[i].name,
+					inet_ntop(AF_INET6, &t->nodes[i].ip6, c6, sizeof(c6)),
+					inet_ntop(AF_INET6, &t->nodes[i].pod_net6, d6, sizeof(d6)));
+	}
 	return lab_write_file(path, buf, off);
 }
 
@@ -435,6 +417,21 @@ static int parse_cidr(const char *s, uint32_t *net, int *len)
 		return -EINVAL;
 	*net = a.s_addr;
 	return 0;
+}
+
+static int parse_cidr6(const char *s, struct in6_addr *net, int *len)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (sscanf(s, "%45[0-9a-fA-F:]/%d", ip, len) != 2 || inet_pton(AF_INET6, ip, net) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+void lab_pod_ip6(const struct lab_node *n, uint32_t ip, struct in6_addr *out)
+{
+	*out = n->pod_net6;
+	out->s6_addr[15] = (uint8_t)(ntohl(ip) & 0xff);
 }
 
 int lab_topo_read(const char *lab, struct lab_topo *t)
@@ -472,7 +469,19 @@ int lab_topo_read(const char *lab, struct lab_topo *t)
 			ret = ret ?: parse_cidr(v1, &t->pod_cidr, &t->pod_cidr_len);
 		else if (!strcmp(k, "svc_cidr"))
 			ret = ret ?: parse_cidr(v1, &t->svc_cidr, &t->svc_cidr_len);
-		else if (!strcmp(k, "node") && n == 4 && t->n_nodes < LAB_MAX_NODES) {
+		else if (!strcmp(k, "pod_cidr6"))
+			ret = ret ?: parse_cidr6(v1, &t->pod_cidr6, &t->pod_cidr6_len);
+		else if (!strcmp(k, "node6") && n == 4) {
+			struct lab_node *nd = NULL;
+			int l;
+
+			for (int i = 0; i < t->n_nodes; i++)
+				if (!strcmp(t->nodes[i].name, v1))
+					nd = &t->nodes[i];
+			if (!nd || inet_pton(AF_INET6, v2, &nd->ip6) != 1 ||
+			    parse_cidr6(v3, &nd->pod_net6, &l))
+				ret = -EINVAL;
+		} else if (!strcmp(k, "node") && n == 4 && t->n_nodes < LAB_MAX_NODES) {
 			struct lab_node *nd = &t->nodes[t->n_nodes++];
 
 			lab_fmt(nd->name, sizeof(nd->name), "%s", v1);
@@ -530,6 +539,8 @@ static int pod_info_read(const char *path, struct lab_pod_info *p)
 			lab_fmt(p->phase, sizeof(p->phase), "%s", v);
 		else if (!strcmp(line, "ip") && inet_pton(AF_INET, v, &a) == 1)
 			p->ip = a.s_addr;
+		else if (!strcmp(line, "ip6"))
+			inet_pton(AF_INET6, v, &p->ip6);
 		else if (!strcmp(line, "pid"))
 			p->pid = atoi(v);
 		else if (!strcmp(line, "restarts"))

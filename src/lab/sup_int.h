@@ -144,5 +144,9 @@ int lab_sc_pod_capture(struct sup *s, struct sup_pod *pod);
 void lab_sc_proc_fix(struct sup_proc *p);
 void lab_sc_sync(struct sup *s);	/* re-render, reload what changed */
 void lab_sc_tick(struct sup *s);	/* send reloads held back (main loop) */
+bool lab_sc_planned(const struct lab_plan *p);	/* the plan has the sidecar container */
+/* ---- lab_sidecar_bpf.c (--mesh sidecar --accel on) ---- */
+void lab_sc_bpf_pod_add(struct sup *s, struct sup_pod *pod, const char *cg);
+void lab_sc_bpf_pod_del(struct sup *s, struct sup_pod *pod, const char *cg);
 
 #endif

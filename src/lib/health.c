@@ -5,32 +5,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "zerohop/fileio.h"
 #include "zerohop/health.h"
 
 int zh_health_write(const char *path, const struct zh_health *h)
 {
-	char tmp[4096];
-	FILE *f;
-	int ret = 0;
+	char text[512];
+	int n;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
-		return -errno;
 	/* error is one line: a newline inside would start a new key */
-	fprintf(f, "pid %d\nstate %s\ngeneration %llu\nsyncs %llu\nerror %.*s\n", h->pid,
-		h->state, (unsigned long long)h->generation, (unsigned long long)h->syncs,
-		(int)strcspn(h->error, "\n"), h->error);
-	if (ferror(f))
-		ret = -EIO;
-	if (fclose(f) && !ret)
-		ret = -errno;
-	if (!ret && rename(tmp, path))
-		ret = -errno;
-	if (ret)
-		unlink(tmp);
-	return ret;
+	n = snprintf(text, sizeof(text), "pid %d\nstate %s\ngeneration %llu\nsyncs %llu\nerror %.*s\n",
+		     h->pid, h->state, (unsigned long long)h->generation,
+		     (unsigned long long)h->syncs, (int)strcspn(h->error, "\n"), h->error);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		return -EOVERFLOW;
+	return zh_write_atomic(path, text, (size_t)n, 0644, false);
 }
 
 int zh_health_read(const char *path, struct zh_health *h)

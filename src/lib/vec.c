@@ -10,7 +10,10 @@ void zh_reserve(void **arr, int *cap, int need, size_t elem)
 
 	if (need <= *cap)
 		return;
-	c = *cap ? *cap * 2 : 8;
+	/* the first room is about 256 bytes, not 8 elements: a model holding
+	 * one object (the etcd source keeps one per key, 100,000s of them)
+	 * then pays 152 bytes for its one pod, not 1,216 */
+	c = *cap ? *cap * 2 : (int)(elem < 256 ? 256 / elem : 1);
 	if (c < need)
 		c = need;
 	*arr = zh_realloc(*arr, (size_t)c * elem);

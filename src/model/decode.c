@@ -625,17 +625,13 @@ static int dc_pod(struct dctx *c, const struct yn *root, struct md_meta *meta, b
 	dc_pop(c, old);
 	if (status && status->type == YN_MAP && status->n > 0) {
 		static const char *const phases[] = { "", "Pending", "Running", "Succeeded", "Failed" };
-		char *ip, *phase;
+		char *phase;
 		int i;
 
 		old = dc_push(c, "status");
 		p->has_status = true;
-		if (dc_str(c, status, "podIP", false, &ip) ||
-		    dc_str(c, status, "phase", false, &phase))
+		if (md_decode_pod_ips(c, status, p) || dc_str(c, status, "phase", false, &phase))
 			return -EINVAL;
-		if (ip && md_parse_ipv4(ip, &p->ip))
-			return dc_fail(c, yn_get(status, "podIP"), "podIP",
-				       "invalid IPv4 address \"%s\"", ip);
 		if (phase) {
 			for (i = 1; i < 5 && strcmp(phase, phases[i]); i++)
 				;
@@ -770,111 +766,28 @@ static int dc_service_ports(struct dctx *c, const struct yn *ports, struct md_se
 	return 0;
 }
 
-/* Service address families (Kubernetes dual-stack fields) on this IPv4-only
- * cluster: answered as a single-stack IPv4 Kubernetes cluster answers, so a
- * manifest asking for IPv6 gets an error naming the field instead of a
- * silent IPv4-only Service. ipFamilyPolicy SingleStack or PreferDualStack
- * (which then gets IPv4 only), ipFamilies [IPv4], clusterIPs [ONE IPv4 or
- * "None"] equal to clusterIP when both are given. Native IPv6 and dual-stack
- * Services are not built yet (docs/agent.md "AF_INET6 sockets"). *ip is the clusterIP given (may be set from clusterIPs[0]). */
-#define DC_NO_IPV6 "this cluster is IPv4-only (IPv6 and dual-stack Services are not built yet)"
-
-static int dc_service_families(struct dctx *c, const struct yn *spec, char **ip)
-{
-	const struct yn *fam = yn_get(spec, "ipFamilies"), *ips = yn_get(spec, "clusterIPs");
-	size_t old = c->plen;
-	char *policy;
-	bool v4 = false;
-	struct in6_addr a6;
-	uint32_t a4;
-	int i;
-
-	if (dc_str(c, spec, "ipFamilyPolicy", false, &policy))
-		return -EINVAL;
-	if (policy && strcmp(policy, "SingleStack") && strcmp(policy, "PreferDualStack") &&
-	    strcmp(policy, "RequireDualStack"))
-		return dc_fail(c, yn_get(spec, "ipFamilyPolicy"), "ipFamilyPolicy",
-			       "unsupported policy \"%s\" (SingleStack, PreferDualStack, RequireDualStack)",
-			       policy);
-	if (policy && !strcmp(policy, "RequireDualStack"))
-		return dc_fail(c, yn_get(spec, "ipFamilyPolicy"), "ipFamilyPolicy",
-			       "RequireDualStack needs a dual-stack cluster: " DC_NO_IPV6);
-	/* PreferDualStack: one family here (IPv4), as Kubernetes assigns on a
-	 * single-stack cluster */
-	if (fam) {
-		if (dc_seq(c, fam, "ipFamilies"))
-			return -EINVAL;
-		if (fam->n > 2)
-			return dc_fail(c, fam, "ipFamilies", "at most two families");
-		for (i = 0; i < fam->n; i++) {
-			const struct yn *f = fam->items[i];
-
-			dc_push(c, "ipFamilies");
-			dc_push_idx(c, i);	/* error paths name the item; popped below */
-			if (f->type != YN_SCALAR || (strcmp(f->s, "IPv4") && strcmp(f->s, "IPv6")))
-				return dc_fail(c, f, NULL, "must be IPv4 or IPv6");
-			if (!strcmp(f->s, "IPv6"))
-				return dc_fail(c, f, NULL, "IPv6: " DC_NO_IPV6);
-			if (v4)
-				return dc_fail(c, f, NULL, "IPv4 given twice");
-			dc_pop(c, old);
-			v4 = true;
-		}
-	}
-	if (!ips)
-		return 0;
-	if (dc_seq(c, ips, "clusterIPs"))
-		return -EINVAL;
-	for (i = 0; i < ips->n; i++) {
-		const struct yn *v = ips->items[i];
-
-		dc_push(c, "clusterIPs");
-		dc_push_idx(c, i);
-		if (v->type != YN_SCALAR)
-			return dc_fail(c, v, NULL, "must be a string");
-		if (inet_pton(AF_INET6, v->s, &a6) == 1)
-			return dc_fail(c, v, NULL, "IPv6 address \"%s\": " DC_NO_IPV6, v->s);
-		if (strcmp(v->s, "None") && *v->s && md_parse_ipv4(v->s, &a4))
-			return dc_fail(c, v, NULL,
-				       "invalid IPv4 address \"%s\" (an address, \"None\" or empty)", v->s);
-		if (i == 1)
-			return dc_fail(c, v, NULL, "a second ClusterIP needs a dual-stack cluster: " DC_NO_IPV6);
-		dc_pop(c, old);
-	}
-	if (ips->n == 1) {
-		const char *first = ips->items[0]->s;
-
-		if (*ip && strcmp(*ip, first))
-			return dc_fail(c, ips->items[0], "clusterIPs[0]",
-				       "\"%s\" must equal clusterIP \"%s\"", first, *ip);
-		if (!*ip)
-			*ip = (char *)first;
-	}
-	return 0;
-}
-
 static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *meta)
 {
 	struct md_priv *pv = md_priv(c->st);
 	struct md_service *s = zh_grow((void **)&c->st->services, &c->st->n_services,
 				       &pv->cap_svc, sizeof(*s));
 	const struct yn *spec = yn_get(root, "spec"), *ports;
-	char *ip, *type;
+	char *type;
 	size_t old;
 
 	s->meta = *meta;
 	if (!spec)
 		return dc_fail(c, root, "spec", "is required");
 	old = dc_push(c, "spec");
-	if (dc_map(c, spec, NULL) || dc_str(c, spec, "clusterIP", false, &ip) ||
-	    dc_str(c, spec, "type", false, &type) ||
+	if (dc_map(c, spec, NULL) || dc_str(c, spec, "type", false, &type) ||
 	    dc_labels(c, spec, "selector", true, &s->selector.match_labels))
 		return -EINVAL;
 	if (type && strcmp(type, "ClusterIP") && strcmp(type, "NodePort") &&
 	    strcmp(type, "LoadBalancer"))
 		return dc_fail(c, yn_get(spec, "type"), "type",
 			       "unsupported type \"%s\" (ClusterIP, NodePort, LoadBalancer)", type);
-	if (dc_service_families(c, spec, &ip))
+	/* clusterIP, clusterIPs, ipFamilies, ipFamilyPolicy (families.c) */
+	if (md_decode_svc_families(c, spec, s))
 		return -EINVAL;
 	/* data-plane fields zerohop does not honour: said, not silent */
 	if (type && strcmp(type, "ClusterIP"))
@@ -906,14 +819,6 @@ static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *met
 	/* a Service selector is a plain map; empty means "endpoints are
 	 * managed elsewhere", i.e. none computed */
 	s->selector.present = s->selector.match_labels.n > 0;
-	if (ip && !strcmp(ip, "None")) {
-		s->headless = true;
-	} else if (ip && *ip) {
-		if (md_parse_ipv4(ip, &s->cluster_ip))
-			return dc_fail(c, yn_get(spec, "clusterIP"), "clusterIP",
-				       "invalid IPv4 address \"%s\" (an address, \"None\" or empty)", ip);
-		s->ip_given = true;
-	}
 	ports = yn_get(spec, "ports");
 	if (!ports && !s->headless)
 		return dc_fail(c, spec, "ports", "is required");
@@ -933,27 +838,6 @@ static int dc_service(struct dctx *c, const struct yn *root, struct md_meta *met
 }
 
 /* ---- cluster, namespace, configmap ------------------------------------------------ */
-
-static int dc_cidr(struct dctx *c, const struct yn *spec, const char *field, uint32_t *net, int *len,
-		   int min_len, int max_len)
-{
-	char *s;
-	bool canon;
-
-	if (dc_str(c, spec, field, false, &s))
-		return -EINVAL;
-	if (!s)
-		return 0;
-	if (md_parse_cidr_loose(s, net, len, &canon))
-		return dc_fail(c, yn_get(spec, field), field, "invalid CIDR \"%s\"", s);
-	if (!canon)
-		return dc_fail(c, yn_get(spec, field), field,
-			       "\"%s\" has host bits set (not a network address)", s);
-	if (*len < min_len || *len > max_len)
-		return dc_fail(c, yn_get(spec, field), field,
-			       "prefix length must be between %d and %d", min_len, max_len);
-	return 0;
-}
 
 static int dc_cluster(struct dctx *c, const struct yn *root)
 {
@@ -981,20 +865,12 @@ static int dc_cluster(struct dctx *c, const struct yn *root)
 		return -EINVAL;
 	cl->pod_cidr_len = 16;
 	cl->svc_cidr_len = 12;
+	cl->primary = MD_FAM_V4;
 	if (!spec)
 		return 0;
 	old = dc_push(c, "spec");
-	if (dc_map(c, spec, NULL) ||
-	    dc_cidr(c, spec, "podCIDR", &cl->pod_cidr, &cl->pod_cidr_len, 8, 28) ||
-	    dc_cidr(c, spec, "serviceCIDR", &cl->svc_cidr, &cl->svc_cidr_len, 8, 26))
+	if (dc_map(c, spec, NULL) || md_decode_cluster_cidrs(c, spec, cl))
 		return -EINVAL;
-	{
-		int l = cl->pod_cidr_len < cl->svc_cidr_len ? cl->pod_cidr_len : cl->svc_cidr_len;
-
-		if (((ntohl(cl->pod_cidr) ^ ntohl(cl->svc_cidr)) & md_mask(l)) == 0)
-			return dc_fail(c, yn_get(spec, "serviceCIDR") ? yn_get(spec, "serviceCIDR") : spec,
-				       "serviceCIDR", "overlaps podCIDR");
-	}
 	nodes = yn_get(spec, "nodes");
 	if (nodes) {
 		size_t o2 = dc_push(c, "nodes"), base = c->plen;
@@ -1068,6 +944,7 @@ static const struct kind_api kinds[] = {
 	{ "TrafficSplit", "split.smi-spec.io/v1alpha4", MD_K_TRAFFICSPLIT },
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1", MD_K_HTTPROUTE },
 	{ "HTTPRoute", "gateway.networking.k8s.io/v1beta1", MD_K_HTTPROUTE },
+	{ "GRPCRoute", "gateway.networking.k8s.io/v1", MD_K_GRPCROUTE },
 	{ "NetworkPolicy", "networking.k8s.io/v1", MD_K_NETPOL },
 	{ "ServiceAccount", "v1", MD_K_SERVICEACCOUNT },
 	{ "HTTPRouteGroup", "specs.smi-spec.io/v1alpha2", MD_K_ROUTEGROUP },
@@ -1127,8 +1004,6 @@ static const struct kind_skip skips[] = {
 	{ "gateway.networking.k8s.io", "Gateway", "no ingress gateway in zerohop" },
 	{ "gateway.networking.k8s.io", "GatewayClass", "no ingress gateway in zerohop" },
 	{ "gateway.networking.k8s.io", "ReferenceGrant", NULL },
-	{ "gateway.networking.k8s.io", "GRPCRoute",
-	  "!not supported yet (HTTP/2): its requests would not be routed as written" },
 	{ "gateway.networking.k8s.io", "TCPRoute",
 	  "!not supported: its connections would not be routed as written" },
 	{ "gateway.networking.k8s.io", "TLSRoute",
@@ -1302,6 +1177,9 @@ static int decode_obj(struct dctx *c, const struct yn *root)
 		break;
 	case MD_K_HTTPROUTE:
 		r = md_decode_route(c, root, &meta);
+		break;
+	case MD_K_GRPCROUTE:
+		r = md_decode_grpcroute(c, root, &meta);
 		break;
 	case MD_K_SERVICEACCOUNT: {
 		struct md_serviceaccount *sa = zh_grow((void **)&c->st->serviceaccounts,

@@ -124,7 +124,7 @@ int md_decode_split(struct dctx *c, const struct yn *root, const char *api, stru
 
 /* ---- HTTPRoute ---------------------------------------------------------------------- */
 
-static int hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
+int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
 {
 	struct md_header_match *hm = elem;
 	char *type;
@@ -148,7 +148,7 @@ static int hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg)
 static int hdr_matches(struct dctx *c, const struct yn *m, const char *field,
 		       struct md_header_match **out, int *n_out)
 {
-	return dc_seq_each(c, m, field, sizeof(**out), (void **)out, n_out, hdr_match, NULL);
+	return dc_seq_each(c, m, field, sizeof(**out), (void **)out, n_out, md_route_hdr_match, NULL);
 }
 
 static int route_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
@@ -260,6 +260,19 @@ static int path_mod(struct dctx *c, const struct yn *v, struct md_filter *f)
 	return 0;
 }
 
+int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f)
+{
+	if (!strcmp(type, "RequestHeaderModifier")) {
+		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
+		return header_mod(c, n, "requestHeaderModifier", &f->headers);
+	}
+	if (!strcmp(type, "ResponseHeaderModifier")) {
+		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
+		return header_mod(c, n, "responseHeaderModifier", &f->headers);
+	}
+	return 1;
+}
+
 /* requestMirror: {backendRef: {name, namespace, port}, percent | fraction} */
 static int mirror_filter(struct dctx *c, const struct yn *n, struct md_filter *f, void *arg)
 {
@@ -319,16 +332,12 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 	struct md_filter *f = elem;
 	char *type;
 
+	int rc;
+
 	if (dc_map(c, n, NULL) || dc_str(c, n, "type", true, &type))
 		return -EINVAL;
-	if (!strcmp(type, "RequestHeaderModifier")) {
-		f->type = MD_FILTER_REQUEST_HEADER_MODIFIER;
-		return header_mod(c, n, "requestHeaderModifier", &f->headers);
-	}
-	if (!strcmp(type, "ResponseHeaderModifier")) {
-		f->type = MD_FILTER_RESPONSE_HEADER_MODIFIER;
-		return header_mod(c, n, "responseHeaderModifier", &f->headers);
-	}
+	if ((rc = md_route_hdr_filter(c, n, type, f)) <= 0)
+		return rc;
 	if (!strcmp(type, "RequestRedirect") || !strcmp(type, "URLRewrite")) {
 		bool redirect = type[1] == 'e';
 		const char *field = redirect ? "requestRedirect" : "urlRewrite";
@@ -386,7 +395,7 @@ static int route_filters(struct dctx *c, const struct yn *map, struct md_filter 
 			   (void *)meta);
 }
 
-static int backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
+int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg)
 {
 	const struct md_meta *meta = arg;
 	struct md_backend_ref *b = elem;
@@ -486,7 +495,7 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 			&r->n_matches, route_match, NULL) ||
 	    route_filters(c, n, &r->filters, &r->n_filters, arg) ||
 	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
-			&r->n_backends, backend_ref, arg))
+			&r->n_backends, md_route_backend_ref, arg))
 		return -EINVAL;
 	/* Gateway API: each filter type at most once per rule (RequestMirror
 	 * excepted), and RequestRedirect excludes URLRewrite; the proxy would
@@ -538,7 +547,7 @@ static int route_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 	return rule_retry(c, n, r);
 }
 
-static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
+int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
 {
 	const struct md_meta *meta = arg;
 	struct md_parent_ref *pr = elem;
@@ -567,7 +576,15 @@ static int parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg)
 	return 0;
 }
 
+static void route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt);
+
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
+{
+	return md_route_decode(c, root, meta, false, route_rule);
+}
+
+int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta, bool grpc,
+		    dc_item_fn rule)
 {
 	struct md_priv *pv = md_priv(c->st);
 	struct md_httproute *rt = zh_grow((void **)&c->st->routes, &c->st->n_routes,
@@ -576,35 +593,40 @@ int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta)
 	size_t old;
 
 	rt->meta = *meta;
+	rt->grpc = grpc;
 	if (!spec)
 		return dc_fail(c, root, "spec", "is required");
 	old = dc_push(c, "spec");
 	if (dc_map(c, spec, NULL) ||
 	    dc_str_list(c, spec, "hostnames", &rt->hostnames, &rt->n_hostnames) ||
 	    dc_seq_each(c, spec, "parentRefs", sizeof(*rt->parents), (void **)&rt->parents,
-			&rt->n_parents, parent_ref, meta) ||
+			&rt->n_parents, md_route_parent_ref, meta) ||
 	    dc_seq_each(c, spec, "rules", sizeof(*rt->rules), (void **)&rt->rules, &rt->n_rules,
-			route_rule, meta))
+			rule, meta))
 		return -EINVAL;
 	dc_pop(c, old);
-	/* what is accepted but not acted on is said on apply */
-	{
-		bool svc_parent = false;
-
-		for (int i = 0; i < rt->n_parents; i++)
-			if (!strcmp(rt->parents[i].kind, "Service") && !*rt->parents[i].group)
-				svc_parent = true;
-		if (!svc_parent)
-			md_warn(c->st, c->file, root->line, "spec.parentRefs",
-				"HTTPRoute %s/%s has no Service parent: not acted on (zerohop has no "
-				"ingress gateway; attach it to a Service for the mesh)",
-				meta->ns, meta->name);
-		else if (rt->n_hostnames)
-			md_warn(c->st, c->file, yn_get(spec, "hostnames")->line, "spec.hostnames",
-				"ignored for a route attached to a Service (GAMMA: the Service is "
-				"what is matched)");
-	}
+	route_warn(c, root, rt);
 	return 0;
+}
+
+static void route_warn(struct dctx *c, const struct yn *root, const struct md_httproute *rt)
+{
+	const struct yn *spec = yn_get(root, "spec");
+	bool svc_parent = false;
+
+	/* what is accepted but not acted on is said on apply */
+	for (int i = 0; i < rt->n_parents; i++)
+		if (!strcmp(rt->parents[i].kind, "Service") && !*rt->parents[i].group)
+			svc_parent = true;
+	if (!svc_parent)
+		md_warn(c->st, c->file, root->line, "spec.parentRefs",
+			"%s %s/%s has no Service parent: not acted on (zerohop has no "
+			"ingress gateway; attach it to a Service for the mesh)",
+			rt->grpc ? "GRPCRoute" : "HTTPRoute", rt->meta.ns, rt->meta.name);
+	else if (rt->n_hostnames)
+		md_warn(c->st, c->file, yn_get(spec, "hostnames")->line, "spec.hostnames",
+			"ignored for a route attached to a Service (GAMMA: the Service is "
+			"what is matched)");
 }
 
 /* ---- SMI HTTPRouteGroup ------------------------------------------------------------- */
@@ -704,6 +726,8 @@ bool md_parent_is_consumer(const struct md_httproute *r, const struct md_parent_
 bool md_route_needs_l7(const struct md_httproute *r)
 {
 	/* a consumer route applies to some clients only: per request */
+	if (r->grpc)
+		return true;
 	for (int i = 0; i < r->n_parents; i++)
 		if (md_parent_is_consumer(r, &r->parents[i]))
 			return true;

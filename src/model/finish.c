@@ -9,20 +9,23 @@
  * 4. duplicates of every other kind (same kind, namespace and name)
  * 5. manifest pods' spec.nodeName must name a cluster node (runtime pods
  *    are reported facts and are not checked)
- * 6. ClusterIPs: given ones checked (inside serviceCIDR, not its network or
- *    broadcast address, unique), then the others allocated
+ * 6. ClusterIPs (families.c): each Service's ipFamilyPolicy and ipFamilies
+ *    defaulted against the cluster's families as kube-apiserver does; per
+ *    family, given ones checked (inside the service CIDR, not its network
+ *    or IPv4 broadcast address, unique), then the others allocated
  * 7. TrafficSplit root/backends and HTTPRoute Service parents must exist;
  *    HTTPRoute backendRefs are resolved or left NULL
  * 8. endpoints of every Service with a selector
  *
- * ClusterIP allocation (deterministic, so every agent computes the same
- * addresses from the same state):
+ * ClusterIP allocation, the same for each family (deterministic, so every
+ * agent computes the same addresses from the same state):
  *   offsets 0..15 of the service CIDR are reserved for given addresses (the
  *   lab's DNS uses base + 10, like kube-dns 10.96.0.10), the last one is the
  *   broadcast address. Services with a given clusterIP take theirs first;
  *   the rest, in (namespace, name) byte order, start at
  *   16 + FNV-1a-64("NAMESPACE/NAME") mod (size - 17) and probe linearly,
- *   wrapping within [16, size - 2].
+ *   wrapping within [16, size - 2] (IPv6, which has no broadcast address:
+ *   16 + hash mod (size - 16), wrapping within [16, size - 1]).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -64,6 +67,7 @@ static void cluster_defaults(struct md_state *st)
 		cl->pod_cidr_len = 16;
 		inet_pton(AF_INET, "10.96.0.0", &cl->svc_cidr);
 		cl->svc_cidr_len = 12;
+		cl->primary = MD_FAM_V4;
 	}
 	if (!cl->n_nodes) {
 		cl->nodes = ar_alloc(ar, 2 * sizeof(*cl->nodes));
@@ -238,6 +242,26 @@ static int dups(struct md_state *st, enum md_kind k, void *arr, int n, size_t el
 	return 0;
 }
 
+/* HTTPRoutes and GRPCRoutes share st->routes but not their names: a
+ * GRPCRoute may have an HTTPRoute's name (two kinds, as in Kubernetes). */
+static int route_dups(struct md_state *st, struct md_err *err)
+{
+	struct md_priv *pv = md_priv(st);
+
+	for (int i = 0; i < st->n_routes; i++) {
+		const struct md_httproute *r = &st->routes[i];
+		enum md_kind k = r->grpc ? MD_K_GRPCROUTE : MD_K_HTTPROUTE;
+		int prev = md_idx_put(&pv->ix[k], key_of(&pv->ar, &r->meta), i);
+
+		if (prev >= 0)
+			return fail(err, r->meta.file, r->meta.line, "metadata.name",
+				    "duplicate %s %s/%s (also defined at %s:%d)", md_kind_name(k),
+				    r->meta.ns, r->meta.name, st->routes[prev].meta.file,
+				    st->routes[prev].meta.line);
+	}
+	return 0;
+}
+
 static int node_ok(const struct md_state *st, const char *node)
 {
 	for (int i = 0; i < st->cluster.n_nodes; i++)
@@ -272,111 +296,7 @@ static int node_names(struct md_state *st, struct md_err *err)
 	return 0;
 }
 
-/* ---- step 6: ClusterIPs ------------------------------------------------------------ */
-
-struct given {
-	uint32_t off;
-	int svc;
-};
-
-static int cmp_given(const void *a, const void *b)
-{
-	const struct given *x = a, *y = b;
-
-	if (x->off != y->off)
-		return x->off < y->off ? -1 : 1;
-	return x->svc - y->svc;
-}
-
-static const struct md_state *sort_st;	/* qsort has no context argument */
-
-static int cmp_svc_name(const void *a, const void *b)
-{
-	const struct md_service *x = &sort_st->services[*(const int *)a];
-	const struct md_service *y = &sort_st->services[*(const int *)b];
-	int r = strcmp(x->meta.ns, y->meta.ns);
-
-	return r ? r : strcmp(x->meta.name, y->meta.name);
-}
-
-static int cluster_ips(struct md_state *st, struct md_err *err)
-{
-	uint32_t base = ntohl(st->cluster.svc_cidr), size = 1u << (32 - st->cluster.svc_cidr_len);
-	uint8_t *used = zh_calloc(size / 8 + 1, 1);
-	struct given *g = zh_calloc((size_t)st->n_services + 1, sizeof(*g));
-	int *alloc = zh_calloc((size_t)st->n_services + 1, sizeof(*alloc));
-	int n_g = 0, n_a = 0, ret = 0;
-	char buf[INET_ADDRSTRLEN], key[320];
-
-	inet_ntop(AF_INET, &st->cluster.svc_cidr, buf, sizeof(buf));
-	for (int i = 0; i < st->n_services; i++) {
-		const struct md_service *s = &st->services[i];
-		uint32_t ip = ntohl(s->cluster_ip);
-
-		if (s->headless)
-			continue;
-		if (!s->ip_given) {
-			alloc[n_a++] = i;
-			continue;
-		}
-		if ((ip & md_mask(st->cluster.svc_cidr_len)) != base) {
-			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
-				   "%s is outside the service CIDR %s/%d",
-				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)), buf,
-				   st->cluster.svc_cidr_len);
-			goto out;
-		}
-		if (ip == base || ip == base + size - 1) {
-			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
-				   "%s is the %s address of the service CIDR",
-				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)),
-				   ip == base ? "network" : "broadcast");
-			goto out;
-		}
-		g[n_g].off = ip - base;
-		g[n_g++].svc = i;
-	}
-	qsort(g, (size_t)n_g, sizeof(*g), cmp_given);
-	for (int i = 0; i < n_g; i++) {
-		const struct md_service *s = &st->services[g[i].svc], *q;
-
-		if (i && g[i].off == g[i - 1].off) {
-			q = &st->services[g[i - 1].svc];
-			ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
-				   "%s is already used by Service %s/%s (%s:%d)",
-				   inet_ntop(AF_INET, &s->cluster_ip, key, sizeof(key)), q->meta.ns,
-				   q->meta.name, q->meta.file, q->meta.line);
-			goto out;
-		}
-		used[g[i].off / 8] |= (uint8_t)(1u << (g[i].off % 8));
-	}
-	sort_st = st;
-	qsort(alloc, (size_t)n_a, sizeof(*alloc), cmp_svc_name);
-	sort_st = NULL;
-	for (int i = 0; i < n_a; i++) {
-		struct md_service *s = &st->services[alloc[i]];
-		uint32_t range = size - 17, off, tries = 0;
-		int kl = snprintf(key, sizeof(key), "%s/%s", s->meta.ns, s->meta.name);
-
-		off = 16 + (uint32_t)(md_hash(key, (size_t)kl) % range);
-		while (used[off / 8] & (1u << (off % 8))) {
-			if (++tries == range) {
-				ret = fail(err, s->meta.file, s->meta.line, "spec.clusterIP",
-					   "no free address left in the service CIDR %s/%d", buf,
-					   st->cluster.svc_cidr_len);
-				goto out;
-			}
-			off = off + 1 > size - 2 ? 16 : off + 1;
-		}
-		used[off / 8] |= (uint8_t)(1u << (off % 8));
-		s->cluster_ip = htonl(base + off);
-	}
-out:
-	free(alloc);
-	free(g);
-	free(used);
-	return ret;
-}
+/* ---- step 6: ClusterIPs: md_finish_families (families.c) ------------------------- */
 
 /* ---- step 7: references ------------------------------------------------------------ */
 
@@ -614,7 +534,7 @@ static bool str_eq0(const char *a, const char *b)
 /* What NetworkPolicy reads of a pod, labels aside (src/policy). */
 static bool pol_fields_eq(const struct md_pod *a, const struct md_pod *b)
 {
-	if (a->ip != b->ip || !str_eq0(a->spec.node_name, b->spec.node_name) ||
+	if (a->ip != b->ip || memcmp(&a->ip6, &b->ip6, sizeof(a->ip6)) || !str_eq0(a->spec.node_name, b->spec.node_name) ||
 	    a->spec.n_containers != b->spec.n_containers)
 		return false;
 	for (int c = 0; c < a->spec.n_containers; c++) {
@@ -641,6 +561,16 @@ static const struct md_service *only_service(const struct md_file *f)
 	return &fs->services[0];
 }
 
+/* Same dual-stack input (both as parsed): the defaulting and allocation of
+ * step 6 give the same families and addresses. */
+static bool same_families(const struct md_service *a, const struct md_service *b)
+{
+	return a->fam_policy == b->fam_policy && a->n_families == b->n_families &&
+	       !memcmp(a->families, b->families, sizeof(a->families[0]) * (size_t)a->n_families) &&
+	       a->n_given_ips == b->n_given_ips && a->ip6_given == b->ip6_given &&
+	       (!a->ip6_given || !memcmp(&a->cluster_ip6, &b->cluster_ip6, sizeof(a->cluster_ip6)));
+}
+
 int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
 		     const struct md_file *new_f)
 {
@@ -650,6 +580,7 @@ int md_svc_patchable(const struct md_state *st, const struct md_file *old_f,
 	if (!st->finished || !os || !ns || strcmp(os->meta.ns, ns->meta.ns) ||
 	    strcmp(os->meta.name, ns->meta.name) || os->headless != ns->headless ||
 	    os->ip_given != ns->ip_given || (os->ip_given && os->cluster_ip != ns->cluster_ip) ||
+	    !same_families(os, ns) ||
 	    os->n_ports != ns->n_ports)
 		return -1;
 	/* same ports (number, protocol, name): the same map keys, the same
@@ -672,12 +603,16 @@ void md_state_patch_svcs(struct md_state *st, struct md_file *const *nf, const i
 
 	for (int i = 0; i < n; i++) {
 		struct md_service *s = &st->services[idx[i]];
-		uint32_t ip = s->cluster_ip;
+		struct md_service was = *s;
 
 		*s = *only_service(nf[i]);
-		/* same names, same given addresses: the allocation (step 6)
-		 * gives the same address */
-		s->cluster_ip = ip;
+		/* same names, same given addresses and families: the
+		 * defaulting and allocation (step 6) give the same result */
+		s->cluster_ip = was.cluster_ip;
+		s->cluster_ip6 = was.cluster_ip6;
+		s->fam_policy = was.fam_policy;
+		memcpy(s->families, was.families, sizeof(s->families));
+		s->n_families = was.n_families;
 		if (pv->n_files == pv->cap_files) {
 			pv->cap_files = pv->cap_files ? 2 * pv->cap_files : 64;
 			pv->files = zh_realloc(pv->files, (size_t)pv->cap_files * sizeof(*pv->files));
@@ -768,7 +703,7 @@ int md_state_finish(struct md_state *st, struct md_err *err)
 			err)) ||
 	    (ret = dups(st, MD_K_TRAFFICSPLIT, st->splits, st->n_splits, sizeof(*st->splits),
 			err)) ||
-	    (ret = dups(st, MD_K_HTTPROUTE, st->routes, st->n_routes, sizeof(*st->routes), err)) ||
+	    (ret = route_dups(st, err)) ||
 	    (ret = dups(st, MD_K_NETPOL, st->netpols, st->n_netpols, sizeof(*st->netpols), err)) ||
 	    (ret = dups(st, MD_K_SERVICEACCOUNT, st->serviceaccounts, st->n_serviceaccounts,
 			sizeof(*st->serviceaccounts), err)) ||
@@ -780,7 +715,7 @@ int md_state_finish(struct md_state *st, struct md_err *err)
 			sizeof(*st->authzpols), err)))
 		return ret;
 	pv->indexed = true;	/* lookups below use the indexes */
-	if ((ret = node_names(st, err)) || (ret = cluster_ips(st, err)) ||
+	if ((ret = node_names(st, err)) || (ret = md_finish_families(st, err)) ||
 	    (ret = references(st, err)))
 		return ret;
 	endpoints(st);

@@ -103,6 +103,17 @@ int yn_parse(struct md_arena *strs, struct md_arena *nodes, const char *name, co
  * quoting). *out is malloc'd; caller frees. Returns 0 or -EINVAL. */
 int yn_emit(const struct yn *root, char **out, size_t *len);
 
+/* json_tree.c: a document that is one JSON object, without libyaml (J1);
+ * YN_JSON_NOT when the text is not one it handles (J2): nothing allocated,
+ * fn not called, yn_parse's libyaml path takes it. */
+#define YN_JSON_NOT 1
+int yn_parse_json(struct md_arena *strs, struct md_arena *nodes, const char *buf, size_t len,
+		  yn_doc_fn fn, void *ctx);
+/* root (a mapping) as one line of JSON that yn_parse_json reads back to the
+ * same decoded object, metadata.resourceVersion left out; -ENOTSUP when
+ * JSON cannot say it (J3). *out malloc'd. */
+int yn_emit_json(const struct yn *root, char **out, size_t *len);
+
 bool yn_is_null(const struct yn *n);	/* NULL, ~, null, empty plain scalar */
 const struct yn *yn_get(const struct yn *map, const char *key);	/* NULL if absent/null */
 
@@ -135,6 +146,7 @@ struct md_priv {
 	bool keep_tree;
 	/* input options (md_state_set_strict / md_state_set_namespace) */
 	bool strict;
+	bool ipv6;		/* md_state_set_ipv6 */
 	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;
@@ -228,7 +240,7 @@ int dc_port_ref(struct dctx *c, const struct yn *map, const char *field, struct 
 int dc_proto(struct dctx *c, const struct yn *map, const char *field, bool allow_sctp,
 	     enum md_proto *out, bool *present);
 
-/* Unknown fields of the kinds zerohop models entirely (HTTPRoute,
+/* Unknown fields of the kinds zerohop models entirely (HTTPRoute, GRPCRoute,
  * TrafficSplit, HTTPRouteGroup, NetworkPolicy, Cluster, PeerAuthentication,
  * AuthorizationPolicy) are errors
  * (schema.c); other kinds: 0. */
@@ -237,6 +249,20 @@ int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k);
 /* mesh kinds (decode_mesh.c) */
 int md_decode_split(struct dctx *c, const struct yn *root, const char *api, struct md_meta *meta);
 int md_decode_route(struct dctx *c, const struct yn *root, struct md_meta *meta);
+int md_decode_grpcroute(struct dctx *c, const struct yn *root, struct md_meta *meta);
+/* HTTPRoute pieces GRPCRoute shares (decode_mesh.c; dc_seq_each callbacks:
+ * elem is the item to fill, arg the route's md_meta, NULL for hdr_match) */
+int md_route_parent_ref(struct dctx *c, const struct yn *p, void *elem, void *arg);
+int md_route_backend_ref(struct dctx *c, const struct yn *n, void *elem, void *arg);
+int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg);
+/* A filter of type RequestHeaderModifier or ResponseHeaderModifier into f:
+ * 0 or -EINVAL; 1 when type is neither (f untouched). */
+int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f);
+/* spec {parentRefs, hostnames, rules} of a route into a new st->routes
+ * entry (grpc: a GRPCRoute), each rule decoded by rule (arg: the meta),
+ * then the warnings (no Service parent, hostnames ignored). */
+int md_route_decode(struct dctx *c, const struct yn *root, struct md_meta *meta, bool grpc,
+		    dc_item_fn rule);
 int md_decode_netpol(struct dctx *c, const struct yn *root, struct md_meta *meta);
 int md_decode_routegroup(struct dctx *c, const struct yn *root, struct md_meta *meta);
 /* security.istio.io kinds (decode_sec.c) */
@@ -252,6 +278,23 @@ const char *md_check_port_name(const char *s);		/* IANA_SVC_NAME */
 /* Like md_parse_cidr but accepts host bits; *canonical tells whether none set. */
 int md_parse_cidr_loose(const char *s, uint32_t *net, int *len, bool *canonical);
 uint32_t md_mask(int len);	/* host order */
+
+/* ---- address families (families.c) --------------------------------------- */
+
+/* Service spec.ipFamilyPolicy / ipFamilies / clusterIPs (and clusterIP,
+ * whose string *ip is: kept as given, or set from clusterIPs[0]): the
+ * checks that need no cluster (kube-apiserver's
+ * ValidateServiceClusterIPsRelatedFields); fills s's family fields,
+ * cluster_ip(6), ip(6)_given and headless. */
+int md_decode_svc_families(struct dctx *c, const struct yn *spec, struct md_service *s);
+/* Pod status.podIP / status.podIPs[].ip (one per family, podIPs[0] ==
+ * podIP) into p->ip / p->ip6; the path is at "status". */
+int md_decode_pod_ips(struct dctx *c, const struct yn *status, struct md_pod *p);
+/* Cluster spec.podCIDR(s) / serviceCIDR(s) into cl (defaults already set). */
+int md_decode_cluster_cidrs(struct dctx *c, const struct yn *spec, struct md_cluster *cl);
+/* finish: default each Service's policy and families against the cluster,
+ * then allocate the ClusterIPs of each family (all or nothing). */
+int md_finish_families(struct md_state *st, struct md_err *err);
 
 /* Append a warning (strings copied into st's arena). */
 void md_warn(struct md_state *st, const char *file, int line, const char *field,

@@ -4,7 +4,7 @@
  * from what its author wrote, with no word.
  *
  * The field lists below are the complete published schemas of the kinds
- * zerohop models entirely (Gateway API HTTPRoute v1, SMI TrafficSplit and
+ * zerohop models entirely (Gateway API HTTPRoute and GRPCRoute v1, SMI TrafficSplit and
  * HTTPRouteGroup, networking.k8s.io NetworkPolicy, our Cluster), for the
  * spec subtree (metadata is standard object metadata, status is the
  * server's). Fields that are in the schema but not honoured are refused or
@@ -82,6 +82,29 @@ static const struct sch_key s_route_spec[] = { { "parentRefs", s_parent },
 					       { "hostnames", NULL }, { "rules", s_rule },
 					       { "useDefaultGateways", NULL }, END };
 
+/* ---- Gateway API GRPCRoute (v1) ---- */
+static const struct sch_key s_grpc_method[] = { { "type", NULL }, { "service", NULL },
+						{ "method", NULL }, END };
+static const struct sch_key s_grpc_match[] = { { "method", s_grpc_method },
+					       { "headers", s_str_match }, END };
+/* the types GRPCRoute's schema allows; decode_grpc.c refuses the last two */
+static const struct sch_key s_grpc_filter[] = { { "type", NULL },
+						{ "requestHeaderModifier", s_hdr_mod },
+						{ "responseHeaderModifier", s_hdr_mod },
+						{ "requestMirror", s_mirror },
+						{ "extensionRef", NULL }, END };
+static const struct sch_key s_grpc_backend[] = { { "group", NULL }, { "kind", NULL },
+						 { "name", NULL }, { "namespace", NULL },
+						 { "port", NULL }, { "weight", NULL },
+						 { "filters", s_grpc_filter }, END };
+static const struct sch_key s_grpc_rule[] = { { "name", NULL }, { "matches", s_grpc_match },
+					      { "filters", s_grpc_filter },
+					      { "backendRefs", s_grpc_backend },
+					      { "sessionPersistence", NULL }, END };
+static const struct sch_key s_grpc_spec[] = { { "parentRefs", s_parent },
+					      { "hostnames", NULL }, { "rules", s_grpc_rule },
+					      { "useDefaultGateways", NULL }, END };
+
 /* ---- SMI ---- */
 static const struct sch_key s_split_backend[] = { { "service", NULL }, { "weight", NULL }, END };
 static const struct sch_key s_split_match[] = { { "kind", NULL }, { "name", NULL },
@@ -109,7 +132,8 @@ static const struct sch_key s_np_spec[] = { { "podSelector", s_selector },
 /* ---- Cluster (ours) ---- */
 static const struct sch_key s_node[] = { { "name", NULL }, END };
 static const struct sch_key s_cluster_spec[] = { { "nodes", s_node }, { "podCIDR", NULL },
-						 { "serviceCIDR", NULL }, END };
+						 { "serviceCIDR", NULL }, { "podCIDRs", NULL },
+						 { "serviceCIDRs", NULL }, END };
 
 /* ---- security.istio.io PeerAuthentication, AuthorizationPolicy (v1) ----
  * every field of Istio's schema is listed so that a typo is an error; the
@@ -142,6 +166,7 @@ static const struct sch_key s_az_spec[] = { { "selector", s_wsel }, { "targetRef
 					       { "metadata", NULL }, { "spec", spec }, \
 					       { "status", NULL }, END }
 ROOT(r_route, s_route_spec);
+ROOT(r_grpc, s_grpc_spec);
 ROOT(r_split, s_split_spec);
 ROOT(r_rg, s_rg_spec);
 ROOT(r_np, s_np_spec);
@@ -199,6 +224,7 @@ int md_check_fields(struct dctx *c, const struct yn *root, enum md_kind k)
 
 	switch (k) {
 	case MD_K_HTTPROUTE: sch = r_route; break;
+	case MD_K_GRPCROUTE: sch = r_grpc; break;
 	case MD_K_TRAFFICSPLIT: sch = r_split; break;
 	case MD_K_ROUTEGROUP: sch = r_rg; break;
 	case MD_K_NETPOL: sch = r_np; break;

@@ -101,6 +101,7 @@ static const char *const kind_names[MD_K__COUNT] = {
 	[MD_K_NETPOL] = "NetworkPolicy",
 	[MD_K_SERVICEACCOUNT] = "ServiceAccount",
 	[MD_K_ROUTEGROUP] = "HTTPRouteGroup",
+	[MD_K_GRPCROUTE] = "GRPCRoute",
 	[MD_K_PEERAUTH] = "PeerAuthentication",
 	[MD_K_AUTHZPOL] = "AuthorizationPolicy",
 };
@@ -117,6 +118,7 @@ static const char *const kind_lower[MD_K__COUNT] = {
 	[MD_K_NETPOL] = "networkpolicy",
 	[MD_K_SERVICEACCOUNT] = "serviceaccount",
 	[MD_K_ROUTEGROUP] = "httproutegroup",
+	[MD_K_GRPCROUTE] = "grpcroute",
 	[MD_K_PEERAUTH] = "peerauthentication",
 	[MD_K_AUTHZPOL] = "authorizationpolicy",
 };

@@ -219,8 +219,11 @@ int yn_parse(struct md_arena *strs, struct md_arena *nodes, const char *name, co
 			    .ctx = ctx };
 	yaml_parser_t parser;
 	yaml_event_t ev;
-	int ret = 0, done = 0;
+	int ret = yn_parse_json(strs, nodes, buf, len, fn, ctx), done = 0;
 
+	if (ret != YN_JSON_NOT)	/* json_tree.c J2 */
+		return ret;
+	ret = 0;
 	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
@@ -296,8 +299,10 @@ static int emit_scalar(yaml_emitter_t *em, const char *s, uint8_t style)
 	yaml_event_t ev;
 	int ok;
 
+	/* quoted_implicit always: a plain string libyaml must quote (one read
+	 * from JSON, json_tree.c J1) is still a string, with no "!" tag */
 	ok = yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), plain,
-					  !plain, plain ? YAML_PLAIN_SCALAR_STYLE : style);
+					  1, plain ? YAML_PLAIN_SCALAR_STYLE : style);
 	return ok && yaml_emitter_emit(em, &ev) ? 0 : -EINVAL;
 }
 

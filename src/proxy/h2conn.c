@@ -98,6 +98,8 @@ struct px_h2 {
 				 * (a GOAWAY), then close */
 	bool one;		/* px_h2_run for one view's progress: that view is
 				 * pumped already, the others have not moved */
+	struct px_h2_ctrl ctrl;	/* control-frame budgets (h2flood.c) */
+	int flood;		/* 1 + the enum px_h2_flood exceeded, 0 = none */
 };
 
 #define VC_H2S(c) ((struct px_h2s *)(void *)((char *)(c) - offsetof(struct px_h2s, vc)))
@@ -132,6 +134,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
+	px_h2_ctrl_credit(&h2->ctrl, PX_H2_CTRL_PER_STREAM);	/* h2flood.c invariant 2 */
 	s2 = zh_calloc(1, sizeof(*s2));
 	s2->h2 = h2;
 	s2->id = f->hd.stream_id;
@@ -270,10 +273,16 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
 {
+	struct px_h2 *h2 = ud;
 	struct px_h2s *s2;
 	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+	int k = px_h2_ctrl_take(&h2->ctrl, f->hd.type, f->hd.flags, ev_now_ns());
 
 	(void)sess;
+	if (k >= 0) {	/* a control-frame flood: px_h2_run ends the connection */
+		h2->flood = 1 + k;
+		return NGHTTP2_ERR_CALLBACK_FAILURE;
+	}
 	if (f->hd.type == NGHTTP2_RST_STREAM)
 		((struct px_h2 *)ud)->c->srv->n_h2_resets_rx++;
 	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
@@ -295,6 +304,8 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 	struct px_server *s = ((struct px_h2 *)ud)->c->srv;
 
 	(void)sess;
+	if (f->hd.type == NGHTTP2_DATA)	/* h2flood.c invariant 2 */
+		px_h2_ctrl_credit(&((struct px_h2 *)ud)->ctrl, PX_H2_CTRL_PER_DATA);
 	if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
 		s->n_h2_refused++;
 	else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
@@ -582,6 +593,7 @@ void px_h2_start(struct px_conn *c)
 
 	h2->c = c;
 	c->h2 = h2;
+	px_h2_ctrl_init(&h2->ctrl, ev_now_ns());
 	nghttp2_session_callbacks_new(&cb);
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
@@ -594,7 +606,8 @@ void px_h2_start(struct px_conn *c)
 	/* defences (docs/proxy.md "HTTP/2 and gRPC"): SETTINGS entries per
 	 * frame, rapid reset (CVE-2023-44487: a burst of 1000 resets, then 33
 	 * a second, else GOAWAY), CONTINUATION frames per header block,
-	 * queued SETTINGS/PING acks of a client that does not read */
+	 * queued SETTINGS/PING acks of a client that does not read; the
+	 * control-frame floods of a client that reads: h2flood.c */
 	nghttp2_option_set_max_settings(opt, 32);
 	nghttp2_option_set_stream_reset_rate_limit(opt, PX_H2_RESET_BURST, PX_H2_RESET_RATE);
 	nghttp2_option_set_max_continuations(opt, PX_H2_MAX_CONTINUATIONS);
@@ -621,8 +634,13 @@ void px_h2_run(struct px_conn *c)
 			zh_dbg("proxy: h2: %s", nghttp2_strerror((int)n));
 			/* a flood or a broken frame: say why before closing
 			 * (on_frame_send counts it) */
+			if (h2->flood) {	/* counted by kind (h2flood.c invariant 3) */
+				c->srv->n_h2_flood[h2->flood - 1]++;
+				zh_dbg("proxy: h2: %s", px_h2_flood_name(h2->flood - 1));
+			}
 			nghttp2_session_terminate_session(h2->sess,
-				n == NGHTTP2_ERR_FLOODED || n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
+				h2->flood || n == NGHTTP2_ERR_FLOODED ||
+				n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS ?
 				NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
 			h2->recv_err = true;
 		} else {

@@ -31,6 +31,14 @@
  *  4. The socket is a px_up (h2c->sock) so batch.c reads and sends it like
  *     any upstream; it is never pooled, never attached to a stream, and
  *     counted in its endpoint's n_conns (px_hosts_prune keeps the record).
+ *  5. An endpoint has a list of connections (hosts[i].h2c, oldest first).
+ *     A try goes to the first one with fewer tries than the backend's
+ *     SETTINGS_MAX_CONCURRENT_STREAMS (until its SETTINGS arrive: the
+ *     value another connection to that endpoint got, else 100, RFC 9113's
+ *     recommended minimum); when all are full a new
+ *     connection is opened, up to the pool's max_connections, beyond which
+ *     the try waits inside nghttp2 on the least loaded one. Extra
+ *     connections close like any other once idle (px_h2up_close_idle).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,12 +80,17 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 struct px_h2c {			/* one multiplexed connection to an endpoint */
 	struct px_up sock;	/* invariant 4 */
 	nghttp2_session *sess;
+	struct px_h2c *next;	/* the endpoint's list (invariant 5) */
+	int n_tries;		/* tries attached (h->streams) */
 	int host;
 	bool connected, dead, running;
+	bool settings_seen;	/* the backend's SETTINGS arrived */
 	struct px_h2us *streams;
 	uint64_t kick_timer;
 	uint64_t idle_since;	/* when its last try ended (or it opened) */
 };
+
+#define PX_H2C_ASSUMED_STREAMS 100	/* until the backend's SETTINGS (invariant 5) */
 
 #define SOCK_H2C(w) ((struct px_h2c *)(void *)((char *)(w) - offsetof(struct px_h2c, sock.wr)))
 
@@ -193,10 +206,17 @@ static void px_h2us_trailers(struct px_h2us *us)
 
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
 {
-	struct px_h2us *us = px_h2us_of(ud, f->hd.stream_id);
+	struct px_h2c *h = ud;
+	struct px_h2us *us = px_h2us_of(h, f->hd.stream_id);
 	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
-	(void)sess;
+	if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+		/* remembered per endpoint: a new connection to it assumes the
+		 * same limit before its own SETTINGS arrive (invariant 5) */
+		h->settings_seen = true;
+		h->sock.srv->hosts[h->host].h2_max_streams = nghttp2_session_get_remote_settings(
+			sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+	}
 	if (!us)
 		return 0;
 	if (f->hd.type == NGHTTP2_HEADERS) {
@@ -426,9 +446,13 @@ static void px_h2c_update(struct px_h2c *h)
 static void px_h2c_free(struct px_h2c *h)
 {
 	struct px_server *s = h->sock.srv;
+	struct px_h2c **pp;
 
-	if (s->hosts[h->host].h2c == h)
-		s->hosts[h->host].h2c = NULL;
+	for (pp = &s->hosts[h->host].h2c; *pp; pp = &(*pp)->next)
+		if (*pp == h) {
+			*pp = h->next;
+			break;
+		}
 	s->hosts[h->host].n_conns--;
 	if (h->kick_timer)
 		ev_timer_del(s->loop, h->kick_timer);
@@ -610,7 +634,7 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	struct px_host *hs = &s->hosts[host];
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
-	struct px_h2c *h;
+	struct px_h2c *h, **pp;
 	int fd = px_netpol_connect(s, hs->ip, hs->port);
 
 	if (fd < 0)
@@ -632,12 +656,15 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
 	nghttp2_option_new(&opt);
 	nghttp2_option_set_no_auto_window_update(opt, 1);	/* invariant 2 */
+	nghttp2_option_set_peer_max_concurrent_streams(opt, PX_H2C_ASSUMED_STREAMS);
 	nghttp2_session_client_new2(&h->sess, cb, h, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, NULL, 0);
 	hs->n_conns++;
-	hs->h2c = h;
+	for (pp = &hs->h2c; *pp; pp = &(*pp)->next)	/* oldest first */
+		;
+	*pp = h;
 	h->idle_since = ev_now_ns();
 	s->n_h2_up_conns++;
 	px_h2c_update(h);
@@ -646,15 +673,40 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 
 /* ---- the stream layer's side (upstream.c dispatches here) ------------------------------ */
 
-int px_h2up_get(struct px_server *s, int host, struct px_up **out)
+/* How many tries h takes before another connection is opened: the
+ * backend's SETTINGS_MAX_CONCURRENT_STREAMS (invariant 5). */
+static uint32_t px_h2c_cap(struct px_h2c *h)
 {
-	struct px_h2c *h = s->hosts[host].h2c;
-	struct px_h2us *us;
+	uint32_t known = h->sock.srv->hosts[h->host].h2_max_streams;
 
-	if (!h || h->dead)
+	if (!h->settings_seen && known)
+		return known;
+	return nghttp2_session_get_remote_settings(h->sess,
+						   NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out)
+{
+	struct px_h2c *h, *least = NULL;
+	struct px_h2us *us;
+	uint32_t n = 0;
+
+	for (h = s->hosts[host].h2c; h; h = h->next) {	/* invariant 5 */
+		if (h->dead)
+			continue;
+		if ((uint32_t)h->n_tries < px_h2c_cap(h))
+			break;
+		n++;
+		if (!least || h->n_tries < least->n_tries)
+			least = h;
+	}
+	if (!h && least && n >= max_conns)
+		h = least;	/* at the pool's limit: wait inside nghttp2 */
+	if (!h)
 		h = px_h2c_open(s, host);
 	if (!h)
 		return -ECONNREFUSED;
+	h->n_tries++;
 	us = zh_calloc(1, sizeof(*us));
 	us->h2c = h;
 	us->u.srv = s;
@@ -685,7 +737,14 @@ void px_h2up_release(struct px_up *u)
 				*pp = us->next;
 				break;
 			}
+		h->n_tries--;
 		if (us->id) {
+			/* response bytes received but not yet acknowledged (the
+			 * last DATA, END_STREAM, then released at once): give
+			 * them back to the connection's window, or every such
+			 * answer would shrink it until the connection stalls */
+			if (us->unacked)
+				nghttp2_session_consume_connection(h->sess, us->unacked);
 			nghttp2_session_set_stream_user_data(h->sess, us->id, NULL);
 			if (!us->closed)	/* invariant 3 */
 				nghttp2_submit_rst_stream(h->sess, NGHTTP2_FLAG_NONE, us->id,
@@ -712,24 +771,27 @@ void px_h2up_update(struct px_up *u)
 void px_h2up_close_idle(struct px_server *s, uint64_t now, bool gone_only)
 {
 	for (int i = 0; i < s->n_hosts; i++) {
-		struct px_h2c *h = s->hosts[i].h2c;
+		struct px_h2c *h, *next;
 
-		if (!h || h->streams || h->running)
-			continue;
-		if (!px_table_has_ep(s->tbl, h->sock.ip, h->sock.port))
-			s->n_up_gone++;
-		else if (gone_only || now - h->idle_since < s->up_idle_ns)
-			continue;
-		else
-			s->n_up_idle++;
-		px_h2c_free(h);
+		for (h = s->hosts[i].h2c; h; h = next) {
+			next = h->next;
+			if (h->streams || h->running)
+				continue;
+			if (!px_table_has_ep(s->tbl, h->sock.ip, h->sock.port))
+				s->n_up_gone++;
+			else if (gone_only || now - h->idle_since < s->up_idle_ns)
+				continue;
+			else
+				s->n_up_idle++;
+			px_h2c_free(h);
+		}
 	}
 }
 
 void px_h2up_close_all(struct px_server *s)
 {
 	for (int i = 0; i < s->n_hosts; i++)
-		if (s->hosts[i].h2c) {
+		while (s->hosts[i].h2c) {
 			struct px_h2c *h = s->hosts[i].h2c;
 
 			while (h->streams) {	/* (their streams are gone by now) */

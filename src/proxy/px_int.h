@@ -17,6 +17,27 @@
 #include "zerohop/proxy.h"
 #include "zerohop/ioq.h"
 
+/* h2flood.c: control-frame flood limits of one HTTP/2 client connection
+ * (SETTINGS, PING, WINDOW_UPDATE, PRIORITY: CVE-2019-9512/9515/9513 and
+ * their kin). A token bucket per kind: PX_H2_CTRL_BURST at once, refilled
+ * PX_H2_CTRL_RATE a second and by the work the connection gives (streams
+ * opened, DATA frames sent), never above the burst. Pure: no I/O. */
+enum px_h2_flood {
+	PX_H2_FLOOD_SETTINGS,
+	PX_H2_FLOOD_PING,
+	PX_H2_FLOOD_WINDOW_UPDATE,
+	PX_H2_FLOOD_PRIORITY,
+	PX_H2_FLOOD__N
+};
+#define PX_H2_CTRL_BURST	500	/* below nghttp2's 1000 queued acks */
+#define PX_H2_CTRL_RATE		100	/* a second, per kind */
+#define PX_H2_CTRL_PER_STREAM	4	/* granted per request stream */
+#define PX_H2_CTRL_PER_DATA	2	/* granted per DATA frame sent */
+struct px_h2_ctrl {
+	double tokens[PX_H2_FLOOD__N];
+	uint64_t t;		/* last refill (monotonic ns) */
+};
+
 struct bpf_link;
 struct zh_l7cap;
 struct pol_compiled;
@@ -215,7 +236,8 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t n_conns;	/* upstream connections open: busy, idle, connecting */
 	uint32_t n_pending;	/* streams waiting for a connection (FIFO) */
 	struct px_stream *pend_head, *pend_tail;
-	struct px_h2c *h2c;	/* multiplexed HTTP/2 connection (h2up.c), or NULL */
+	struct px_h2c *h2c;	/* multiplexed HTTP/2 connections (h2up.c), a list */
+	uint32_t h2_max_streams;	/* its last SETTINGS_MAX_CONCURRENT_STREAMS, 0 = none */
 };
 
 struct px_stat {
@@ -309,6 +331,7 @@ struct px_server {
 	uint64_t n_mirror_sent, n_mirror_failed;
 	uint64_t n_mirror_dropped[3];	/* by enum px_mirror_drop */
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
+	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 };
@@ -470,6 +493,15 @@ void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
 
+/* h2flood.c (types at the top) */
+void px_h2_ctrl_init(struct px_h2_ctrl *b, uint64_t now);
+void px_h2_ctrl_credit(struct px_h2_ctrl *b, double n);	/* work done: n to every kind */
+/* A frame of type/flags arrived at now: -1 when it is not a limited control
+ * frame (or an ACK) or within its kind's budget; else the enum px_h2_flood
+ * of the kind whose budget it exceeds (the caller ends the connection). */
+int px_h2_ctrl_take(struct px_h2_ctrl *b, uint8_t type, uint8_t flags, uint64_t now);
+const char *px_h2_flood_name(enum px_h2_flood k);	/* "ping_flood" (metric label) */
+
 /* stream.c: a request (head parsed by the client layer) → stream: route,
  * forward, pumps both ways, replies, retries and timers, the end. */
 extern const struct px_up_ops px_stream_up_ops;
@@ -490,9 +522,11 @@ void px_stream_end(struct px_stream *st);
 void px_stream_free(struct px_stream *st);	/* client gone: no answer */
 
 /* h2up.c: HTTP/2 upstreams (backends whose port declares h2c): one
- * multiplexed connection per endpoint; each try is a socketless px_up
- * (u->h2) whose out/in hold the request/response as HTTP/1.1 bytes. */
-int px_h2up_get(struct px_server *s, int host, struct px_up **out);	/* 0 or -errno */
+ * multiplexed connection per endpoint, more while the backend's
+ * SETTINGS_MAX_CONCURRENT_STREAMS is reached on each (up to max_conns);
+ * each try is a socketless px_up (u->h2) whose out/in hold the
+ * request/response as HTTP/1.1 bytes. 0 or -errno. */
+int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out);
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
 void px_h2up_close_all(struct px_server *s);	/* server exit */

@@ -22,6 +22,11 @@
  *    Service port with no producer match has the implicit catch-all.
  * 6. Mirrors (px_rule.mirrors) never change the forwarded decision: they
  *    are chosen after it, from their own random draw.
+ * 7. GRPCRoute matches are paths (src/model/decode_grpc.c G1) and come
+ *    before every HTTPRoute match of the same Service port; among
+ *    themselves they follow GRPCRoute's precedence (G2): longer service,
+ *    longer method, Exact before RegularExpression, more header matches,
+ *    then route name, rule and match order.
  */
 #include <errno.h>
 #include <regex.h>
@@ -264,7 +269,9 @@ struct px_match {
 	struct px_strm *qry;
 	int n_qry;
 	const char *consumer_ns;	/* GAMMA consumer route: its namespace; NULL = producer */
-	/* sort keys */
+	/* sort keys; grpc: from a GRPCRoute (invariant 7) */
+	bool grpc, grpc_regex;
+	int grpc_svc_len, grpc_method_len;
 	const char *route_key;	/* "ns/name" */
 	int rule_idx, match_idx;
 };
@@ -578,7 +585,7 @@ static int px_compile_strm(struct px_strm *s, const struct md_header_match *m, c
 
 static int px_add_match(struct px_svc *ps, const struct px_rule *rule,
 			const struct md_route_match *m, const char *route_key, int ri, int mi,
-			char *err, size_t errlen)
+			bool grpc, char *err, size_t errlen)
 {
 	struct px_match *x;
 	int i, rc;
@@ -586,6 +593,12 @@ static int px_add_match(struct px_svc *ps, const struct px_rule *rule,
 	ps->matches = zh_realloc(ps->matches, (ps->n_matches + 1) * sizeof(*ps->matches));
 	x = &ps->matches[ps->n_matches++];
 	memset(x, 0, sizeof(*x));
+	x->grpc = grpc;
+	if (m) {
+		x->grpc_regex = m->grpc_regex;
+		x->grpc_svc_len = m->grpc_svc_len;
+		x->grpc_method_len = m->grpc_method_len;
+	}
 	x->rule = rule;
 	x->route_key = route_key;
 	x->rule_idx = ri;
@@ -637,12 +650,24 @@ static int px_match_cmp(const void *pa, const void *pb)
 	const struct px_match *a = pa, *b = pb;
 	int c;
 
+	if (a->grpc != b->grpc)
+		return a->grpc ? -1 : 1;	/* invariant 7 */
+	if (a->grpc) {
+		if (a->grpc_svc_len != b->grpc_svc_len)
+			return b->grpc_svc_len - a->grpc_svc_len;
+		if (a->grpc_method_len != b->grpc_method_len)
+			return b->grpc_method_len - a->grpc_method_len;
+		if (a->grpc_regex != b->grpc_regex)
+			return a->grpc_regex ? 1 : -1;
+		goto headers;
+	}
 	if ((c = px_path_rank(a->path_type) - px_path_rank(b->path_type)))
 		return c;
 	if (a->path_type != MD_PATH_EXACT && a->path_len != b->path_len)
 		return a->path_len > b->path_len ? -1 : 1;
 	if (!!a->method != !!b->method)
 		return a->method ? -1 : 1;
+headers:
 	if (a->n_hdr != b->n_hdr)
 		return b->n_hdr - a->n_hdr;
 	if (a->n_qry != b->n_qry)
@@ -767,13 +792,14 @@ static int px_build_svc(struct px_table *t, struct px_svc *ps, char *err, size_t
 			if ((rc = px_build_rule(t, rt, j, ps, &r, err, errlen)))
 				goto fail;
 			if (!rt->rules[j].n_matches) {
-				if ((rc = px_add_match(ps, r, NULL, key, j, 0, err, errlen)))
+				if ((rc = px_add_match(ps, r, NULL, key, j, 0, rt->grpc, err,
+						       errlen)))
 					goto fail;
 				continue;
 			}
 			for (k = 0; k < rt->rules[j].n_matches; k++)
 				if ((rc = px_add_match(ps, r, &rt->rules[j].matches[k], key, j, k,
-						       err, errlen)))
+						       rt->grpc, err, errlen)))
 					goto fail;
 		}
 		/* key is owned by an extra rule-less holder: park it in t->rules as
@@ -805,7 +831,7 @@ fail:
 		r->name = px_asprintf("%s/%s#default", ps->svc->meta.ns, ps->svc->meta.name);
 		px_rule_add_svc(t, r, ps->svc, ps->port, ps->port_idx, 1, NULL, 0);
 		px_rule_finish(r);
-		if ((rc = px_add_match(ps, r, NULL, "", 0, 0, err, errlen)))
+		if ((rc = px_add_match(ps, r, NULL, "", 0, 0, false, err, errlen)))
 			return rc;
 	}
 	qsort(ps->matches, ps->n_matches, sizeof(*ps->matches), px_match_cmp);

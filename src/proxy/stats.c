@@ -41,9 +41,19 @@ struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *
  * client's node, as a client sidecar would. Labels come from the route
  * table's md_state (pods by IP, owner Deployment = workload), re-indexed
  * when the table changes. At most PX_ISTIO_MAX_SERIES label sets; beyond,
- * one "overflow" set and zerohop_proxy_istio_series_overflow_total. */
+ * one "overflow" set and zerohop_proxy_istio_series_overflow_total.
+ *
+ * gRPC (Istio's rule): a request with content-type application/grpc* has
+ * request_protocol="grpc" and grpc_response_status = the answer's
+ * grpc-status (trailers, or the head of a trailers-only answer; the
+ * proxy's own local answers set it too), as a decimal code; a gRPC answer
+ * without grpc-status gets the code its HTTP status maps to (as Envoy's
+ * response.grpc_status does), and "" when nothing answered (status 0).
+ * Non-gRPC requests: request_protocol="http", grpc_response_status="". */
 
 #define PX_ISTIO_MAX_SERIES 2000
+#define PX_ISTIO_NOT_GRPC (-2)	/* request_protocol="http", grpc_response_status="" */
+#define PX_ISTIO_GRPC_NONE (-1)	/* a gRPC request nothing answered: "grpc", "" */
 #define PX_ISTIO_LBL 96
 
 static const double px_istio_ms_buckets[] = { 0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000,
@@ -57,6 +67,7 @@ struct px_istio_series {
 	char sw[PX_ISTIO_LBL], sns[PX_ISTIO_LBL], ds[2 * PX_ISTIO_LBL], dsn[PX_ISTIO_LBL],
 		dsns[PX_ISTIO_LBL], dw[PX_ISTIO_LBL], dwns[PX_ISTIO_LBL];
 	int code;
+	int grpc;	/* grpc_response_status: PX_ISTIO_NOT_GRPC, PX_ISTIO_GRPC_NONE or the code */
 	uint64_t n;
 	uint64_t ms_b[PX_NB_MS], bq_b[PX_NB_BYTES], bs_b[PX_NB_BYTES];	/* per bucket, not cumulative */
 	double ms_sum, bq_sum, bs_sum;
@@ -76,7 +87,7 @@ struct px_istio_memo {
 	uint64_t gen;
 	uint32_t peer, ep;
 	const char *be;
-	int code;
+	int code, grpc;
 	struct px_istio_series *x;
 };
 
@@ -110,13 +121,86 @@ struct px_flow {
 static struct px_flow px_flows[PX_FLOW_RING];
 static uint64_t px_flows_n;
 
+/* Followers of the request log (GET /flows?follow=1, `zerohop observe
+ * --follow`): each new request's line is sent to them as it ends, with a
+ * non-blocking send; a follower that cannot take a whole line at once
+ * (its buffer full: it does not keep up) or has gone is dropped, so the
+ * request path never waits on a reader. Costs nothing without followers. */
+#define PX_FLOW_FOLLOWERS 16
+static struct {
+	int fd[PX_FLOW_FOLLOWERS];
+	int n;
+	struct ev_loop *loop;
+} px_follow;
+
+static void px_flow_line(struct buf *b, const struct px_flow *f);
+
+static void px_follow_drop(int i)
+{
+	ev_del(px_follow.loop, px_follow.fd[i]);
+	close(px_follow.fd[i]);
+	px_follow.fd[i] = px_follow.fd[--px_follow.n];
+}
+
+/* A follower's socket is readable: it closed (or sent what we ignore). */
+static void px_follow_cb(struct ev_loop *loop, int fd, int events, void *arg)
+{
+	char junk[256];
+	ssize_t r = recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+	(void)loop;
+	(void)events;
+	(void)arg;
+	if (r > 0 || (r < 0 && errno == EAGAIN))
+		return;
+	for (int i = 0; i < px_follow.n; i++)
+		if (px_follow.fd[i] == fd) {
+			px_follow_drop(i);
+			return;
+		}
+}
+
+static void px_follow_send(const struct px_flow *f)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	px_flow_line(&b, f);
+	for (int i = 0; i < px_follow.n;) {
+		ssize_t w = send(px_follow.fd[i], buf_head(&b), b.data, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w != (ssize_t)b.data)
+			px_follow_drop(i);	/* slow or gone; a partial line ends it too */
+		else
+			i++;
+	}
+	buf_free(&b);
+}
+
+/* Bounded copy without snprintf's parsing (per request: it showed in the
+ * cost benchmark). n includes the NUL. */
+static void px_flow_copy(char *dst, size_t n, const char *src, size_t len)
+{
+	if (len >= n)
+		len = n - 1;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
 static void px_flow_note(const struct px_stream *st, const struct px_istio_series *x, double ms)
 {
 	struct px_flow *f = &px_flows[px_flows_n++ % PX_FLOW_RING];
-	struct timespec ts;
+	static double wall_off;	/* CLOCK_REALTIME - the loop's clock, taken once */
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	f->t = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	if (!wall_off) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		wall_off = (double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)ev_now_ns() / 1e9;
+	}
+	/* the loop's cached time: no clock read per request (a wall clock
+	 * step after start shifts these times; the durations are not affected) */
+	f->t = wall_off + (double)ev_now_ns() / 1e9;
 	f->x = x;
 	f->cip = st->c->peer_ip;
 	f->cport = st->c->peer_port;
@@ -126,39 +210,48 @@ static void px_flow_note(const struct px_stream *st, const struct px_istio_serie
 	f->ms = ms;
 	f->bin = st->bytes_in;
 	f->bout = st->bytes_out;
-	snprintf(f->method, sizeof(f->method), "%s", st->method);
+	px_flow_copy(f->method, sizeof(f->method), st->method, strlen(st->method));
 	/* the path only: no query string (it may carry secrets) */
-	snprintf(f->path, sizeof(f->path), "%.*s", (int)strcspn(st->target, "?"), st->target);
+	px_flow_copy(f->path, sizeof(f->path), st->target, strcspn(st->target, "?"));
+	if (px_follow.n)
+		px_follow_send(f);
 }
 
 static void px_flows_render(struct buf *b)
 {
 	uint64_t first = px_flows_n > PX_FLOW_RING ? px_flows_n - PX_FLOW_RING : 0;
 
-	for (uint64_t i = first; i < px_flows_n; i++) {
-		const struct px_flow *f = &px_flows[i % PX_FLOW_RING];
-		const struct px_istio_series *x = f->x;
-		char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
-		int bad = f->status == 0 || f->status >= 500;
+	for (uint64_t i = first; i < px_flows_n; i++)
+		px_flow_line(b, &px_flows[i % PX_FLOW_RING]);
+}
 
-		inet_ntop(AF_INET, &f->cip, c, sizeof(c));
-		inet_ntop(AF_INET, &f->eip, e, sizeof(e));
-		buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
-			   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
-			   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
-			   "\"destination\":{\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\","
-			   "\"workload\":\"%s\",\"service\":\"%s/%s\"},\"method\":\"%s\","
-			   "\"path\":\"",
-			   f->t, bad ? "ERROR" : "FORWARDED",
-			   f->status == 0 ? "no_response" : f->status >= 500 ? "http_5xx" : "none", c,
-			   f->cport, x->sns, x->sw, e, f->eport, x->dwns, x->dw, x->dsns, x->dsn,
-			   f->method);
-		for (const char *p = f->path; *p; p++)	/* JSON-safe path */
-			buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
-		buf_printf(b, "\",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
-			   "\"bytes_sent\":%llu}\n",
-			   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
-	}
+/* One request's JSON line (the agents' flow format, type "request"). */
+static void px_flow_line(struct buf *b, const struct px_flow *f)
+{
+	const struct px_istio_series *x = f->x;
+	char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
+	int bad = f->status == 0 || f->status >= 500;
+
+	inet_ntop(AF_INET, &f->cip, c, sizeof(c));
+	inet_ntop(AF_INET, &f->eip, e, sizeof(e));
+	buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
+		   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
+		   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
+		   "\"destination\":{\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\","
+		   "\"workload\":\"%s\",\"service\":\"%s/%s\"},\"method\":\"%s\","
+		   "\"path\":\"",
+		   f->t, bad ? "ERROR" : "FORWARDED",
+		   f->status == 0 ? "no_response" : f->status >= 500 ? "http_5xx" : "none", c,
+		   f->cport, x->sns, x->sw, e, f->eport, x->dwns, x->dw, x->dsns, x->dsn,
+		   f->method);
+	for (const char *p = f->path; *p; p++)	/* JSON-safe path */
+		buf_printf(b, "%c", (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p);
+	buf_printf(b, "\"");
+	if (x->grpc >= 0)	/* gRPC: grpc_response_status's value */
+		buf_printf(b, ",\"grpc_status\":%d", x->grpc);
+	buf_printf(b, ",\"status\":%d,\"duration_ms\":%.3f,\"bytes_received\":%llu,"
+		   "\"bytes_sent\":%llu}\n",
+		   f->status, f->ms, (unsigned long long)f->bin, (unsigned long long)f->bout);
 }
 
 static int px_istio_pod_cmp(const void *a, const void *b)
@@ -200,6 +293,22 @@ static const struct px_istio_pod *px_istio_pod(uint32_t ip)
 	return bsearch(&k, px_istio.pods, (size_t)px_istio.n_pods, sizeof(k), px_istio_pod_cmp);
 }
 
+/* The request's grpc_response_status (see the block comment above). */
+static int px_istio_grpc(const struct px_stream *st)
+{
+	int s = st->status;
+
+	if (!st->grpc)
+		return PX_ISTIO_NOT_GRPC;
+	if (st->grpc_status >= 0)
+		return st->grpc_status;
+	if (!s)
+		return PX_ISTIO_GRPC_NONE;
+	/* the gRPC spec's HTTP -> status mapping (doc/http-grpc-status-mapping) */
+	return s == 200 ? 2 : s == 400 ? 13 : s == 401 ? 16 : s == 403 ? 7 : s == 404 ? 12 :
+	       s == 429 || (s >= 502 && s <= 504) ? 14 : 2;
+}
+
 static void px_istio_bucket(uint64_t *b, const double *bounds, int nb, double v)
 {
 	for (int i = 0; i < nb; i++)
@@ -217,13 +326,23 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	const char *be = st->d.backend_name, *sl;
 	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
 	struct px_istio_memo *m;
+	int grpc;
 	double ms;
+	static int on = -1;	/* ZH_PROXY_ISTIO_METRICS=off: none (benchmarks, opt-out) */
 
 	(void)s;
+	if (on < 0) {
+		const char *v = getenv("ZH_PROXY_ISTIO_METRICS");
+
+		on = !v || strcmp(v, "off");
+	}
+	if (!on)
+		return;
+	grpc = px_istio_grpc(st);
 	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
-			    (unsigned)st->status) % PX_ISTIO_MEMO];
+			    (unsigned)st->status + (unsigned)grpc * 7) % PX_ISTIO_MEMO];
 	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
-	    m->code == st->status) {
+	    m->code == st->status && m->grpc == grpc) {
 		x = m->x;
 		goto count;
 	}
@@ -247,10 +366,11 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	snprintf(k.dw, sizeof(k.dw), "%s", dp ? dp->wl : "unknown");
 	snprintf(k.dwns, sizeof(k.dwns), "%s", dp ? dp->ns : "unknown");
 	k.code = st->status;	/* 0: no response (the client left) */
+	k.grpc = grpc;
 	for (int i = 0; i < px_istio.n && !x; i++) {
 		struct px_istio_series *c = &px_istio.ser[i];
 
-		if (c->code == k.code && !strcmp(c->sw, k.sw) && !strcmp(c->sns, k.sns) &&
+		if (c->code == k.code && c->grpc == k.grpc && !strcmp(c->sw, k.sw) && !strcmp(c->sns, k.sns) &&
 		    !strcmp(c->ds, k.ds) && !strcmp(c->dw, k.dw) && !strcmp(c->dwns, k.dwns))
 			x = c;
 	}
@@ -263,7 +383,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	if (!x) {
 		x = &px_istio.over;
 		if (!x->n) {
-			struct px_istio_series o = { .code = 0 };
+			struct px_istio_series o = { .code = 0, .grpc = PX_ISTIO_NOT_GRPC };
 
 			strcpy(o.sw, "overflow");
 			strcpy(o.sns, "overflow");
@@ -279,7 +399,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 		/* backend_name lives as long as its table (gen): a new table
 		 * never matches an old entry */
 		*m = (struct px_istio_memo){ .gen = gen, .peer = st->c->peer_ip, .ep = st->d.ip,
-					    .be = be, .code = st->status, .x = x };
+					    .be = be, .code = st->status, .grpc = grpc, .x = x };
 	}
 count:
 	ms = (double)(ev_now_ns() - st->t0) / 1e6;
@@ -295,13 +415,18 @@ count:
 
 static void px_istio_labels(struct buf *b, const struct px_istio_series *x)
 {
+	char gs[12] = "";
+
+	if (x->grpc >= 0)
+		snprintf(gs, sizeof(gs), "%d", x->grpc);
 	buf_printf(b, "reporter=\"source\",source_workload=\"%s\",source_workload_namespace=\"%s\","
 		   "destination_service=\"%s\",destination_service_name=\"%s\","
 		   "destination_service_namespace=\"%s\",destination_workload=\"%s\","
-		   "destination_workload_namespace=\"%s\",request_protocol=\"http\","
-		   "response_code=\"%d\",grpc_response_status=\"\",response_flags=\"-\","
+		   "destination_workload_namespace=\"%s\",request_protocol=\"%s\","
+		   "response_code=\"%d\",grpc_response_status=\"%s\",response_flags=\"-\","
 		   "connection_security_policy=\"none\"",
-		   x->sw, x->sns, x->ds, x->dsn, x->dsns, x->dw, x->dwns, x->code);
+		   x->sw, x->sns, x->ds, x->dsn, x->dsns, x->dw, x->dwns,
+		   x->grpc == PX_ISTIO_NOT_GRPC ? "http" : "grpc", x->code, gs);
 }
 
 static void px_istio_hist(struct buf *b, const char *name, const struct px_istio_series *x,
@@ -466,11 +591,20 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_h2_defence_total{action=\"goaway_error\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"refused_stream\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"header_list_too_large\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"settings_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"ping_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"window_update_flood\"} %llu\n"
+		   "zerohop_proxy_h2_defence_total{action=\"priority_flood\"} %llu\n"
 		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
 		   "zerohop_proxy_h2_client_resets_total %llu\n",
 		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
 		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
-		   (unsigned long long)s->n_h2_hdr_big, (unsigned long long)s->n_h2_resets_rx);
+		   (unsigned long long)s->n_h2_hdr_big,
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_SETTINGS],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PING],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
+		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
+		   (unsigned long long)s->n_h2_resets_rx);
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"
@@ -521,6 +655,41 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 	px_istio_render(b);
 }
 
+/* GET /flows?follow=1: the ring now, then each new request (px_follow):
+ * no Content-Length, the body ends when either side closes. */
+static void px_follow_start(struct ev_loop *loop, int fd)
+{
+	struct buf b;
+	int sz = (PX_FLOW_RING + 64) * 512;	/* the whole ring fits: no wait */
+
+	ev_del(loop, fd);
+	if (px_follow.n == PX_FLOW_FOLLOWERS) {
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+					   "Connection: close\r\nContent-Length: 0\r\n\r\n";
+
+		if (write(fd, busy, sizeof(busy) - 1) < 0)
+			zh_dbg("proxy: /flows follower refused: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	buf_init(&b, 0);
+	buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+		   "Connection: close\r\n\r\n");
+	px_flows_render(&b);
+	while (b.data && buf_write_fd(&b, fd) > 0)
+		;
+	if (b.data || ev_add(loop, fd, EV_READ, px_follow_cb, NULL)) {
+		buf_free(&b);	/* could not take the backlog: cut */
+		close(fd);
+		return;
+	}
+	buf_free(&b);
+	px_follow.loop = loop;
+	px_follow.fd[px_follow.n++] = fd;
+}
+
 static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg)
 {
 	struct px_server *s = arg;
@@ -532,6 +701,10 @@ static void px_stats_conn_cb(struct ev_loop *loop, int fd, int events, void *arg
 	n = read(fd, req, sizeof(req));
 	if (n < 0 && errno == EAGAIN)
 		return;
+	if (n > 19 && !memcmp(req, "GET /flows?follow=1", 19)) {
+		px_follow_start(loop, fd);
+		return;
+	}
 	buf_init(&b, 0);
 	buf_printf(&b, "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
 		   "Connection: close\r\nContent-Length:           \r\n\r\n");

@@ -746,7 +746,11 @@ static int px_resp_head(struct px_stream *st)
 		}
 		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
 	}
-	st->grpc_status = px_grpc_status(h, n);	/* a trailers-only answer's */
+	/* a trailers-only answer's; an HTTP/2 upstream's trailers may already
+	 * have set it (h2up.c parses them as they come, before this head is
+	 * read from u->in): a head without grpc-status keeps theirs */
+	if (px_grpc_status(h, n) >= 0 || st->grpc_status < 0)
+		st->grpc_status = px_grpc_status(h, n);
 	if ((px_retry_status(st->d.retry, r.status) ||
 	     px_retry_grpc(st->d.retry, st->grpc_status)) && px_stream_retry(st, true))
 		return 1;	/* restarted; nothing reached the client */

@@ -205,8 +205,8 @@ int px_pool_get(struct px_server *s, int host, struct px_stream *st, struct px_u
 	struct px_up *u;
 	int rc;
 
-	if (pool->h2c)	/* one multiplexed connection per endpoint (h2up.c) */
-		return px_h2up_get(s, host, out);
+	if (pool->h2c)	/* multiplexed connections per endpoint (h2up.c) */
+		return px_h2up_get(s, host, pool->max_connections, out);
 	u = px_up_take_idle(s, st->d.ip, st->d.port);
 	if (!u && s->hosts[host].n_conns >= pool->max_connections) {
 		if (s->hosts[host].n_pending >= pool->max_pending) {

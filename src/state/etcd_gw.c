@@ -752,22 +752,30 @@ int eg_read_head(int fd, struct buf *b, int timeout_ms, int *status, bool *chunk
 	return 0;
 }
 
-int eg_call(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
-	    int *status, struct buf *resp)
+int eg_call_send(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms)
+{
+	int fd = eg_connect(ep, timeout_ms), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = eg_send(fd, ep, path, body, timeout_ms);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+int eg_call_recv(int fd, int timeout_ms, int *status, struct buf *resp)
 {
 	long long deadline = now_ms() + timeout_ms, clen;
 	struct eg_dechunk dc = {};
 	struct buf in;
 	bool chunked;
-	int fd, ret;
+	int ret;
 
-	fd = eg_connect(ep, timeout_ms);
-	if (fd < 0)
-		return fd;
 	buf_init(&in, 0);
-	ret = eg_send(fd, ep, path, body, timeout_ms);
-	if (!ret)
-		ret = eg_read_head(fd, &in, (int)(deadline - now_ms()), status, &chunked, &clen);
+	ret = eg_read_head(fd, &in, timeout_ms, status, &chunked, &clen);
 	while (!ret) {
 		if (chunked) {
 			ret = eg_dechunk(&dc, buf_head(&in), in.data, resp);
@@ -793,4 +801,15 @@ int eg_call(const struct eg_ep *ep, const char *path, const char *body, int time
 	buf_free(&in);
 	close(fd);
 	return ret;
+}
+
+int eg_call(const struct eg_ep *ep, const char *path, const char *body, int timeout_ms,
+	    int *status, struct buf *resp)
+{
+	long long deadline = now_ms() + timeout_ms;
+	int fd = eg_call_send(ep, path, body, timeout_ms);
+
+	if (fd < 0)
+		return fd;
+	return eg_call_recv(fd, (int)(deadline - now_ms()), status, resp);
 }

@@ -650,7 +650,8 @@ static const char *kind_group(enum md_kind k)
 	case MD_K_CLUSTER: return "zerohop.io";
 	case MD_K_DEPLOYMENT: return "apps";
 	case MD_K_TRAFFICSPLIT: return "split.smi-spec.io";
-	case MD_K_HTTPROUTE: return "gateway.networking.k8s.io";
+	case MD_K_HTTPROUTE:
+	case MD_K_GRPCROUTE: return "gateway.networking.k8s.io";
 	case MD_K_NETPOL: return "networking.k8s.io";
 	case MD_K_ROUTEGROUP: return "specs.smi-spec.io";
 	case MD_K_PEERAUTH: case MD_K_AUTHZPOL: return "security.istio.io";

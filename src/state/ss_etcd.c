@@ -2,7 +2,7 @@
  * through etcd's JSON gateway (etcd.h). It only turns etcd into object
  * events; the shared layer (ss_events.c) turns them into the model.
  *
- * Key layout (one key per object, the manifest as YAML text):
+ * Key layout (one key per object, the manifest as JSON or YAML text, K7):
  *   /zerohop/v1/KIND/NAMESPACE/NAME     applied objects; KIND lower case,
  *                                       NAMESPACE "_" for cluster-scoped
  *                                       kinds; the one Cluster object is
@@ -29,6 +29,21 @@
  *      revision it saw; a watch canceled for compaction relists (a reset
  *      batch: the model is rebuilt from the new list, the agent's map sync
  *      diffs it against the kernel, which reconciles).
+ *  K5. A listing is paginated (PAGE kvs per range request), every page
+ *      after the first pinned at the first page's revision R, so the pages
+ *      together are the same consistent snapshot as one range at R; a
+ *      listing that fails half way (e.g. R compacted meanwhile) is dropped
+ *      whole, never applied in part. The request of page k+1 is sent
+ *      before page k is parsed, so etcd serves it while we parse.
+ *  K6. Without a watcher a load lists again only when the store's
+ *      revision moved since the listing src holds (a count_only range:
+ *      one small answer): every write bumps it, so an equal revision means
+ *      nothing changed.
+ *  K7. apply stores an object as one line of JSON (what kubectl and the
+ *      API server store), which the model parses without libyaml
+ *      (src/model/json_tree.c); an object JSON cannot say exactly stays
+ *      YAML, and YAML values written by older versions are read as before.
+ *      `get -o yaml` shows every value as YAML.
  *  K4. The watcher never blocks the agent: it only queues raw events under
  *      a mutex and signals an eventfd; parsing and the model are the main
  *      thread's. While no endpoint answers, the last state stays loaded
@@ -36,6 +51,13 @@
  *      retries with backoff (100 ms doubling to BACKOFF_MAX_MS, 1 s), trying the endpoints
  *      in turn. A watch on a member without a leader is refused by etcd
  *      (hasleader metadata), so a member cut off from its quorum is left.
+ *  K8. A handle's own writes (apply, delete, runtime pods) never move
+ *      s->rev, the revision its model holds: the watcher starts after
+ *      s->rev and judges its events against it (K3), and a handle that
+ *      both watches and writes (the lab's supervisor) must still see its
+ *      own write, and the writes of others queued before it, as events.
+ *      Its generation (ss_generation) is the newer of s->rev and its last
+ *      write, so "wait until the agents reached my write" keeps working.
  */
 #include <errno.h>
 #include <poll.h>
@@ -61,6 +83,7 @@
 #define PROBE_EVERY_MS 1000
 #define RETRIES 3
 #define LIST_MS 30000		/* a listing of the whole state (100,000s of objects) */
+#define PAGE 4096		/* kvs per range request (K5) */
 #define BACKOFF_MAX_MS 1000	/* K4: a healed node is back within about a second */
 
 struct wev {			/* a raw event queued by the watcher */
@@ -79,6 +102,8 @@ struct ss_etcd {
 	int ccur;		/* the main thread's: unary calls (apply, pods) */
 	struct sev_src src;
 	uint64_t rev;		/* revision of what src holds (K3) */
+	uint64_t wrote;		/* revision of this handle's last write (K8) */
+	uint64_t lrev;		/* revision of the last listing src holds (K6) */
 	bool listed;
 	/* watcher thread (K4) */
 	pthread_t th;
@@ -107,6 +132,15 @@ static char *mkey(const struct md_obj_id *o)
 
 /* ---- JSON requests ------------------------------------------------------ */
 
+static long long mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+
 static void put_b64(struct buf *b, const char *s, size_t len)
 {
 	char *e = eg_b64_encode(s, len);
@@ -118,6 +152,40 @@ static void put_b64(struct buf *b, const char *s, size_t len)
 /* POST to the endpoints in turn from *cur (the calling thread's: the
  * watcher's s->cur or the main thread's s->ccur); the parsed body of the first
  * that answers 200. -errno with err->msg. */
+static void err_msg_only(struct md_err *err)
+{
+	err->file[0] = 0;	/* md_err_str: the message alone */
+	err->line = 0;
+	err->field[0] = 0;
+}
+
+/* The outcome ret of a request to endpoint i (eg_call's) and its answer r
+ * (freed): 0 with the parsed body, or -errno with err->msg. */
+static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, int ret,
+		  int status, struct buf *r, struct eg_json **out, struct md_err *err)
+{
+	if (!ret && status != 200) {
+		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: HTTP %d: %.*s",
+			 s->eps[i].host, s->eps[i].port, path, status,
+			 (int)(r->data > 120 ? 120 : r->data), buf_head(r));
+		ret = -EIO;
+	} else if (!ret && eg_json_parse(buf_head(r), r->data, out)) {
+		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: malformed JSON",
+			 s->eps[i].host, s->eps[i].port, path);
+		ret = -EPROTO;
+	} else if (ret == -ETIMEDOUT) {
+		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: no answer within %d ms",
+			 s->eps[i].host, s->eps[i].port, path, timeout_ms);
+	} else if (ret) {
+		snprintf(err->msg, sizeof(err->msg), "etcd %s:%d unreachable: %s", s->eps[i].host,
+			 s->eps[i].port, strerror(-ret));
+	}
+	buf_free(r);
+	if (ret)
+		err_msg_only(err);
+	return ret;
+}
+
 static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *body,
 		  int timeout_ms, struct eg_json **out, struct md_err *err)
 {
@@ -129,34 +197,16 @@ static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *bod
 
 		buf_init(&r, 0);
 		ret = eg_call(&s->eps[i], path, body, timeout_ms, &status, &r);
-		if (!ret && status != 200) {
-			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: HTTP %d: %.*s",
-				 s->eps[i].host, s->eps[i].port, path, status,
-				 (int)(r.data > 120 ? 120 : r.data), buf_head(&r));
-			buf_free(&r);
-			ret = -EIO;
-			continue;
-		}
-		if (!ret && eg_json_parse(buf_head(&r), r.data, out)) {
-			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: malformed JSON",
-				 s->eps[i].host, s->eps[i].port, path);
-			ret = -EPROTO;
-		}
-		buf_free(&r);
+		ret = answer(s, i, path, timeout_ms, ret, status, &r, out, err);
 		if (!ret) {
 			*cur = i;
 			return 0;
 		}
-		if (ret == -ETIMEDOUT)
-			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d %s: no answer within %d ms",
-				 s->eps[i].host, s->eps[i].port, path, timeout_ms);
-		else if (ret != -EIO && ret != -EPROTO)
-			snprintf(err->msg, sizeof(err->msg), "etcd %s:%d unreachable: %s", s->eps[i].host,
-				 s->eps[i].port, strerror(-ret));
 	}
-	err->file[0] = 0;	/* md_err_str: the message alone */
-	err->line = 0;
-	err->field[0] = 0;
+	if (ret == -ENOTCONN) {	/* no endpoint at all */
+		snprintf(err->msg, sizeof(err->msg), "etcd: no endpoint");
+		err_msg_only(err);
+	}
 	return ret;
 }
 
@@ -169,21 +219,112 @@ static int call(struct ss_etcd *s, const char *path, const char *body, struct eg
 		      err);
 }
 
-/* Range over the whole prefix: the parsed response (kvs, header.revision). */
-static int list_all(struct ss_etcd *s, int *cur, struct eg_json **out, struct md_err *err)
+/* A range request over the prefix from key `from` (flen bytes): a page
+ * of PAGE kvs, or the count alone; pinned at rev unless 0 (K5). */
+static void range_req(struct buf *b, const char *from, size_t flen, uint64_t rev, bool count_only)
 {
+	buf_init(b, 0);
+	buf_printf(b, "{\"key\":");
+	put_b64(b, from, flen);
+	buf_printf(b, ",\"range_end\":");
+	put_b64(b, PFX_END, strlen(PFX_END));
+	if (count_only)
+		buf_printf(b, ",\"count_only\":true");
+	else
+		buf_printf(b, ",\"limit\":\"%d\"", PAGE);
+	if (rev)
+		buf_printf(b, ",\"revision\":\"%llu\"", (unsigned long long)rev);
+	buf_printf(b, "}");
+	buf_append(b, "", 1);
+}
+
+/* The store's revision now (K6). */
+static int store_rev(struct ss_etcd *s, int *cur, uint64_t *rev, struct md_err *err)
+{
+	struct eg_json *r = NULL;
 	struct buf b;
 	int ret;
 
-	buf_init(&b, 0);
-	buf_printf(&b, "{\"key\":");
-	put_b64(&b, PFX, strlen(PFX));
-	buf_printf(&b, ",\"range_end\":");
-	put_b64(&b, PFX_END, strlen(PFX_END));
-	buf_printf(&b, "}");
-	buf_append(&b, "", 1);
-	ret = call_t(s, cur, "/v3/kv/range", buf_head(&b), LIST_MS, out, err);	/* the whole state */
+	range_req(&b, PFX, strlen(PFX), 0, true);
+	ret = call_t(s, cur, "/v3/kv/range", buf_head(&b), CALL_MS, &r, err);
 	buf_free(&b);
+	if (!ret)
+		*rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
+	eg_json_free(r);
+	return ret;
+}
+
+static int kv_decode(const struct eg_json *kv, char **key, char **val, size_t *vlen,
+		     uint64_t *mod);
+
+/* Called per listed object, in key order; owns key and val (malloc'd). */
+typedef int (*kv_fn)(void *arg, char *key, char *val, size_t len, uint64_t mod);
+
+/* List the whole prefix page by page (K5): fn per object, *rev the
+ * listing's revision. A non-zero fn result stops the listing and is
+ * returned. */
+static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t *rev,
+		     struct md_err *err)
+{
+	static const char path[] = "/v3/kv/range";
+	long long deadline = mono_ms() + LIST_MS;
+	struct eg_json *r = NULL;
+	struct buf b;
+	int ret, fd = -1;
+
+	range_req(&b, PFX, strlen(PFX), 0, false);
+	ret = call_t(s, cur, path, buf_head(&b), LIST_MS, &r, err);
+	buf_free(&b);
+	if (ret)
+		return ret;
+	*rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
+	for (;;) {
+		const struct eg_json *kvs = eg_json_get(r, "kvs");
+		int n = kvs && kvs->t == EG_ARR ? kvs->n : 0, status = 0;
+		bool more = eg_json_bool(eg_json_get(r, "more")) && n > 0;
+		struct buf resp;
+
+		if (more) {	/* the next page from just after the last key, at *rev */
+			const struct eg_json *k = eg_json_get(&kvs->v[n - 1], "key");
+			char *last = NULL;
+			size_t kl = 0;
+
+			if (!k || k->t != EG_STR || eg_b64_decode(k->s, k->len, &last, &kl)) {
+				snprintf(err->msg, sizeof(err->msg), "etcd %s: malformed key", path);
+				err_msg_only(err);
+				ret = -EPROTO;
+				break;
+			}
+			range_req(&b, last, kl + 1, *rev, false);	/* key + "\0" */
+			free(last);
+			fd = eg_call_send(&s->eps[*cur], path, buf_head(&b),
+					  (int)(deadline - mono_ms()));
+			buf_free(&b);
+		}
+		for (int i = 0; !ret && i < n; i++) {
+			char *key, *val;
+			size_t len;
+			uint64_t mod;
+
+			if (!kv_decode(&kvs->v[i], &key, &val, &len, &mod))
+				ret = fn(arg, key, val, len, mod);
+		}
+		eg_json_free(r);
+		r = NULL;
+		if (ret || !more) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		buf_init(&resp, 0);
+		if (fd >= 0)
+			fd = eg_call_recv(fd, (int)(deadline - mono_ms()), &status, &resp);
+		ret = answer(s, *cur, path, LIST_MS, fd, status, &resp, &r, err);
+		fd = -1;
+		if (ret)
+			break;
+	}
+	eg_json_free(r);
 	return ret;
 }
 
@@ -208,6 +349,13 @@ static int kv_decode(const struct eg_json *kv, char **key, char **val, size_t *v
 	}
 	*mod = eg_json_u64(eg_json_get(kv, "mod_revision"), 0);
 	return 0;
+}
+
+/* K8: a write of this handle moves its generation, never s->rev. */
+static void wrote(struct ss_etcd *s, uint64_t rev)
+{
+	if (rev > s->wrote)
+		s->wrote = rev;
 }
 
 /* ---- the event queue (K4) ----------------------------------------------- */
@@ -275,26 +423,32 @@ static void apply_ev(struct ss_etcd *s, const char *key, const char *val, size_t
 	}
 }
 
-/* A listing into s->src as one reset batch (K3). */
-static void apply_list(struct ss_etcd *s, const struct eg_json *r)
+static int list_apply_one(void *arg, char *key, char *val, size_t len, uint64_t mod)
 {
-	const struct eg_json *kvs = eg_json_get(r, "kvs");
+	apply_ev(arg, key, val, len, mod);
+	free(key);
+	free(val);
+	return 0;
+}
 
-	sev_reset(&s->src.set[0]);
-	sev_reset(&s->src.set[1]);
-	for (int i = 0; kvs && kvs->t == EG_ARR && i < kvs->n; i++) {
-		char *key, *val;
-		size_t len;
-		uint64_t mod;
+/* A listing into s->src as one reset batch (K3), parsed page by page as
+ * it arrives (K5); nothing of it stays queued when it fails. */
+static int apply_list(struct ss_etcd *s, struct md_err *err)
+{
+	uint64_t rev = 0;
+	int ret;
 
-		if (kv_decode(&kvs->v[i], &key, &val, &len, &mod))
-			continue;
-		apply_ev(s, key, val, len, mod);
-		free(key);
-		free(val);
+	for (int k = 0; k < 2; k++)
+		sev_reset(&s->src.set[k]);
+	ret = list_each(s, &s->ccur, list_apply_one, s, &rev, err);
+	if (ret) {
+		for (int k = 0; k < 2; k++)
+			sev_discard(&s->src.set[k]);
+		return ret;
 	}
-	s->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
+	s->rev = s->lrev = rev;
 	s->listed = true;
+	return 0;
 }
 
 /* Main thread: what the watcher queued, as one batch. */
@@ -335,14 +489,6 @@ static void drain_queue(struct ss_etcd *s)
 
 /* ---- the watcher thread (K3, K4) ---------------------------------------- */
 
-static long long mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static void nap(struct ss_etcd *s, int ms)
 {
 	for (int i = 0; i < ms && !s->stop; i += 50)
@@ -366,20 +512,41 @@ static bool probe(struct ss_etcd *s, const struct eg_ep *ep)
 	return ok;
 }
 
-/* A listing by the watcher: queued as a reset batch. */
+struct wlist {
+	struct wev *v;
+	int n, cap;
+};
+
+static int wlist_one(void *arg, char *key, char *val, size_t len, uint64_t mod)
+{
+	struct wlist *l = arg;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 1024;
+		l->v = zh_realloc(l->v, (size_t)l->cap * sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct wev){ .key = key, .val = val, .len = len, .rev = mod };
+	return 0;
+}
+
+/* A listing by the watcher: queued as a reset batch, once complete (K5). */
 static int w_list(struct ss_etcd *s, char *why, size_t wl)
 {
 	struct md_err err = {};
-	struct eg_json *r = NULL;
-	const struct eg_json *kvs;
-	int ret = list_all(s, &s->cur, &r, &err);
+	struct wlist l = {};
+	uint64_t rev = 0;
+	int ret = list_each(s, &s->cur, wlist_one, &l, &rev, &err);
 
 	if (ret) {
+		for (int i = 0; i < l.n; i++) {
+			free(l.v[i].key);
+			free(l.v[i].val);
+		}
+		free(l.v);
 		snprintf(why, wl, "%.190s", err.msg);
 		return ret;
 	}
-	kvs = eg_json_get(r, "kvs");
-	s->wrev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
+	s->wrev = rev;
 	pthread_mutex_lock(&s->mu);
 	for (int i = 0; i < s->nq; i++) {
 		free(s->q[i].key);
@@ -387,16 +554,10 @@ static int w_list(struct ss_etcd *s, char *why, size_t wl)
 	}
 	s->nq = 0;
 	q_push(s, NULL, NULL, 0, s->wrev, true);
-	for (int i = 0; kvs && kvs->t == EG_ARR && i < kvs->n; i++) {
-		char *key, *val;
-		size_t len;
-		uint64_t mod;
-
-		if (!kv_decode(&kvs->v[i], &key, &val, &len, &mod))
-			q_push(s, key, val, len, mod, false);
-	}
+	for (int i = 0; i < l.n; i++)
+		q_push(s, l.v[i].key, l.v[i].val, l.v[i].len, l.v[i].rev, false);
 	pthread_mutex_unlock(&s->mu);
-	eg_json_free(r);
+	free(l.v);
 	signal_main(s);
 	return 0;
 }
@@ -644,13 +805,15 @@ static int update(struct ss_etcd *s, uint64_t *base, struct md_err *err)
 	if (s->th_started) {
 		drain_queue(s);
 	} else {
-		struct eg_json *r = NULL;
-		int ret = list_all(s, &s->ccur, &r, err);
+		uint64_t now = 0;
+		int ret = 0;
 
+		/* K6: an unchanged store is not listed again (the agent loads
+		 * twice when the generation moved during its first load) */
+		if (!s->listed || store_rev(s, &s->ccur, &now, err) || now != s->lrev)
+			ret = apply_list(s, err);
 		if (ret)
 			return ret;
-		apply_list(s, r);
-		eg_json_free(r);
 	}
 	for (int k = 0; k < 2; k++)
 		sev_commit(&s->src.set[k]);
@@ -693,7 +856,7 @@ int setcd_load_desired(struct ss_etcd *s, struct md_state **out, struct md_err *
 
 uint64_t setcd_generation(struct ss_etcd *s)
 {
-	return s->rev;
+	return s->wrote > s->rev ? s->wrote : s->rev;	/* K8 */
 }
 
 int setcd_watch_fd(struct ss_etcd *s)
@@ -738,28 +901,44 @@ int setcd_health(struct ss_etcd *s, char *buf, size_t len)
 	return ret;
 }
 
+struct raw_ctx {
+	ss_raw_fn fn;
+	void *arg;
+};
+
+static int raw_one(void *arg, char *key, char *val, size_t len, uint64_t mod)
+{
+	struct raw_ctx *c = arg;
+	struct md_state *st = NULL;
+	struct md_err err;
+	char *yaml = NULL;
+	int ret;
+
+	/* K7: shown as YAML, as stored by older versions (and as `get -o
+	 * yaml` promises); a value that does not parse is shown as it is */
+	if (len && val[0] == '{') {
+		st = md_state_new();
+		md_state_set_parse(st, MD_PARSE_KEEP_TREE);
+		if (!md_state_add_buf(st, key, val, len, &err) && md_state_n_objects(st) == 1 &&
+		    !md_state_obj_yaml(st, 0, &yaml, &len)) {
+			free(val);
+			val = yaml;
+		}
+		md_state_free(st);
+	}
+	ret = c->fn(c->arg, key, val, len, mod);
+
+	free(key);
+	free(val);
+	return ret;
+}
+
 int setcd_list_raw(struct ss_etcd *s, ss_raw_fn fn, void *arg, struct md_err *err)
 {
-	struct eg_json *r = NULL;
-	const struct eg_json *kvs;
-	int ret = list_all(s, &s->ccur, &r, err);
+	struct raw_ctx c = { fn, arg };
+	uint64_t rev;
 
-	if (ret)
-		return ret;
-	kvs = eg_json_get(r, "kvs");
-	for (int i = 0; !ret && kvs && kvs->t == EG_ARR && i < kvs->n; i++) {
-		char *key, *val;
-		size_t len;
-		uint64_t mod;
-
-		if (kv_decode(&kvs->v[i], &key, &val, &len, &mod))
-			continue;
-		ret = fn(arg, key, val, len, mod);
-		free(key);
-		free(val);
-	}
-	eg_json_free(r);
-	return ret;
+	return list_each(s, &s->ccur, raw_one, &c, &rev, err);
 }
 
 /* ---- writes (K1, K2) ------------------------------------------------------ */
@@ -803,7 +982,7 @@ struct stored {
 	char **val;
 	size_t *len;
 	uint64_t *mod;
-	int n;
+	int n, cap;
 	uint64_t rev;
 };
 
@@ -820,27 +999,32 @@ static void stored_free(struct stored *st)
 	memset(st, 0, sizeof(*st));
 }
 
+static int stored_one(void *arg, char *key, char *val, size_t len, uint64_t mod)
+{
+	struct stored *st = arg;
+
+	if (st->n == st->cap) {
+		st->cap = st->cap ? 2 * st->cap : 256;
+		st->key = zh_realloc(st->key, (size_t)st->cap * sizeof(*st->key));
+		st->val = zh_realloc(st->val, (size_t)st->cap * sizeof(*st->val));
+		st->len = zh_realloc(st->len, (size_t)st->cap * sizeof(*st->len));
+		st->mod = zh_realloc(st->mod, (size_t)st->cap * sizeof(*st->mod));
+	}
+	st->key[st->n] = key;
+	st->val[st->n] = val;
+	st->len[st->n] = len;
+	st->mod[st->n] = mod;
+	st->n++;
+	return 0;
+}
+
 static int stored_read(struct ss_etcd *s, struct stored *st, struct md_err *err)
 {
-	struct eg_json *r = NULL;
-	const struct eg_json *kvs;
-	int ret = list_all(s, &s->ccur, &r, err), n;
+	int ret = list_each(s, &s->ccur, stored_one, st, &st->rev, err);
 
 	if (ret)
-		return ret;
-	kvs = eg_json_get(r, "kvs");
-	n = kvs && kvs->t == EG_ARR ? kvs->n : 0;
-	st->key = zh_calloc((size_t)n + 1, sizeof(*st->key));
-	st->val = zh_calloc((size_t)n + 1, sizeof(*st->val));
-	st->len = zh_calloc((size_t)n + 1, sizeof(*st->len));
-	st->mod = zh_calloc((size_t)n + 1, sizeof(*st->mod));
-	for (int i = 0; i < n; i++)
-		if (!kv_decode(&kvs->v[i], &st->key[st->n], &st->val[st->n], &st->len[st->n],
-			       &st->mod[st->n]))
-			st->n++;
-	st->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
-	eg_json_free(r);
-	return 0;
+		stored_free(st);
+	return ret;
 }
 
 /* etcd returns a range sorted by key bytes (strcmp order): bsearch. */
@@ -950,7 +1134,7 @@ static int txn(struct ss_etcd *s, char **keys, char **texts, uint64_t *want_mod,
 		return ret;
 	ret = eg_json_bool(eg_json_get(r, "succeeded")) ? 0 : 1;
 	if (!ret)
-		s->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), s->rev);
+		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
 	eg_json_free(r);
 	return ret;
 }
@@ -999,6 +1183,16 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 			break;
 		}
 		strip_rv(texts[i], &len, &rv);
+		{	/* K7: stored as JSON when JSON can say it exactly */
+			char *json;
+			size_t jl;
+
+			if (!md_state_obj_json(u, i, &json, &jl)) {
+				free(texts[i]);
+				texts[i] = json;
+				len = jl;
+			}
+		}
 		want[i] = k >= 0 ? st.mod[k] : 0;
 		if (rv && rv != want[i]) {	/* K2 */
 			conflict(err, &id, rv, want[i]);
@@ -1020,7 +1214,7 @@ static int apply_once(struct ss_etcd *s, char *const *paths, int n_paths, const 
 			any |= keys[i] != NULL;
 		ret = any ? txn(s, keys, texts, want, n_in, false, err) : 0;
 		if (!any)
-			s->rev = st.rev;
+			wrote(s, st.rev);
 	}
 	for (int i = 0; !ret && i < n_in; i++)
 		ss_report_obj(o, ev[i], u, i);
@@ -1153,7 +1347,7 @@ static int put_or_del(struct ss_etcd *s, const char *key, const char *val)
 	if (ret)
 		zh_warn("%s", err.msg);
 	else
-		s->rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), s->rev);
+		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
 	eg_json_free(r);
 	return ret;
 }
@@ -1163,7 +1357,8 @@ int setcd_put_pod(struct ss_etcd *s, const char *ns, const char *name, const cha
 	struct md_state *st = md_state_new();
 	struct md_err err;
 	struct md_obj_id o;
-	char key[600];
+	char key[600], *json = NULL;
+	size_t jl;
 	int ret;
 
 	if (!ns || !name || md_check_dns_label(ns) || md_check_dns_subdomain(name)) {
@@ -1171,18 +1366,23 @@ int setcd_put_pod(struct ss_etcd *s, const char *ns, const char *name, const cha
 		return -EINVAL;
 	}
 	snprintf(key, sizeof(key), RPFX "%s/%s", ns, name);
+	md_state_set_parse(st, MD_PARSE_KEEP_TREE);
 	ret = md_state_add_buf(st, key, yaml, strlen(yaml), &err);
 	if (!ret && md_state_n_objects(st) == 1)
 		md_state_obj_id(st, 0, &o);
 	if (!ret && (md_state_n_objects(st) != 1 || o.kind != MD_K_POD || strcmp(o.ns, ns) ||
 		     strcmp(o.name, name)))
 		ret = -EINVAL;
+	if (!ret && !md_state_obj_json(st, 0, &json, &jl))	/* K7 */
+		yaml = json;
 	md_state_free(st);
 	if (ret) {
 		zh_warn("ss_put_pod %s/%s: the YAML must be exactly one Pod of that name", ns, name);
 		return ret;
 	}
-	return put_or_del(s, key, yaml);
+	ret = put_or_del(s, key, yaml);
+	free(json);
+	return ret;
 }
 
 int setcd_del_pod(struct ss_etcd *s, const char *ns, const char *name)

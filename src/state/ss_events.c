@@ -61,6 +61,14 @@ void sev_reset(struct sev_set *s)
 	s->reset = true;
 }
 
+void sev_discard(struct sev_set *s)
+{
+	for (int i = 0; i < s->n_ops; i++)
+		op_free(&s->ops[i]);
+	s->n_ops = 0;
+	s->reset = false;
+}
+
 static struct sev_op *op_add(struct sev_set *s, const char *key, uint64_t rev)
 {
 	struct sev_op *o;

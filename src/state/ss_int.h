@@ -87,6 +87,9 @@ void sev_put(struct sev_set *s, const char *key, struct md_file *f, const struct
 void sev_del(struct sev_set *s, const char *key, uint64_t rev);
 /* Apply the queued events of s (E3), recording what changed. */
 void sev_commit(struct sev_set *s);
+/* Drop the queued events of s and its reset (a listing that failed half
+ * way: the set stays as it was, E3). */
+void sev_discard(struct sev_set *s);
 const struct sev_obj *sev_find(const struct sev_set *s, const char *key);
 void sev_src_clear(struct sev_src *src);
 

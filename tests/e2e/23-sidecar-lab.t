@@ -40,16 +40,28 @@ is "$(echo "$st" | jq -r .meshMode)" sidecar "lab status says meshMode sidecar"
 # --- the layout: a sidecar in every pod's cgroup, workers as uid 1337, capture rules
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 [ -d "$CG/zerohop-$LAB" ] || CG=/run/zerohop/cgroup2
-bad=""
-for row in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | "\(.node)/\(.namespace)_\(.name)"'); do
-	n=0
-	for p in $(cat "$CG/zerohop-$LAB/${row%%/*}/${row#*/}/cgroup.procs"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = haproxy ] && n=$((n + 1))
+# HAProxy -W binds in the master, then forks the worker: a pod is Running
+# (its sidecar listens) a moment before the worker exists.
+sidecars_whole() {
+	local row p n
+	bad=""
+	for row in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | "\(.node)/\(.namespace)_\(.name)"'); do
+		n=0
+		for p in $(cat "$CG/zerohop-$LAB/${row%%/*}/${row#*/}/cgroup.procs"); do
+			[ "$(cat /proc/$p/comm 2>/dev/null)" = haproxy ] && n=$((n + 1))
+		done
+		[ "$n" -ge 2 ] || bad+=" $row($n)"
 	done
-	[ "$n" -ge 2 ] || bad+=" $row($n)"
-done
+	[ -z "$bad" ]
+}
+wait_until 10 sidecars_whole
 is "$bad" "" "every default pod has HAProxy master + worker in its own cgroup"
-wpid=$(ps -o pid= --ppid "$(pgrep -o -f "pods/default_client/sidecar.cfg")" | head -1)
+# (a reload right after lab up replaces the worker: take one that is there)
+client_worker() {
+	wpid=$(ps -o pid= --ppid "$(pgrep -o -f "/run/zerohop/$LAB/pods/default_client/sidecar.cfg")" | head -1)
+	[ -n "$wpid" ] && [ "$(ps -o uid= -p $wpid | tr -d ' ')" = 1337 ]
+}
+wait_until 5 client_worker || { pgrep -a -f "/run/zerohop/$LAB/pods/default_client/" | sed 's/^/# /' >&2; ps -eo pid,ppid,uid,comm,args | grep "pods/default_client" | sed 's/^/# ps /' >&2; }
 is "$(ps -o uid= -p $wpid | tr -d ' ')" 1337 "the client sidecar's worker runs as uid 1337"
 ip netns exec $LAB-p-default-client nft list table ip zerohop_sidecar >"$TMP/rules" 2>&1
 ok $? "the client pod's netns has istio-init's nat table"
@@ -60,6 +72,24 @@ ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/zh_lb_* 2>/dev/null)" ]; echo $?
 	"no BPF service translation under the sidecars (agents in nft mode)"
 
 # --- through both sidecars, counted by HAProxy itself
+# The lab is up once pods run; the sidecars follow the endpoints after, and
+# a reload starts a worker whose counters begin at 0. So first the client's
+# sidecar must know both web pods, and no sidecar's worker may be changing.
+both_web() {
+	lab_exec client curl -s "http://web/b[1-20]" >"$TMP/b20"
+	[ "$(grep -o '"name":"web-[^"]*' "$TMP/b20" | sort -u | wc -l)" = 2 ]
+}
+wait_until 10 both_web
+ok $? "one keep-alive connection, requests balanced over both web pods"
+workers() {
+	local p m
+	for p in $(echo "$st" | jq -r '.pods[] | select(.namespace == "default") | .name'); do
+		m=$(pgrep -o -f "/run/zerohop/$LAB/pods/default_$p/sidecar.cfg")
+		echo "$p:$(pgrep -P "$m" | sort | tr '\n' ,)"
+	done
+}
+settled() { local a; a=$(workers); sleep 0.5; [ "$a" = "$(workers)" ]; }
+wait_until 10 settled
 stats() { lab_exec "$1" curl -s "http://127.0.0.1:15090/stats;csv"; }
 # stot of BACKEND rows whose proxy name matches $2
 stot() { stats "$1" | awk -F, -v re="$2" '$2 == "BACKEND" && $1 ~ re {s += $8} END {print s + 0}'; }
@@ -75,14 +105,6 @@ is $(( $(stot client '^o[0-9_]+_h$') - out_before )) 20 "client sidecar's outbou
 is $((in_after - in_before)) 20 "web sidecars' inbound counters: +20"
 is "$(grep -o '"remote":"[0-9.]*' "$TMP/r20" | cut -d'"' -f4 | sort -u)" 127.0.0.6 \
 	"the backend sees the inbound sidecar's source 127.0.0.6 (no pod bypassed it)"
-# (the client's sidecar may still be reloading with the second web pod:
-# the lab is up once pods run, a sidecar follows the endpoints after)
-both_web() {
-	lab_exec client curl -s "http://web/b[1-20]" >"$TMP/b20"
-	[ "$(grep -o '"name":"web-[^"]*' "$TMP/b20" | sort -u | wc -l)" = 2 ]
-}
-wait_until 10 both_web
-ok $? "one keep-alive connection, requests balanced over both web pods"
 r=$(lab_exec client /usr/bin/python3 -c "
 import socket; s=socket.create_connection(('web', 8078)); s.sendall(b'tcp-through-sidecars'); print(s.recv(100).decode())")
 is "$r" tcp-through-sidecars "a TCP (non-HTTP) port passes the sidecars byte for byte"
@@ -95,7 +117,7 @@ ok $([ $((v1 + v2)) -eq 300 ] && [ "$v1" -ge 180 ] && [ "$v1" -le 220 ]; echo $?
 	"split 1 : 500m through the sidecar: v1 $v1, v2 $v2 of 300 (v1 180..220)"
 
 # --- reloads: only when a sidecar's configuration changes (SC1)
-master=$(pgrep -o -f "pods/default_client/sidecar.cfg")
+master=$(pgrep -o -f "/run/zerohop/$LAB/pods/default_client/sidecar.cfg")
 worker() { pgrep -n -P "$master"; }
 w0=$(worker)
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated}\ndata: {a: b}\n' >"$TMP/cm.yaml"

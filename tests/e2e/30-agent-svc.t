@@ -148,7 +148,9 @@ bad grpcroute 'apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {name: g}
 spec:
-  parentRefs: [{group: "", kind: Service, name: who, port: 80}]'
+  parentRefs: [{group: "", kind: Service, name: who, port: 80}]
+  rules:
+    - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: who, port: 80}}}]'
 bad redirect-code 'apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}

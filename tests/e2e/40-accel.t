@@ -76,7 +76,7 @@ ok $? "OFF: loopback inside pod a completes"
 # 2. ON.
 accel_on
 ok $? "accel_ctl on: load, pin, attach to the node cgroup"
-is "$(bpftool cgroup show "$CG" | grep -c 'zh_accel')" 2 "sock_ops and setsockopt attached to the node cgroup"
+is "$(bpftool cgroup show "$CG" | grep -c 'zh_accel')" 3 "sock_ops, setsockopt and the FIN hold (cgroup_skb ingress) attached to the node cgroup"
 start=$(accel_stat active)
 is "$start" 0 "sockhash starts empty"
 run_suite on b a $IP_B 7001 $CASES

@@ -4,7 +4,7 @@
 # filter, hop-by-hop and tracing headers, a table of bad requests (exact
 # status + close, never forwarded), malformed upstream → 502, refused
 # upstream → 503, pipelining, chunked both ways, 100-continue, HTTP/1.0,
-# a 3000-request split (chi-square at 99.9 %), a weight change picked up by
+# a 3000-request split (chi-square at 99.999 %), a weight change picked up by
 # an existing keep-alive connection, and a 100 MiB body with bounded RSS.
 source "$(dirname "$0")/../lib/tap.sh"
 
@@ -310,7 +310,7 @@ is "$(raw 'GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n')" "200 open 1" "HTT
 is "$(raw 'GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n')" "200 open 1" \
 	"Upgrade refused cleanly (stripped; plain answer, connection stays HTTP)"
 
-# ---- per-request split: 3000 requests, weights 1:2:3, chi-square at 99.9 % -------------
+# ---- per-request split: 3000 requests, weights 1:2:3, chi-square at 99.999 % -----------
 out=$("$PY" "$TMP/raw.py" "$P" ka 3000 /split)
 diag "split 1:2:3 over 3000: $out"
 chi=$(echo "$out" | "$PY" -c '
@@ -319,8 +319,8 @@ c = dict(kv.split("=") for kv in sys.stdin.read().split())
 o = [int(c.get(k, 0)) for k in ("v1", "v2", "v3")]
 e = [500, 1000, 1500]
 print("%.2f" % sum((a - b) ** 2 / b for a, b in zip(o, e)) if sum(o) == 3000 else 999)')
-awk -v c="$chi" 'BEGIN { exit !(c < 13.816) }'
-ok $? "chi-square $chi < 13.816 (df 2, 99.9 %)"
+awk -v c="$chi" 'BEGIN { exit !(c < 23.026) }'
+ok $? "chi-square $chi < 23.026 (df 2, 99.999 %)"
 
 # ---- weight change applies to new requests on an existing keep-alive connection -----
 route 1 0 0 >"$TMP/route.yaml"

@@ -110,7 +110,10 @@ ok $([ "$eff" -ge "$good" ]; echo $?) "effective successes in requests_total ($e
 set -- $(bench "$U/none?status=503:30" 300)
 ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) "retries: \"0\" passes 503s through ($1/$2 ok)"
 set -- $(bench "$U/any?status=500:30" 300)
-ok $([ $1 -ge $(($2 * 97 / 100)) ]; echo $?) "retry-on 5xx with 3 retries hides 500s ($1/$2 ok)"
+# a request fails only if all 4 tries get 500: 0.3^4 = 0.81 %, 2.4 of 300
+# expected; >= 95 % ok (<= 15 failures) fails by chance once in 10^8 runs
+# (>= 97 % did once in 4,500); without retries 70 % pass
+ok $([ $1 -ge $(($2 * 95 / 100)) ]; echo $?) "retry-on 5xx with 3 retries hides 500s ($1/$2 ok)"
 set -- $(bench "$U/ten?status=500:30" 300)
 ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) \
 	"the default does not retry 500 ($1/$2 ok)"

@@ -229,14 +229,15 @@ for i in $(seq 200); do echo "url = \"$U/half/$i\""; echo "output = /dev/null"; 
 curl -s -K "$TMP/half.cfg"
 sleep 0.5
 n=$(wc -l <"$TMP/mirror.log")
-# 99.9 %: 100 ± 3.29 * 7.07
-ok $([ "$n" -ge 76 ] && [ "$n" -le 124 ]; echo $?) "mirror percent: 50 → $n of 200 mirrored (76..124)"
+# 99.999 %: 100 ± 4.417 * 7.07
+ok $([ "$n" -ge 69 ] && [ "$n" -le 131 ]; echo $?) "mirror percent: 50 → $n of 200 mirrored (69..131)"
 # bounded: a mirror backend that never answers holds every copy in flight
 for i in $(seq 30); do
 	[ "$(metric zerohop_proxy_mirrors_inflight)" = 0 ] && break
 	sleep 0.1
 done
 is "$(metric zerohop_proxy_mirrors_inflight)" 0 "no mirror in flight before the silent backend's turn"
+d0=$(metric 'zerohop_proxy_mirror_dropped_total{reason="limit"}')
 t0=$(date +%s%N)
 for i in $(seq 80); do echo "url = \"$U/held/$i\""; echo "output = /dev/null"; echo "write-out = \"%{http_code}\\n\""; done >"$TMP/held.cfg"
 codes=$(curl -s -K "$TMP/held.cfg" | sort | uniq -c | awk '{print $2 "x" $1}' | tr '\n' ' ')
@@ -244,7 +245,10 @@ t1=$(date +%s%N)
 is "$codes" "200x80 " "mirror to a silent backend: the 80 requests are answered 200"
 ok $([ $(((t1 - t0) / 1000000)) -lt 3000 ]; echo $?) "... without waiting for the mirrors ($(((t1 - t0) / 1000000)) ms)"
 is "$(metric zerohop_proxy_mirrors_inflight)" 64 "mirror: at most 64 in flight"
-is "$(metric 'zerohop_proxy_mirror_dropped_total{reason="limit"}')" 16 "mirror: the 16 beyond the limit dropped and counted"
+# counted from before this step: under load, the /half step's copies can
+# also have met the limit (its mirror backend slow to answer)
+dropped() { echo $(( $(metric 'zerohop_proxy_mirror_dropped_total{reason="limit"}') - d0 )); }
+is "$(dropped)" 16 "mirror: the 16 beyond the limit dropped and counted"
 
 # ---- GAMMA consumer route ------------------------------------------------------------------
 is "$(name "$U/x")" v1 "consumer route: a client of namespace default gets the producer route (v1)"

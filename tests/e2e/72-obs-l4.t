@@ -11,7 +11,7 @@
 # istio_tcp_sent_bytes_total (Istio: the response direction) equal to the
 # response bytes bench counted, and istio_tcp_received_bytes_total (the
 # request direction) equal to what the server side (reporter="destination")
-# counted. Then a connect to a
+# counted; the server side names the Service too (its endpoint's). Then a connect to a
 # Service without endpoints and one denied by NetworkPolicy show up in
 # `zerohop observe` with their reasons and in zerohop_drops_total.
 source "$(dirname "$0")/../lib/tap.sh"
@@ -69,6 +69,10 @@ for svc in web near; do
 		"$svc: $n identical requests: request bytes a multiple of $n"
 	is "$(promq "sum(istio_tcp_connections_opened_total{$dst})")" "$n" \
 		"$svc: the server side counted $n connections too"
+	# the server's socket never saw the ClusterIP: the agent names the
+	# Service whose endpoint it is (docs/observability.md, obs.c O7)
+	is "$(promq "sum(istio_tcp_connections_opened_total{$dst,destination_service=\"$svc.default.svc.cluster.local\",destination_service_namespace=\"default\"})")" \
+		"$n" "$svc: the server side labels them destination_service=$svc.default.svc.cluster.local"
 done
 # the same-node pair went through the short-circuit: the flow log says so
 nsc=$("$ZH" observe --lab $LAB --service near --type close -o json |

@@ -57,6 +57,6 @@ rss1=$(rss)
 # docs/observability.md: ~5 KB per label set of the cap (tables: 2 slots
 # of 832 + 528 bytes; one /metrics rendering ~2.3 KB) plus 1 MB of flow
 # ring: 6 MB for 1000 sets
-grow=$((rss1 - rss0))
+grow=$((rss1 - rss0)); diag "rss0 $rss0 rss1 $rss1"
 ok $([ "$grow" -lt 6144 ]; echo $?) "agent RSS grew by $grow KiB (< 6144 KiB bound for 1000 sets)"
 done_testing

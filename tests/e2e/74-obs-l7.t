@@ -6,7 +6,8 @@
 # istio_requests_total must equal what bench counted, per response_code;
 # the duration histogram's count and the response bytes must agree too
 # (retries off on the route: a retried 503 would reach bench as a 200).
-# `zerohop observe --type request` must list the same requests.
+# `zerohop observe --type request` must list the same requests, and
+# `observe --follow` started before the traffic must stream them.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 source "$(dirname "$0")/../lib/obs_lab.sh"
@@ -22,6 +23,12 @@ wait_until 10 lab_running 3
 wait_until 15 prom_is 2 'count(up{job="zerohop-proxy"} == 1)'
 ok $? "Prometheus scrapes both node proxies"
 
+# a follower started before the traffic streams every request as it ends
+"$ZH" observe --lab $LAB --follow --type request --timeout 7 -o json >"$TMP/follow.json" \
+	2>"$TMP/follow.err" &
+FPID=$!
+BG+=($FPID)
+sleep 1
 lab_exec deploy/client "$ZH" bench -c 4 -qps 100 -t 2s --json "$TMP/b.json" \
 	'http://10.96.0.74/?status=503:20' >/dev/null 2>"$TMP/bench.err"
 ok $? "bench → web (L7 Service): 100 req/s for 2 s, keep-alive"
@@ -49,6 +56,20 @@ rb=$(promq "sum(istio_response_bytes_sum{$SEL})")
 ok $([ "$rb" != none ] && [ "${rb%.*}" -gt 0 ] && [ "${rb%.*}" -lt "$rx" ]; echo $?) \
 	"response body bytes $rb > 0 and < $rx bench counted with headers"
 is "$(promq 'sum(zerohop_proxy_istio_series_overflow_total)')" 0 "no label set overflow"
+# the TCP view of the same traffic (docs/observability.md "reporter"):
+# client -> zerohop-proxy from node-a's agent, zerohop-proxy -> web from
+# node-b's, with the backend's Service (the proxy's source address is
+# known from the cluster state: obs.c O8, O7)
+PXS='source_workload="zerohop-proxy",source_workload_namespace="zerohop-system"'
+up_legs() {
+	local v
+	v=$(promq "sum(istio_tcp_connections_opened_total{reporter=\"destination\",$PXS,destination_workload=\"web\",destination_service=\"web.default.svc.cluster.local\"})")
+	[ "$v" != none ] && [ "$v" -ge 1 ]
+}
+wait_until 10 up_legs
+ok $? "node-b's agent: proxy -> web connections with source_workload zerohop-proxy and destination_service web"
+is "$(promq "sum(istio_tcp_connections_opened_total{reporter=\"source\",source_workload=\"client\",destination_workload=\"zerohop-proxy\"}) > 0")" 4 \
+	"node-a's agent: client -> zerohop-proxy, bench's 4 connections"
 # the proxies' request log through zerohop observe
 "$ZH" observe --lab $LAB --type request --service web -o json >"$TMP/req.json"
 is "$(jq -s 'length' "$TMP/req.json")" "$n" "observe --type request: $n requests to default/web"
@@ -56,6 +77,12 @@ is "$(jq -s '[.[] | select(.status == 503 and .verdict == "ERROR" and .reason ==
 	"$n503" "... $n503 of them 503, verdict ERROR, reason http_5xx"
 is "$(jq -s -r '[.[] | .source.workload + ">" + .destination.workload + " " + .method + " " + .path] | unique | join(";")' "$TMP/req.json")" \
 	"client>web GET /" "... from workload client to workload web, GET / (query string dropped)"
+wait "$FPID"
+ok $? "observe --follow --type request ended at its --timeout"
+is "$(jq -s '[.[] | select(.type == "request" and .node == "node-a" and .destination.service == "default/web")] | length' "$TMP/follow.json")" \
+	"$n" "observe --follow streamed all $n requests from node-a's proxy as they happened"
+is "$(jq -s '[.[] | select(.status == 503 and .verdict == "ERROR")] | length' "$TMP/follow.json")" \
+	"$n503" "... $n503 of them 503, verdict ERROR"
 line=$("$ZH" observe --lab $LAB --type request --pod client | tail -1)
 diag "$line"
 echo "$line" | grep -qE '^[A-Z][a-z]{2} [0-9]{2} [0-9:]{8} node-a +default/client:[0-9]+ -> default/web:8080 \(svc default/web\) request (FORWARDED|ERROR)( reason=http_5xx)? GET / (200|503) [0-9.]+ms$'

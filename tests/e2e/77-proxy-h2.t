@@ -143,6 +143,17 @@ out=$(/usr/bin/python3 "$ATT" big-header "$P" 100)
 diag "a 100 KiB header: $out"
 is "$out" "reset=1 then=200" "header list over the limit: that stream reset, the connection serves on"
 is "$(metric 'zerohop_proxy_h2_defence_total{action="header_list_too_large"}')" 1 "... counted"
+# control-frame floods of a client that reads (src/proxy/h2flood.c: 500 of
+# a kind at once, then 100 a second plus credit for work done)
+for kind in ping settings window priority; do
+	out=$(/usr/bin/python3 "$ATT" $kind-flood "$P" 400)
+	is "$out" "goaway=-1 closed=0" "$kind: 400 frames at once: within the budget, the connection stays"
+	out=$(/usr/bin/python3 "$ATT" $kind-flood "$P" 3000)
+	is "$out" "goaway=11 closed=1" "$kind flood: 3000 frames: GOAWAY ENHANCE_YOUR_CALM, closed"
+done
+for a in settings_flood ping_flood window_update_flood priority_flood; do
+	is "$(metric "zerohop_proxy_h2_defence_total{action=\"$a\"}")" 1 "... $a counted once"
+done
 is "$("${H2[@]}" "$U/exact" | name)" v2 "the proxy serves others after every attack"
 
 # ---- metrics and access log ------------------------------------------------------------

@@ -7,6 +7,9 @@
 #   1/3 each (±5 %); the same calls through the L4 Service (connect-time
 #   balancing) pin each connection to one backend: every backend's count
 #   is a multiple of 750. Every kind of call works through the L7 Service.
+#   A Service with only a GRPCRoute attached (no annotation) is sent to
+#   the node proxy by the agent because of it: its method match sends
+#   every t.T/Hello call to g3 (node-a), the other calls per weights.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup "${ZH_T74_LAB:-t74}"
@@ -17,7 +20,7 @@ GPEER=$ROOT/tests/tools/clients/grpc_peer.py
 	for k in 1 2 3; do
 		node=node-a
 		[ $k -eq 2 ] && node=node-b
-		m_pod "g$k" $node "app: grpc" "$(m_ctr s "grpc:9000" /usr/bin/python3 "$GPEER" serve "g$k" 0.0.0.0:9000 0 600)"
+		m_pod "g$k" $node "app: grpc, v: g$k" "$(m_ctr s "grpc:9000" /usr/bin/python3 "$GPEER" serve "g$k" 0.0.0.0:9000 0 600)"
 	done
 	m_svc grpc-l7 "app: grpc" "grpc=80:grpc" 10.96.0.174 'zerohop.io/l7: "true"'
 	m_svc grpc-l4 "app: grpc" "grpc=80:grpc" 10.96.0.175
@@ -29,6 +32,20 @@ spec:
   parentRefs: [{group: "", kind: Service, name: grpc-l7, port: 80}]
   rules:
   - backendRefs: [{name: grpc-l7, port: 80}]
+---
+YAML
+	m_svc grpc-gr "app: grpc" "grpc=80:grpc" 10.96.0.176
+	m_svc grpc-g3 "v: g3" "grpc=80:grpc"
+	cat <<'YAML'
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: grpc-gr}
+spec:
+  parentRefs: [{group: "", kind: Service, name: grpc-gr, port: 80}]
+  rules:
+  - matches: [{method: {service: t.T, method: Hello}}]
+    backendRefs: [{name: grpc-g3, port: 80}]
+  - backendRefs: [{name: grpc-gr, port: 80}]
 ---
 YAML
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
@@ -63,5 +80,12 @@ is "$(echo "$l4" | grep -o '=[0-9]*' | tr -d = | awk '{s += $1} END {print s}')"
 peer kinds 10.96.0.174:80 >"$TMP/kinds.out"
 ok $? "every kind of gRPC call through the L7 Service"
 is "$(grep -c "^ok " "$TMP/kinds.out")" 8 "... all eight checks answered"
+# ---- a GRPCRoute alone makes the Service L7 (agent) and routes per call --------------
+gr=$(peer calls 10.96.0.176:80 t.T/Hello 300 4)
+is "$gr" "g3=300" "GRPCRoute method match in the lab: every t.T/Hello call on g3"
+gw=$(peer calls 10.96.0.176:80 t.T/Who 300 4)
+diag "GRPCRoute Service, 300 Who calls over 4 connections: $gw"
+is "$(grep -o '=[0-9]*' <<<"$gw" | tr -d = | awk '{s += $1} END {print s}')" 300 \
+	"... the other calls answered per the catch-all rule"
 [ -s "$TMP/client.err" ] && diag "$(tail -3 "$TMP/client.err")"
 done_testing

@@ -17,18 +17,29 @@ ZHE apply -f "$TMP/m.yaml" >/dev/null
 ok $? "apply through etcd"
 et_echo 1 2
 et_echo 2 2
+# each agent's /metrics on its node namespace's loopback
+ET_AGENT_ARGS="--metrics-addr 127.0.0.1:9464"
 for n in 1 2; do et_agent_start $n; done
+metric() { et_run "$1" curl -s -m 2 http://127.0.0.1:9464/metrics | awk -v m="$2" '$1 == m {print $2}'; }
+metric_is() { [ "$(metric "$1" "$2")" = "$3" ]; }
 in_sync() { [ "$(et_health "$1")" = ready ] && [ "$(et_gen "$1")" = "$(et_rev)" ]; }
 wait_until 15 in_sync 1 && wait_until 5 in_sync 2
 ok $? "both agents ready at revision $(et_rev)"
 wait_until 5 who_is 2 web-1-2
 is "$(et_who 2)" web-1-2 "node 2 reaches web-1-2 through the ClusterIP"
+wait_until 3 metric_is 2 zerohop_state_degraded 0
+ok $? "metrics: node 2 zerohop_state_degraded 0 while in sync"
+ts_before=$(metric 2 zerohop_state_last_sync_timestamp_seconds)
+[ "$(echo "${ts_before:-0} > 0" | bc)" = 1 ]
+ok $? "metrics: node 2 zerohop_state_last_sync_timestamp_seconds $ts_before"
 
 # ---- partition node 2 from etcd
 et_cut 2
 wait_until 6 health_is 2 degraded
 is "$(et_health 2)" degraded "node 2 cut off from etcd reports degraded ($(awk '$1 == "error"' "$TMP/agent2.health" | cut -c1-90))"
 gen_cut=$(et_gen 2)
+wait_until 3 metric_is 2 zerohop_state_degraded 1
+ok $? "metrics: node 2 zerohop_state_degraded 1 while cut off"
 et_svc "app: web, ver: b" >"$TMP/svc-b.yaml"
 ZHE apply -f "$TMP/svc-b.yaml" >/dev/null
 wait_until 5 who_is 1 web-2-2
@@ -50,6 +61,11 @@ t0=$(date +%s%N)
 et_heal 2
 wait_until 10 in_sync 2
 ok $? "after the heal node 2 is ready at revision $(et_gen 2) in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+wait_until 3 metric_is 2 zerohop_state_degraded 0
+ok $? "metrics: node 2 zerohop_state_degraded 0 after the heal"
+ts_after=$(metric 2 zerohop_state_last_sync_timestamp_seconds)
+[ "$(echo "${ts_after:-0} > $ts_before" | bc)" = 1 ]
+ok $? "metrics: its last sync timestamp moved on ($ts_before -> $ts_after)"
 wait_until 3 who_is 2 web-2-2
 is "$(et_who 2)" web-2-2 "node 2 serves the new state (web-2-2)"
 grep -q "compacted.*relisting" "$TMP/agent2.log"

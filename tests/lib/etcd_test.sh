@@ -96,7 +96,8 @@ et_agent_start() {
 	local n=$1
 	nsenter --net=/run/netns/$ET_TAG-n$n sh -c 'echo $$ > "$0"/cgroup.procs && exec "$@"' \
 		$ET_CG/daemons "$ZH" agent --node node-$n --cgroup $ET_CG/node$n --pin-dir /sys/fs/bpf/$ET_TAG-n$n \
-		--state "$ETCD_SPEC" --accel off --health-file "$TMP/agent$n.health" >>"$TMP/agent$n.log" 2>&1 &
+		--state "$ETCD_SPEC" --accel off --health-file "$TMP/agent$n.health" ${ET_AGENT_ARGS:-} \
+		>>"$TMP/agent$n.log" 2>&1 &
 	echo $! >"$TMP/agent$n.pid"
 }
 

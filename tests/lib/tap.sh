@@ -1,8 +1,10 @@
 # tap.sh — TAP helpers for shell tests (source it). Mirrors tests/lib/tap.h.
 #   ok COND_EXIT_STATUS "name"   e.g.  cmd; ok $? "cmd works"
-#   is GOT WANT "name"
+#   is GOT WANT "name"           a failure prints got/want on stderr (in CI logs)
 #   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
 #   done_testing                 prints the plan; exit status = failures
+#   run_cases NAME...            runs each function NAME (a named case) in
+#                                turn, a "# case NAME" line before its results
 # Also brings wait_until (wait.sh).
 TAP_N=0
 TAP_FAILED=0
@@ -16,10 +18,11 @@ ok() {
 is() {
 	TAP_N=$((TAP_N + 1))
 	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; else
-		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'"
+		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'" >&2
 		TAP_FAILED=$((TAP_FAILED + 1)); fi
 }
 diag() { echo "# $*"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+run_cases() { local c; for c in "$@"; do diag "case $c"; "$c"; done; }
 done_testing() { echo "1..$TAP_N"; [ "$TAP_FAILED" -eq 0 ]; exit $?; }
 source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"

@@ -6,7 +6,7 @@
  * Addresses are 16 bytes, IPv4 as v4-mapped IPv6 (::ffff:a.b.c.d): the
  * IPv6 socket hooks (connect6 ... getpeername6) look up a v4-mapped
  * destination of an AF_INET6 socket with the very same keys; native IPv6
- * Services would use the same layout. Ports are in network
+ * ClusterIPs and their IPv6 backends use the same layout (docs/ipv6.md). Ports are in network
  * order in every key and value (as the hooks see them in user_port).
  *
  * Map overview (details and limits in docs/maps.md):
@@ -137,8 +137,9 @@ enum zh_lb_stat {
 	ZH_LB_STAT_L7_NOPROXY,		/* connect4 refused an L7 service: no proxy address yet */
 	ZH_LB_STAT_V6_MAPPED,		/* connect6/sendmsg6 met a v4-mapped VIP (an AF_INET6
 					 * socket); also counted by the stat of its outcome */
-	ZH_LB_STAT_V6_NATIVE,		/* connect6/sendmsg6 met a native IPv6 destination:
-					 * passed through untouched (no IPv6 Services yet) */
+	ZH_LB_STAT_V6_NATIVE,		/* connect6/sendmsg6 met a native IPv6 destination that
+					 * is no Service: passed through untouched (an IPv6
+					 * ClusterIP counts as CONNECT/SENDMSG_*, docs/ipv6.md) */
 	ZH_LB_STAT_MAX,
 };
 

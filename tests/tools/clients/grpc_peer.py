@@ -2,11 +2,12 @@
 """grpc_peer.py — gRPC server and clients for the proxy's HTTP/2 tests, on
 Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
 
-  serve NAME ADDR [FAIL_EVERY [SECONDS]]
+  serve NAME ADDR [FAIL_EVERY [SECONDS [MAX_STREAMS]]]
         service t.T on ADDR: Who (answers NAME:request), Flaky (UNAVAILABLE
         on every FAIL_EVERY-th call), SStream, CStream, Bidi, Trailers
         (NOT_FOUND with a trailer x-trailer: t1), Slow (sleeps the request's
-        number of ms); exits after SECONDS (default 300)
+        number of ms); exits after SECONDS (default 300); MAX_STREAMS: its
+        SETTINGS_MAX_CONCURRENT_STREAMS (grpc.max_concurrent_streams)
   spread TARGET CALLS CHANNELS
         CALLS unary calls round-robin over CHANNELS channels (one HTTP/2
         connection each); checks every answer; prints NAME=COUNT ...
@@ -17,6 +18,15 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
   slow TARGET MS DEADLINE_S
         one Slow call (the server sleeps MS) with that deadline; prints
         "CODE details=DETAILS ms=ELAPSED"
+  calls TARGET PATH CALLS CHANNELS [KEY=VALUE]
+        CALLS unary calls of PATH (t.T/Who, t.T/Hello) with the metadata
+        KEY=VALUE if given, round-robin over CHANNELS; prints NAME=COUNT ...
+  meta TARGET KEY [KEY=VALUE]
+        one Meta call: the server answers the value of its request metadata
+        KEY; prints "NAME:VALUE" and then each response header "h NAME=VALUE"
+  burst TARGET N MS
+        N Slow(MS) calls at once on one channel (one HTTP/2 connection);
+        prints "ok=K ms=ELAPSED"
 """
 import collections
 import queue
@@ -27,7 +37,7 @@ from concurrent import futures
 import grpc
 
 
-def serve(name, addr, fail_every=0, seconds=300.0):
+def serve(name, addr, fail_every=0, seconds=300.0, max_streams=0):
     n = [0]
     nb = name.encode()
 
@@ -61,8 +71,14 @@ def serve(name, addr, fail_every=0, seconds=300.0):
         time.sleep(int(req) / 1000.0)
         return nb
 
+    def meta(req, ctx):
+        md = dict(ctx.invocation_metadata())
+        return nb + b":" + md.get(req.decode(), "-").encode()
+
     h = grpc.method_handlers_generic_handler("t.T", {
         "Who": grpc.unary_unary_rpc_method_handler(who),
+        "Hello": grpc.unary_unary_rpc_method_handler(who),
+        "Meta": grpc.unary_unary_rpc_method_handler(meta),
         "Flaky": grpc.unary_unary_rpc_method_handler(flaky),
         "SStream": grpc.unary_stream_rpc_method_handler(sstream),
         "CStream": grpc.stream_unary_rpc_method_handler(cstream),
@@ -70,7 +86,8 @@ def serve(name, addr, fail_every=0, seconds=300.0):
         "Trailers": grpc.unary_unary_rpc_method_handler(trailers),
         "Slow": grpc.unary_unary_rpc_method_handler(slow),
     })
-    s = grpc.server(futures.ThreadPoolExecutor(max_workers=16), handlers=(h,))
+    opts = [("grpc.max_concurrent_streams", max_streams)] if max_streams else None
+    s = grpc.server(futures.ThreadPoolExecutor(max_workers=32), handlers=(h,), options=opts)
     s.add_insecure_port(addr)
     s.start()
     s.wait_for_termination(timeout=seconds)
@@ -82,16 +99,48 @@ def channels(target, k):
                                                    ("zh.channel", i)]) for i in range(k)]
 
 
-def spread(target, calls, k):
+def spread(target, n, k):
+    calls(target, "t.T/Who", n, k)
+
+
+def md_arg(a):
+    return [tuple(a.split("=", 1))] if a else None
+
+
+def calls(target, path, n, k, kv=None):
     cnt = collections.Counter()
     cs = channels(target, k)
-    for i in range(calls):
-        r = cs[i % k].unary_unary("/t.T/Who")(b"x%d" % i, timeout=10)
+    for i in range(n):
+        r = cs[i % k].unary_unary("/" + path)(b"x%d" % i, timeout=10, metadata=md_arg(kv))
         if not r.endswith(b":x%d" % i):
             print("wrong answer", r)
             sys.exit(1)
         cnt[r.split(b":")[0].decode()] += 1
-    print(" ".join("%s=%d" % kv for kv in sorted(cnt.items())))
+    print(" ".join("%s=%d" % p for p in sorted(cnt.items())))
+
+
+def meta(target, key, kv=None):
+    ch = grpc.insecure_channel(target)
+    r, call = ch.unary_unary("/t.T/Meta").with_call(key.encode(), timeout=10,
+                                                     metadata=md_arg(kv))
+    print(r.decode())
+    for k, v in call.initial_metadata():
+        print("h %s=%s" % (k, v))
+
+
+def burst(target, n, ms):
+    ch = grpc.insecure_channel(target)
+    f = ch.unary_unary("/t.T/Slow")
+    t0 = time.time()
+    calls = [f.future(b"%d" % ms, timeout=30) for _ in range(n)]
+    ok = 0
+    for c in calls:
+        try:
+            c.result()
+            ok += 1
+        except grpc.RpcError as e:
+            print("failed", e.code().name, e.details(), file=sys.stderr)
+    print("ok=%d ms=%d" % (ok, (time.time() - t0) * 1000))
 
 
 def kinds(target):
@@ -161,13 +210,20 @@ def slow(target, ms, deadline):
 if __name__ == "__main__":
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "serve":
-        serve(a[0], a[1], int(a[2]) if len(a) > 2 else 0, float(a[3]) if len(a) > 3 else 300.0)
+        serve(a[0], a[1], int(a[2]) if len(a) > 2 else 0, float(a[3]) if len(a) > 3 else 300.0,
+              int(a[4]) if len(a) > 4 else 0)
     elif cmd == "spread":
         spread(a[0], int(a[1]), int(a[2]))
     elif cmd == "kinds":
         kinds(a[0])
     elif cmd == "flaky":
         flaky(a[0], int(a[1]))
+    elif cmd == "calls":
+        calls(a[0], a[1], int(a[2]), int(a[3]), a[4] if len(a) > 4 else None)
+    elif cmd == "burst":
+        burst(a[0], int(a[1]), int(a[2]))
+    elif cmd == "meta":
+        meta(a[0], a[1], a[2] if len(a) > 2 else None)
     elif cmd == "slow":
         slow(a[0], int(a[1]), float(a[2]))
     else:

@@ -11,6 +11,10 @@ facts about what the proxy did and exits 0; the test judges them.
                       one on the same connection: "reset=R then=STATUS"
   continuation PORT N HEADERS without END_HEADERS + N CONTINUATION
                       frames: "goaway=E closed=C"
+  ping-flood PORT N, settings-flood PORT N, window-flood PORT N,
+  priority-flood PORT N
+                      N PING (empty SETTINGS, WINDOW_UPDATE +1, PRIORITY)
+                      frames in one burst, then reads: "goaway=E closed=C"
   drain PORT MS       one GET /?delay=MSms, then reads to the end (the test
                       sends the proxy SIGTERM meanwhile):
                       "goaway=E last=L status=S closed=C"
@@ -164,6 +168,21 @@ def big_header(port, kb):
     print("reset=%d then=%s" % (reset, st[0] if st else "none"))
 
 
+def flood(ftype, payload, sid=0):
+    def run(port, n):
+        s, c = conn(port)
+        raw = c.data_to_send()
+        for i in range(n):
+            raw += frame(ftype, 0, sid, payload(i))
+        try:
+            s.sendall(raw)
+        except OSError:
+            pass
+        code, closed = goaway_of(s, 1.5)
+        print("goaway=%d closed=%d" % (code, closed))
+    return run
+
+
 def drain(port, ms):
     # raw frames: python3-h2 drops the frames that follow a GOAWAY
     import hpack
@@ -203,4 +222,8 @@ def drain(port, ms):
 if __name__ == "__main__":
     mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     {"streams": streams, "rapid-reset": rapid_reset, "big-header": big_header,
-     "continuation": continuation, "drain": drain}[mode](port, n)
+     "continuation": continuation, "drain": drain,
+     "ping-flood": flood(6, lambda i: struct.pack(">Q", i)),
+     "settings-flood": flood(4, lambda i: b""),
+     "window-flood": flood(8, lambda i: struct.pack(">I", 1)),
+     "priority-flood": flood(2, lambda i: struct.pack(">IB", 0, 15), 1)}[mode](port, n)

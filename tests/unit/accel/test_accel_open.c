@@ -203,7 +203,8 @@ int main(void)
 		goto out_cg;
 	}
 	ok(pinned("accel_sockhash") && pinned("accel_msg") && pinned("accel_sockops_link") &&
-	   pinned("accel_setsockopt_link"), "maps, programs and links are pinned");
+	   pinned("accel_setsockopt_link") && pinned("accel_fin") && pinned("accel_fin_link"),
+	   "maps, programs and links are pinned (the FIN hold too)");
 	is_int(link_prog_count(), 1, "one sock_ops program on the cgroup");
 
 	ips[0] = htonl(0x0af40001);
@@ -307,7 +308,8 @@ out_close:
 	/* Off: links gone, maps kept (stats readable), DISABLED set. */
 	err = ag_accel_open(NULL, pin, 0, &a);
 	is_int(err, 0, "open(enable=0)");
-	ok(!pinned("accel_sockops_link") && !pinned("accel_setsockopt_link"), "links removed");
+	ok(!pinned("accel_sockops_link") && !pinned("accel_setsockopt_link") && !pinned("accel_fin_link"),
+	   "links removed");
 	is_int(link_prog_count(), 0, "no sock_ops program on the cgroup");
 	ok(!pinned("accel_sockops_proxy_link") && !pinned("accel_setsockopt_proxy_link") &&
 	   link_prog_count_at(pcg) == 0, "proxy links removed too");

@@ -84,6 +84,31 @@ int main(void)
 	inet_ntop(AF_INET, &(uint32_t){ lab_dns_ip(&r) }, buf, 16);
 	is_str(buf, "10.96.0.10", "cluster DNS = service CIDR base + 10");
 
+	/* dual-stack (docs/ipv6.md): the IPv6 half survives the file, and a
+	 * pod's IPv6 is its node's /64 + its IPv4 host byte */
+	{
+		struct in6_addr a;
+		char b6[INET6_ADDRSTRLEN];
+
+		ok(r.pod_cidr6_len == 0, "an IPv4 lab has no IPv6 pod CIDR");
+		inet_pton(AF_INET6, "fd00:10:244::", &t.pod_cidr6);
+		t.pod_cidr6_len = 56;
+		inet_pton(AF_INET6, "fd7a:fab::1", &t.nodes[0].ip6);
+		inet_pton(AF_INET6, "fd7a:fab::2", &t.nodes[1].ip6);
+		inet_pton(AF_INET6, "fd00:10:244::", &t.nodes[0].pod_net6);
+		inet_pton(AF_INET6, "fd00:10:244:1::", &t.nodes[1].pod_net6);
+		is_int(lab_topo_write(&t), 0, "dual-stack topology written");
+		is_int(lab_topo_read(lab, &r), 0, "... read back");
+		is_int(r.pod_cidr6_len, 56, "... IPv6 pod CIDR length");
+		is_str(inet_ntop(AF_INET6, &r.nodes[1].ip6, b6, sizeof(b6)), "fd7a:fab::2",
+		       "... node-b fabric IPv6");
+		is_str(inet_ntop(AF_INET6, &r.nodes[1].pod_net6, b6, sizeof(b6)), "fd00:10:244:1::",
+		       "... node-b /64");
+		lab_pod_ip6(&r.nodes[1], htonl(0x0af40107), &a);
+		is_str(inet_ntop(AF_INET6, &a, b6, sizeof(b6)), "fd00:10:244:1::7",
+		       "lab_pod_ip6: 10.244.1.7 on node-b -> fd00:10:244:1::7");
+	}
+
 	put_pod(lab, "default", "client", "", "10.244.0.2", "Running");
 	put_pod(lab, "default", "web-0123456789-aaaaa", "web", "10.244.0.3", "Pending");
 	put_pod(lab, "default", "web-0123456789-bbbbb", "web", "10.244.1.2", "Running");

@@ -31,15 +31,25 @@ int main(void)
 	free(v);
 
 	zh_reserve((void **)&w, &wcap, 3, sizeof(*w));
-	is_int(wcap, 8, "first reserve: 8");
-	zh_reserve((void **)&w, &wcap, 8, sizeof(*w));
-	is_int(wcap, 8, "reserve within capacity: unchanged");
-	zh_reserve((void **)&w, &wcap, 9, sizeof(*w));
-	is_int(wcap, 16, "one past: doubled");
-	zh_reserve((void **)&w, &wcap, 100, sizeof(*w));
-	is_int(wcap, 100, "more than double: exactly what is needed");
-	w[99] = 7;
-	ok(w[99] == 7, "the room is usable");
+	is_int(wcap, 64, "first reserve: 256 bytes of ints");
+	zh_reserve((void **)&w, &wcap, 64, sizeof(*w));
+	is_int(wcap, 64, "reserve within capacity: unchanged");
+	zh_reserve((void **)&w, &wcap, 65, sizeof(*w));
+	is_int(wcap, 128, "one past: doubled");
+	zh_reserve((void **)&w, &wcap, 1000, sizeof(*w));
+	is_int(wcap, 1000, "more than double: exactly what is needed");
+	w[999] = 7;
+	ok(w[999] == 7, "the room is usable");
 	free(w);
+	{	/* a big element: one, not 8 (the etcd source's one-object models) */
+		char (*big)[200] = NULL;
+		int bcap = 0;
+
+		zh_reserve((void **)&big, &bcap, 1, sizeof(*big));
+		is_int(bcap, 1, "first reserve of a 200-byte element: one");
+		zh_reserve((void **)&big, &bcap, 2, sizeof(*big));
+		is_int(bcap, 2, "then doubled");
+		free(big);
+	}
 	return done_testing();
 }

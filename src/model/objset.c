@@ -1,5 +1,6 @@
-/* state.c — building a struct md_state from files: staging, all-or-nothing
- * merge, directory loading, lookups and freeing.
+/* objset.c — the model's object set (struct md_state) built from files:
+ * staging, all-or-nothing merge, directory loading, lookups and freeing.
+ * (Not the state source: that is src/state, include/zerohop/state.h.)
  *
  * Invariants:
  * 1. md_state_add_*() parse into a fresh staging state; only when every
@@ -26,6 +27,10 @@ struct md_state *md_state_new(void)
 	struct md_state *st = zh_calloc(1, sizeof(*st));
 
 	st->priv = zh_calloc(1, sizeof(struct md_priv));
+	/* docs/ipv6.md "Preview": lifts the IPv6 switch in every process (the
+	 * agent's and DNS's state sources, the lab, the CLIs); off by default
+	 * while NetworkPolicy does not cover native IPv6 */
+	md_priv(st)->ipv6 = getenv(MD_IPV6_PREVIEW_ENV) && !strcmp(getenv(MD_IPV6_PREVIEW_ENV), "1");
 	return st;
 }
 
@@ -67,6 +72,10 @@ static void append(void **dst, int *n, int *cap, const void *src, int m, size_t 
 {
 	if (!m)
 		return;
+	if (!*cap) {	/* a one-file state (md_file_parse: 100,000s of them) fits exactly */
+		*dst = zh_realloc(*dst, (size_t)m * elem);
+		*cap = m;
+	}
 	zh_reserve(dst, cap, *n + m, elem);
 	memcpy((char *)*dst + (size_t)*n * elem, src, (size_t)m * elem);
 	*n += m;
@@ -125,6 +134,11 @@ void md_state_set_strict(struct md_state *st, bool strict)
 	md_priv(st)->strict = strict;
 }
 
+void md_state_set_ipv6(struct md_state *st, bool ipv6)
+{
+	md_priv(st)->ipv6 = ipv6;
+}
+
 void md_state_set_namespace(struct md_state *st, const char *ns)
 {
 	md_priv(st)->default_ns = ns;
@@ -156,6 +170,7 @@ static struct md_state *staging_of(const struct md_state *st)
 	md_priv(stg)->ident_only = md_priv(st)->ident_only;
 	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
 	md_priv(stg)->strict = md_priv(st)->strict;
+	md_priv(stg)->ipv6 = md_priv(st)->ipv6;
 	md_priv(stg)->default_ns = md_priv(st)->default_ns;
 	return stg;
 }
@@ -210,13 +225,30 @@ static int add_doc(void *arg, const struct yn *root, int line)
 	return ret;
 }
 
+/* Decode every document of buf into stg itself. Only for a state nobody
+ * else sees yet (a staging state, a fresh md_file's): on failure it holds
+ * part of buf and must be dropped. */
+static int parse_into(struct md_state *stg, const char *name, const char *buf, size_t len,
+		      struct md_err *err)
+{
+	struct md_arena tree = { 0 };
+	struct add_ctx a;
+	int ret;
+
+	a.stg = stg;
+	a.fname = ar_strdup(&md_priv(stg)->ar, name ? name : "<buffer>");
+	a.tree = &tree;
+	a.err = err;
+	ret = yn_parse(&md_priv(stg)->ar, &tree, a.fname, buf, len, add_doc, &a, err);
+	ar_free(&tree);	/* what a syntax error left behind */
+	return ret;
+}
+
 int md_state_add_buf(struct md_state *st, const char *name, const char *buf, size_t len,
 		     struct md_err *err)
 {
 	struct md_state *stg;
 	struct md_arena_mark mark;
-	struct md_arena tree = { 0 };
-	struct add_ctx a;
 	int ret;
 
 	if ((ret = refuse_finished(st, name, err)))
@@ -227,14 +259,9 @@ int md_state_add_buf(struct md_state *st, const char *name, const char *buf, siz
 	mark = ar_mark(&md_priv(st)->ar);
 	md_priv(stg)->ar = md_priv(st)->ar;
 	md_priv(st)->ar.head = NULL;
-	a.stg = stg;
-	a.fname = ar_strdup(&md_priv(stg)->ar, name ? name : "<buffer>");
-	a.tree = &tree;
-	a.err = err;
-	ret = yn_parse(&md_priv(stg)->ar, &tree, a.fname, buf, len, add_doc, &a, err);
+	ret = parse_into(stg, name, buf, len, err);
 	if (!ret)
 		ret = cluster_conflict(st, stg, err);
-	ar_free(&tree);	/* what a syntax error left behind */
 	md_priv(st)->ar = md_priv(stg)->ar;
 	md_priv(stg)->ar.head = NULL;
 	if (ret) {
@@ -398,7 +425,7 @@ int md_file_load(int dfd, const char *name, const char *path, struct md_file **o
 	while (blk < len && blk < 64 * 1024)
 		blk *= 2;
 	md_priv(f->st)->ar.blk = blk;
-	ret = md_state_add_buf(f->st, path, buf, len, err);
+	ret = parse_into(f->st, path, buf, len, err);	/* fresh: its own staging */
 	if (ret)
 		goto fail;
 	free(buf);
@@ -414,7 +441,7 @@ int md_file_parse(const char *path, const char *buf, size_t len, struct md_file 
 		  struct md_err *err)
 {
 	struct md_file *f = zh_calloc(1, sizeof(*f));
-	size_t blk = 1024;
+	size_t blk = 256;
 	int ret;
 
 	f->refs = 1;
@@ -423,7 +450,7 @@ int md_file_parse(const char *path, const char *buf, size_t len, struct md_file 
 	while (blk < len && blk < 64 * 1024)	/* as md_file_load */
 		blk *= 2;
 	md_priv(f->st)->ar.blk = blk;
-	ret = md_state_add_buf(f->st, path, buf, len, err);
+	ret = parse_into(f->st, path, buf, len, err);	/* as md_file_load */
 	if (ret) {
 		md_file_put(f);
 		return ret;
@@ -540,6 +567,15 @@ int md_state_obj_yaml(const struct md_state *st, int i, char **text, size_t *len
 	if (!o->node)
 		return -EINVAL;
 	return yn_emit(o->node, text, len);
+}
+
+int md_state_obj_json(const struct md_state *st, int i, char **text, size_t *len)
+{
+	const struct md_obj *o = &md_priv(st)->objs[i];
+
+	if (!o->node)
+		return -EINVAL;
+	return yn_emit_json(o->node, text, len);
 }
 
 /* ---- lookups ------------------------------------------------------------------ */

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# IPv6 ClusterIPs through the socket load balancer (docs/ipv6.md, IPv6
+# preview): on a dual-stack lab, connect6 translates a Service's native
+# IPv6 ClusterIP to the IPv6 address of a backend pod, with the same
+# weighted choice as IPv4 (both backends are used), same node and across
+# nodes; getpeername gives the ClusterIP back; clients reach it by name
+# through the cluster DNS's AAAA (curl -6); an IPv6 single-stack Service
+# works the same; a Service without endpoints refuses at once
+# (ECONNREFUSED); `zerohop get backends` lists the IPv6 entries; the IPv4
+# ClusterIP of the same Service is unchanged.
+source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t28 curl
+export ZEROHOP_IPV6_PREVIEW=1
+
+mkdir -p "$TMP/a" "$TMP/b"
+echo srv-a >"$TMP/a/index.html"
+echo srv-b >"$TMP/b/index.html"
+chmod -R a+rX "$TMP"
+web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP/$1"; }
+cat >"$TMP/lab.yaml" <<EOF
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: t28}
+spec:
+  nodes: [node-a, node-b]
+  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
+  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+---
+$(m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)")
+$(m_pod client-b node-b "app: client" "$(m_ctr c "" sleep 100000)")
+$(m_pod srv-a node-a "app: srv" "$(web a)")
+$(m_pod srv-b node-b "app: srv" "$(web b)")
+$(m_svc web "app: srv" "80:8080")
+$(m_svc six "app: srv" "80:8080")
+$(m_svc empty "app: nothing" "80:8080")
+EOF
+# the dual-stack fields, on the generated flow mappings
+"$PY" - "$TMP/lab.yaml" <<'EOF'
+import sys
+p = sys.argv[1]
+docs = open(p).read().split("\n---\n")
+out = []
+for d in docs:
+    if "kind: Service" in d:
+        if "name: six" in d:
+            d = d.replace("spec: {", "spec: {ipFamilies: [IPv6], ", 1)
+        else:
+            d = d.replace("spec: {", "spec: {ipFamilyPolicy: PreferDualStack, ", 1)
+    out.append(d)
+open(p, "w").write("\n---\n".join(out))
+EOF
+
+"$ZH" lab up --lab $LAB -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
+ok $? "dual-stack lab with the mesh: $(tail -1 "$TMP/up.out")"
+wait_until 30 lab_running 5 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
+ok $? "pods run, both agents applied the state"
+
+"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
+S() { jq -r ".[] | select(.name==\"$1\") | $2" "$TMP/svc.json"; }
+V4=$(S web '.clusterIPs[0]') V6=$(S web '.clusterIPs[1]') SIX=$(S six '.clusterIP') E6=$(S empty '.clusterIPs[1]')
+case "$V6 $SIX $E6" in fd00:10:96::*\ fd00:10:96::*\ fd00:10:96::*) r=0 ;; *) r=1 ;; esac
+ok $r "IPv6 ClusterIPs allocated (web $V6, six $SIX, empty $E6)"
+
+X() { "$ZH" lab exec --lab $LAB "$@"; }
+up6() { X client -- curl -6 -s -o /dev/null --max-time 2 "http://[$V6]/index.html"; }
+wait_until 20 up6
+ok $? "the IPv6 ClusterIP answers"
+r=$(X client -- curl -6 -s --max-time 5 "http://[$V6]/index.html")
+case "$r" in srv-a | srv-b) ok 0 "curl -6 to the IPv6 ClusterIP, from node-a ($r)" ;;
+*) ok 1 "curl -6 to the IPv6 ClusterIP, from node-a (got '$r')" ;; esac
+r=$(X client-b -- curl -6 -s --max-time 5 "http://[$V6]/index.html")
+case "$r" in srv-a | srv-b) ok 0 "curl -6 to the IPv6 ClusterIP, from node-b ($r)" ;;
+*) ok 1 "curl -6 to the IPv6 ClusterIP, from node-b (got '$r')" ;; esac
+is "$(X client-b -- curl -6 -s --max-time 5 "http://web.default.svc.cluster.local/index.html" | grep -c '^srv-[ab]$')" 1 \
+	"curl -6 by name: the cluster DNS's AAAA, then the IPv6 ClusterIP"
+seen=$(for i in $(seq 1 16); do X client -- curl -6 -s --max-time 5 "http://[$V6]/index.html"; done | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')
+case "$seen" in *srv-a=*srv-b=*) r=0 ;; *) r=1 ;; esac
+ok $r "16 connections use both backends ($seen)"
+
+is "$(X client-b -- "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.settimeout(5)
+s.connect((sys.argv[1], 80))
+s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+body = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    body += d
+print(s.getpeername()[0], s.getpeername()[1], body.split(b"\r\n\r\n", 1)[1].decode().strip())' "$V6" | sed 's/srv-[ab]$/srv/')" \
+	"$V6 80 srv" "Python AF_INET6: getpeername shows the IPv6 ClusterIP, the answer comes from a backend"
+r=$(X client -- curl -6 -s --max-time 5 "http://[$SIX]/index.html")
+case "$r" in srv-a | srv-b) ok 0 "an IPv6 single-stack Service works ($r)" ;;
+*) ok 1 "an IPv6 single-stack Service works (got '$r')" ;; esac
+is "$(X client -- "$PY" -c '
+import errno, socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.settimeout(5)
+t = time.time()
+try:
+    s.connect((sys.argv[1], 80))
+    print("connected")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno), "fast" if time.time() - t < 1 else "slow")' "$E6")" \
+	"ECONNREFUSED fast" "a Service without endpoints refuses its IPv6 ClusterIP at once"
+is "$(X client-b -- curl -4 -s --max-time 5 "http://$V4/index.html" | grep -c '^srv-[ab]$')" 1 \
+	"the IPv4 ClusterIP of the same Service still works"
+
+"$ZH" get backends --lab $LAB -o json >"$TMP/be.json" 2>&1
+is "$(jq -r --arg v "[$V6]:80/TCP" '.services[] | select(.vip==$v) | [.backends[].addr] | sort | join(" ")' "$TMP/be.json")" \
+	"$(jq -r '[.pods[] | select(.name|test("^srv-")) | "[" + .ip6 + "]:8080"] | sort | join(" ")' \
+		<("$ZH" lab status --lab $LAB -o json))" \
+	"get backends: the IPv6 entry's backends are the pods' IPv6 addresses"
+done_testing

@@ -1,0 +1,128 @@
+/* test_compile6.c — compile.c rule 5 (docs/ipv6.md): a Service's IPv6
+ * ClusterIP becomes entries keyed by it with the IPv6 addresses of its
+ * endpoints' pods; a TrafficSplit root or an L7 port refuses over IPv6
+ * (no backend, a note) instead of balancing behind the split's back; the
+ * incremental compile builds the same entries. States come from manifests
+ * through the model, with the IPv6 switch on. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+#include "tap.h"
+#include "zerohop/agent.h"
+#include "zerohop/model.h"
+
+static const char *yaml =
+	"apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n"
+	"  podCIDRs: [10.244.0.0/16, \"fd00:10:244::/56\"]\n"
+	"  serviceCIDRs: [10.96.0.0/12, \"fd00:10:96::/112\"]\n---\n"
+	"apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {app: w}}\n"
+	"spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {phase: Running, "
+	"podIP: 10.244.0.5, podIPs: [{ip: 10.244.0.5}, {ip: \"fd00:10:244::5\"}]}\n---\n"
+	"apiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: {app: w}}\n"
+	"spec: {nodeName: node-b, containers: [{name: c}]}\nstatus: {phase: Running, "
+	"podIP: 10.244.1.6, podIPs: [{ip: 10.244.1.6}, {ip: \"fd00:10:244:1::6\"}]}\n---\n"
+	"apiVersion: v1\nkind: Pod\nmetadata: {name: c, labels: {app: w}}\n"
+	"spec: {nodeName: node-b, containers: [{name: c}]}\nstatus: {phase: Running, "
+	"podIP: 10.244.1.7}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ipFamilyPolicy: "
+	"PreferDualStack, clusterIPs: [10.96.0.20, \"fd00:10:96::20\"], selector: {app: w}, "
+	"ports: [{name: h, port: 80, targetPort: 8080}, {name: u, port: 53, protocol: UDP}]}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: six}\nspec: {ipFamilies: [IPv6], "
+	"clusterIP: \"fd00:10:96::30\", selector: {app: w}, ports: [{port: 80, targetPort: 8080}]}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: l7, annotations: {zerohop.io/l7: \"true\"}}\n"
+	"spec: {ipFamilyPolicy: PreferDualStack, clusterIPs: [10.96.0.40, \"fd00:10:96::40\"], "
+	"selector: {app: w}, ports: [{port: 80, targetPort: 8080}]}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: root}\nspec: {ipFamilyPolicy: "
+	"PreferDualStack, clusterIPs: [10.96.0.50, \"fd00:10:96::50\"], selector: {app: w}, "
+	"ports: [{port: 80, targetPort: 8080}]}\n---\n"
+	"apiVersion: split.smi-spec.io/v1alpha4\nkind: TrafficSplit\nmetadata: {name: s}\n"
+	"spec: {service: root, backends: [{service: web, weight: 1}]}\n";
+
+static const struct ag_svc *entry(const struct ag_compiled *c, const char *ip6, int port, int proto)
+{
+	struct ag_svc k = {};
+
+	inet_pton(AF_INET6, ip6, k.key.vip);
+	k.key.port = htons(port);
+	k.key.proto = proto;
+	for (int i = 0; i < c->n_svcs; i++)
+		if (!memcmp(&c->svcs[i].key, &k.key, sizeof(k.key)))
+			return &c->svcs[i];
+	return NULL;
+}
+
+static const char *addrs(const struct ag_svc *e)
+{
+	static char out[256];
+	char a[INET6_ADDRSTRLEN];
+
+	out[0] = 0;
+	for (int i = 0; e && i < e->n_be; i++)
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s:%u", i ? " " : "",
+			 inet_ntop(AF_INET6, e->be[i].be.addr, a, sizeof(a)), ntohs(e->be[i].be.port));
+	return out;
+}
+
+int main(void)
+{
+	struct md_state *st = md_state_new();
+	struct ag_compiled *c = NULL;
+	const struct ag_svc *e;
+	struct md_err merr;
+	char err[256], ebuf[512];
+	bool note = false;
+
+	md_state_set_ipv6(st, true);
+	if (md_state_add_buf(st, "t.yaml", yaml, strlen(yaml), &merr) || md_state_finish(st, &merr)) {
+		ok(0, "state: %s", md_err_str(&merr, ebuf, sizeof(ebuf)));
+		md_state_free(st);
+		return done_testing();
+	}
+	is_int(ag_compile(st, &c, err, sizeof(err)), 0, "compiles");
+	e = entry(c, "fd00:10:96::20", 80, ZH_LB_TCP);
+	ok(e != NULL, "an entry for the IPv6 ClusterIP, TCP port");
+	is_str(addrs(e), "fd00:10:244::5:8080 fd00:10:244:1::6:8080",
+	       "its backends: the pods' IPv6 addresses (the pod without one left out)");
+	ok(e && e->n_be == 2 && e->be[0].weight == e->be[1].weight, "equal weights");
+	e = entry(c, "::ffff:10.96.0.20", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 3, "the IPv4 entry keeps all three endpoints");
+	e = entry(c, "fd00:10:96::20", 53, ZH_LB_UDP);
+	ok(e && e->n_be == 2, "UDP port too");
+	e = entry(c, "fd00:10:96::30", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 2, "an IPv6 single-stack Service has its entry");
+	e = entry(c, "fd00:10:96::40", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 0 && !(e->flags & ZH_LB_F_L7), "an L7 Service's IPv6 entry refuses");
+	e = entry(c, "::ffff:10.96.0.40", 80, ZH_LB_TCP);
+	ok(e && (e->flags & ZH_LB_F_L7), "... while its IPv4 entry goes to the proxy");
+	e = entry(c, "fd00:10:96::50", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 0, "a TrafficSplit root's IPv6 entry refuses");
+	for (int i = 0; i < c->n_notes; i++)
+		note |= strstr(c->notes[i], "default/root port 80: its IPv6 ClusterIP refuses") != NULL;
+	ok(note, "and a note says why");
+	{	/* nft mode (an `ip` table) renders the IPv4 entries only */
+		char *txt = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&txt, &len);
+
+		ag_nft_render(c, f);
+		fclose(f);
+		ok(txt && strstr(txt, "10.96.0.20 . 80 . tcp") && !strstr(txt, "fd00:"),
+		   "nft rendering: IPv4 entries, no IPv6 one");
+		free(txt);
+	}
+	{
+		int idx = (int)(md_find_service(st, NULL, "web") - st->services), n = 0;
+
+		is_int(ag_compile_update(st, c, &idx, 1, &n, err, sizeof(err)), 0,
+		       "incremental compile of the dual-stack Service: %s", err);
+		ok(n >= 2, "it rebuilt both families' entries (%d)", n);
+		is_str(addrs(entry(c, "fd00:10:96::20", 80, ZH_LB_TCP)),
+		       "fd00:10:244::5:8080 fd00:10:244:1::6:8080", "... the same IPv6 backends");
+	}
+	ag_compiled_free(c);
+	md_state_free(st);
+	return done_testing();
+}
