@@ -344,7 +344,7 @@ int px_serve(const struct px_config *cfg)
 		}
 		ev_add(s.loop, s.stats_fd, EV_READ, px_stats_accept_cb, &s);
 	}
-	if (cfg->hbone_listen && px_hbone_open(&s))	/* WIP: docs/mtls.md */
+	if (cfg->hbone_listen && (rc = px_hbone_open(&s)))	/* opt-in: docs/mtls.md */
 		goto out;
 	if (s.ss) {
 		s.watch_fd = ss_watch_fd(s.ss);
