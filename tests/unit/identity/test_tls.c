@@ -19,7 +19,8 @@
 #include "zerohop/state.h"
 
 static char root[] = "/tmp/zh-tls.XXXXXX";
-static char ca[300], rogue[300], out[300], bad[300], sdir[300];
+static char ca[ID_FIXTURE_PATH], rogue[ID_FIXTURE_PATH], out[ID_FIXTURE_PATH],
+	bad[ID_FIXTURE_PATH], sdir[ID_FIXTURE_PATH];
 
 #define ID_A "spiffe://cluster.local/ns/shop/sa/web"
 #define ID_C "spiffe://cluster.local/ns/default/sa/default"
@@ -107,13 +108,8 @@ int main(void)
 	SSL_CTX *sc, *cc, *bare, *rc, *ec;
 	struct hs h;
 
-	if (!mkdtemp(root))
+	if (id_fixture_dirs(root, ca, rogue, out, bad, sdir))
 		return 1;
-	snprintf(ca, sizeof(ca), "%s/ca", root);
-	snprintf(rogue, sizeof(rogue), "%s/rogue", root);
-	snprintf(out, sizeof(out), "%s/svid", root);
-	snprintf(bad, sizeof(bad), "%s/bad", root);
-	snprintf(sdir, sizeof(sdir), "%s/state", root);
 	st = state();
 	if (!st || id_ca_init(ca, NULL, ID_DEFAULT_CA_TTL, &err) ||
 	    id_ca_init(rogue, NULL, ID_DEFAULT_CA_TTL, &err) ||
@@ -184,12 +180,6 @@ int main(void)
 	SSL_CTX_free(cc);
 	SSL_CTX_free(sc);
 	md_state_free(st);
-	{
-		char cmd[400];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-		if (system(cmd))
-			diag("cannot remove %s", root);
-	}
+	id_fixture_rm(root);
 	return done_testing();
 }

@@ -25,7 +25,8 @@
 #include "zerohop/state.h"
 
 static char root[] = "/tmp/zh-hbone.XXXXXX";
-static char ca[300], rogue[300], out[300], bad[300], sdir[300];
+static char ca[ID_FIXTURE_PATH], rogue[ID_FIXTURE_PATH], out[ID_FIXTURE_PATH],
+	bad[ID_FIXTURE_PATH], sdir[ID_FIXTURE_PATH];
 static int echo_port, echo_conns;
 
 static struct md_state *state(void)
@@ -178,13 +179,8 @@ int main(void)
 		printf("1..0 # SKIP no Debian python3 with h2 (python3-h2)\n");
 		return 0;
 	}
-	if (!mkdtemp(root))
+	if (id_fixture_dirs(root, ca, rogue, out, bad, sdir))
 		return 1;
-	snprintf(ca, sizeof(ca), "%s/ca", root);
-	snprintf(rogue, sizeof(rogue), "%s/rogue", root);
-	snprintf(out, sizeof(out), "%s/svid", root);
-	snprintf(bad, sizeof(bad), "%s/bad", root);
-	snprintf(sdir, sizeof(sdir), "%s/state", root);
 	st = state();
 	if (!st || id_ca_init(ca, NULL, ID_DEFAULT_CA_TTL, &err) ||
 	    id_ca_init(rogue, NULL, ID_DEFAULT_CA_TTL, &err) ||
@@ -246,12 +242,6 @@ int main(void)
 		ok(system(cmd) == 0, "the server logged each refusal with its reason, no key");
 	}
 	md_state_free(st);
-	{
-		char cmd[400];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-		if (system(cmd))
-			diag("cannot remove %s", root);
-	}
+	id_fixture_rm(root);
 	return done_testing();
 }
