@@ -2,7 +2,12 @@
  * for each CONNECT (docs/mtls.md), WIP: the destination must be a pod of
  * this node whose SVID the server presented (SNI), not under DISABLE, and
  * allowed by AuthorizationPolicy for the peer's principal (md_authz_check).
- * Each denial is logged by hbone.c with the reason returned here. */
+ * Each denial is logged by hbone.c with the reason returned here.
+ *
+ * NetworkPolicy, fail-closed: the tunnel does not carry the client's pod,
+ * and the connect to the destination comes from this node, which ingress
+ * admits; so a destination that a NetworkPolicy isolates for ingress is
+ * reached only through a rule open to every source on that port. */
 #include <arpa/inet.h>
 
 #include "zerohop/hbone.h"
@@ -19,6 +24,49 @@ static const struct md_pod *local_pod(const struct md_state *st, const char *nod
 	return NULL;
 }
 
+/* A rule of an ingress policy that admits any source on TCP port. */
+static bool np_rule_open(const struct md_np_rule *r, uint16_t port)
+{
+	if (r->n_peers)
+		return false;
+	if (!r->n_ports)
+		return true;
+	for (int i = 0; i < r->n_ports; i++) {
+		const struct md_np_port *p = &r->ports[i];
+
+		if (p->proto != MD_PROTO_TCP)
+			continue;
+		if (!p->port.present)
+			return true;
+		if (!p->port.name && (p->port.num == port ||
+				      (p->end_port && p->port.num <= port && port <= p->end_port)))
+			return true;	/* a named port is not resolved here: closed */
+	}
+	return false;
+}
+
+/* NULL when no NetworkPolicy isolates pod p for ingress, or one of those
+ * that do has a rule open to all on port; else the first isolating one. */
+static const struct md_netpol *np_isolates(const struct md_state *st, const struct md_pod *p,
+					   uint16_t port)
+{
+	const struct md_netpol *first = NULL;
+
+	for (int i = 0; i < st->n_netpols; i++) {
+		const struct md_netpol *np = &st->netpols[i];
+
+		if (!np->type_ingress || strcmp(np->meta.ns, p->meta.ns) ||
+		    !md_selector_matches(&np->pod_sel, &p->meta.labels))
+			continue;
+		for (int j = 0; j < np->n_ingress; j++)
+			if (np_rule_open(&np->ingress[j], port))
+				return NULL;
+		if (!first)
+			first = np;
+	}
+	return first;
+}
+
 static const char *authorize(void *arg, const char *peer, const char *sni, uint32_t ip,
 			     uint16_t port)
 {
@@ -26,6 +74,7 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 	struct px_server *s = arg;
 	const struct md_state *st = s->tbl ? px_table_state(s->tbl) : NULL;
 	const struct md_authzpol *pol = NULL;
+	const struct md_netpol *np;
 	const struct md_pod *p;
 	const char *r;
 	char want[600];
@@ -40,6 +89,12 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 		return "destination is not the workload whose identity was presented";
 	if (md_mtls_mode_of(st, p, port) == MD_MTLS_DISABLE)
 		return "destination's PeerAuthentication mode is DISABLE";
+	np = np_isolates(st, p, port);
+	if (np) {
+		snprintf(why, sizeof(why), "NetworkPolicy %s/%s isolates the destination and the "
+			 "tunnel does not carry the client's pod yet", np->meta.ns, np->meta.name);
+		return why;
+	}
 	if (!strncmp(peer, "spiffe://", 9))
 		peer += 9;	/* Istio's principals have no scheme */
 	r = md_authz_check(st, p, port, peer, &pol);

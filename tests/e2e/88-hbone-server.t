@@ -9,7 +9,9 @@
 # sees no plaintext of it and tshark sees TLS 1.3 on 15008, the server
 # presents srv's SPIFFE ID, an AuthorizationPolicy DENY by principal gets
 # 403 with the reason logged and its removal restores access, a client
-# without a certificate is refused with the reason logged.
+# without a certificate is refused with the reason logged, a NetworkPolicy
+# isolating the destination closes the tunnel to it (fail-closed) unless a
+# rule admits every source on the port.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t88hb openssl tcpdump tshark
@@ -114,6 +116,28 @@ ok $? "client (another principal) still allowed"
 "$ZH" delete --lab $LAB -f "$TMP/deny.yaml" >/dev/null 2>&1
 wait_until 10 evil_gets 200
 ok $? "policy deleted: evil allowed again"
+
+# ---- NetworkPolicy, fail-closed (hbone_px.c): the tunnel cannot name the client pod ----
+np() {	# NAME FROM-YAML
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: $1}
+spec:
+  podSelector: {matchLabels: {app: srv}}
+  ingress: [$2]
+YAML
+}
+np srv-from-client '{from: [{podSelector: {matchLabels: {app: client}}}]}' >"$TMP/np.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null 2>&1
+wait_until 10 evil_gets 403
+ok $? "NetworkPolicy isolating srv (from app=client only): evil through the tunnel gets 403, not a way around it"
+ok $(grep -q "denied spiffe://cluster.local/ns/default/sa/evil -> $SRV:9000: NetworkPolicy default/srv-from-client isolates the destination" \
+	"$RUN/nodes/node-b/proxy.log"; echo $?) "... logged with the policy"
+np srv-from-client '{ports: [{port: 9000}]}' >"$TMP/np.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null 2>&1
+wait_until 10 evil_gets 200
+ok $? "a rule open to every source on 9000: allowed again"
 ! grep -rqs "PRIVATE KEY" "$RUN" --include='*.log'
 ok $? "no private key in any log"
 done_testing
