@@ -24,6 +24,20 @@ static const struct md_pod *local_pod(const struct md_state *st, const char *nod
 	return NULL;
 }
 
+/* Denials by reason, for the proxy's metrics (one server per process). */
+enum { HB_NO_STATE, HB_NOT_LOCAL, HB_IDENTITY, HB_MTLS_DISABLE, HB_NETPOL, HB_AUTHZ, HB_N };
+static const char *const hb_reason_label[HB_N] = {
+	"no_state", "not_local_pod", "identity_mismatch", "mtls_disable", "network_policy",
+	"authorization_policy",
+};
+static uint64_t hb_denied[HB_N];
+
+static const char *deny(int reason, const char *why)
+{
+	hb_denied[reason]++;
+	return why;
+}
+
 /* A rule of an ingress policy that admits any source on TCP port. */
 static bool np_rule_open(const struct md_np_rule *r, uint16_t port)
 {
@@ -80,20 +94,20 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 	char want[600];
 
 	if (!st)
-		return "no state loaded yet";
+		return deny(HB_NO_STATE, "no state loaded yet");
 	p = local_pod(st, s->cfg->node, ip);
 	if (!p)
-		return "destination is not a pod of this node";
+		return deny(HB_NOT_LOCAL, "destination is not a pod of this node");
 	snprintf(want, sizeof(want), "%s.%s", p->meta.name, p->meta.ns);
 	if (!sni || strcmp(sni, want))
-		return "destination is not the workload whose identity was presented";
+		return deny(HB_IDENTITY, "destination is not the workload whose identity was presented");
 	if (md_mtls_mode_of(st, p, port) == MD_MTLS_DISABLE)
-		return "destination's PeerAuthentication mode is DISABLE";
+		return deny(HB_MTLS_DISABLE, "destination's PeerAuthentication mode is DISABLE");
 	np = np_isolates(st, p, port);
 	if (np) {
 		snprintf(why, sizeof(why), "NetworkPolicy %s/%s isolates the destination and the "
 			 "tunnel does not carry the client's pod yet", np->meta.ns, np->meta.name);
-		return why;
+		return deny(HB_NETPOL, why);
 	}
 	if (!strncmp(peer, "spiffe://", 9))
 		peer += 9;	/* Istio's principals have no scheme */
@@ -102,7 +116,7 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 		return NULL;
 	snprintf(why, sizeof(why), "%s (AuthorizationPolicy %s/%s)", r,
 		 pol ? pol->meta.ns : "-", pol ? pol->meta.name : "-");
-	return why;
+	return deny(HB_AUTHZ, why);
 }
 
 int px_hbone_open(struct px_server *s)
@@ -117,4 +131,33 @@ int px_hbone_open(struct px_server *s)
 	else
 		zh_info("proxy: HBONE on %s (SVIDs in %s)", s->cfg->hbone_listen, s->cfg->svid_dir);
 	return rc;
+}
+
+/* The HBONE server's counters in the proxy's Prometheus text (stats.c);
+ * nothing when it is off. Denials by reason (docs/mtls.md). */
+void px_hbone_render(const struct px_server *s, struct buf *b)
+{
+	const struct hb_stats *st;
+
+	if (!s->hbone)
+		return;
+	st = hb_server_stats(s->hbone);
+	buf_printf(b, "# TYPE zerohop_proxy_hbone_connections_total counter\n"
+		   "zerohop_proxy_hbone_connections_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_tls_refused_total counter\n"
+		   "zerohop_proxy_hbone_tls_refused_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_streams_total counter\n"
+		   "zerohop_proxy_hbone_streams_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_connect_failed_total counter\n"
+		   "zerohop_proxy_hbone_connect_failed_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_bytes_total counter\n"
+		   "zerohop_proxy_hbone_bytes_total{direction=\"to_pod\"} %llu\n"
+		   "zerohop_proxy_hbone_bytes_total{direction=\"from_pod\"} %llu\n"
+		   "# TYPE zerohop_proxy_hbone_denied_total counter\n",
+		   (unsigned long long)st->conns, (unsigned long long)st->tls_refused,
+		   (unsigned long long)st->streams, (unsigned long long)st->connect_failed,
+		   (unsigned long long)st->bytes_up, (unsigned long long)st->bytes_down);
+	for (int i = 0; i < HB_N; i++)
+		buf_printf(b, "zerohop_proxy_hbone_denied_total{reason=\"%s\"} %llu\n",
+			   hb_reason_label[i], (unsigned long long)hb_denied[i]);
 }

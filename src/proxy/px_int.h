@@ -266,6 +266,7 @@ struct px_up_ops {
 
 struct hb_server;
 int px_hbone_open(struct px_server *s);	/* hbone_px.c */
+void px_hbone_render(const struct px_server *s, struct buf *b);	/* its metrics */
 
 struct px_server {
 	const struct px_config *cfg;	/* the options it was started with */

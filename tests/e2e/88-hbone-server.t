@@ -137,6 +137,17 @@ np srv-from-client '{ports: [{port: 9000}]}' >"$TMP/np.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null 2>&1
 wait_until 10 evil_gets 200
 ok $? "a rule open to every source on 9000: allowed again"
+
+# ---- the counters in node-b's proxy metrics (NODE_IP:15090) -------------------------
+M=$("$ZH" lab exec --lab $LAB --node node-b -- curl -s -m 3 "http://$NB:15090/")
+metric() { awk -v k="$1" '$1 == k { print $2 }' <<<"$M"; }
+hb_ge() { [ "${2:-0}" -ge "$3" ] 2>/dev/null || { diag "$1 = '${2}', want >= $3"; return 1; }; }
+hb_ge "network_policy denials" "$(metric 'zerohop_proxy_hbone_denied_total{reason="network_policy"}')" 1 &&
+	hb_ge "authorization_policy denials" "$(metric 'zerohop_proxy_hbone_denied_total{reason="authorization_policy"}')" 1 &&
+	hb_ge "TLS refusals" "$(metric zerohop_proxy_hbone_tls_refused_total)" 1 &&
+	hb_ge "bytes to the pod" "$(metric 'zerohop_proxy_hbone_bytes_total{direction="to_pod"}')" 1048576
+ok $? "node-b's metrics count HBONE denials by reason, TLS refusals and bytes"
+is "$(metric 'zerohop_proxy_hbone_denied_total{reason="mtls_disable"}')" 0 "... and nothing under a reason that did not happen"
 ! grep -rqs "PRIVATE KEY" "$RUN" --include='*.log'
 ok $? "no private key in any log"
 done_testing
