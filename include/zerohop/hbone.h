@@ -24,6 +24,9 @@
  *     below HB_HIGH.
  *  H3 Everything a connection owns (streams, their sockets, SSL, session)
  *     is freed when it closes, whichever side closes first.
+ *  H4 A connection that has not finished its TLS handshake (and ALPN h2)
+ *     within handshake_ms of its accept is closed and counted as refused,
+ *     so a peer cannot hold connections open without authenticating.
  */
 #ifndef ZH_HBONE_H
 #define ZH_HBONE_H
@@ -32,6 +35,7 @@
 
 #define HB_PORT 15008	/* Istio's HBONE port */
 #define HB_HIGH 65536	/* per-stream buffer high watermark */
+#define HB_HANDSHAKE_MS 10000	/* H4 default */
 
 struct ev_loop;
 struct hb_server;
@@ -50,6 +54,7 @@ struct hb_opts {
 					 * the pod named by SNI (id_tls_ctx_sni) */
 	hb_authorize_fn *authorize;
 	void *arg;
+	int handshake_ms;		/* H4; <= 0: HB_HANDSHAKE_MS */
 };
 
 struct hb_stats {

@@ -28,6 +28,7 @@ struct hb_conn {
 	int fd, mask;
 	SSL *ssl;
 	bool h2;			/* handshake done, session made */
+	uint64_t hs_timer;		/* H4: the handshake's deadline, 0 once done */
 	nghttp2_session *sess;
 	struct buf out;			/* frames waiting for SSL_write */
 	char peer[256];			/* verified SPIFFE ID */
@@ -48,7 +49,7 @@ struct hb_stream {
 
 struct hb_server {
 	struct hb_opts o;
-	int lfd, port;
+	int lfd, port, hs_ms;
 	SSL_CTX *ctx;
 	struct hb_stats st;
 	struct hb_conn *conns;
@@ -411,6 +412,8 @@ static void conn_io(struct ev_loop *loop, int fd, int events, void *arg)
 			conn_close(c);
 			return;
 		}
+		ev_timer_del(loop, c->hs_timer);	/* H4: done in time */
+		c->hs_timer = 0;
 	}
 	for (;;) {
 		int n = SSL_read(c->ssl, in, sizeof(in));
@@ -442,6 +445,8 @@ static void conn_close(struct hb_conn *c)
 
 	while (c->streams)	/* H3: nghttp2_session_del calls no callback */
 		stream_free(c->streams);
+	if (c->hs_timer)
+		ev_timer_del(srv->o.loop, c->hs_timer);
 	ev_del(srv->o.loop, c->fd);
 	close(c->fd);
 	nghttp2_session_del(c->sess);
@@ -454,6 +459,17 @@ static void conn_close(struct hb_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	free(c);
+}
+
+/* H4: a connection still in its handshake at the deadline is closed. */
+static void hs_timeout(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct hb_conn *c = arg;
+
+	c->hs_timer = 0;
+	c->srv->st.tls_refused++;
+	zh_info("hbone: TLS refused: no handshake within %d ms", c->srv->hs_ms);
+	conn_close(c);
 }
 
 static void accept_io(struct ev_loop *loop, int fd, int events, void *arg)
@@ -485,6 +501,7 @@ static void accept_io(struct ev_loop *loop, int fd, int events, void *arg)
 		if (srv->conns)
 			srv->conns->prev = c;
 		srv->conns = c;
+		c->hs_timer = ev_timer_add(loop, ev_now_ns() + srv->hs_ms * 1000000ULL, hs_timeout, c);
 		conn_set_mask(c, EV_READ);
 	}
 }
@@ -500,6 +517,7 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 		return -ENOMEM;
 	srv->o = *o;
 	srv->lfd = -1;
+	srv->hs_ms = o->handshake_ms > 0 ? o->handshake_ms : HB_HANDSHAKE_MS;
 	srv->ctx = o->pod ? id_tls_ctx(o->svid_dir, o->ns, o->pod, true, &ie) :
 			    id_tls_ctx_sni(o->svid_dir, &ie);
 	if (!srv->ctx) {

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "tap.h"
@@ -80,7 +81,7 @@ static pid_t server(int *port, bool sni)
 		struct ev_loop *loop = ev_loop_new(64);
 		struct hb_opts o = { .loop = loop, .listen = "127.0.0.1:0", .svid_dir = out,
 				     .ns = sni ? NULL : "default", .pod = sni ? NULL : "srv",
-				     .authorize = deny_evil };
+				     .authorize = deny_evil, .handshake_ms = 1500 };
 		struct hb_server *s;
 		char err[300];
 		int port0 = -1;
@@ -228,17 +229,38 @@ int main(void)
 	ok(refused(line), "SNI of a pod without an SVID on this node: refused (%s)", line);
 	client_sni(port_sni, out, "cli", 7, "hbone", line, sizeof(line));
 	ok(refused(line), "SNI that names no pod: refused (%s)", line);
+	{	/* H4: a peer that never starts its handshake is closed at the deadline */
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		struct timeval tv = { .tv_sec = 6 };
+		uint64_t t0 = ev_now_ns();
+		char c;
+		ssize_t n = -1;
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			n = recv(fd, &c, 1, 0);
+		t0 = (ev_now_ns() - t0) / 1000000;
+		ok(n == 0 && t0 >= 1400 && t0 < 6000,
+		   "a silent peer is closed at the 1.5 s handshake deadline (recv %zd after %llu ms)",
+		   n, (unsigned long long)t0);
+		close(fd);
+	}
+	ok(echoed(client(port, out, "cli", 5, line, sizeof(line)), 5),
+	   "... and the server still serves (%s)", line);
 	kill(pid_sni, SIGTERM);
 	waitpid(pid_sni, NULL, 0);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	{	/* I9: each refusal logged with its reason, never a key */
-		char cmd[600];
+		char cmd[1000];
 
 		snprintf(cmd, sizeof(cmd), "grep -q 'TLS refused: peer did not return a certificate' %s/server.log && "
 			 "grep -q 'TLS refused: unable to get local issuer certificate' %s/server.log && "
+			 "grep -q 'TLS refused: no handshake within 1500 ms' %s/server.log && "
 			 "grep -q 'denied spiffe://cluster.local/ns/default/sa/evil -> 127.0.0.1:%d: denied by' %s/server.log && "
-			 "! grep -q 'PRIVATE KEY' %s/server.log", root, root, echo_port, root, root);
+			 "! grep -q 'PRIVATE KEY' %s/server.log", root, root, root, echo_port, root, root);
 		ok(system(cmd) == 0, "the server logged each refusal with its reason, no key");
 	}
 	md_state_free(st);
