@@ -8,7 +8,8 @@
  * after the socket load balancer has rewritten a ClusterIP at connect(), so
  * the destination judged is the backend and its targetPort.
  *
- * Per packet (IPv4 TCP/UDP/SCTP; anything else passes, see docs/policy.md):
+ * Per packet (TCP/UDP/SCTP over IPv4 or native IPv6, invariant 10; other
+ * IPv4 protocols pass, see docs/policy.md):
  *
  *   local = our pod's address (egress: source, ingress: destination)
  *   fast path: the socket's pol_sk says ALLOW for this tuple under the
@@ -89,14 +90,21 @@
  *     lib/v4mapped.h) is an IPv4 connection: its packets are IPv4 (parse),
  *     pol_connect6 judges a v4-mapped destination exactly as pol_connect4,
  *     pol_sockops records its orientation with the IPv4 peer.
- * 10. Native IPv6 fails closed (docs/ipv6.md "NetworkPolicy"): there are no
- *     IPv6 rules yet, so a local pod isolated in either direction sends
- *     and receives no native IPv6 TCP/UDP/SCTP at all (dropped, counted as
- *     a denial of the packet's direction; connect6 fails with EPERM). The
- *     pod is found by its socket's cgroup (pol_cgpod, filled by
- *     pol_load.c sync_cgpods): one hash lookup, then the ipcache entry of
- *     its IPv4 as for IPv4. A pod isolated by nothing keeps its IPv6;
- *     loopback and ICMPv6 (neighbour discovery) pass, as ICMP does.
+ * 10. Native IPv6 is judged exactly as IPv4 (docs/ipv6.md "NetworkPolicy"):
+ *     one body (pol_skb_fam, `v6` a constant at each call site) over the
+ *     IPv6 twins of the address-keyed tables — pol_ipc6 (a pod's IPv6 has
+ *     its IPv4's identity and flags, pol_compile.c invariant 7), pol_cidr6,
+ *     pol_sk6, pol_ct6 — and the shared rule trie; so invariants 1-5 hold
+ *     for IPv6 with the same lookup counts, and connect6 fails a denied
+ *     native IPv6 TCP connect with EPERM as connect4 does (the connecting
+ *     pod found by its cgroup in pol_cgpod). What the tables cannot judge
+ *     fails closed for an isolated pod: a next header other than
+ *     TCP/UDP/SCTP/ICMPv6 (an extension header may hide the ports), or a
+ *     local address not in pol_ipc6; the pod is then found by its
+ *     socket's cgroup (pol_cgpod: one hash lookup, then its IPv4 ipcache
+ *     entry) and the packet dropped, counted as a denial of its direction.
+ *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. No L7
+ *     admission (invariant 6) over IPv6: the node proxy has no IPv6 path.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -123,7 +131,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* What one program run knows about the packet. */
 struct pkt {
 	__u32 slot, gen;
-	__u32 local, peer;	/* network order */
+	__u32 local, peer;	/* network order (IPv4) */
+	__u32 local6[4], peer6[4];	/* network order (native IPv6, invariant 10) */
 	__u16 lport, pport;	/* network order */
 	__u8 proto;
 	__u8 dir;		/* direction of this packet (enum pol_dir) */
@@ -151,43 +160,64 @@ static __always_inline int rule_hit(void *rules, __u32 local_id, __u32 peer_id, 
 	return bpf_map_lookup_elem(rules, &k) != NULL;
 }
 
-/* May the local pod ep talk with peer in direction d, port being the
- * connection's destination port (network order)? */
-static __always_inline int allow_dir(const struct pkt *p, const struct pol_ipc_val *ep,
-				     void *ipc, __u8 d, __u16 port)
+/* The rule decision once the peer is looked up (both families): may the
+ * local pod ep talk with the peer pv (NULL: not in the ipcache, i.e.
+ * world) in direction d? cidr: the cidr table of the peer's family, ck its
+ * LPM key for the peer's address. */
+static __always_inline int allow_peer(__u32 slot, const struct pol_ipc_val *ep,
+				      const struct pol_ipc_val *pv, void *cidr_outer,
+				      const void *ck, __u8 d, __u8 proto, __u16 port)
 {
-	__u32 iso = d == POL_DIR_INGRESS ? POL_F_ISO_INGRESS : POL_F_ISO_EGRESS;
-	struct pol_cidr_key ck = { .prefixlen = 32, .ip = p->peer };
-	struct pol_ipc_val *pv;
 	void *rules, *cidr;
 	__u32 *cls;
 
-	if (!(ep->flags & iso))
-		return 1;
-	pv = bpf_map_lookup_elem(ipc, &p->peer);
 	if (d == POL_DIR_INGRESS && pv && (pv->flags & (POL_F_NODE | POL_F_PROXY)))
 		return 1;	/* the node may always reach its pods; a node proxy
 				 * judged the request itself (invariant 7) */
-	rules = table(&pol_rules, p->slot);
+	rules = table(&pol_rules, slot);
 	if (!rules)
 		return 0;
-	if (rule_hit(rules, ep->id, pv ? pv->id : POL_ID_WORLD, d, p->proto, port))
+	if (rule_hit(rules, ep->id, pv ? pv->id : POL_ID_WORLD, d, proto, port))
 		return 1;
-	if (rule_hit(rules, ep->id, POL_ID_ANY, d, p->proto, port))
+	if (rule_hit(rules, ep->id, POL_ID_ANY, d, proto, port))
 		return 1;
-	cidr = table(&pol_cidr, p->slot);
+	cidr = table(cidr_outer, slot);
 	if (!cidr)
 		return 0;
-	cls = bpf_map_lookup_elem(cidr, &ck);
-	return cls && rule_hit(rules, ep->id, *cls, d, p->proto, port);
+	cls = bpf_map_lookup_elem(cidr, ck);
+	return cls && rule_hit(rules, ep->id, *cls, d, proto, port);
+}
+
+/* May the local pod ep talk with p's peer in direction d, port being the
+ * connection's destination port (network order)? ipc: the ipcache of the
+ * packet's family (v6, a constant at every call site). */
+static __always_inline int allow_dir(const struct pkt *p, const struct pol_ipc_val *ep,
+				     void *ipc, __u8 d, __u16 port, const int v6)
+{
+	__u32 iso = d == POL_DIR_INGRESS ? POL_F_ISO_INGRESS : POL_F_ISO_EGRESS;
+	struct pol_cidr6_key ck6;
+	struct pol_cidr_key ck;
+
+	if (!(ep->flags & iso))
+		return 1;
+	if (v6) {
+		ck6.prefixlen = 128;
+		__builtin_memcpy(ck6.ip, p->peer6, 16);
+		return allow_peer(p->slot, ep, bpf_map_lookup_elem(ipc, p->peer6), &pol_cidr6,
+				  &ck6, d, p->proto, port);
+	}
+	ck.prefixlen = 32;
+	ck.ip = p->peer;
+	return allow_peer(p->slot, ep, bpf_map_lookup_elem(ipc, &p->peer), &pol_cidr, &ck, d,
+			  p->proto, port);
 }
 
 /* Verdict for a connection opened in direction o (from the local pod's view). */
 static __always_inline int allow_orient(const struct pkt *p, const struct pol_ipc_val *ep,
-					void *ipc, __u8 o)
+					void *ipc, __u8 o, const int v6)
 {
 	/* the connection's destination port: the peer's if we opened it */
-	return allow_dir(p, ep, ipc, o, o == POL_DIR_EGRESS ? p->pport : p->lport);
+	return allow_dir(p, ep, ipc, o, o == POL_DIR_EGRESS ? p->pport : p->lport, v6);
 }
 
 /* Invariant 6: was this socket (cookie) redirected by the LB to this
@@ -321,20 +351,14 @@ static __always_inline int same6(const __u32 *a, const __u32 *b)
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
 }
 
-/* A native IPv6 packet (invariant 10): dropped when its pod is isolated. */
-static __always_inline int pol_skb6(struct __sk_buff *skb, __u8 dir, __u32 slot)
+/* Invariant 10: a native IPv6 packet the tables cannot judge (a next
+ * header other than TCP/UDP/SCTP/ICMPv6, e.g. an extension header that
+ * may hide one; a local address not in the IPv6 ipcache): dropped when the
+ * pod owning the socket is isolated, found by its cgroup. */
+static __always_inline int unjudged6(struct __sk_buff *skb, __u8 dir, __u32 slot)
 {
-	struct pol_ipc_val *ep;
-	struct ipv6hdr h;
+	struct pol_ipc_val *ep = iso_pod_of_cgroup(bpf_skb_cgroup_id(skb), slot);
 
-	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) || h.version != 6)
-		return PASS;
-	if (h.nexthdr == IPPROTO_ICMPV6)
-		return PASS;	/* neighbour discovery, ping: as ICMP over IPv4 */
-	if (is_loopback6(h.saddr.in6_u.u6_addr32) || is_loopback6(h.daddr.in6_u.u6_addr32) ||
-	    same6(h.saddr.in6_u.u6_addr32, h.daddr.in6_u.u6_addr32))
-		return PASS;	/* a pod may always reach itself */
-	ep = iso_pod_of_cgroup(bpf_skb_cgroup_id(skb), slot);
 	if (!ep)
 		return PASS;
 	count_drop(dir == POL_DIR_EGRESS ? POL_DROP_EGRESS_DENIED : POL_DROP_INGRESS_DENIED,
@@ -342,31 +366,79 @@ static __always_inline int pol_skb6(struct __sk_buff *skb, __u8 dir, __u32 slot)
 	return DROP;
 }
 
-static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
+/* parse() for native IPv6: 0 judged like IPv4, 1 pass (ICMPv6, loopback, a
+ * pod to itself), -1 not judgeable (unjudged6). */
+static __always_inline int parse6(struct __sk_buff *skb, struct pkt *p)
+{
+	struct ipv6hdr h;
+	__u16 ports[2];
+	__u8 flags;
+
+	if (bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) || h.version != 6)
+		return 1;
+	if (h.nexthdr == IPPROTO_ICMPV6)
+		return 1;	/* neighbour discovery, ping: as ICMP over IPv4 */
+	if (is_loopback6(h.saddr.in6_u.u6_addr32) || is_loopback6(h.daddr.in6_u.u6_addr32) ||
+	    same6(h.saddr.in6_u.u6_addr32, h.daddr.in6_u.u6_addr32))
+		return 1;	/* a pod may always reach itself */
+	if (h.nexthdr != IPPROTO_TCP && h.nexthdr != IPPROTO_UDP && h.nexthdr != IPPROTO_SCTP)
+		return -1;
+	if (bpf_skb_load_bytes(skb, sizeof(h), ports, sizeof(ports)))
+		return -1;
+	p->proto = h.nexthdr;
+	if (p->dir == POL_DIR_EGRESS) {
+		__builtin_memcpy(p->local6, h.saddr.in6_u.u6_addr32, 16);
+		__builtin_memcpy(p->peer6, h.daddr.in6_u.u6_addr32, 16);
+		p->lport = ports[0];
+		p->pport = ports[1];
+	} else {
+		__builtin_memcpy(p->local6, h.daddr.in6_u.u6_addr32, 16);
+		__builtin_memcpy(p->peer6, h.saddr.in6_u.u6_addr32, 16);
+		p->lport = ports[1];
+		p->pport = ports[0];
+	}
+	p->syn = 0;
+	if (h.nexthdr == IPPROTO_TCP) {
+		if (bpf_skb_load_bytes(skb, sizeof(h) + 13, &flags, 1))
+			return -1;
+		p->syn = (flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	}
+	return 0;
+}
+
+/* One body for both families (invariant 10): v6 is a constant at each call
+ * site, so the IPv4 program is the IPv4 code alone and the IPv6 one differs
+ * only in its address-keyed tables (pol_ipc6, pol_cidr6, pol_sk6, pol_ct6)
+ * and in having no L7 capture (the node proxy has no IPv6 path). */
+static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 state,
+				       const int v6)
 {
 	struct pkt p = { .dir = dir };
 	struct pol_ct_key ck = {};
+	struct pol_ct6_key ck6 = {};
 	struct pol_ct_val cv = {}, *ct = NULL;
 	struct pol_ipc_val *ep;
 	struct pol_sk *st = NULL;
+	struct pol_sk6 *st6 = NULL;
 	struct bpf_sock *sk;
-	__u32 state, reason;
+	__u32 reason;
 	__u8 orient = ORIENT_UNKNOWN, prev_reason = POL_DROP_NONE, prev_verdict = POL_V_NONE;
 	__u8 skf = 0;
-	int allowed, use_sk = 0, known = 0;
+	int allowed, use_sk = 0, known = 0, r;
 	void *ipc;
 
-	state = pol_state();
-	if (!state)
-		return PASS;		/* invariant 5: never synced */
 	p.gen = state >> 1;
 	p.slot = state & 1;
-	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		return pol_skb6(skb, dir, p.slot);
-	if (parse(skb, &p))
-		return PASS;
-	if (p.local == p.peer || is_loopback(p.local) || is_loopback(p.peer))
-		return PASS;		/* a pod may always reach itself */
+	if (v6) {
+		r = parse6(skb, &p);
+		if (r)
+			return r > 0 ? PASS : unjudged6(skb, dir, p.slot);
+	} else {
+		if (parse(skb, &p))
+			return PASS;
+		if (p.local == p.peer || is_loopback(p.local) || is_loopback(p.peer))
+			return PASS;		/* a pod may always reach itself */
+	}
 
 	/* fast path (invariant 2) */
 	sk = skb->sk;
@@ -374,26 +446,49 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 		sk = bpf_sk_fullsock(sk);
 	if (sk && p.proto == IPPROTO_TCP && sk->state != BPF_TCP_LISTEN) {
 		use_sk = 1;
-		st = bpf_sk_storage_get(&pol_sk, sk, 0, 0);
-		if (st && st->peer_ip == p.peer && st->lport == p.lport && st->pport == p.pport) {
-			if (st->gen == p.gen && st->verdict == POL_V_ALLOW)
-				return PASS;
-			orient = st->orient;
-			prev_verdict = st->verdict;
-			prev_reason = st->reason;
-			skf = st->flags & POL_SKF_L7CAP;
-			known = 1;
+		if (v6) {
+			st6 = bpf_sk_storage_get(&pol_sk6, sk, 0, 0);
+			if (st6 && same6(st6->peer, p.peer6) && st6->lport == p.lport &&
+			    st6->pport == p.pport) {
+				if (st6->gen == p.gen && st6->verdict == POL_V_ALLOW)
+					return PASS;
+				orient = st6->orient;
+				prev_verdict = st6->verdict;
+				prev_reason = st6->reason;
+				known = 1;
+			}
+		} else {
+			st = bpf_sk_storage_get(&pol_sk, sk, 0, 0);
+			if (st && st->peer_ip == p.peer && st->lport == p.lport &&
+			    st->pport == p.pport) {
+				if (st->gen == p.gen && st->verdict == POL_V_ALLOW)
+					return PASS;
+				orient = st->orient;
+				prev_verdict = st->verdict;
+				prev_reason = st->reason;
+				skf = st->flags & POL_SKF_L7CAP;
+				known = 1;
+			}
 		}
 	}
 	/* no socket of its own, or a socket's first packet: the flow table
 	 * (an accepted socket learns from its listener's SYN who opened it) */
 	if (!known) {
-		ck.local_ip = p.local;
-		ck.peer_ip = p.peer;
-		ck.lport = p.lport;
-		ck.pport = p.pport;
-		ck.proto = p.proto;
-		ct = bpf_map_lookup_elem(&pol_ct, &ck);
+		if (v6) {
+			__builtin_memcpy(ck6.local, p.local6, 16);
+			__builtin_memcpy(ck6.peer, p.peer6, 16);
+			ck6.lport = p.lport;
+			ck6.pport = p.pport;
+			ck6.proto = p.proto;
+			ct = bpf_map_lookup_elem(&pol_ct6, &ck6);
+		} else {
+			ck.local_ip = p.local;
+			ck.peer_ip = p.peer;
+			ck.lport = p.lport;
+			ck.pport = p.pport;
+			ck.proto = p.proto;
+			ct = bpf_map_lookup_elem(&pol_ct, &ck);
+		}
 		if (ct) {
 			if (ct->gen == p.gen && ct->verdict == POL_V_ALLOW)
 				return PASS;
@@ -404,10 +499,19 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 	}
 
 	/* slow path */
-	ipc = table(&pol_ipc, p.slot);
-	if (!ipc)
-		return PASS;
-	ep = bpf_map_lookup_elem(ipc, &p.local);
+	if (v6) {
+		ipc = table(&pol_ipc6, p.slot);
+		if (!ipc)
+			return unjudged6(skb, dir, p.slot);
+		ep = bpf_map_lookup_elem(ipc, p.local6);
+		if (!ep)	/* an address of no known pod: whose socket is it? */
+			return unjudged6(skb, dir, p.slot);
+	} else {
+		ipc = table(&pol_ipc, p.slot);
+		if (!ipc)
+			return PASS;
+		ep = bpf_map_lookup_elem(ipc, &p.local);
+	}
 	if (!ep || !(ep->flags & POL_F_LOCAL))
 		return PASS;		/* not one of this node's pods */
 	if (p.syn) {
@@ -416,10 +520,10 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 		prev_reason = POL_DROP_NONE;
 		/* invariant 6: judged once, on the SYN, whatever the isolation
 		 * now (a later policy may isolate the pod) */
-		skf = use_sk && dir == POL_DIR_EGRESS &&
+		skf = !v6 && use_sk && dir == POL_DIR_EGRESS &&
 		      l7cap_redirected(bpf_get_socket_cookie(skb), p.peer, p.pport) ?
 		      POL_SKF_L7CAP : 0;
-	} else if (use_sk && prev_verdict == POL_V_NONE && l7cap_is_proxy(p.peer, p.pport)) {
+	} else if (!v6 && use_sk && prev_verdict == POL_V_NONE && l7cap_is_proxy(p.peer, p.pport)) {
 		/* a connection to this node's proxy whose SYN these programs
 		 * did not see (they are attached only while a pod of the node
 		 * is isolated: pol_load.c invariant 6). The proxy judges every
@@ -436,14 +540,14 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 		 * orientation stays unknown for a later re-judgement) */
 		allowed = 1;
 	} else if (orient == POL_DIR_INGRESS || orient == POL_DIR_EGRESS) {
-		allowed = allow_orient(&p, ep, ipc, orient);
+		allowed = allow_orient(&p, ep, ipc, orient, v6);
 	} else {
 		orient = dir;
-		allowed = allow_orient(&p, ep, ipc, orient);
+		allowed = allow_orient(&p, ep, ipc, orient, v6);
 		if (!allowed && p.proto == IPPROTO_TCP && !p.syn) {
 			/* a connection older than our state: either opener */
 			orient = dir ^ 1;
-			allowed = allow_orient(&p, ep, ipc, orient);
+			allowed = allow_orient(&p, ep, ipc, orient, v6);
 			if (!allowed)
 				orient = dir;
 		}
@@ -456,29 +560,53 @@ static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
 	else
 		reason = orient == POL_DIR_EGRESS ? POL_DROP_EGRESS_DENIED : POL_DROP_INGRESS_DENIED;
 
-	if (use_sk) {
+	cv.gen = p.gen;
+	cv.verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
+	cv.orient = orient;
+	cv.reason = (__u8)reason;
+	if (use_sk && v6) {
+		st6 = bpf_sk_storage_get(&pol_sk6, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (st6) {
+			st6->gen = cv.gen;
+			st6->verdict = cv.verdict;
+			st6->orient = orient;
+			st6->reason = cv.reason;
+			__builtin_memcpy(st6->peer, p.peer6, 16);
+			st6->lport = p.lport;
+			st6->pport = p.pport;
+		}
+	} else if (use_sk) {
 		st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (st) {
-			st->gen = p.gen;
-			st->verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
+			st->gen = cv.gen;
+			st->verdict = cv.verdict;
 			st->orient = orient;
-			st->reason = (__u8)reason;
+			st->reason = cv.reason;
 			st->flags = skf;
 			st->peer_ip = p.peer;
 			st->lport = p.lport;
 			st->pport = p.pport;
 		}
+	} else if (v6) {
+		bpf_map_update_elem(&pol_ct6, &ck6, &cv, BPF_ANY);
 	} else {
-		cv.gen = p.gen;
-		cv.verdict = allowed ? POL_V_ALLOW : POL_V_DENY;
-		cv.orient = orient;
-		cv.reason = (__u8)reason;
 		bpf_map_update_elem(&pol_ct, &ck, &cv, BPF_ANY);
 	}
 	if (allowed)
 		return PASS;
 	count_drop(reason, ep->pol[orient & 1]);	/* orient is a direction here */
 	return DROP;
+}
+
+static __always_inline int pol_skb(struct __sk_buff *skb, __u8 dir)
+{
+	__u32 state = pol_state();
+
+	if (!state)
+		return PASS;		/* invariant 5: never synced */
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return pol_skb_fam(skb, dir, state, 1);
+	return pol_skb_fam(skb, dir, state, 0);
 }
 
 /* Fail fast: a TCP connect() the local pod's egress policy denies returns
@@ -530,7 +658,7 @@ static __always_inline int pol_connect(struct bpf_sock_addr *ctx, __u32 peer, __
 		return 1;
 	if (l7cap_redirected(bpf_get_socket_cookie(ctx), p.peer, p.pport))
 		return 1;	/* invariant 6: the proxy judges it per request */
-	if (allow_dir(&p, ep, ipc, POL_DIR_EGRESS, p.pport))
+	if (allow_dir(&p, ep, ipc, POL_DIR_EGRESS, p.pport, 0))
 		return 1;
 	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);
 	return 0;	/* connect() fails with EPERM */
@@ -543,31 +671,47 @@ int pol_connect4(struct bpf_sock_addr *ctx)
 }
 
 /* An AF_INET6 socket: a v4-mapped destination is an IPv4 connection and
- * judged as connect4 does (invariant 9); a native IPv6 TCP connect from an
- * isolated pod fails at once (invariant 10: its packets would be dropped). */
+ * judged as connect4 does (invariant 9); a native IPv6 TCP connect from a
+ * pod whose egress policy denies it fails at once (invariant 10), judged
+ * with the IPv6 tables like connect4 with the IPv4 ones. The connecting
+ * pod is found by its cgroup (pol_cgpod: its identity is that of its IPv4
+ * entry); anything unsure passes, cgroup_skb judges every packet. */
 SEC("cgroup/connect6")
 int pol_connect6(struct bpf_sock_addr *ctx)
 {
-	struct pol_ipc_val *ep;
-	__u32 state, a[4];
+	struct pkt p = { .dir = POL_DIR_EGRESS, .syn = 1, .proto = IPPROTO_TCP };
+	struct pol_ipc_val *ep, *pv;
+	__u32 state;
+	void *ipc6;
 
 	if (zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
 		return pol_connect(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
 	if (ctx->protocol != IPPROTO_TCP)
 		return 1;
-	a[0] = ctx->user_ip6[0];
-	a[1] = ctx->user_ip6[1];
-	a[2] = ctx->user_ip6[2];
-	a[3] = ctx->user_ip6[3];
-	if (is_loopback6(a))
+	p.peer6[0] = ctx->user_ip6[0];
+	p.peer6[1] = ctx->user_ip6[1];
+	p.peer6[2] = ctx->user_ip6[2];
+	p.peer6[3] = ctx->user_ip6[3];
+	p.pport = (__u16)ctx->user_port;
+	if (is_loopback6(p.peer6))
 		return 1;
 	state = pol_state();
 	if (!state)
 		return 1;
-	ep = iso_pod_of_cgroup(bpf_get_current_cgroup_id(), state & 1);
-	if (!ep)
+	p.gen = state >> 1;
+	p.slot = state & 1;
+	ep = iso_pod_of_cgroup(bpf_get_current_cgroup_id(), p.slot);
+	if (!ep || !(ep->flags & POL_F_ISO_EGRESS))
 		return 1;
-	count_drop(POL_DROP_EGRESS_DENIED, v6_drop_pol(ep, POL_DIR_EGRESS));
+	ipc6 = table(&pol_ipc6, p.slot);
+	if (!ipc6)
+		return 1;
+	pv = bpf_map_lookup_elem(ipc6, p.peer6);
+	if (pv && (pv->flags & POL_F_VIP))
+		return 1;	/* judged on the chosen backend by cgroup_skb */
+	if (allow_dir(&p, ep, ipc6, POL_DIR_EGRESS, p.pport, 1))
+		return 1;
+	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);
 	return 0;	/* connect() fails with EPERM */
 }
 

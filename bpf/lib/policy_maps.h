@@ -125,4 +125,54 @@ struct {
 	__type(value, __u32);
 } pol_cgpod SEC(".maps");
 
+/* ---- IPv6 twins of the address-keyed tables (abi/policy.h) ---- */
+
+struct pol_ipc6_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_IPCACHE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, 16);			/* IPv6, network order */
+	__uint(value_size, sizeof(struct pol_ipc_val));
+};
+
+struct pol_cidr6_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, POL_MAX_CIDRS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct pol_cidr6_key));
+	__uint(value_size, sizeof(__u32));	/* class id */
+};
+
+/* IPv6 -> identity and flags (a pod's IPv6: the same value as its IPv4). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct pol_ipc6_inner);
+} pol_ipc6 SEC(".maps");
+
+/* IPv6 ipBlock prefixes -> class id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct pol_cidr6_inner);
+} pol_cidr6 SEC(".maps");
+
+/* pol_sk for native IPv6 connections. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pol_sk6);
+} pol_sk6 SEC(".maps");
+
+/* pol_ct for native IPv6 flows. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, POL_MAX_CT);
+	__type(key, struct pol_ct6_key);
+	__type(value, struct pol_ct_val);
+} pol_ct6 SEC(".maps");
+
 #endif

@@ -485,11 +485,15 @@ int md_duration_ms(const char *s, uint64_t *out);
 /* ---- NetworkPolicy (networking.k8s.io/v1) ------------------------------ */
 
 struct md_ipblock {
-	uint32_t cidr;		/* network order */
+	uint32_t cidr;		/* network order (IPv4 block) */
 	int len;
-	uint32_t *except;	/* network order, each inside cidr */
+	uint32_t *except;	/* network order, each inside cidr (IPv4 block) */
 	int *except_len;
 	int n_except;
+	bool v6;		/* an IPv6 block: cidr6/except6 hold the prefixes
+				 * (cidr/except unused); excepts share its family */
+	struct in6_addr cidr6;
+	struct in6_addr *except6;
 };
 
 struct md_np_peer {

@@ -66,6 +66,17 @@ struct pol_cidr {		/* one cidr class */
 	uint32_t class_id;	/* >= POL_ID_FIRST_CIDR */
 };
 
+struct pol_ipc6 {		/* one IPv6 ipcache entry */
+	uint8_t ip[16];		/* network order */
+	struct pol_ipc_val val;
+};
+
+struct pol_cidr6 {		/* one IPv6 cidr class */
+	uint8_t net[16];	/* network order */
+	uint8_t len;
+	uint32_t class_id;	/* >= POL_ID_FIRST_CIDR, after the IPv4 classes */
+};
+
 struct pol_rule {		/* one LPM rule entry */
 	struct pol_rule_key key;	/* prefixlen + data, as in the map */
 	struct pol_rule_val val;
@@ -84,6 +95,12 @@ struct pol_compiled {
 	uint32_t *policy_ids;		/* stable id (hash of "ns/name"), same index */
 	int n_policies;
 	int n_local_pods;		/* pods of `node` with an IP */
+	/* IPv6 twins (docs/ipv6.md "NetworkPolicy"): a pod's IPv6 has its
+	 * IPv4's value; IPv6 ipBlock prefixes are classes of their own */
+	struct pol_ipc6 *ipc6;		/* sorted by ip (bytes) */
+	int n_ipc6;
+	struct pol_cidr6 *cidrs6;	/* sorted by (len, net) */
+	int n_cidrs6;
 };
 
 /* State -> map contents for node (NULL: every pod counts as local, used by
@@ -117,6 +134,13 @@ bool pol_eval(const struct pol_compiled *c, uint32_t src_ip, uint32_t dst_ip,
  * destination port of the connection? */
 bool pol_eval_dir(const struct pol_compiled *c, int dir, uint32_t local_ip, uint32_t peer_ip,
 		  uint16_t port, enum md_proto proto);
+
+/* The same two for native IPv6 addresses (16 bytes, network order): the
+ * IPv6 ipcache and cidr classes, the same identities and rules. */
+bool pol_eval6(const struct pol_compiled *c, const uint8_t src[16], const uint8_t dst[16],
+	       uint16_t dport, enum md_proto proto, uint32_t *reason, uint32_t *pol_id);
+bool pol_eval_dir6(const struct pol_compiled *c, int dir, const uint8_t local[16],
+		   const uint8_t peer[16], uint16_t port, enum md_proto proto);
 
 /* Human-readable dump of the compiled state (identities, ipcache, classes,
  * rules) for `zerohop get policy-maps` and debugging. */

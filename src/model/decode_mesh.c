@@ -767,6 +767,43 @@ static int np_cidr(struct dctx *c, const struct yn *map, const char *field, cons
 	return 0;
 }
 
+/* An IPv6 ipBlock (docs/policy.md "IPv6"): cidr and every except IPv6,
+ * no host bits, each except strictly inside cidr. */
+static int np_ipblock6(struct dctx *c, const struct yn *n, const char *cidr, char **except,
+		       int n_except, struct md_ipblock *b)
+{
+	const struct yn *ex = yn_get(n, "except");
+
+	if (md_parse_cidr6(cidr, &b->cidr6, &b->len))
+		return dc_fail(c, yn_get(n, "cidr"), "cidr",
+			       "invalid CIDR \"%s\" (IPv6: no host bits may be set)", cidr);
+	b->v6 = true;
+	b->except6 = ar_alloc(c->ar, (size_t)n_except * sizeof(*b->except6));
+	b->except_len = ar_alloc(c->ar, (size_t)n_except * sizeof(*b->except_len));
+	for (int i = 0; i < n_except; i++) {
+		size_t old;
+		int len, r;
+
+		if (!md_parse_cidr6(except[i], &b->except6[i], &len) && len > b->len &&
+		    md_in_cidr6(&b->except6[i], &b->cidr6, b->len)) {
+			b->except_len[i] = len;
+			continue;
+		}
+		old = dc_push(c, "except");
+		dc_push_idx(c, i);
+		r = md_parse_cidr6(except[i], &b->except6[i], &len) ?
+			dc_fail(c, ex->items[i], NULL,
+				"invalid CIDR \"%s\" (an IPv6 cidr takes IPv6 excepts, no host bits set)",
+				except[i]) :
+			dc_fail(c, ex->items[i], NULL, "\"%s\" is not strictly within cidr %s",
+				except[i], cidr);
+		dc_pop(c, old);
+		return r;
+	}
+	b->n_except = n_except;
+	return 0;
+}
+
 static int np_ipblock(struct dctx *c, const struct yn *n, struct md_ipblock *b)
 {
 	const struct yn *ex;
@@ -775,8 +812,11 @@ static int np_ipblock(struct dctx *c, const struct yn *n, struct md_ipblock *b)
 	int n_except;
 
 	if (dc_map(c, n, NULL) || dc_str(c, n, "cidr", true, &cidr) ||
-	    np_cidr(c, n, "cidr", cidr, &b->cidr, &b->len) ||
 	    dc_str_list(c, n, "except", &except, &n_except))
+		return -EINVAL;
+	if (strchr(cidr, ':'))
+		return np_ipblock6(c, n, cidr, except, n_except, b);
+	if (np_cidr(c, n, "cidr", cidr, &b->cidr, &b->len))
 		return -EINVAL;
 	ex = yn_get(n, "except");
 	b->except = ar_alloc(c->ar, (size_t)n_except * sizeof(*b->except));

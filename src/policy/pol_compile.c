@@ -34,6 +34,14 @@
  *     ipcache as POL_ID_PROXY / POL_F_PROXY, on every node, unless a pod
  *     holds that address (a pod always wins). Ingress admits it like the
  *     node itself (docs/policy.md "L7 Services").
+ *  7. IPv6 (docs/ipv6.md "NetworkPolicy"): a pod with an IPv6 address has
+ *     it in ipc6 with exactly the value of its IPv4 entry (same identity,
+ *     flags, policies), so rules written by label hold for both families.
+ *     A pod with an IPv6 only still gets an identity. IPv6 ipBlock
+ *     prefixes are a class set of their own (invariant 2 within IPv6),
+ *     numbered after the IPv4 classes; a block of one family never
+ *     matches an address of the other (Kubernetes: an IPv4 cidr does not
+ *     contain any IPv6 address).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -130,6 +138,8 @@ struct cc {
 	/* classes */
 	struct pol_cidr *cidrs;
 	int n_cidrs, cap_cidrs;
+	struct pol_cidr6 *cidrs6;	/* invariant 7 */
+	int n_cidrs6, cap_cidrs6;
 	/* rules */
 	struct pol_rule *rules;
 	int n_rules, cap_rules;
@@ -216,6 +226,13 @@ static int cmp_canon_ref(const void *a, const void *b)
 	return c ? c : x->pod - y->pod;
 }
 
+static bool ip6_set(const struct in6_addr *a)
+{
+	static const struct in6_addr zero;
+
+	return memcmp(a, &zero, sizeof(zero)) != 0;
+}
+
 static int build_identities(struct cc *cc, const char *node)
 {
 	const struct md_state *st = cc->st;
@@ -223,8 +240,8 @@ static int build_identities(struct cc *cc, const char *node)
 	int n = 0;
 
 	for (int i = 0; i < st->n_pods; i++) {
-		if (!st->pods[i].ip)
-			continue;
+		if (!st->pods[i].ip && !ip6_set(&st->pods[i].ip6))
+			continue;	/* no address yet (invariant 7: either family) */
 		refs[n].canon = pod_canon(&st->pods[i]);
 		refs[n].pod = i;
 		n++;
@@ -300,10 +317,53 @@ int pol_cmp_cidr(const void *a, const void *b)
 
 static bool in_block(const struct md_ipblock *b, uint32_t net, int len)
 {
+	if (b->v6)
+		return false;	/* invariant 7: no IPv4 address in an IPv6 block */
 	if (!prefix_in(net, len, b->cidr, b->len))
 		return false;
 	for (int i = 0; i < b->n_except; i++)
 		if (prefix_in(net, len, b->except[i], b->except_len[i]))
+			return false;
+	return true;
+}
+
+/* ---- IPv6 classes (invariant 7) ---- */
+
+static void add_prefix6(struct cc *cc, const struct in6_addr *net, int len)
+{
+	struct pol_cidr6 *e;
+
+	zh_reserve((void **)&cc->cidrs6, &cc->cap_cidrs6, cc->n_cidrs6 + 1, sizeof(*cc->cidrs6));
+	e = &cc->cidrs6[cc->n_cidrs6++];
+	memset(e, 0, sizeof(*e));
+	for (int i = 0; i < 16; i++) {
+		int keep = len - 8 * i;
+
+		e->net[i] = net->s6_addr[i] &
+			    (keep >= 8 ? 0xff : keep <= 0 ? 0 : (uint8_t)(0xff00 >> keep));
+	}
+	e->len = (uint8_t)len;
+}
+
+int pol_cmp_cidr6(const void *a, const void *b)
+{
+	const struct pol_cidr6 *x = a, *y = b;
+
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return memcmp(x->net, y->net, 16);
+}
+
+/* Is prefix net/len inside block b (and in none of its excepts)? */
+static bool in_block6(const struct md_ipblock *b, const uint8_t net[16], int len)
+{
+	struct in6_addr a;
+
+	memcpy(&a, net, 16);
+	if (!b->v6 || len < b->len || !md_in_cidr6(&a, &b->cidr6, b->len))
+		return false;
+	for (int i = 0; i < b->n_except; i++)
+		if (len >= b->except_len[i] && md_in_cidr6(&a, &b->except6[i], b->except_len[i]))
 			return false;
 	return true;
 }
@@ -331,6 +391,20 @@ static int build_classes(struct cc *cc)
 
 					if (!peer->has_ipblock)
 						continue;
+					if (peer->ipblock.v6) {
+						add_prefix6(cc, &peer->ipblock.cidr6, peer->ipblock.len);
+						for (int e = 0; e < peer->ipblock.n_except; e++)
+							add_prefix6(cc, &peer->ipblock.except6[e],
+								    peer->ipblock.except_len[e]);
+						if (d != POL_DIR_EGRESS || !rule_has_named(&rules[r]))
+							continue;
+						for (int i = 0; i < cc->n_pods; i++)
+							if (ip6_set(&cc->pods[i].pod->ip6) &&
+							    in_block6(&peer->ipblock,
+								      cc->pods[i].pod->ip6.s6_addr, 128))
+								add_prefix6(cc, &cc->pods[i].pod->ip6, 128);
+						continue;
+					}
 					add_prefix(cc, peer->ipblock.cidr, peer->ipblock.len);
 					for (int e = 0; e < peer->ipblock.n_except; e++)
 						add_prefix(cc, peer->ipblock.except[e],
@@ -339,7 +413,8 @@ static int build_classes(struct cc *cc)
 						continue;
 					/* invariant 2: pods a named egress port may reach */
 					for (int i = 0; i < cc->n_pods; i++)
-						if (in_block(&peer->ipblock, cc->pods[i].pod->ip, 32))
+						if (cc->pods[i].pod->ip &&
+						    in_block(&peer->ipblock, cc->pods[i].pod->ip, 32))
 							add_prefix(cc, cc->pods[i].pod->ip, 32);
 				}
 			}
@@ -356,6 +431,25 @@ static int build_classes(struct cc *cc)
 		n++;
 	}
 	cc->n_cidrs = n;
+	/* IPv6 classes, numbered after the IPv4 ones (invariant 7) */
+	sort(cc->cidrs6, cc->n_cidrs6, sizeof(*cc->cidrs6), pol_cmp_cidr6);
+	int n6 = 0;
+
+	for (int i = 0; i < cc->n_cidrs6; i++) {
+		if (n6 && pol_cmp_cidr6(&cc->cidrs6[n6 - 1], &cc->cidrs6[i]) == 0)
+			continue;
+		cc->cidrs6[n6] = cc->cidrs6[i];
+		cc->cidrs6[n6].class_id = POL_ID_FIRST_CIDR + (uint32_t)(n + n6);
+		n6++;
+	}
+	cc->n_cidrs6 = n6;
+	if ((uint32_t)n6 > cc->lim->cidrs) {
+		snprintf(cc->err->field, sizeof(cc->err->field), "ipBlock");
+		snprintf(cc->err->msg, sizeof(cc->err->msg),
+			 "%d distinct IPv6 ipBlock prefixes exceed the limit of %u", n6,
+			 cc->lim->cidrs);
+		return -E2BIG;
+	}
 	if ((uint32_t)n > cc->lim->cidrs) {
 		snprintf(cc->err->field, sizeof(cc->err->field), "ipBlock");
 		snprintf(cc->err->msg, sizeof(cc->err->msg),
@@ -496,6 +590,23 @@ static int rule_targets(struct cc *cc, const struct md_netpol *np, int dir,
 	for (int k = 0; k < rule->n_peers; k++) {
 		const struct md_np_peer *peer = &rule->peers[k];
 
+		if (peer->has_ipblock && peer->ipblock.v6) {
+			for (int c = 0; c < cc->n_cidrs6; c++) {
+				const struct pol_cidr6 *cl = &cc->cidrs6[c];
+				int ident = -1;
+
+				if (!in_block6(&peer->ipblock, cl->net, cl->len))
+					continue;
+				if (named && cl->len == 128) {
+					for (int i = 0; i < cc->n_pods; i++)
+						if (!memcmp(cc->pods[i].pod->ip6.s6_addr, cl->net, 16))
+							ident = cc->pods[i].ident;
+				}
+				zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
+				tg[n++] = (struct target){ cl->class_id, ident, false };
+			}
+			continue;
+		}
 		if (peer->has_ipblock) {
 			for (int c = 0; c < cc->n_cidrs; c++) {
 				const struct pol_cidr *cl = &cc->cidrs[c];
@@ -505,7 +616,7 @@ static int rule_targets(struct cc *cc, const struct md_netpol *np, int dir,
 					continue;
 				if (named && cl->len == 32) {
 					for (int i = 0; i < cc->n_pods; i++)
-						if (cc->pods[i].pod->ip == cl->net)
+						if (cc->pods[i].pod->ip && cc->pods[i].pod->ip == cl->net)
 							ident = cc->pods[i].ident;
 				}
 				zh_reserve((void **)&tg, &cap, n + 1, sizeof(*tg));
@@ -605,6 +716,53 @@ static int cmp_pol(const void *a, const void *b)
 	return c ? c : strcmp(x->meta.name, y->meta.name);
 }
 
+int pol_cmp_ipc6(const void *a, const void *b)
+{
+	return memcmp(((const struct pol_ipc6 *)a)->ip, ((const struct pol_ipc6 *)b)->ip, 16);
+}
+
+/* The IPv6 ipcache (invariant 7): each pod's IPv6 with its IPv4 entry's
+ * value (pods: the first n_pods entries of c->ipc, before VIPs are added),
+ * the Services' IPv6 ClusterIPs as VIPs; a pod wins over a VIP. */
+static void build_ipc6(const struct cc *cc, struct pol_compiled *c, const struct pol_ipc_val *pv)
+{
+	const struct md_state *st = cc->st;
+	int n = 0;
+
+	c->ipc6 = zh_calloc((size_t)cc->n_pods + (size_t)st->n_services + 1, sizeof(*c->ipc6));
+	for (int i = 0; i < cc->n_pods; i++) {
+		if (!ip6_set(&cc->pods[i].pod->ip6))
+			continue;
+		memcpy(c->ipc6[c->n_ipc6].ip, cc->pods[i].pod->ip6.s6_addr, 16);
+		c->ipc6[c->n_ipc6++].val = pv[i];
+	}
+	for (int i = 0; i < st->n_services; i++) {
+		const struct md_service *sv = &st->services[i];
+
+		if (!ip6_set(&sv->cluster_ip6) || sv->headless)
+			continue;
+		memcpy(c->ipc6[c->n_ipc6].ip, sv->cluster_ip6.s6_addr, 16);
+		c->ipc6[c->n_ipc6++].val = (struct pol_ipc_val){ .id = POL_ID_WORLD,
+								 .flags = POL_F_VIP };
+	}
+	sort(c->ipc6, c->n_ipc6, sizeof(*c->ipc6), pol_cmp_ipc6);
+	for (int i = 0; i < c->n_ipc6; i++) {
+		if (n && !memcmp(c->ipc6[n - 1].ip, c->ipc6[i].ip, 16)) {
+			char a[INET6_ADDRSTRLEN];
+
+			if ((c->ipc6[n - 1].val.flags & POL_F_VIP) && !(c->ipc6[i].val.flags & POL_F_VIP))
+				c->ipc6[n - 1] = c->ipc6[i];	/* a pod wins over a VIP */
+			else if (!(c->ipc6[i].val.flags & POL_F_VIP)) {
+				inet_ntop(AF_INET6, c->ipc6[i].ip, a, sizeof(a));
+				zh_warn("policy: two pods share IP %s; using the first", a);
+			}
+			continue;
+		}
+		c->ipc6[n++] = c->ipc6[i];
+	}
+	c->n_ipc6 = n;
+}
+
 int pol_cmp_ipc(const void *a, const void *b)
 {
 	const struct pol_ipc *x = a, *y = b;
@@ -674,20 +832,26 @@ int pol_compile(const struct md_state *st, const char *node, const struct pol_li
 	}
 	c->n_ids = cc.n_ids;
 	c->ipc = zh_calloc((size_t)cc.n_pods + 1, sizeof(*c->ipc));
+	struct pol_ipc_val *pv = zh_calloc((size_t)cc.n_pods + 1, sizeof(*pv));
+
 	for (int i = 0; i < cc.n_pods; i++) {
 		const struct cc_ident *id = &cc.ids[cc.pods[i].ident];
-		struct pol_ipc *e = &c->ipc[c->n_ipc];
 
 		c->ids[cc.pods[i].ident].n_pods++;
-		e->ip = cc.pods[i].pod->ip;
-		e->val.id = id->id;
-		e->val.flags = cc.pods[i].local ? (POL_F_LOCAL | id->flags) : 0;
-		e->val.pol[0] = cc.pods[i].local ? id->pol[0] : 0;
-		e->val.pol[1] = cc.pods[i].local ? id->pol[1] : 0;
+		pv[i].id = id->id;
+		pv[i].flags = cc.pods[i].local ? (POL_F_LOCAL | id->flags) : 0;
+		pv[i].pol[0] = cc.pods[i].local ? id->pol[0] : 0;
+		pv[i].pol[1] = cc.pods[i].local ? id->pol[1] : 0;
 		if (cc.pods[i].local)
 			c->n_local_pods++;
+		if (!cc.pods[i].pod->ip)
+			continue;	/* an IPv6-only pod: ipc6 alone */
+		c->ipc[c->n_ipc].ip = cc.pods[i].pod->ip;
+		c->ipc[c->n_ipc].val = pv[i];
 		c->n_ipc++;
 	}
+	build_ipc6(&cc, c, pv);
+	free(pv);
 	/* Service VIPs: connect4 leaves them to cgroup_skb (judged on the backend) */
 	for (int i = 0; i < st->n_services; i++) {
 		const struct md_service *sv = &st->services[i];
@@ -734,6 +898,9 @@ int pol_compile(const struct md_state *st, const char *node, const struct pol_li
 	c->cidrs = cc.cidrs;
 	c->n_cidrs = cc.n_cidrs;
 	cc.cidrs = NULL;
+	c->cidrs6 = cc.cidrs6;
+	c->n_cidrs6 = cc.n_cidrs6;
+	cc.cidrs6 = NULL;
 	c->n_policies = cc.n_pols;
 	c->policy_names = zh_calloc((size_t)cc.n_pols + 1, sizeof(char *));
 	c->policy_ids = cc.pol_ids;
@@ -752,6 +919,7 @@ out:
 	free(cc.ids);
 	free(cc.pods);
 	free(cc.cidrs);
+	free(cc.cidrs6);
 	free(cc.rules);
 	free(cc.pols);
 	free(cc.pol_ids);
@@ -808,6 +976,8 @@ void pol_compiled_free(struct pol_compiled *c)
 	free(c->ids);
 	free(c->ipc);
 	free(c->cidrs);
+	free(c->ipc6);
+	free(c->cidrs6);
 	free(c->rules);
 	for (int i = 0; i < c->n_policies; i++)
 		free(c->policy_names[i]);

@@ -84,26 +84,32 @@ const struct pol_rule_val *pol_rule_find(const struct pol_compiled *c, uint32_t 
 	return best;
 }
 
-bool pol_eval_dir(const struct pol_compiled *c, int dir, uint32_t local_ip, uint32_t peer_ip,
-		  uint16_t port, enum md_proto proto)
+/* The decision of one direction once the addresses are looked up (both
+ * families): ep the local pod's entry, peer the peer's (NULL: not in the
+ * ipcache, i.e. world), cls the peer's cidr class (0: none). */
+static bool judge_dir(const struct pol_compiled *c, int dir, const struct pol_ipc_val *ep,
+		      const struct pol_ipc_val *peer, uint32_t cls, uint16_t port,
+		      enum md_proto proto)
 {
-	const struct pol_ipc_val *ep = pol_ipc_find(c, local_ip);
-	const struct pol_ipc_val *peer;
 	uint32_t iso = dir == POL_DIR_INGRESS ? POL_F_ISO_INGRESS : POL_F_ISO_EGRESS;
 	uint8_t ipp = pol_ipproto(proto);
-	uint32_t cls;
 
 	if (!ep || !(ep->flags & POL_F_LOCAL) || !(ep->flags & iso))
 		return true;
-	peer = pol_ipc_find(c, peer_ip);
 	if (dir == POL_DIR_INGRESS && peer && (peer->flags & (POL_F_NODE | POL_F_PROXY)))
 		return true;
 	if (pol_rule_find(c, ep->id, peer ? peer->id : POL_ID_WORLD, dir, ipp, port))
 		return true;
 	if (pol_rule_find(c, ep->id, POL_ID_ANY, dir, ipp, port))
 		return true;
-	cls = pol_cidr_find(c, peer_ip);
 	return cls && pol_rule_find(c, ep->id, cls, dir, ipp, port);
+}
+
+bool pol_eval_dir(const struct pol_compiled *c, int dir, uint32_t local_ip, uint32_t peer_ip,
+		  uint16_t port, enum md_proto proto)
+{
+	return judge_dir(c, dir, pol_ipc_find(c, local_ip), pol_ipc_find(c, peer_ip),
+			 pol_cidr_find(c, peer_ip), port, proto);
 }
 
 bool pol_eval(const struct pol_compiled *c, uint32_t src_ip, uint32_t dst_ip,
@@ -123,6 +129,73 @@ bool pol_eval(const struct pol_compiled *c, uint32_t src_ip, uint32_t dst_ip,
 	}
 	if (!pol_eval_dir(c, POL_DIR_INGRESS, dst_ip, src_ip, dport, proto)) {
 		ep = pol_ipc_find(c, dst_ip);
+		*reason = POL_DROP_INGRESS_DENIED;
+		*pol_id = ep ? ep->pol[POL_DIR_INGRESS] : 0;
+		return false;
+	}
+	return true;
+}
+
+/* ---- IPv6 (pol_compile.c invariant 7): the same procedure on the IPv6
+ * ipcache and classes ---- */
+
+const struct pol_ipc_val *pol_ipc6_find(const struct pol_compiled *c, const uint8_t ip[16])
+{
+	int lo = 0, hi = c->n_ipc6 - 1;
+
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2, r = memcmp(c->ipc6[mid].ip, ip, 16);
+
+		if (!r)
+			return &c->ipc6[mid].val;
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return NULL;
+}
+
+/* Longest prefix containing ip: cidrs6 are sorted by (len, net). */
+uint32_t pol_cidr6_find(const struct pol_compiled *c, const uint8_t ip[16])
+{
+	for (int i = c->n_cidrs6 - 1; i >= 0; i--) {
+		const struct pol_cidr6 *p = &c->cidrs6[i];
+		int full = p->len / 8, rest = p->len % 8;
+
+		if (memcmp(ip, p->net, (size_t)full))
+			continue;
+		if (rest && ((ip[full] ^ p->net[full]) & (0xff00 >> rest)))
+			continue;
+		return p->class_id;
+	}
+	return 0;
+}
+
+bool pol_eval_dir6(const struct pol_compiled *c, int dir, const uint8_t local[16],
+		   const uint8_t peer_ip[16], uint16_t port, enum md_proto proto)
+{
+	return judge_dir(c, dir, pol_ipc6_find(c, local), pol_ipc6_find(c, peer_ip),
+			 pol_cidr6_find(c, peer_ip), port, proto);
+}
+
+bool pol_eval6(const struct pol_compiled *c, const uint8_t src[16], const uint8_t dst[16],
+	       uint16_t dport, enum md_proto proto, uint32_t *reason, uint32_t *pol_id)
+{
+	const struct pol_ipc_val *ep;
+
+	*reason = POL_DROP_NONE;
+	*pol_id = 0;
+	if (!memcmp(src, dst, 16))
+		return true;
+	if (!pol_eval_dir6(c, POL_DIR_EGRESS, src, dst, dport, proto)) {
+		ep = pol_ipc6_find(c, src);
+		*reason = POL_DROP_EGRESS_DENIED;
+		*pol_id = ep ? ep->pol[POL_DIR_EGRESS] : 0;
+		return false;
+	}
+	if (!pol_eval_dir6(c, POL_DIR_INGRESS, dst, src, dport, proto)) {
+		ep = pol_ipc6_find(c, dst);
 		*reason = POL_DROP_INGRESS_DENIED;
 		*pol_id = ep ? ep->pol[POL_DIR_INGRESS] : 0;
 		return false;
@@ -154,10 +227,12 @@ static const char *proto_name(uint8_t p)
 
 void pol_compiled_dump(const struct pol_compiled *c, FILE *f)
 {
-	char a[INET_ADDRSTRLEN], b1[32], b2[32];
+	char a[INET6_ADDRSTRLEN], b1[32], b2[32];
 
 	fprintf(f, "identities %d, ipcache %d, cidr classes %d, rules %d, policies %d\n",
 		c->n_ids, c->n_ipc, c->n_cidrs, c->n_rules, c->n_policies);
+	if (c->n_ipc6 || c->n_cidrs6)
+		fprintf(f, "ipcache6 %d, cidr6 classes %d\n", c->n_ipc6, c->n_cidrs6);
 	for (int i = 0; i < c->n_ids; i++)
 		fprintf(f, "  identity %u ns=%s pods=%d\n", c->ids[i].id, c->ids[i].ns,
 			c->ids[i].n_pods);
@@ -169,6 +244,20 @@ void pol_compiled_dump(const struct pol_compiled *c, FILE *f)
 			v->flags & POL_F_LOCAL ? " local" : "",
 			v->flags & POL_F_ISO_INGRESS ? " isolated-ingress" : "",
 			v->flags & POL_F_ISO_EGRESS ? " isolated-egress" : "");
+	}
+	for (int i = 0; i < c->n_ipc6; i++) {
+		const struct pol_ipc_val *v = &c->ipc6[i].val;
+
+		inet_ntop(AF_INET6, c->ipc6[i].ip, a, sizeof(a));
+		fprintf(f, "  ip %-15s %s%s%s%s\n", a, id_name(v->id, b1, sizeof(b1)),
+			v->flags & POL_F_LOCAL ? " local" : "",
+			v->flags & POL_F_ISO_INGRESS ? " isolated-ingress" : "",
+			v->flags & POL_F_ISO_EGRESS ? " isolated-egress" : "");
+	}
+	for (int i = 0; i < c->n_cidrs6; i++) {
+		inet_ntop(AF_INET6, c->cidrs6[i].net, a, sizeof(a));
+		fprintf(f, "  class cidr#%u %s/%u\n", c->cidrs6[i].class_id - POL_ID_FIRST_CIDR, a,
+			c->cidrs6[i].len);
 	}
 	for (int i = 0; i < c->n_cidrs; i++) {
 		inet_ntop(AF_INET, &c->cidrs[i].net, a, sizeof(a));

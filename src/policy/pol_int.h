@@ -25,6 +25,10 @@ int pol_cmp_rule(const void *a, const void *b);
 /* Lookups on compiled tables (user space mirror of the BPF maps). */
 const struct pol_ipc_val *pol_ipc_find(const struct pol_compiled *c, uint32_t ip);
 uint32_t pol_cidr_find(const struct pol_compiled *c, uint32_t ip);
+int pol_cmp_ipc6(const void *a, const void *b);
+int pol_cmp_cidr6(const void *a, const void *b);
+const struct pol_ipc_val *pol_ipc6_find(const struct pol_compiled *c, const uint8_t ip[16]);
+uint32_t pol_cidr6_find(const struct pol_compiled *c, const uint8_t ip[16]);
 const struct pol_rule_val *pol_rule_find(const struct pol_compiled *c, uint32_t local,
 					 uint32_t peer, int dir, uint8_t proto, uint16_t port);
 

@@ -22,7 +22,7 @@
  *                 v
  *              inactive slot: its content known (p->prev)?
  *                 yes --> bring its maps from prev to new by a diff
- *                 no  --> create 3 fresh inner maps, fill them
+ *                 no  --> create fresh inner maps (5 tables), fill them
  *                 |           --error--> forget prev (rebuild next time);
  *                 v                      the active slot is untouched
  *              outer[inactive slot] = the maps (if fresh)
@@ -219,9 +219,13 @@ static void detach_one(struct pol *p, int i)
 /* Invariant 6: does any pod of this node need the per-packet programs? */
 static bool any_isolated(const struct pol_compiled *c)
 {
+	const uint32_t iso = POL_F_ISO_INGRESS | POL_F_ISO_EGRESS;
+
 	for (int i = 0; i < c->n_ipc; i++)
-		if ((c->ipc[i].val.flags & POL_F_LOCAL) &&
-		    (c->ipc[i].val.flags & (POL_F_ISO_INGRESS | POL_F_ISO_EGRESS)))
+		if ((c->ipc[i].val.flags & POL_F_LOCAL) && (c->ipc[i].val.flags & iso))
+			return true;
+	for (int i = 0; i < c->n_ipc6; i++)	/* an IPv6-only pod */
+		if ((c->ipc6[i].val.flags & POL_F_LOCAL) && (c->ipc6[i].val.flags & iso))
 			return true;
 	return false;
 }
@@ -377,6 +381,58 @@ static int node_ips(uint32_t **out)
 	return n;
 }
 
+static int fail_err(struct md_err *err, int ret, const char *field, const char *what);
+
+/* This node's own global IPv6 addresses (link-local ones only serve
+ * neighbour discovery, which is ICMPv6 and always passes). */
+static int node_ips6(struct in6_addr **out)
+{
+	struct ifaddrs *ifa, *i;
+	struct in6_addr *v = NULL;
+	int n = 0;
+
+	*out = NULL;
+	if (getifaddrs(&ifa))
+		return 0;
+	for (i = ifa; i; i = i->ifa_next) {
+		const struct in6_addr *a;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6)
+			continue;
+		a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a))
+			continue;
+		v = zh_realloc(v, (size_t)(n + 1) * sizeof(*v));
+		v[n++] = *a;
+	}
+	freeifaddrs(ifa);
+	*out = v;
+	return n;
+}
+
+/* The same for IPv6 (merge_node_ips): into ipc6, a pod address is never
+ * the node's. */
+static int merge_node_ips6(struct pol_compiled *c, const struct in6_addr *nips, int n,
+			   struct md_err *err)
+{
+	int added = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (pol_ipc6_find(c, nips[i].s6_addr))
+			continue;
+		if ((uint32_t)(c->n_ipc6 + n) > POL_MAX_IPCACHE)
+			return fail_err(err, -E2BIG, "pods", "IPv6 ipcache full with the node's addresses");
+		c->ipc6 = zh_realloc(c->ipc6, (size_t)(c->n_ipc6 + 1) * sizeof(*c->ipc6));
+		memcpy(c->ipc6[c->n_ipc6].ip, nips[i].s6_addr, 16);
+		c->ipc6[c->n_ipc6].val = (struct pol_ipc_val){ .id = POL_ID_HOST, .flags = POL_F_NODE };
+		c->n_ipc6++;
+		added++;
+	}
+	if (added)
+		qsort(c->ipc6, (size_t)c->n_ipc6, sizeof(*c->ipc6), pol_cmp_ipc6);
+	return 0;
+}
+
 /* memcmp that accepts empty (NULL) arrays */
 static bool same_bytes(const void *a, const void *b, size_t n)
 {
@@ -394,10 +450,24 @@ static bool same_cidrs(const struct pol_compiled *a, const struct pol_compiled *
 	return true;
 }
 
+/* struct pol_cidr6 has padding too */
+static bool same_cidrs6(const struct pol_compiled *a, const struct pol_compiled *b)
+{
+	for (int i = 0; i < a->n_cidrs6; i++)
+		if (memcmp(a->cidrs6[i].net, b->cidrs6[i].net, 16) ||
+		    a->cidrs6[i].len != b->cidrs6[i].len ||
+		    a->cidrs6[i].class_id != b->cidrs6[i].class_id)
+			return false;
+	return true;
+}
+
 static bool same_tables(const struct pol_compiled *a, const struct pol_compiled *b)
 {
 	return a && b && a->n_ipc == b->n_ipc && a->n_cidrs == b->n_cidrs &&
-	       a->n_rules == b->n_rules &&
+	       a->n_rules == b->n_rules && a->n_ipc6 == b->n_ipc6 &&
+	       a->n_cidrs6 == b->n_cidrs6 &&
+	       same_bytes(a->ipc6, b->ipc6, (size_t)a->n_ipc6 * sizeof(*a->ipc6)) &&
+	       same_cidrs6(a, b) &&
 	       same_bytes(a->ipc, b->ipc, (size_t)a->n_ipc * sizeof(*a->ipc)) &&
 	       same_cidrs(a, b) &&
 	       same_bytes(a->rules, b->rules, (size_t)a->n_rules * sizeof(*a->rules));
@@ -434,6 +504,37 @@ static int merge_node_ips(struct pol_compiled *c, const uint32_t *nips, int n, s
 	return 0;
 }
 
+/* The compiled tables, one inner map each per slot: ipcache, cidr classes,
+ * rules, and the IPv6 twins of the first two (abi/policy.h). */
+#define POL_N_TABS 5
+enum { T_IPC, T_CIDR, T_RULES, T_IPC6, T_CIDR6 };
+
+static const struct tabdef {
+	const char *name, *what, *field;
+	enum bpf_map_type type;
+	uint32_t ksz, vsz, max;
+} tabdefs[POL_N_TABS] = {
+	{ "pol_ipc_t", "write ipcache", "pods", BPF_MAP_TYPE_HASH, sizeof(uint32_t),
+	  sizeof(struct pol_ipc_val), POL_MAX_IPCACHE },
+	{ "pol_cidr_t", "write cidr table", "ipBlock", BPF_MAP_TYPE_LPM_TRIE,
+	  sizeof(struct pol_cidr_key), sizeof(uint32_t), POL_MAX_CIDRS },
+	{ "pol_rules_t", "write rule table", "NetworkPolicy", BPF_MAP_TYPE_LPM_TRIE,
+	  sizeof(struct pol_rule_key), sizeof(struct pol_rule_val), POL_MAX_RULES },
+	{ "pol_ipc6_t", "write IPv6 ipcache", "pods", BPF_MAP_TYPE_HASH, 16,
+	  sizeof(struct pol_ipc_val), POL_MAX_IPCACHE },
+	{ "pol_cidr6_t", "write IPv6 cidr table", "ipBlock", BPF_MAP_TYPE_LPM_TRIE,
+	  sizeof(struct pol_cidr6_key), sizeof(uint32_t), POL_MAX_CIDRS },
+};
+
+static void outer_fds(const struct pol *p, int fd[POL_N_TABS])
+{
+	fd[T_IPC] = bpf_map__fd(p->skel->maps.pol_ipc);
+	fd[T_CIDR] = bpf_map__fd(p->skel->maps.pol_cidr);
+	fd[T_RULES] = bpf_map__fd(p->skel->maps.pol_rules);
+	fd[T_IPC6] = bpf_map__fd(p->skel->maps.pol_ipc6);
+	fd[T_CIDR6] = bpf_map__fd(p->skel->maps.pol_cidr6);
+}
+
 /* One compiled table as the loader sees it: sorted elements and how an
  * element maps to a map key and value. */
 struct tab {
@@ -441,35 +542,57 @@ struct tab {
 	int n;
 	size_t size;
 	int (*cmp)(const void *, const void *);
-	size_t koff, klen, voff;	/* key and value inside the element */
+	size_t koff, klen, voff;	/* key and value inside the element (klen 0:
+					 * a cidr class, keyed by an LPM key) */
+	int i;				/* T_* */
 };
 
 static struct tab tab_of(const struct pol_compiled *c, int i)
 {
 	switch (i) {
-	case 0:
+	case T_IPC:
 		return (struct tab){ c ? c->ipc : NULL, c ? c->n_ipc : 0, sizeof(struct pol_ipc),
 				     pol_cmp_ipc, offsetof(struct pol_ipc, ip), sizeof(uint32_t),
-				     offsetof(struct pol_ipc, val) };
-	case 1:
+				     offsetof(struct pol_ipc, val), i };
+	case T_CIDR:
 		return (struct tab){ c ? c->cidrs : NULL, c ? c->n_cidrs : 0, sizeof(struct pol_cidr),
-				     pol_cmp_cidr, 0, 0, offsetof(struct pol_cidr, class_id) };
+				     pol_cmp_cidr, 0, 0, offsetof(struct pol_cidr, class_id), i };
+	case T_IPC6:
+		return (struct tab){ c ? c->ipc6 : NULL, c ? c->n_ipc6 : 0, sizeof(struct pol_ipc6),
+				     pol_cmp_ipc6, offsetof(struct pol_ipc6, ip), 16,
+				     offsetof(struct pol_ipc6, val), i };
+	case T_CIDR6:
+		return (struct tab){ c ? c->cidrs6 : NULL, c ? c->n_cidrs6 : 0,
+				     sizeof(struct pol_cidr6), pol_cmp_cidr6, 0, 0,
+				     offsetof(struct pol_cidr6, class_id), i };
 	default:
 		return (struct tab){ c ? c->rules : NULL, c ? c->n_rules : 0, sizeof(struct pol_rule),
 				     pol_cmp_rule, offsetof(struct pol_rule, key),
-				     sizeof(struct pol_rule_key), offsetof(struct pol_rule, val) };
+				     sizeof(struct pol_rule_key), offsetof(struct pol_rule, val), i };
 	}
 }
 
+union lpm_key {
+	struct pol_cidr_key v4;
+	struct pol_cidr6_key v6;
+};
+
 /* The map key of element e (cidr entries are stored as net/len, the map
  * wants an LPM key). */
-static const void *tab_key(const struct tab *t, const void *e, struct pol_cidr_key *ck)
+static const void *tab_key(const struct tab *t, const void *e, union lpm_key *ck)
 {
+	if (!t->klen && t->i == T_CIDR6) {
+		const struct pol_cidr6 *cl = e;
+
+		ck->v6.prefixlen = cl->len;
+		memcpy(ck->v6.ip, cl->net, 16);
+		return ck;
+	}
 	if (!t->klen) {
 		const struct pol_cidr *cl = e;
 
-		ck->prefixlen = cl->len;
-		ck->ip = cl->net;
+		ck->v4.prefixlen = cl->len;
+		ck->v4.ip = cl->net;
 		return ck;
 	}
 	return (const char *)e + t->koff;
@@ -482,18 +605,15 @@ static const void *tab_key(const struct tab *t, const void *e, struct pol_cidr_k
  * caller then treats its content as unknown. */
 static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 {
-	const int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
-			       bpf_map__fd(p->skel->maps.pol_rules) };
-	const size_t ksz[3] = { sizeof(uint32_t), sizeof(struct pol_cidr_key),
-				sizeof(struct pol_rule_key) };
-	const size_t vsz[3] = { sizeof(struct pol_ipc_val), sizeof(uint32_t),
-				sizeof(struct pol_rule_val) };
 	struct pol_compiled *c = zh_calloc(1, sizeof(*c));
 	char *keys = NULL, *vals = NULL;
+	int outer[POL_N_TABS];
 	size_t n = 0;
 	int fd = -1, ret = 0;
 
-	for (int i = 0; i < 3 && !ret; i++) {
+	outer_fds(p, outer);
+	for (int i = 0; i < POL_N_TABS && !ret; i++) {
+		const size_t ksz[1] = { tabdefs[i].ksz }, vsz[1] = { tabdefs[i].vsz };
 		uint32_t id;
 
 		if (bpf_map_lookup_elem(outer[i], &slot, &id)) {
@@ -507,38 +627,55 @@ static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 		}
 		/* the maps read here are not written while we read them (invariant
 		 * 1 for the active slot; only pol_sync writes the inactive one) */
-		ret = zh_map_dump(fd, ksz[i], vsz[i], &keys, &vals, &n);
+		ret = zh_map_dump(fd, ksz[0], vsz[0], &keys, &vals, &n);
 		close(fd);
 		fd = -1;
 		if (ret)
 			break;
 		for (size_t j = 0; j < n; j++) {
-			const char *k = keys + j * ksz[i], *v = vals + j * vsz[i];
+			const char *k = keys + j * ksz[0], *v = vals + j * vsz[0];
 
-			if (i == 0) {
+			if (i == T_IPC6) {
+				if (!j)
+					c->ipc6 = zh_calloc((size_t)n, sizeof(*c->ipc6));
+				memcpy(c->ipc6[j].ip, k, 16);
+				memcpy(&c->ipc6[j].val, v, vsz[0]);
+			} else if (i == T_CIDR6) {
+				const struct pol_cidr6_key *ck = (const void *)k;
+
+				if (!j)
+					c->cidrs6 = zh_calloc((size_t)n, sizeof(*c->cidrs6));
+				memcpy(c->cidrs6[j].net, ck->ip, 16);
+				c->cidrs6[j].len = (uint8_t)ck->prefixlen;
+				memcpy(&c->cidrs6[j].class_id, v, vsz[0]);
+			} else if (i == T_IPC) {
 				if (!j)
 					c->ipc = zh_calloc((size_t)n, sizeof(*c->ipc));
-				memcpy(&c->ipc[j].ip, k, ksz[i]);
-				memcpy(&c->ipc[j].val, v, vsz[i]);
-			} else if (i == 1) {
+				memcpy(&c->ipc[j].ip, k, ksz[0]);
+				memcpy(&c->ipc[j].val, v, vsz[0]);
+			} else if (i == T_CIDR) {
 				const struct pol_cidr_key *ck = (const void *)k;
 
 				if (!j)
 					c->cidrs = zh_calloc((size_t)n, sizeof(*c->cidrs));
 				c->cidrs[j].net = ck->ip;
 				c->cidrs[j].len = (uint8_t)ck->prefixlen;
-				memcpy(&c->cidrs[j].class_id, v, vsz[i]);
+				memcpy(&c->cidrs[j].class_id, v, vsz[0]);
 			} else {
 				if (!j)
 					c->rules = zh_calloc((size_t)n, sizeof(*c->rules));
-				memcpy(&c->rules[j].key, k, ksz[i]);
-				memcpy(&c->rules[j].val, v, vsz[i]);
+				memcpy(&c->rules[j].key, k, ksz[0]);
+				memcpy(&c->rules[j].val, v, vsz[0]);
 			}
 		}
-		if (i == 0)
+		if (i == T_IPC)
 			c->n_ipc = (int)n;
-		else if (i == 1)
+		else if (i == T_CIDR)
 			c->n_cidrs = (int)n;
+		else if (i == T_IPC6)
+			c->n_ipc6 = (int)n;
+		else if (i == T_CIDR6)
+			c->n_cidrs6 = (int)n;
 		else
 			c->n_rules = (int)n;
 		free(keys);
@@ -555,6 +692,10 @@ static struct pol_compiled *read_slot(struct pol *p, uint32_t slot)
 		qsort(c->cidrs, (size_t)c->n_cidrs, sizeof(*c->cidrs), pol_cmp_cidr);
 	if (c->n_rules > 1)
 		qsort(c->rules, (size_t)c->n_rules, sizeof(*c->rules), pol_cmp_rule);
+	if (c->n_ipc6 > 1)
+		qsort(c->ipc6, (size_t)c->n_ipc6, sizeof(*c->ipc6), pol_cmp_ipc6);
+	if (c->n_cidrs6 > 1)
+		qsort(c->cidrs6, (size_t)c->n_cidrs6, sizeof(*c->cidrs6), pol_cmp_cidr6);
 	return c;
 }
 
@@ -567,7 +708,7 @@ static int apply_diff(int fd, const struct tab *old, const struct tab *new)
 	while (i < old->n || j < new->n) {
 		const char *o = i < old->n ? (const char *)old->v + (size_t)i * old->size : NULL;
 		const char *n = j < new->n ? (const char *)new->v + (size_t)j * new->size : NULL;
-		struct pol_cidr_key ck;
+		union lpm_key ck;
 		int c = !o ? 1 : !n ? -1 : new->cmp(o, n);
 
 		if (c < 0) {
@@ -590,25 +731,15 @@ static int apply_diff(int fd, const struct tab *old, const struct tab *new)
 /* fds[] get the inner maps of slot to write: the existing ones brought from
  * prev to c by a diff when prev is known, else fresh maps filled from c.
  * The caller closes fds. */
-static int build_slot(struct pol *p, uint32_t slot, const struct pol_compiled *c, int fds[3],
-		      struct md_err *err)
+static int build_slot(struct pol *p, uint32_t slot, const struct pol_compiled *c,
+		      int fds[POL_N_TABS], struct md_err *err)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC);
-	static const char *const names[3] = { "pol_ipc_t", "pol_cidr_t", "pol_rules_t" };
-	static const char *const what[3] = { "write ipcache", "write cidr table", "write rule table" };
-	static const char *const field[3] = { "pods", "ipBlock", "NetworkPolicy" };
-	const enum bpf_map_type types[3] = { BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LPM_TRIE,
-					     BPF_MAP_TYPE_LPM_TRIE };
-	const uint32_t ksz[3] = { sizeof(uint32_t), sizeof(struct pol_cidr_key),
-				  sizeof(struct pol_rule_key) };
-	const uint32_t vsz[3] = { sizeof(struct pol_ipc_val), sizeof(uint32_t),
-				  sizeof(struct pol_rule_val) };
-	const uint32_t max[3] = { POL_MAX_IPCACHE, POL_MAX_CIDRS, POL_MAX_RULES };
-	const int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
-			       bpf_map__fd(p->skel->maps.pol_rules) };
-	int ret;
+	int outer[POL_N_TABS], ret;
 
-	for (int i = 0; i < 3; i++) {
+	outer_fds(p, outer);
+	for (int i = 0; i < POL_N_TABS; i++) {
+		const struct tabdef *d = &tabdefs[i];
 		struct tab old = tab_of(p->prev, i), new = tab_of(c, i);
 		uint32_t id;
 
@@ -617,13 +748,13 @@ static int build_slot(struct pol *p, uint32_t slot, const struct pol_compiled *c
 			fds[i] = bpf_map_get_fd_by_id(id);
 		if (fds[i] < 0) {
 			old = tab_of(NULL, i);	/* a fresh, empty map */
-			fds[i] = bpf_map_create(types[i], names[i], ksz[i], vsz[i], max[i], &o);
+			fds[i] = bpf_map_create(d->type, d->name, d->ksz, d->vsz, d->max, &o);
 			if (fds[i] < 0)
 				return fail_err(err, -errno, "maps", "create policy table");
 		}
 		ret = apply_diff(fds[i], &old, &new);
 		if (ret)
-			return fail_err(err, ret, field[i], what[i]);
+			return fail_err(err, ret, d->field, d->what);
 	}
 	return 0;
 }
@@ -676,18 +807,25 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 	struct pol_compiled *c = NULL;
 	struct pol_cfg cfg = {};
 	uint32_t *nips = NULL, zero = 0, slot, gen;
-	int fds[3] = { -1, -1, -1 }, n_nips, ret;
+	int fds[POL_N_TABS] = { -1, -1, -1, -1, -1 }, n_nips, ret;
 	bool need_skb;
-	int outer[3] = { bpf_map__fd(p->skel->maps.pol_ipc), bpf_map__fd(p->skel->maps.pol_cidr),
-			 bpf_map__fd(p->skel->maps.pol_rules) };
+	int outer[POL_N_TABS];
 	double t0 = pol_now_ms(), t1, t2, t3;
 
+	outer_fds(p, outer);
 	ret = pol_compile(st, node, &p->lim, &c, err);
 	if (ret)
 		return ret;
 	n_nips = node_ips(&nips);
 	ret = merge_node_ips(c, nips, n_nips, err);
 	free(nips);
+	if (!ret) {
+		struct in6_addr *nips6;
+
+		n_nips = node_ips6(&nips6);
+		ret = merge_node_ips6(c, nips6, n_nips, err);
+		free(nips6);
+	}
 	if (ret)
 		goto out;
 	t1 = pol_now_ms();
@@ -715,7 +853,7 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 		goto out;
 	}
 	t2 = pol_now_ms();
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < POL_N_TABS; i++) {
 		uint32_t id;
 		struct bpf_map_info info = {};
 		uint32_t ilen = sizeof(info);
@@ -763,7 +901,7 @@ int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct 
 	if (!need_skb)
 		skb_links(p, false);	/* after the flip: nobody isolated any more */
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < POL_N_TABS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	pol_compiled_free(c);

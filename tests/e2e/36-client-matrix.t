@@ -33,40 +33,16 @@ if command -v go >/dev/null; then
 		GOBIN=$TMP/httpget
 fi
 
-srv_pod() {	# NAME NODE
-	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, labels: {app: $1, role: srv}}
-spec:
-  nodeName: $2
-  containers:
-    - name: http
-      command: ["$ZH", "echo", "--http", "8080", "--tcp", "0", "--udp", "0"]
-    - name: udp
-      command: ["python3", "$PROBE", "who-udp", "5353"]
-YAML
-	[ -n "$HAVE_GRPC" ] && cat <<YAML
-    - name: grpc
-      command: ["$PY", "$CL/pyclients.py", "grpc-server", "50051"]
-YAML
-	echo "---"
+srv_pod() {	# NAME NODE: the echo server, a UDP who, and a gRPC server when there is grpcio
+	m_pod "$1" "$2" "app: $1, role: srv" "$(m_ctr http "" "$ZH" echo --http 8080 --tcp 0 --udp 0)" \
+		"$(m_ctr udp "" python3 "$PROBE" who-udp 5353)" \
+		${HAVE_GRPC:+"$(m_ctr grpc "" "$PY" "$CL/pyclients.py" grpc-server 50051)"}
 }
-svc() {	# NAME SELECTOR-APP PORT TARGET [PROTO] [l7]
-	cat <<YAML
-apiVersion: v1
-kind: Service
-metadata:
-  name: $1
-$([ "${6:-}" = l7 ] && echo '  annotations: {zerohop.io/l7: "true"}')
-spec:
-  selector: {$2}
-  ports: [{port: $3, targetPort: $4, protocol: ${5:-TCP}}]
----
-YAML
-}
-mkdir -p "$TMP/ngx"
-cat >"$TMP/ngx/nginx.conf" <<NGX
+
+# nginx and HAProxy configurations: one frontend per Service name
+reverse_proxy_configs() {
+	mkdir -p "$TMP/ngx"
+	cat >"$TMP/ngx/nginx.conf" <<NGX
 user root;
 worker_processes 1;
 error_log stderr;
@@ -82,47 +58,37 @@ http {
 	server { listen 8184; location / { proxy_pass http://l7-far; } }
 }
 NGX
-{
-	printf 'defaults\n\tmode http\n\ttimeout connect 5s\n\ttimeout client 10s\n\ttimeout server 10s\n'
-	i=1
-	for s in l4-near l4-far l7-near l7-far; do
-		printf 'frontend f%d\n\tbind :828%d\n\tdefault_backend b%d\nbackend b%d\n\tserver s %s:80\n' $i $i $i $i $s
-		i=$((i + 1))
-	done
-} >"$TMP/haproxy.cfg"
-{
+	{
+		printf 'defaults\n\tmode http\n\ttimeout connect 5s\n\ttimeout client 10s\n\ttimeout server 10s\n'
+		i=1
+		for s in l4-near l4-far l7-near l7-far; do
+			printf 'frontend f%d\n\tbind :828%d\n\tdefault_backend b%d\nbackend b%d\n\tserver s %s:80\n' $i $i $i $i $s
+			i=$((i + 1))
+		done
+	} >"$TMP/haproxy.cfg"
+}
+
+# the backends, the clients and the Services
+app_manifests() {
 	srv_pod srv-a node-a
 	srv_pod srv-a2 node-a
 	srv_pod srv-b node-b
-	cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec: {nodeName: node-a, containers: [{name: c, command: [sleep, "100000"]}]}
----
-YAML
-	[ -n "$HAVE_NGINX" ] && cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: nginx}
-spec: {nodeName: node-a, containers: [{name: n, command: [$HAVE_NGINX, -p, $TMP/ngx, -c, $TMP/ngx/nginx.conf, -g, "daemon off;"]}]}
----
-YAML
-	[ -n "$HAVE_HAPROXY" ] && cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: haproxy}
-spec: {nodeName: node-a, containers: [{name: h, command: [$HAVE_HAPROXY, -db, -f, $TMP/haproxy.cfg]}]}
----
-YAML
-	svc l4-near "app: srv-a" 80 8080
-	svc l4-far "app: srv-b" 80 8080
-	svc l7-near "app: srv-a" 80 8080 TCP l7
-	svc l7-far "app: srv-b" 80 8080 TCP l7
-	svc grpc "role: srv" 50051 50051
-	svc udp-near "app: srv-a" 53 5353 UDP
-	svc udp-far "app: srv-b" 53 5353 UDP
-} >"$TMP/app.yaml"
+	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
+	[ -n "$HAVE_NGINX" ] && m_pod nginx node-a "" \
+		"$(m_ctr n "" "$HAVE_NGINX" -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" -g "daemon off;")"
+	[ -n "$HAVE_HAPROXY" ] && m_pod haproxy node-a "" "$(m_ctr h "" "$HAVE_HAPROXY" -db -f "$TMP/haproxy.cfg")"
+	L7='zerohop.io/l7: "true"'
+	m_svc l4-near "app: srv-a" 80:8080
+	m_svc l4-far "app: srv-b" 80:8080
+	m_svc l7-near "app: srv-a" 80:8080 "" "$L7"
+	m_svc l7-far "app: srv-b" 80:8080 "" "$L7"
+	m_svc grpc "role: srv" 50051:50051
+	m_svc udp-near "app: srv-a" 53:5353/UDP
+	m_svc udp-far "app: srv-b" 53:5353/UDP
+}
+
+reverse_proxy_configs
+app_manifests >"$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up: backends srv-a, srv-a2 (node-a), srv-b (node-b); clients on node-a" ||
@@ -137,10 +103,9 @@ NAMES=(l4-near l4-far l7-near l7-far)
 WANT=(srv-a srv-b srv-a srv-b)
 URLS=(); URLS6=()
 for s in "${NAMES[@]}"; do URLS+=("http://$s/"); URLS6+=("http://[::ffff:${V[$s]}]/"); done
-for _ in $(seq 50); do
-	x curl -s -m 2 -o /dev/null "http://l4-far/" && x curl -s -m 2 -o /dev/null "http://l7-near/" && break
-	sleep 0.2
-done
+# the client resolves and reaches an L4 and an L7 Service (agents and proxy synced)
+far_and_l7_up() { x curl -s -m 2 -o /dev/null "http://l4-far/" && x curl -s -m 2 -o /dev/null "http://l7-near/"; }
+wait_until 20 far_and_l7_up
 
 TABLE=$TMP/table.md
 ROW=()
@@ -190,47 +155,75 @@ wget_each() {	# FLAGS... -- URL...
 	done
 }
 
-printf '| client | L4 same node | L4 other node | L7 same node | L7 other node |\n|---|---|---|---|---|\n' >"$TABLE"
-check "curl (by name)" 4 < <(curl_each -- "${URLS[@]}")
-check "curl -4 (by name)" 4 < <(curl_each -4 -- "${URLS[@]}")
-check "curl -6 [::ffff:VIP] (AF_INET6)" 6 < <(curl_each -6 -g -- "${URLS6[@]}")
-check "wget -4 (by name)" - < <(wget_each -4 -- "${URLS[@]}")
-# (not -6: wget -6 sets IPV6_V6ONLY, and a v6-only socket cannot reach a
-# v4-mapped address at all: ENETUNREACH on any host, zerohop or not)
-check "wget [::ffff:VIP] (AF_INET6)" - < <(wget_each -- "${URLS6[@]}")
-check "Python socket AF_INET (getaddrinfo)" 4 < <(x $PY "$CL/pyclients.py" sock 4 "${URLS[@]}")
-check "Python socket AF_INET6 (getaddrinfo AI_V4MAPPED)" 6 < <(x $PY "$CL/pyclients.py" sock 6 "${URLS[@]}")
-check "Python urllib (by name)" 4 < <(x $PY "$CL/pyclients.py" urllib "${URLS[@]}")
-check "Python urllib [::ffff:VIP] (AF_INET6)" 6 < <(x $PY "$CL/pyclients.py" urllib "${URLS6[@]}")
-v6n() { "$ZH" get --lab $LAB stats -o json | jq '."node-a".v6_socket_v4mapped_service // 0'; }
-if [ -n "$HAVE_JAVA" ]; then
-	c0=$(v6n)
-	check "JVM java.net.http.HttpClient (default: dual-stack sockets)" - < <(x java -Xshare:auto -XX:TieredStopAtLevel=1 "$CL/HttpGet.java" "${URLS[@]}" 2>"$TMP/java.err")
-	c1=$(v6n)
-	ok "$([ $((c1 - c0)) -ge 4 ]; echo $?)" "  the JVM connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
-fi
-if [ -n "$HAVE_NODE" ]; then
-	check "Node.js http (socket.remoteAddress)" a < <(x node "$CL/http_get.js" http "${URLS[@]}")
-	check "Node.js fetch" - < <(x node "$CL/http_get.js" fetch "${URLS[@]}")
-fi
-if [ -n "$GOBIN" ]; then
-	check "Go net/http (RemoteAddr)" a < <(x "$GOBIN" "${URLS[@]}")
-else
-	diag "Go: not run (no go toolchain: apt-get install golang-go)"
-fi
 proxy_each() {	# POD BASEPORT
 	local ip i
 	ip=$(podip "$1")
-	for _ in $(seq 50); do x curl -s -m 1 -o /dev/null "http://$ip:${2}1/" && break; sleep 0.2; done
+	wait_until 20 x curl -s -m 1 -o /dev/null "http://$ip:${2}1/"
 	for i in 1 2 3 4; do
 		x sh -c 'b=$(curl -s -m 5 -w "\n%{http_code}" "$1"); echo "$(echo "$b" | tail -n 1) $(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p" | head -n 1)"' sh "http://$ip:$2$i/"
 	done
 }
-[ -n "$HAVE_NGINX" ] && check "nginx proxy_pass http://SERVICE (resolved at start)" - < <(proxy_each nginx 818)
-[ -n "$HAVE_HAPROXY" ] && check "HAProxy server SERVICE:80 (libc resolver)" - < <(proxy_each haproxy 828)
+v6n() { "$ZH" get --lab $LAB stats -o json | jq '."node-a".v6_socket_v4mapped_service // 0'; }
+
+printf '| client | L4 same node | L4 other node | L7 same node | L7 other node |\n|---|---|---|---|---|\n' >"$TABLE"
+
+# ---- curl by name and on an AF_INET6 socket
+case_curl() {
+	check "curl (by name)" 4 < <(curl_each -- "${URLS[@]}")
+	check "curl -4 (by name)" 4 < <(curl_each -4 -- "${URLS[@]}")
+	check "curl -6 [::ffff:VIP] (AF_INET6)" 6 < <(curl_each -6 -g -- "${URLS6[@]}")
+}
+
+# ---- wget
+case_wget() {
+	check "wget -4 (by name)" - < <(wget_each -4 -- "${URLS[@]}")
+	# (not -6: wget -6 sets IPV6_V6ONLY, and a v6-only socket cannot reach a
+	# v4-mapped address at all: ENETUNREACH on any host, zerohop or not)
+	check "wget [::ffff:VIP] (AF_INET6)" - < <(wget_each -- "${URLS6[@]}")
+}
+
+# ---- Python socket and urllib
+case_python() {
+	check "Python socket AF_INET (getaddrinfo)" 4 < <(x $PY "$CL/pyclients.py" sock 4 "${URLS[@]}")
+	check "Python socket AF_INET6 (getaddrinfo AI_V4MAPPED)" 6 < <(x $PY "$CL/pyclients.py" sock 6 "${URLS[@]}")
+	check "Python urllib (by name)" 4 < <(x $PY "$CL/pyclients.py" urllib "${URLS[@]}")
+	check "Python urllib [::ffff:VIP] (AF_INET6)" 6 < <(x $PY "$CL/pyclients.py" urllib "${URLS6[@]}")
+}
+
+# ---- the JVM's HttpClient (when java is installed)
+case_jvm() {
+	[ -n "$HAVE_JAVA" ] || return
+	c0=$(v6n)
+	check "JVM java.net.http.HttpClient (default: dual-stack sockets)" - < <(x java -Xshare:auto -XX:TieredStopAtLevel=1 "$CL/HttpGet.java" "${URLS[@]}" 2>"$TMP/java.err")
+	c1=$(v6n)
+	ok "$([ $((c1 - c0)) -ge 4 ]; echo $?)" "  the JVM connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
+}
+
+# ---- Node.js http and fetch (when node is installed)
+case_node() {
+	[ -n "$HAVE_NODE" ] || return
+	check "Node.js http (socket.remoteAddress)" a < <(x node "$CL/http_get.js" http "${URLS[@]}")
+	check "Node.js fetch" - < <(x node "$CL/http_get.js" fetch "${URLS[@]}")
+}
+
+# ---- Go net/http (when go is installed)
+case_go() {
+	if [ -n "$GOBIN" ]; then
+		check "Go net/http (RemoteAddr)" a < <(x "$GOBIN" "${URLS[@]}")
+	else
+		diag "Go: not run (no go toolchain: apt-get install golang-go)"
+	fi
+}
+
+# ---- nginx and HAProxy as reverse proxies to a Service name
+case_reverse_proxies() {
+	[ -n "$HAVE_NGINX" ] && check "nginx proxy_pass http://SERVICE (resolved at start)" - < <(proxy_each nginx 818)
+	[ -n "$HAVE_HAPROXY" ] && check "HAProxy server SERVICE:80 (libc resolver)" - < <(proxy_each haproxy 828)
+}
 
 # ---- gRPC: default channel settings, by name; one backend per channel -----------
-if [ -n "$HAVE_GRPC" ]; then
+case_grpc() {
+	[ -n "$HAVE_GRPC" ] || return
 	c0=$(v6n)
 	r=$(x $PY "$CL/pyclients.py" grpc-client grpc:50051 12 2>"$TMP/grpc.err")
 	c1=$(v6n)
@@ -244,22 +237,26 @@ if [ -n "$HAVE_GRPC" ]; then
 	ok "$([ $((c1 - c0)) -ge 12 ]; echo $?)" "  gRPC connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
 	printf '| gRPC python3-grpcio (default, dual-stack), L4 `grpc:50051` | %s | 12 channels: %s of 3 backends, one per channel | not built: the node proxy has no HTTP/2 yet | |\n' \
 		"$([ "$nok" = 12 ] && echo ok || echo FAIL)" "$nb" >>"$TABLE"
-fi
+}
 
 # ---- UDP: getaddrinfo + sendto/recvfrom, both families ---------------------------
-for fam in 4 6; do
-	cells=()
-	for s in udp-near udp-far; do
-		r=$(x $PY "$CL/pyclients.py" udp $fam $s 53 5)
-		want=srv-a; [ $s = udp-far ] && want=srv-b
-		src="${V[$s]}:53"; [ $fam = 6 ] && src="[::ffff:${V[$s]}]:53"
-		is "$r" "5 $want $src" "UDP AF_INET$([ $fam = 6 ] && echo 6) -> $s:53: 5 answers from $want, reply source $src"
-		[ "$r" = "5 $want $src" ] && cells+=("ok (source $src)") || cells+=("FAIL: $r")
+case_udp() {
+	for fam in 4 6; do
+		cells=()
+		for s in udp-near udp-far; do
+			r=$(x $PY "$CL/pyclients.py" udp $fam $s 53 5)
+			want=srv-a; [ $s = udp-far ] && want=srv-b
+			src="${V[$s]}:53"; [ $fam = 6 ] && src="[::ffff:${V[$s]}]:53"
+			is "$r" "5 $want $src" "UDP AF_INET$([ $fam = 6 ] && echo 6) -> $s:53: 5 answers from $want, reply source $src"
+			[ "$r" = "5 $want $src" ] && cells+=("ok (source $src)") || cells+=("FAIL: $r")
+		done
+		printf '| UDP getaddrinfo + sendto/recvfrom AF_INET%s | %s | %s | (UDP: L4 only) | |\n' \
+			"$([ $fam = 6 ] && echo "6 (AI_V4MAPPED)")" "${cells[@]}" >>"$TABLE"
 	done
-	printf '| UDP getaddrinfo + sendto/recvfrom AF_INET%s | %s | %s | (UDP: L4 only) | |\n' \
-		"$([ $fam = 6 ] && echo "6 (AI_V4MAPPED)")" "${cells[@]}" >>"$TABLE"
-done
+}
 
+run_cases case_curl case_wget case_python case_jvm case_node case_go \
+	case_reverse_proxies case_grpc case_udp
 sed 's/^/# /' "$TABLE"
 [ -n "${MATRIX_OUT:-}" ] && cp "$TABLE" "$MATRIX_OUT"
 done_testing

@@ -87,97 +87,111 @@ PY
 }
 
 # ---- defaults against 10 % 503 ------------------------------------------------------
-r0=$(metric zerohop_proxy_retries_total)
-set -- $(bench "$U/ten?status=503:10" 1000)
-good=$1; total=$2
-diag "10 % 503: $good/$total succeeded"
-ok $([ "$total" -ge 1000 ] && [ $((good * 1000)) -ge $((total * 995)) ]; echo $?) \
-	"client success >= 99.5 % with the default retries ($good/$total)"
-r1=$(metric zerohop_proxy_retries_total)
-retries=$((r1 - r0))
-diag "retries: $retries"
-ok $([ $retries -ge 50 ] && [ $retries -le 250 ]; echo $?) \
-	"retry rate near the failure rate (~11 %): $retries retries for $total requests"
-ok $([ $((retries * 100)) -le $((total * 20 + 10000)) ]; echo $?) "inside the budget (20 % + 10/s)"
-att=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1"')
-is "$att" $((total + 1 + retries)) "upstream attempts (actual) = requests (+ the start probe) + retries"
-fail=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1",result="failure"')
-ok $([ "$fail" -ge "$retries" ]; echo $?) "failed attempts counted ($fail)"
-eff=$(metric 'zerohop_proxy_requests_total{route="default/main#0",backend="default/v1",class="2xx"')
-ok $([ "$eff" -ge "$good" ]; echo $?) "effective successes in requests_total ($eff)"
+case_default_retries() {
+	r0=$(metric zerohop_proxy_retries_total)
+	set -- $(bench "$U/ten?status=503:10" 1000)
+	good=$1; total=$2
+	diag "10 % 503: $good/$total succeeded"
+	ok $([ "$total" -ge 1000 ] && [ $((good * 1000)) -ge $((total * 995)) ]; echo $?) \
+		"client success >= 99.5 % with the default retries ($good/$total)"
+	r1=$(metric zerohop_proxy_retries_total)
+	retries=$((r1 - r0))
+	diag "retries: $retries"
+	ok $([ $retries -ge 50 ] && [ $retries -le 250 ]; echo $?) \
+		"retry rate near the failure rate (~11 %): $retries retries for $total requests"
+	ok $([ $((retries * 100)) -le $((total * 20 + 10000)) ]; echo $?) "inside the budget (20 % + 10/s)"
+	att=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1"')
+	is "$att" $((total + 1 + retries)) "upstream attempts (actual) = requests (+ the start probe) + retries"
+	fail=$(metric 'zerohop_proxy_upstream_attempts_total{route="default/main#0",backend="default/v1",result="failure"')
+	ok $([ "$fail" -ge "$retries" ]; echo $?) "failed attempts counted ($fail)"
+	eff=$(metric 'zerohop_proxy_requests_total{route="default/main#0",backend="default/v1",class="2xx"')
+	ok $([ "$eff" -ge "$good" ]; echo $?) "effective successes in requests_total ($eff)"
+}
 
 # ---- annotations ----------------------------------------------------------------------
-set -- $(bench "$U/none?status=503:30" 300)
-ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) "retries: \"0\" passes 503s through ($1/$2 ok)"
-set -- $(bench "$U/any?status=500:30" 300)
-# a request fails only if all 4 tries get 500: 0.3^4 = 0.81 %, 2.4 of 300
-# expected; >= 95 % ok (<= 15 failures) fails by chance once in 10^8 runs
-# (>= 97 % did once in 4,500); without retries 70 % pass
-ok $([ $1 -ge $(($2 * 95 / 100)) ]; echo $?) "retry-on 5xx with 3 retries hides 500s ($1/$2 ok)"
-set -- $(bench "$U/ten?status=500:30" 300)
-ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) \
-	"the default does not retry 500 ($1/$2 ok)"
+case_annotations() {
+	set -- $(bench "$U/none?status=503:30" 300)
+	ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) "retries: \"0\" passes 503s through ($1/$2 ok)"
+	set -- $(bench "$U/any?status=500:30" 300)
+	# a request fails only if all 4 tries get 500: 0.3^4 = 0.81 %, 2.4 of 300
+	# expected; >= 95 % ok (<= 15 failures) fails by chance once in 10^8 runs
+	# (>= 97 % did once in 4,500); without retries 70 % pass
+	ok $([ $1 -ge $(($2 * 95 / 100)) ]; echo $?) "retry-on 5xx with 3 retries hides 500s ($1/$2 ok)"
+	set -- $(bench "$U/ten?status=500:30" 300)
+	ok $([ $1 -ge $(($2 * 50 / 100)) ] && [ $1 -lt $(($2 * 85 / 100)) ]; echo $?) \
+		"the default does not retry 500 ($1/$2 ok)"
+}
 
 # ---- connect failure: 1 + 2 tries ------------------------------------------------------
-r0=$(metric zerohop_proxy_retries_total)
-is "$(curl -s -o /dev/null -w '%{http_code}' "$U/dead")" 503 "refused upstream: 503"
-is $(($(metric zerohop_proxy_retries_total) - r0)) 2 "… after 2 retries"
-# backoff (Envoy): retry n waits uniform [0, 25 ms x 2^(n-1)]: two retries
-# add 37.5 ms on average (0 without backoff), at most 75 ms
-for i in $(seq 10); do curl -s -o /dev/null -w '%{time_total}\n' "$U/dead"; done >"$TMP/backoff"
-set -- $(awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f %.1f\n", s * 100, m * 1000}' "$TMP/backoff")
-diag "refused upstream, 2 retries: mean $1 ms, max $2 ms"
-ok $(awk -v a="$1" -v m="$2" 'BEGIN {exit !(a >= 15 && a <= 75 && m <= 120)}'; echo $?) \
-	"retries back off with jitter (mean $1 ms of 37.5 expected, max $2 ms <= 75 + slack)"
+case_connect_failure() {
+	r0=$(metric zerohop_proxy_retries_total)
+	is "$(curl -s -o /dev/null -w '%{http_code}' "$U/dead")" 503 "refused upstream: 503"
+	is $(($(metric zerohop_proxy_retries_total) - r0)) 2 "… after 2 retries"
+	# backoff (Envoy): retry n waits uniform [0, 25 ms x 2^(n-1)]: two retries
+	# add 37.5 ms on average (0 without backoff), at most 75 ms
+	for i in $(seq 10); do curl -s -o /dev/null -w '%{time_total}\n' "$U/dead"; done >"$TMP/backoff"
+	set -- $(awk '{s += $1; if ($1 > m) m = $1} END {printf "%.1f %.1f\n", s * 100, m * 1000}' "$TMP/backoff")
+	diag "refused upstream, 2 retries: mean $1 ms, max $2 ms"
+	ok $(awk -v a="$1" -v m="$2" 'BEGIN {exit !(a >= 15 && a <= 75 && m <= 120)}'; echo $?) \
+		"retries back off with jitter (mean $1 ms of 37.5 expected, max $2 ms <= 75 + slack)"
+}
 
 # ---- bodies: replayed within 64 KiB, never beyond ------------------------------------
-head -c 1000 /dev/urandom | base64 -w0 >"$TMP/small"
-head -c 100000 /dev/urandom | base64 -w0 >"$TMP/big"
-r0=$(metric zerohop_proxy_retries_total)
-okn=0
-for i in $(seq 40); do
-	out=$(curl -s -w '\n%{http_code}' --data-binary @"$TMP/small" "$U/ten?status=503:30")
-	[ "$(echo "$out" | tail -1)" = 200 ] && [ "$(echo "$out" | head -1)" = "$(cat "$TMP/small")" ] &&
-		okn=$((okn + 1))
-done
-# 3 tries at 30 % each: 2.7 % of requests fail, ~1 of 40 expected
-ok $([ $okn -ge 36 ]; echo $?) "small bodies replayed on 503: $okn/40 ok with the whole body"
-ok $([ $(($(metric zerohop_proxy_retries_total) - r0)) -ge 5 ]; echo $?) "… with retries"
-r0=$(metric zerohop_proxy_retries_total)
-bad=0
-for i in $(seq 20); do
-	c=$(curl -s -o /dev/null -w '%{http_code}' --data-binary @"$TMP/big" "$U/ten?status=503:50")
-	[ "$c" = 503 ] && bad=$((bad + 1))
-done
-is $(($(metric zerohop_proxy_retries_total) - r0)) 0 "a 133 KB body is never retried ($bad/20 503s passed through)"
+case_bodies() {
+	head -c 1000 /dev/urandom | base64 -w0 >"$TMP/small"
+	head -c 100000 /dev/urandom | base64 -w0 >"$TMP/big"
+	r0=$(metric zerohop_proxy_retries_total)
+	okn=0
+	for i in $(seq 40); do
+		out=$(curl -s -w '\n%{http_code}' --data-binary @"$TMP/small" "$U/ten?status=503:30")
+		[ "$(echo "$out" | tail -1)" = 200 ] && [ "$(echo "$out" | head -1)" = "$(cat "$TMP/small")" ] &&
+			okn=$((okn + 1))
+	done
+	# 3 tries at 30 % each: 2.7 % of requests fail, ~1 of 40 expected
+	ok $([ $okn -ge 36 ]; echo $?) "small bodies replayed on 503: $okn/40 ok with the whole body"
+	ok $([ $(($(metric zerohop_proxy_retries_total) - r0)) -ge 5 ]; echo $?) "… with retries"
+	r0=$(metric zerohop_proxy_retries_total)
+	bad=0
+	for i in $(seq 20); do
+		c=$(curl -s -o /dev/null -w '%{http_code}' --data-binary @"$TMP/big" "$U/ten?status=503:50")
+		[ "$c" = 503 ] && bad=$((bad + 1))
+	done
+	is $(($(metric zerohop_proxy_retries_total) - r0)) 0 "a 133 KB body is never retried ($bad/20 503s passed through)"
+}
 
 # ---- 60 %: the budget caps retries (a fresh proxy: a fresh budget window) --------------
-start_proxy $P2 $S2; ok $? "second proxy up"
-N=3000
-set -- $(bench "http://127.0.0.1:$P2/sixty?status=503:60" $N)
-good=$1; total=$2
-retries=$(metric zerohop_proxy_retries_total $S2)
-denied=$(metric zerohop_proxy_retries_budget_exhausted_total $S2)
-att=$(metric zerohop_proxy_upstream_attempts_total $S2)
-diag "60 % 503: $good/$total ok, $retries retries, $denied denied, $att upstream attempts"
-# the proxy's own probe at startup is one more request
-ok $([ $((retries * 100)) -le $(((total + 1) * 20 + 10000)) ]; echo $?) \
-	"retries capped by the budget: $retries <= 20 % of $total + 100"
-ok $([ "$denied" -gt 0 ]; echo $?) "budget denials counted ($denied)"
-is "$att" $((total + 1 + retries)) "upstream attempts = requests + retries"
-ok $([ "$att" -gt "$total" ] && [ "$att" -le $(((total + 1) * 120 / 100 + 100)) ]; echo $?) \
-	"no amplification: $att attempts for $total requests (unbudgeted ~$((total * 196 / 100)))"
-ok $([ $((good * 100)) -ge $((total * 30)) ] && [ $((good * 100)) -le $((total * 60)) ]; echo $?) "failures pass through ($good/$total ok)"
+case_budget_caps_retries() {
+	start_proxy $P2 $S2; ok $? "second proxy up"
+	N=3000
+	set -- $(bench "http://127.0.0.1:$P2/sixty?status=503:60" $N)
+	good=$1; total=$2
+	retries=$(metric zerohop_proxy_retries_total $S2)
+	denied=$(metric zerohop_proxy_retries_budget_exhausted_total $S2)
+	att=$(metric zerohop_proxy_upstream_attempts_total $S2)
+	diag "60 % 503: $good/$total ok, $retries retries, $denied denied, $att upstream attempts"
+	# the proxy's own probe at startup is one more request
+	ok $([ $((retries * 100)) -le $(((total + 1) * 20 + 10000)) ]; echo $?) \
+		"retries capped by the budget: $retries <= 20 % of $total + 100"
+	ok $([ "$denied" -gt 0 ]; echo $?) "budget denials counted ($denied)"
+	is "$att" $((total + 1 + retries)) "upstream attempts = requests + retries"
+	ok $([ "$att" -gt "$total" ] && [ "$att" -le $(((total + 1) * 120 / 100 + 100)) ]; echo $?) \
+		"no amplification: $att attempts for $total requests (unbudgeted ~$((total * 196 / 100)))"
+	ok $([ $((good * 100)) -ge $((total * 30)) ] && [ $((good * 100)) -le $((total * 60)) ]; echo $?) "failures pass through ($good/$total ok)"
+}
 
 # ---- a bad annotation names the route ---------------------------------------------------
-sed 's/zerohop.io\/retries: "0"/zerohop.io\/retries: "lots"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
-"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
-ok $([ $? -ne 0 ]; echo $?) "a bad retries annotation fails to load"
-grep -q 'default/noretry: annotation zerohop.io/retries "lots"' "$TMP/bad.err"
-ok $? "… naming the route and annotation" || cat "$TMP/bad.err"
-sed 's/"5xx, reset"/"5xx, sometimes"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
-"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
-grep -q 'default/any5xx: annotation zerohop.io/retry-on .*"sometimes"' "$TMP/bad.err"
-ok $? "an unknown retry-on condition is named" || cat "$TMP/bad.err"
+case_bad_annotation() {
+	sed 's/zerohop.io\/retries: "0"/zerohop.io\/retries: "lots"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
+	"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
+	ok $([ $? -ne 0 ]; echo $?) "a bad retries annotation fails to load"
+	grep -q 'default/noretry: annotation zerohop.io/retries "lots"' "$TMP/bad.err"
+	ok $? "… naming the route and annotation" || cat "$TMP/bad.err"
+	sed 's/"5xx, reset"/"5xx, sometimes"/' "$TMP/m.yaml" >"$TMP/bad.yaml"
+	"$ZH" proxy --listen 127.0.0.1:1 --service default/web -f "$TMP/bad.yaml" >/dev/null 2>"$TMP/bad.err"
+	grep -q 'default/any5xx: annotation zerohop.io/retry-on .*"sometimes"' "$TMP/bad.err"
+	ok $? "an unknown retry-on condition is named" || cat "$TMP/bad.err"
+}
 
+run_cases case_default_retries case_annotations case_connect_failure \
+	case_bodies case_budget_caps_retries case_bad_annotation
 done_testing

@@ -66,151 +66,174 @@ error() {
 }
 
 # ---- VERSION
-OUT=$(echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION "$CNI"); RC=$?
-is "$RC:$(echo "$OUT" | jq -c '[.cniVersion, (.supportedVersions | index("0.4.0") != null), (.supportedVersions | index("1.0.0") != null)]')" \
-	'0:["1.0.0",true,true]' "VERSION lists 0.4.0 and 1.0.0"
-OUT=$(CNI_COMMAND=VERSION "$ZH" cni </dev/null); RC=$?
-is "$RC:$(echo "$OUT" | jq -r .cniVersion)" "0:1.0.0" "'zerohop cni' is the same plugin; VERSION without stdin"
+case_version() {
+	OUT=$(echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION "$CNI"); RC=$?
+	is "$RC:$(echo "$OUT" | jq -c '[.cniVersion, (.supportedVersions | index("0.4.0") != null), (.supportedVersions | index("1.0.0") != null)]')" \
+		'0:["1.0.0",true,true]' "VERSION lists 0.4.0 and 1.0.0"
+	OUT=$(CNI_COMMAND=VERSION "$ZH" cni </dev/null); RC=$?
+	is "$RC:$(echo "$OUT" | jq -r .cniVersion)" "0:1.0.0" "'zerohop cni' is the same plugin; VERSION without stdin"
+}
 
 # ---- ADD
-conf 1.0.0 | cni ADD ida a
-is "$RC" 0 "ADD a exits 0"
-ipa=$(echo "$OUT" | jq -r '.ips[0].address')
-is "$(echo "$OUT" | jq -c '[.cniVersion, .ips[0].gateway, .ips[0].interface, .interfaces[1].name, .interfaces[1].sandbox, .routes[0].dst, (.ips[0] | has("version"))]')" \
-	"[\"1.0.0\",\"169.254.1.1\",1,\"eth0\",\"/run/netns/zh-t80$S-a\",\"0.0.0.0/0\",false]" "ADD a: 1.0.0 result (gateway, interface index, sandbox, default route)"
-case "$ipa" in 10.244.0.*/32) r=0 ;; *) r=1 ;; esac
-ok $r "ADD a: a /32 from podCIDR ($ipa)"
-is "$(ip -n zh-t80$S-a -br -4 addr show dev eth0 | awk '{print $3}')" "$ipa" "the address is on eth0 in the pod namespace"
-is "$(ip -n zh-t80$S-a route show default)" "default via 169.254.1.1 dev eth0 " "the pod's default route via the lab gateway"
-is "$(ip -n $NODE route show ${ipa%/32} | awk '{print $2, $3}')" "dev $(echo "$OUT" | jq -r '.interfaces[0].name')" "the node routes the /32 to the host veth"
-y="$TMP/state/pods/default_a.yaml"
-ok $([ -f "$y" ] && grep -q "podIP: ${ipa%/32}" "$y" && grep -q 'nodeName: node-a' "$y" && grep -q '"app": "web"' "$y" && grep -q '"tier": "front"' "$y"; echo $?) \
-	"pod default/a published to the state source with its IP, node and labels from labelsDir"
-"$ZH" get pods --state "$TMP/state" >"$TMP/get" 2>&1
-ok $(grep -q "a .*${ipa%/32}" "$TMP/get"; echo $?) "zerohop get pods reads it ($(grep -c . "$TMP/get") lines)"
+case_add() {
+	conf 1.0.0 | cni ADD ida a
+	is "$RC" 0 "ADD a exits 0"
+	ipa=$(echo "$OUT" | jq -r '.ips[0].address')
+	is "$(echo "$OUT" | jq -c '[.cniVersion, .ips[0].gateway, .ips[0].interface, .interfaces[1].name, .interfaces[1].sandbox, .routes[0].dst, (.ips[0] | has("version"))]')" \
+		"[\"1.0.0\",\"169.254.1.1\",1,\"eth0\",\"/run/netns/zh-t80$S-a\",\"0.0.0.0/0\",false]" "ADD a: 1.0.0 result (gateway, interface index, sandbox, default route)"
+	case "$ipa" in 10.244.0.*/32) r=0 ;; *) r=1 ;; esac
+	ok $r "ADD a: a /32 from podCIDR ($ipa)"
+	is "$(ip -n zh-t80$S-a -br -4 addr show dev eth0 | awk '{print $3}')" "$ipa" "the address is on eth0 in the pod namespace"
+	is "$(ip -n zh-t80$S-a route show default)" "default via 169.254.1.1 dev eth0 " "the pod's default route via the lab gateway"
+	is "$(ip -n $NODE route show ${ipa%/32} | awk '{print $2, $3}')" "dev $(echo "$OUT" | jq -r '.interfaces[0].name')" "the node routes the /32 to the host veth"
+	y="$TMP/state/pods/default_a.yaml"
+	ok $([ -f "$y" ] && grep -q "podIP: ${ipa%/32}" "$y" && grep -q 'nodeName: node-a' "$y" && grep -q '"app": "web"' "$y" && grep -q '"tier": "front"' "$y"; echo $?) \
+		"pod default/a published to the state source with its IP, node and labels from labelsDir"
+	"$ZH" get pods --state "$TMP/state" >"$TMP/get" 2>&1
+	ok $(grep -q "a .*${ipa%/32}" "$TMP/get"; echo $?) "zerohop get pods reads it ($(grep -c . "$TMP/get") lines)"
 
-conf 0.4.0 | cni ADD idb b
-ipb=$(echo "$OUT" | jq -r '.ips[0].address')
-is "$RC:$(echo "$OUT" | jq -c '[.cniVersion, .ips[0].version]')" '0:["0.4.0","4"]' "ADD b with a 0.4.0 config: a 0.4.0 result (ips carry version 4)"
-ok $([ "$ipa" != "$ipb" ]; echo $?) "a and b got different addresses ($ipa, $ipb)"
-nsenter --net=/run/netns/zh-t80$S-a busybox ping -c1 -W2 -q ${ipb%/32} >/dev/null
-ok $? "pod a pings pod b through the node (plain L3 via the gateway)"
+	conf 0.4.0 | cni ADD idb b
+	ipb=$(echo "$OUT" | jq -r '.ips[0].address')
+	is "$RC:$(echo "$OUT" | jq -c '[.cniVersion, .ips[0].version]')" '0:["0.4.0","4"]' "ADD b with a 0.4.0 config: a 0.4.0 result (ips carry version 4)"
+	ok $([ "$ipa" != "$ipb" ]; echo $?) "a and b got different addresses ($ipa, $ipb)"
+	nsenter --net=/run/netns/zh-t80$S-a busybox ping -c1 -W2 -q ${ipb%/32} >/dev/null
+	ok $? "pod a pings pod b through the node (plain L3 via the gateway)"
+}
 
 # ---- ADD twice with the same id
-first=$OUT
-conf 0.4.0 | cni ADD idb b
-is "$RC:$OUT" "0:$first" "ADD b again: the same result, exit 0"
-is "$(veths):$(records)" "2:4" "still two veths and two address + two attachment records"
+case_add_twice() {
+	first=$OUT
+	conf 0.4.0 | cni ADD idb b
+	is "$RC:$OUT" "0:$first" "ADD b again: the same result, exit 0"
+	is "$(veths):$(records)" "2:4" "still two veths and two address + two attachment records"
+}
 
 # ---- CHECK
-prev=$(conf 1.0.0 | jq --arg a "$ipa" '. + {prevResult: {cniVersion: "1.0.0", ips: [{address: $a}]}}')
-echo "$prev" | cni CHECK ida a
-is "$RC:$OUT" "0:" "CHECK a: clean, exit 0, no output"
-ip -n zh-t80$S-a addr del $ipa dev eth0
-echo "$prev" | cni CHECK ida a
-error 101 "CHECK after deleting the address by hand"
-echo "$OUT" | jq -r .details | grep -q "address ${ipa} is missing"
-ok $? "CHECK names the missing address"
-conf 1.0.0 | cni ADD ida a
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:$ipa" "ADD a again repairs it on the same address"
-echo "$prev" | cni CHECK ida a
-is "$RC" 0 "CHECK a: clean again"
-echo "$prev" | jq 'del(.prevResult)' | cni CHECK ida a
-error 7 "CHECK without prevResult"
-echo "$prev" | cni CHECK nosuchid a
-error 3 "CHECK of an unknown container"
+case_check() {
+	prev=$(conf 1.0.0 | jq --arg a "$ipa" '. + {prevResult: {cniVersion: "1.0.0", ips: [{address: $a}]}}')
+	echo "$prev" | cni CHECK ida a
+	is "$RC:$OUT" "0:" "CHECK a: clean, exit 0, no output"
+	ip -n zh-t80$S-a addr del $ipa dev eth0
+	echo "$prev" | cni CHECK ida a
+	error 101 "CHECK after deleting the address by hand"
+	echo "$OUT" | jq -r .details | grep -q "address ${ipa} is missing"
+	ok $? "CHECK names the missing address"
+	conf 1.0.0 | cni ADD ida a
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:$ipa" "ADD a again repairs it on the same address"
+	echo "$prev" | cni CHECK ida a
+	is "$RC" 0 "CHECK a: clean again"
+	echo "$prev" | jq 'del(.prevResult)' | cni CHECK ida a
+	error 7 "CHECK without prevResult"
+	echo "$prev" | cni CHECK nosuchid a
+	error 3 "CHECK of an unknown container"
+}
 
 # ---- DEL of an unknown id
-conf 1.0.0 | cni DEL nosuchid c
-is "$RC:$OUT" "0:" "DEL of an unknown id: exit 0, no output"
-conf 1.0.0 | env -u CNI_NETNS true
-OUT=$(conf 1.0.0 | env -i PATH="$PATH" CNI_COMMAND=DEL CNI_CONTAINERID=nosuchid CNI_IFNAME=eth0 CNI_PATH=/x nsenter --net=/run/netns/$NODE "$CNI" 2>/dev/null)
-is "$?:$OUT" "0:" "DEL without CNI_NETNS (the namespace is gone): exit 0"
+case_del_unknown_id() {
+	conf 1.0.0 | cni DEL nosuchid c
+	is "$RC:$OUT" "0:" "DEL of an unknown id: exit 0, no output"
+	conf 1.0.0 | env -u CNI_NETNS true
+	OUT=$(conf 1.0.0 | env -i PATH="$PATH" CNI_COMMAND=DEL CNI_CONTAINERID=nosuchid CNI_IFNAME=eth0 CNI_PATH=/x nsenter --net=/run/netns/$NODE "$CNI" 2>/dev/null)
+	is "$?:$OUT" "0:" "DEL without CNI_NETNS (the namespace is gone): exit 0"
+}
 
 # ---- DEL after a failed ADD: eth0 already exists in the pod
-ip -n zh-t80$S-c link add eth0 type veth peer name squat0
-conf 1.0.0 | cni ADD idc c
-error 102 "ADD into a namespace whose eth0 exists fails"
-is "$(veths):$(records):$(pods)" "2:4:2" "the failed ADD left no veth, record or pod behind"
-conf 1.0.0 | cni DEL idc c
-is "$RC:$OUT" "0:" "DEL after the failed ADD: exit 0"
-ip -n zh-t80$S-c link del eth0
+case_del_after_failed_add() {
+	ip -n zh-t80$S-c link add eth0 type veth peer name squat0
+	conf 1.0.0 | cni ADD idc c
+	error 102 "ADD into a namespace whose eth0 exists fails"
+	is "$(veths):$(records):$(pods)" "2:4:2" "the failed ADD left no veth, record or pod behind"
+	conf 1.0.0 | cni DEL idc c
+	is "$RC:$OUT" "0:" "DEL after the failed ADD: exit 0"
+	ip -n zh-t80$S-c link del eth0
+}
 
 # ---- DEL after crashed ADDs (the process dies between two steps)
-for step in alloc veth publish; do
-	conf 1.0.0 | cni ADD idc c ZH_CNI_CRASH_AFTER=$step
-	left="$(veths):$(records):$(pods)"
-	conf 1.0.0 | cni DEL idc c
-	is "$RC:$left -> $(veths):$(records):$(pods)" "0:$left -> 2:4:2" "crash after '$step' left some state; DEL removes all of it"
-done
-conf 1.0.0 | cni ADD idc c ZH_CNI_CRASH_AFTER=veth
-conf 1.0.0 | cni ADD idc c
-ipc=$(echo "$OUT" | jq -r '.ips[0].address')
-is "$RC:$(veths):$(pods)" "0:3:3" "ADD after a crash between veth and publish finishes the job ($ipc)"
-nsenter --net=/run/netns/zh-t80$S-c busybox ping -c1 -W2 -q ${ipa%/32} >/dev/null
-ok $? "and pod c reaches pod a"
+case_del_after_crashed_adds() {
+	for step in alloc veth publish; do
+		conf 1.0.0 | cni ADD idc c ZH_CNI_CRASH_AFTER=$step
+		left="$(veths):$(records):$(pods)"
+		conf 1.0.0 | cni DEL idc c
+		is "$RC:$left -> $(veths):$(records):$(pods)" "0:$left -> 2:4:2" "crash after '$step' left some state; DEL removes all of it"
+	done
+	conf 1.0.0 | cni ADD idc c ZH_CNI_CRASH_AFTER=veth
+	conf 1.0.0 | cni ADD idc c
+	ipc=$(echo "$OUT" | jq -r '.ips[0].address')
+	is "$RC:$(veths):$(pods)" "0:3:3" "ADD after a crash between veth and publish finishes the job ($ipc)"
+	nsenter --net=/run/netns/zh-t80$S-c busybox ping -c1 -W2 -q ${ipa%/32} >/dev/null
+	ok $? "and pod c reaches pod a"
+}
 
 # ---- bad inputs: error JSON, non-zero exit, nothing left behind
-before="$(veths):$(records):$(pods)"
-echo '{"cniVersion": "1.0.0", "name": ' | cni ADD idd d
-error 6 "invalid JSON"
-conf 9.9.9 | cni ADD idd d
-error 1 "unknown cniVersion"
-conf 1.0.0 | jq 'del(.podCIDR)' | cni ADD idd d
-error 7 "config without podCIDR"
-conf 1.0.0 | cni ADD idd ""
-error 4 "missing CNI_NETNS"
-conf 1.0.0 | cni ADD "id/d" d
-error 4 "a container id with a '/'"
-OUT=$(conf 1.0.0 | env -i PATH="$PATH" nsenter --net=/run/netns/$NODE "$CNI" 2>/dev/null); RC=$?
-error 4 "no CNI_COMMAND"
-conf 1.0.0 | cni FROB idd d
-error 4 "unknown CNI_COMMAND"
-conf 1.0.0 | jq '.mtu = 10' | cni ADD idd d
-error 7 "mtu out of range"
-conf 1.0.0 | cni ADD idd d CNI_ARGS="K8S_POD_NAME=Bad_Name"
-error 4 "K8S_POD_NAME that is no DNS name"
-printf 'app=web\n=x\n' >"$TMP/labels/default_d"
-conf 1.0.0 | cni ADD idd d
-error 7 "a labels file with a bad line"
-echo "$OUT" | jq -r .details | grep -q "default_d:2"
-ok $? "the error names the labels file and line"
-rm "$TMP/labels/default_d"
-is "$(veths):$(records):$(pods)" "$before" "no bad input left anything behind"
+case_bad_inputs() {
+	before="$(veths):$(records):$(pods)"
+	echo '{"cniVersion": "1.0.0", "name": ' | cni ADD idd d
+	error 6 "invalid JSON"
+	conf 9.9.9 | cni ADD idd d
+	error 1 "unknown cniVersion"
+	conf 1.0.0 | jq 'del(.podCIDR)' | cni ADD idd d
+	error 7 "config without podCIDR"
+	conf 1.0.0 | cni ADD idd ""
+	error 4 "missing CNI_NETNS"
+	conf 1.0.0 | cni ADD "id/d" d
+	error 4 "a container id with a '/'"
+	OUT=$(conf 1.0.0 | env -i PATH="$PATH" nsenter --net=/run/netns/$NODE "$CNI" 2>/dev/null); RC=$?
+	error 4 "no CNI_COMMAND"
+	conf 1.0.0 | cni FROB idd d
+	error 4 "unknown CNI_COMMAND"
+	conf 1.0.0 | jq '.mtu = 10' | cni ADD idd d
+	error 7 "mtu out of range"
+	conf 1.0.0 | cni ADD idd d CNI_ARGS="K8S_POD_NAME=Bad_Name"
+	error 4 "K8S_POD_NAME that is no DNS name"
+	printf 'app=web\n=x\n' >"$TMP/labels/default_d"
+	conf 1.0.0 | cni ADD idd d
+	error 7 "a labels file with a bad line"
+	echo "$OUT" | jq -r .details | grep -q "default_d:2"
+	ok $? "the error names the labels file and line"
+	rm "$TMP/labels/default_d"
+	is "$(veths):$(records):$(pods)" "$before" "no bad input left anything behind"
+}
 
 # exhausted range: a /30 has one usable address (.0 network, .1 node proxy, .3 broadcast)
-conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD idd d
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.9.2/32" "a /30 range hands out its one address"
-conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD ide e
-error 100 "exhausted range"
-ok $([ -z "$(ip -n zh-t80$S-e -br link | grep -v '^lo')" ] && [ ! -f "$TMP/state/pods/default_e.yaml" ] && [ "$(ls "$TMP/data30/att")" = "idd:eth0" ]; echo $?) \
-	"the refused ADD left no interface, pod or record"
-conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni DEL idd d
-conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD ide e
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.9.2/32" "after DEL the address is free again"
-conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni DEL ide e
+case_exhausted_range() {
+	conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD idd d
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.9.2/32" "a /30 range hands out its one address"
+	conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD ide e
+	error 100 "exhausted range"
+	ok $([ -z "$(ip -n zh-t80$S-e -br link | grep -v '^lo')" ] && [ ! -f "$TMP/state/pods/default_e.yaml" ] && [ "$(ls "$TMP/data30/att")" = "idd:eth0" ]; echo $?) \
+		"the refused ADD left no interface, pod or record"
+	conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni DEL idd d
+	conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni ADD ide e
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.9.2/32" "after DEL the address is free again"
+	conf 1.0.0 10.244.9.0/30 "$TMP/data30" | cni DEL ide e
+}
 
 # rangeStart/rangeEnd: a part of podCIDR (the rest is someone else's)
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.7.77" | .rangeEnd = "10.244.7.77"' | cni ADD idd d
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.77/32" "rangeStart..rangeEnd bounds the addresses"
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.8.1"' | cni ADD idd d
-error 7 "rangeStart outside podCIDR"
+case_range_start_end() {
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.7.77" | .rangeEnd = "10.244.7.77"' | cni ADD idd d
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.77/32" "rangeStart..rangeEnd bounds the addresses"
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.rangeStart = "10.244.8.1"' | cni ADD idd d
+	error 7 "rangeStart outside podCIDR"
+}
 
 # the "ips" capability and publish=false (the lab's kubelet publishes itself)
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.publish = false | .runtimeConfig = {ips: ["10.244.7.9/24"]}' | cni ADD idd d
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address'):$(pods)" "0:10.244.7.9/32:3" "runtimeConfig.ips gives the requested address; publish=false writes no pod"
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.runtimeConfig = {ips: ["10.244.7.9"]}' | cni ADD ide e
-error 100 "a requested address another attachment holds"
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni ADD idd d CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=d;IP=10.244.7.33"
-is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.33/32" "CNI_ARGS IP= (what podman --ip sends) gives that address"
-conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+case_ips_capability() {
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.publish = false | .runtimeConfig = {ips: ["10.244.7.9/24"]}' | cni ADD idd d
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address'):$(pods)" "0:10.244.7.9/32:3" "runtimeConfig.ips gives the requested address; publish=false writes no pod"
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | jq '.runtimeConfig = {ips: ["10.244.7.9"]}' | cni ADD ide e
+	error 100 "a requested address another attachment holds"
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni ADD idd d CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAME=d;IP=10.244.7.33"
+	is "$RC:$(echo "$OUT" | jq -r '.ips[0].address')" "0:10.244.7.33/32" "CNI_ARGS IP= (what podman --ip sends) gives that address"
+	conf 1.0.0 10.244.7.0/24 "$TMP/data7" | cni DEL idd d
+}
 
 # ---- a real consumer: Debian's tuning plugin chained after ours reads our
 # result as prevResult (Go's CNI library decodes it) and passes it on
-TUNING=/usr/lib/cni/tuning
-if [ -x $TUNING ]; then
+case_chained_tuning() {
+	TUNING=/usr/lib/cni/tuning
+	[ -x $TUNING ] || { diag "no $TUNING (containernetworking-plugins): chained check skipped"; return; }
 	res=$(conf 1.0.0 | cni ADD idb b; echo "$OUT")
 	tconf=$(jq -n --argjson prev "$res" '{cniVersion: "1.0.0", name: "zh-t80", type: "tuning",
 		sysctl: {"net.ipv4.conf.eth0.accept_local": "1"}, prevResult: $prev}')
@@ -222,14 +245,13 @@ if [ -x $TUNING ]; then
 	tout=$(echo "$tconf" | env -i PATH="$PATH" CNI_COMMAND=CHECK CNI_CONTAINERID=idb CNI_NETNS=/run/netns/zh-t80$S-b \
 		CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni nsenter --net=/run/netns/$NODE $TUNING 2>&1)
 	is "$?" 0 "tuning CHECK with our 0.4.0 result as prevResult ($tout)"
-else
-	diag "no $TUNING (containernetworking-plugins): chained check skipped"
-fi
+}
 
 # ---- chained after Debian's bridge + host-local: bridge makes the
 # interface and address, zerohop-cni publishes the pod and passes the result on
-BRIDGE=/usr/lib/cni/bridge
-if [ -x $BRIDGE ]; then
+case_chained_bridge() {
+	BRIDGE=/usr/lib/cni/bridge
+	[ -x $BRIDGE ] || return
 	bconf=$(jq -n --arg d "$TMP/hl" '{cniVersion: "1.0.0", name: "zh-t80b", type: "bridge", bridge: "br80t",
 		isGateway: true, ipam: {type: "host-local", subnet: "10.244.50.0/24", dataDir: $d}}')
 	benv=(env -i PATH="$PATH" CNI_CONTAINERID=idf CNI_NETNS=/run/netns/zh-t80$S-f CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni)
@@ -246,22 +268,31 @@ if [ -x $BRIDGE ]; then
 	echo "$bconf" | "${benv[@]}" CNI_COMMAND=DEL nsenter --net=/run/netns/$NODE $BRIDGE
 	ok $([ ! -e "$TMP/state/pods/default_f.yaml" ] && [ -z "$(ip -n zh-t80$S-f -br link | grep -v '^lo')" ]; echo $?) \
 		"chained: DEL of ours then bridge's leaves no pod and no interface"
-fi
+}
 
 # ---- GC (CNI 1.1): everything but a and b is stale
-conf 1.1.0 | jq '. + {"cni.dev/valid-attachments": [{containerID: "ida", ifname: "eth0"}, {containerID: "idb", ifname: "eth0"}]}' | cni GC "" ""
-is "$RC:$(veths):$(pods)" "0:2:2" "GC removed the attachment of c, kept a and b"
-conf 1.1.0 | cni STATUS "" ""
-is "$RC:$OUT" "0:" "STATUS: available"
-conf 1.1.0 | jq '.stateDir = "/nonexistent"' | cni STATUS "" ""
-error 50 "STATUS without the node's state directory"
+case_gc_status() {
+	conf 1.1.0 | jq '. + {"cni.dev/valid-attachments": [{containerID: "ida", ifname: "eth0"}, {containerID: "idb", ifname: "eth0"}]}' | cni GC "" ""
+	is "$RC:$(veths):$(pods)" "0:2:2" "GC removed the attachment of c, kept a and b"
+	conf 1.1.0 | cni STATUS "" ""
+	is "$RC:$OUT" "0:" "STATUS: available"
+	conf 1.1.0 | jq '.stateDir = "/nonexistent"' | cni STATUS "" ""
+	error 50 "STATUS without the node's state directory"
+}
 
 # ---- DEL everything; nothing left
-for p in a b; do conf 1.0.0 | cni DEL id$p $p; done
-conf 1.0.0 | cni DEL ida a
-is "$RC" 0 "DEL twice: exit 0"
-is "$(veths):$(records):$(pods)" "0:0:0" "after DEL: no veth, no record, no pod"
-is "$(ip -n zh-t80$S-a -br link | grep -vc '^lo')" 0 "no interface left in the pod namespace"
-grep -q "error" "$TMP/stderr"
-ok $? "errors were logged on stderr, never stdout"
+case_del_everything() {
+	for p in a b; do conf 1.0.0 | cni DEL id$p $p; done
+	conf 1.0.0 | cni DEL ida a
+	is "$RC" 0 "DEL twice: exit 0"
+	is "$(veths):$(records):$(pods)" "0:0:0" "after DEL: no veth, no record, no pod"
+	is "$(ip -n zh-t80$S-a -br link | grep -vc '^lo')" 0 "no interface left in the pod namespace"
+	grep -q "error" "$TMP/stderr"
+	ok $? "errors were logged on stderr, never stdout"
+}
+
+run_cases case_version case_add case_add_twice case_check case_del_unknown_id \
+	case_del_after_failed_add case_del_after_crashed_adds case_bad_inputs \
+	case_exhausted_range case_range_start_end case_ips_capability \
+	case_chained_tuning case_chained_bridge case_gc_status case_del_everything
 done_testing

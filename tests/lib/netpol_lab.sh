@@ -16,6 +16,14 @@
 #					near and one to far for SECS s
 #					(netpol_hold; $TMP/near.out, far.out;
 #					PIDs in BG); sets NEAR and FAR
+#	np_v6_cluster NAME		a dual-stack Cluster NAME (node-a,
+#					node-b; the IPv6 tests 29, 59)
+#	np_v6_up			lab up (the file $TMP/lab.yaml), N pods
+#					Running, both agents synced: two oks;
+#					then np_ip4/np_ip6 POD read the
+#					addresses
+#	np_get FROM FAMILY ADDR		curl -4/-6 from FROM to ADDR:8080
+#					/index.html: the page, "" on failure
 #	np_revoked_ok WHEN		after a change at 3 s that revokes both
 #					holds: no echo from 3000 ms on, more
 #					than 5 pings lost (WHEN: the test name's
@@ -86,4 +94,32 @@ np_revoked_ok() {
 	ok $([ "$(lost "$TMP/far.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/far.out") pings lost)"
 	is "$(late "$TMP/near.out")" 0 "same-node (short-circuited) connection revoked too"
 	ok $([ "$(lost "$TMP/near.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/near.out") pings lost)"
+}
+
+np_v6_cluster() {
+	cat <<YAML
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: $1}
+spec:
+  nodes: [node-a, node-b]
+  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
+  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+YAML
+}
+
+np_v6_up() {
+	"$ZH" lab up --lab "$LAB" -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
+	ok $? "dual-stack lab up with the mesh: $(tail -1 "$TMP/up.out")"
+	wait_until 30 lab_running "$1" && wait_until 30 lab_synced node-a &&
+		wait_until 30 lab_synced node-b
+	ok $? "$1 pods Running, both agents synced"
+	"$ZH" lab status --lab "$LAB" -o json >"$TMP/st.json"
+}
+np_ip4() { jq -r ".pods[] | select(.name==\"$1\") | .ip" "$TMP/st.json"; }
+np_ip6() { jq -r ".pods[] | select(.name==\"$1\") | .ip6" "$TMP/st.json"; }
+np_get() {
+	local u="http://$3:8080/index.html"
+	[ "$2" = 6 ] && u="http://[$3]:8080/index.html"
+	"$ZH" lab exec --lab "$LAB" "$1" -- curl -"$2" -s --max-time 2 "$u"
 }

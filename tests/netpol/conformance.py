@@ -16,15 +16,21 @@ evaluator (refeval.py) and the two must agree — so the oracle is checked
 against upstream before anything is checked against the datapath.
 
     conformance.py list
-    conformance.py emit --out DIR        offline scenarios (fixed pod IPs) in the
+    conformance.py emit --out DIR [--family 4,6]
+                                         offline scenarios (fixed pod IPs) in the
                                          gen_property.py format, for the C tests;
-                                         exit 1 if reference != upstream anywhere
+                                         exit 1 if reference != upstream anywhere;
+                                         with 6: every pod also has an IPv6
+                                         (status.podIPs) and each case runs again
+                                         over IPv6 addresses (CIDR cases with IPv6
+                                         blocks), named "... [IPv6]"
     conformance.py lab --lab L --zh ZH --probe NETPOL_PROBE
-                       [--cases I,J,..] [--via svc,ip]
+                       [--cases I,J,..] [--via svc,ip] [--family 6]
                                          run on a lab that is up with `topology`
                                          (mesh on: the node agents enforce the
                                          policies `zerohop apply` writes);
-                                         prints TAP
+                                         prints TAP; --family 6: a dual-stack lab
+                                         (topology --family 6), probes over IPv6
     conformance.py topology              the lab manifests (namespaces, pods, services)
 """
 import argparse
@@ -45,6 +51,7 @@ NS = ["x", "y", "z"]
 PODS = ["a", "b", "c"]
 ALL = [f"{n}/{p}" for n in NS for p in PODS]
 NODES = ["node-a", "node-b"]
+FAM = 4  # the family probed (--family): addresses, ipBlocks, Services
 
 
 def node_of(pod):  # spread over both nodes: same-node and cross-node pairs
@@ -64,7 +71,7 @@ def pod_ports():
             for p in (80, 81) for pr in ("TCP", "UDP")]
 
 
-def pod_doc(pod, extra=None, ip=None, echo_cmd=None):
+def pod_doc(pod, extra=None, ip=None, echo_cmd=None, ip6=None):
     ns, name = pod.split("/")
     labels = {"pod": name}
     labels.update(extra or {})
@@ -76,14 +83,29 @@ def pod_doc(pod, extra=None, ip=None, echo_cmd=None):
         d["spec"]["containers"][0]["command"] = echo_cmd
     if ip:
         d["status"] = {"phase": "Running", "podIP": ip}
+    if ip and ip6:
+        d["status"]["podIPs"] = [{"ip": ip}, {"ip": ip6}]
     return d
+
+
+def cluster_doc():
+    """The dual-stack Cluster of the IPv6 runs (docs/ipv6.md)."""
+    return {"apiVersion": "zerohop.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "netpol"},
+            "spec": {"nodes": NODES, "podCIDRs": ["10.244.0.0/16", "fd00:10:244::/56"],
+                     "serviceCIDRs": ["10.96.0.0/12", "fd00:10:96::/112"]}}
+
+
+def host(ip):  # the one-address ipBlock of ip, either family
+    return ip + ("/128" if ":" in ip else "/32")
 
 
 def svc_doc(pod):
     ns, name = pod.split("/")
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": f"s-{ns}-{name}", "namespace": ns},
-            "spec": {"selector": {"pod": name},
+            "spec": {**({"ipFamilyPolicy": "PreferDualStack"} if FAM == 6 else {}),
+                     "selector": {"pod": name},
                      "ports": [{"name": f"service-port-{p}-{pr.lower()}", "port": p,
                                 "targetPort": p, "protocol": pr}
                                for p in (80, 81) for pr in ("TCP", "UDP")]}}
@@ -280,17 +302,17 @@ def cases(ips):
              [(80, "TCP", lambda s, d: S(s)[0] != "x" and S(d)[0] != "x")]),
         step([], [(80, "TCP", lambda s, d: True)]))
     add("should allow egress access to server in CIDR block",
-        step([np("cidr-y-b", "x", ml(pod="a"), egress=[{"to": [{"ipBlock": {"cidr": ips["y/b"] + "/32"}}]}],
+        step([np("cidr-y-b", "x", ml(pod="a"), egress=[{"to": [{"ipBlock": {"cidr": host(ips["y/b"])}}]}],
                  types=["Egress"])],
              [(80, "TCP", lambda s, d: s != "x/a" or d == "y/b")]))
     wide = str(ipaddress.ip_network(ips["x/b"] + "/4", strict=False))
     exc = np("cidr-except", "x", ml(pod="a"), egress=[{"to": [
-        {"ipBlock": {"cidr": wide, "except": [ips["x/b"] + "/32"]}}]}], types=["Egress"])
+        {"ipBlock": {"cidr": wide, "except": [host(ips["x/b"])]}}]}], types=["Egress"])
     add("should enforce except clause while egress access to server in CIDR block",
         step([exc], [(80, "TCP", lambda s, d: s != "x/a" or d != "x/b")]))
     add("should ensure an IP overlapping both IPBlock.CIDR and IPBlock.Except is allowed",
         step([exc], [(80, "TCP", lambda s, d: s != "x/a" or d != "x/b")]),
-        step([np("cidr-except", "x", ml(pod="a"), egress=[{"to": [{"ipBlock": {"cidr": ips["x/b"] + "/32"}}]}],
+        step([np("cidr-except", "x", ml(pod="a"), egress=[{"to": [{"ipBlock": {"cidr": host(ips["x/b"])}}]}],
                  types=["Egress"])],
              [(80, "TCP", lambda s, d: s != "x/a" or d == "x/b")]))
     eg_all = np("egress-all-a", "x", ml(pod="a"), egress=[{}], types=["Egress"])
@@ -332,13 +354,16 @@ def cases(ips):
     return c
 
 
-def offline_ips():
+def offline_ips(fam=4):
+    if fam == 6:  # the lab's plan: the node's /64, the IPv4's host byte
+        return {p: f"fd00:10:244:{i % 2}::{10 + i}" for i, p in enumerate(ALL)}
     return {p: f"10.244.{i % 2}.{10 + i}" for i, p in enumerate(ALL)}
 
 
-def step_docs(st, ips=None, echo_cmd=None):
+def step_docs(st, ips=None, echo_cmd=None, ips6=None):
     docs = [ns_doc(n, st["ns_labels"].get(n)) for n in NS]
-    docs += [pod_doc(p, st["pod_labels"].get(p), ips and ips[p], echo_cmd) for p in ALL]
+    docs += [pod_doc(p, st["pod_labels"].get(p), ips and ips[p], echo_cmd, ips6 and ips6[p])
+             for p in ALL]
     docs += [svc_doc(p) for p in ALL]
     return docs + st["policies"]
 
@@ -364,32 +389,37 @@ def table_str(t, expect=None):
     return "\n".join(lines)
 
 
-def emit(out):
-    ips = offline_ips()
+def emit(out, fams=(4,)):
+    ips4, ips6 = offline_ips(4), offline_ips(6)
     os.makedirs(out, exist_ok=True)
     bad = 0
     k = 0
     index = []
-    for name, steps in cases(ips):
-        for si, st in enumerate(steps):
-            docs = step_docs(st, ips)
-            cluster = refeval.Cluster(docs)
-            probes = []
-            for port, proto, f in st["checks"]:
-                t = truth(cluster, ips, port, proto)
-                up = {(s, d): bool(f(s, d)) for s in ALL for d in ALL if s != d}
-                if t != up:
-                    bad += 1
-                    print(f"reference disagrees with upstream: {name} step {si + 1} {port}/{proto}\n"
-                          + table_str(t, up), file=sys.stderr)
-                for (s, d), v in sorted(t.items()):
-                    probes.append(f"{ips[s]} {ips[d]} {port} {proto} {'allow' if v else 'deny'}")
-            with open(os.path.join(out, f"s{k:04d}.yaml"), "w") as fh:
-                yaml.safe_dump_all(docs, fh, sort_keys=False)
-            with open(os.path.join(out, f"s{k:04d}.probes"), "w") as fh:
-                fh.write("\n".join(probes) + "\n")
-            index.append(f"s{k:04d} {name} (step {si + 1})")
-            k += 1
+    for fam in fams:
+        ips = ips6 if fam == 6 else ips4
+        tag = " [IPv6]" if fam == 6 else ""
+        for name, steps in cases(ips):
+            for si, st in enumerate(steps):
+                # both families on every pod when IPv6 is asked for: the
+                # compiler gives a pod's IPv6 its IPv4's identity
+                docs = step_docs(st, ips4, None, ips6 if 6 in fams else None)
+                cluster = refeval.Cluster(docs)
+                probes = []
+                for port, proto, f in st["checks"]:
+                    t = truth(cluster, ips, port, proto)
+                    up = {(s, d): bool(f(s, d)) for s in ALL for d in ALL if s != d}
+                    if t != up:
+                        bad += 1
+                        print(f"reference disagrees with upstream: {name}{tag} step {si + 1} "
+                              f"{port}/{proto}\n" + table_str(t, up), file=sys.stderr)
+                    for (s, d), v in sorted(t.items()):
+                        probes.append(f"{ips[s]} {ips[d]} {port} {proto} {'allow' if v else 'deny'}")
+                with open(os.path.join(out, f"s{k:04d}.yaml"), "w") as fh:
+                    yaml.safe_dump_all(docs, fh, sort_keys=False)
+                with open(os.path.join(out, f"s{k:04d}.probes"), "w") as fh:
+                    fh.write("\n".join(probes) + "\n")
+                index.append(f"s{k:04d} {name}{tag} (step {si + 1})")
+                k += 1
     with open(os.path.join(out, "index"), "w") as fh:
         fh.write("\n".join(index) + "\n")
     print(k)
@@ -514,7 +544,8 @@ def lab_pods(zh, lab):
 
 
 def lab_ips(zh, lab):
-    return {k: v["ip"] for k, v in lab_pods(zh, lab).items()}
+    key = "ip6" if FAM == 6 else "ip"
+    return {k: v.get(key) for k, v in lab_pods(zh, lab).items()}
 
 
 def wait_pods(zh, lab, before, changed):
@@ -535,7 +566,10 @@ def service_ips(zh, lab, tmp, a):
     ips = {}
     try:
         for s in json.loads(out.stdout):
-            ips[f"{s['namespace']}/{s['name']}"] = s.get("clusterIP")
+            ip = s.get("clusterIP")
+            if FAM == 6:  # the IPv6 one of a dual-stack Service
+                ip = next((x for x in s.get("clusterIPs") or [] if ":" in x), None)
+            ips[f"{s['namespace']}/{s['name']}"] = ip
     except (ValueError, KeyError, TypeError):
         pass
     return ips
@@ -551,6 +585,8 @@ def probe_all(zh, lab, probe, ips, svc_ips, port, proto, via):
                 continue
             ns, name = d.split("/")
             ip = ips[d] if via == "ip" else svc_ips.get(f"{ns}/s-{ns}-{name}")
+            if ip and ":" in ip:
+                ip = f"[{ip}]"  # netpol_probe: an IPv6 address in brackets
             targets.append(f"{proto.lower()}:{ip}:{port}:{d}")
         procs[s] = subprocess.Popen([zh, "lab", "exec", "--lab", lab, s, "--", probe,
                                      "--timeout-ms", "600"] + targets,
@@ -570,7 +606,7 @@ def probe_all(zh, lab, probe, ips, svc_ips, port, proto, via):
 
 
 def main():
-    global ECHO
+    global ECHO, FAM
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["list", "emit", "lab", "topology"])
     ap.add_argument("--out")
@@ -580,16 +616,21 @@ def main():
     ap.add_argument("--cases")
     ap.add_argument("--via", default="svc,ip")
     ap.add_argument("--echo", help="server command line for the pods (topology/lab)")
+    ap.add_argument("--family", default="4",
+                    help="emit: 4 or 4,6; lab/topology: 4 or 6 (the family probed)")
     a = ap.parse_args()
     ECHO = a.echo.split() if a.echo else None
+    fams = tuple(int(f) for f in a.family.split(","))
+    FAM = 6 if fams == (6,) else 4
     if a.mode == "list":
         for i, (name, _) in enumerate(cases(offline_ips())):
             print(f"{i + 1} {name}")
         return 0
     if a.mode == "emit":
-        return emit(a.out)
+        return emit(a.out, fams)
     if a.mode == "topology":
-        docs = [ns_doc(n) for n in NS] + [pod_doc(p, None, None, ECHO) for p in ALL] \
+        docs = ([cluster_doc()] if FAM == 6 else []) \
+            + [ns_doc(n) for n in NS] + [pod_doc(p, None, None, ECHO) for p in ALL] \
             + [svc_doc(p) for p in ALL]
         yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
         return 0

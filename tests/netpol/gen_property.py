@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_property.py — random NetworkPolicy scenarios with expected verdicts.
 
-    gen_property.py --seed S --scenarios N --probes M --out DIR
+    gen_property.py --seed S --scenarios N --probes M --out DIR [--family 6]
 
 Writes, for each scenario k, DIR/sK.yaml (Namespaces, Pods with status.podIP,
 NetworkPolicies) and DIR/sK.probes, one probe per line:
@@ -11,6 +11,11 @@ from the C compiler. Deterministic for a given seed (random.Random(seed)).
 The distributions are skewed towards the corners of the API: empty vs absent
 lists, named ports that differ per pod, ranges, SCTP/UDP-only rules,
 ipBlocks around pod addresses with excepts, AND peers, policyTypes defaults.
+--family 6 (docs/ipv6.md "NetworkPolicy"): every pod is dual-stack
+(status.podIPs), the probes use IPv6 addresses, most ipBlocks are IPv6
+(prefixes /48../128 around pod IPv6 addresses or external ones, excepts
+inside) and the rest IPv4, which must match no IPv6 probe. The default
+family draws exactly the numbers it always drew (same scenarios per seed).
 """
 import argparse
 import ipaddress
@@ -30,6 +35,17 @@ PORT_NAMES = ["http", "metrics", "dns"]
 PORTS = [53, 79, 80, 81, 82, 443, 8080, 9090]
 PROTOS = ["TCP", "TCP", "TCP", "UDP", "UDP", "SCTP"]
 EXTERNAL = ["192.0.2.10", "198.51.100.7", "10.245.0.9"]
+EXTERNAL6 = ["2001:db8::10", "2001:db8:1::7", "fd00:10:245::9"]
+FAM = 4  # --family
+
+
+def pod_ip6(i):  # the lab's plan: the node's /64, the IPv4's host byte
+    return f"fd00:10:244:{i // 200}::{10 + i % 200}"
+
+
+def addr(pod):  # the address probed and blocks are built around
+    st = pod["status"]
+    return st["podIPs"][1]["ip"] if FAM == 6 else st["podIP"]
 
 
 def rand_labels(r, keys, pmin=0):
@@ -61,18 +77,21 @@ def rand_selector(r, keys, allow_absent=True):
 
 
 def rand_ipblock(r, pods):
-    ip = ipaddress.ip_address(r.choice(pods)["status"]["podIP"]) if pods and r.random() < 0.8 \
-        else ipaddress.ip_address(r.choice(EXTERNAL))
-    plen = r.choice([32, 30, 28, 24, 16, 8])
+    v6 = FAM == 6 and r.random() < 0.8  # IPv6 runs keep some IPv4 blocks
+    get = (lambda p: p["status"]["podIPs"][1]["ip"]) if v6 else (lambda p: p["status"]["podIP"])
+    ip = ipaddress.ip_address(get(r.choice(pods))) if pods and r.random() < 0.8 \
+        else ipaddress.ip_address(r.choice(EXTERNAL6 if v6 else EXTERNAL))
+    full = 128 if v6 else 32
+    plen = r.choice([128, 126, 120, 112, 64, 48] if v6 else [32, 30, 28, 24, 16, 8])
     net = ipaddress.ip_network(f"{ip}/{plen}", strict=False)
     b = {"cidr": str(net)}
-    if plen < 32 and r.random() < 0.5:
+    if plen < full and r.random() < 0.5:
         exc = []
         for _ in range(r.randint(1, 2)):
-            target = ipaddress.ip_address(r.choice(pods)["status"]["podIP"]) if pods else ip
+            target = ipaddress.ip_address(get(r.choice(pods))) if pods else ip
             if target not in net:
                 target = ip
-            elen = r.randint(plen + 1, 32)
+            elen = r.randint(plen + 1, full)
             exc.append(str(ipaddress.ip_network(f"{target}/{elen}", strict=False)))
         b["except"] = sorted(set(exc))
     return {"ipBlock": b}
@@ -175,7 +194,9 @@ def rand_pod(r, i, ns):
                          "labels": rand_labels(r, LABEL_KEYS)},
             "spec": {"nodeName": "node-a",
                      "containers": [{"name": "c", "image": "agnhost", "ports": ports}]},
-            "status": {"phase": "Running", "podIP": f"10.244.{i // 200}.{10 + i % 200}"}}
+            "status": {"phase": "Running", "podIP": f"10.244.{i // 200}.{10 + i % 200}",
+                       **({"podIPs": [{"ip": f"10.244.{i // 200}.{10 + i % 200}"},
+                                      {"ip": pod_ip6(i)}]} if FAM == 6 else {})}}
 
 
 def scenario(r, n_probes):
@@ -187,13 +208,14 @@ def scenario(r, n_probes):
     docs.extend(pods)
     docs.extend(rand_policy(r, i, pods) for i in range(r.randint(1, 5)))
     cluster = refeval.Cluster(docs)
-    ips = [p["status"]["podIP"] for p in pods]
+    ips = [addr(p) for p in pods]
+    ext = EXTERNAL6 if FAM == 6 else EXTERNAL
     probes = []
     for _ in range(n_probes):
         src = r.choice(ips)
-        dst = r.choice(ips + EXTERNAL) if r.random() < 0.9 else r.choice(EXTERNAL)
+        dst = r.choice(ips + ext) if r.random() < 0.9 else r.choice(ext)
         if r.random() < 0.1:
-            src, dst = r.choice(EXTERNAL), r.choice(ips)
+            src, dst = r.choice(ext), r.choice(ips)
         port = r.choice(PORTS + [r.randint(1, 65535)])
         proto = r.choice(["TCP", "TCP", "UDP", "SCTP"])
         ok = cluster.allowed(src, dst, port, proto)
@@ -207,7 +229,10 @@ def main():
     ap.add_argument("--scenarios", type=int, default=200)
     ap.add_argument("--probes", type=int, default=50)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--family", type=int, choices=[4, 6], default=4)
     a = ap.parse_args()
+    global FAM
+    FAM = a.family
     r = random.Random(a.seed)
     os.makedirs(a.out, exist_ok=True)
     for k in range(a.scenarios):

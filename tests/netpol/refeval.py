@@ -25,6 +25,9 @@ Semantics implemented (and nothing else):
     resolved against the destination pod's container ports (same protocol).
   * a pod may always reach itself; egress of the source AND ingress of the
     destination must both allow.
+  * a pod has an address of each family it lists in status.podIPs and is
+    the same peer by either; an ipBlock of one family contains no address
+    of the other (IPv4 cidr never matches an IPv6 address).
 Used as a library by gen_property.py and conformance.py, and as a CLI:
     refeval.py FILE... --probe SRC_IP DST_IP PORT PROTO
 """
@@ -63,7 +66,12 @@ class Pod:
         self.name = md["name"]
         self.ns = md.get("namespace", "default")
         self.labels = {k: str(v) for k, v in _labels(doc).items()}
-        self.ip = (doc.get("status") or {}).get("podIP")
+        status = doc.get("status") or {}
+        self.ip = status.get("podIP")
+        # every address of the pod (status.podIPs: one per family, the
+        # first is podIP); a pod is the same peer by either of them
+        self.ips = [x["ip"] for x in status.get("podIPs") or [] if x.get("ip")] or \
+            ([self.ip] if self.ip else [])
         self.ports = []  # (name, number, proto)
         for c in (doc.get("spec") or {}).get("containers") or []:
             for p in c.get("ports") or []:
@@ -115,7 +123,7 @@ class Cluster:
                 self.services.append(d)
         for o in self.pods + self.policies:
             self.ns_labels.setdefault(o.ns, {"kubernetes.io/metadata.name": o.ns})
-        self.by_ip = {p.ip: p for p in self.pods if p.ip}
+        self.by_ip = {ip: p for p in self.pods for ip in p.ips}
 
     @classmethod
     def from_files(cls, paths):

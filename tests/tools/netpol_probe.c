@@ -2,6 +2,8 @@
  *
  *   netpol_probe [--timeout-ms N] PROTO:IP:PORT[:LABEL]...
  *
+ * IP is IPv4, or IPv6 in brackets (tcp:[fd00::1]:80): an AF_INET6 socket.
+ *
  * PROTO tcp: connected within the timeout (a denied SYN is dropped, so a
  * denied probe times out; a refused one fails at once). PROTO udp: a
  * datagram sent from a connected socket gets any reply (the echo server
@@ -39,23 +41,29 @@ static long now_ms(void)
 
 static int start(struct probe *p)
 {
-	char buf[128], *proto, *ip, *port;
+	char buf[160], *proto, *ip, *port, *rest;
 	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+	int v6;
 
 	snprintf(buf, sizeof(buf), "%s", p->arg);
-	proto = strtok(buf, ":");
-	ip = strtok(NULL, ":");
-	port = strtok(NULL, ":");
-	if (!proto || !ip || !port || inet_pton(AF_INET, ip, &a.sin_addr) != 1)
+	proto = strtok_r(buf, ":", &rest);
+	v6 = rest && rest[0] == '[';
+	ip = v6 ? strtok_r(rest + 1, "]", &rest) : strtok_r(NULL, ":", &rest);
+	port = strtok_r(NULL, ":", &rest);
+	if (!proto || !ip || !port)
+		return -EINVAL;
+	if (v6 ? inet_pton(AF_INET6, ip, &a6.sin6_addr) != 1 : inet_pton(AF_INET, ip, &a.sin_addr) != 1)
 		return -EINVAL;
 	p->udp = strcmp(proto, "udp") == 0;
 	if (!p->udp && strcmp(proto, "tcp") != 0)
 		return -EINVAL;
-	a.sin_port = htons((uint16_t)atoi(port));
-	p->fd = socket(AF_INET, (p->udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK, 0);
+	a.sin_port = a6.sin6_port = htons((uint16_t)atoi(port));
+	p->fd = socket(v6 ? AF_INET6 : AF_INET, (p->udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK, 0);
 	if (p->fd < 0)
 		return -errno;
-	if (connect(p->fd, (struct sockaddr *)&a, sizeof(a)) && errno != EINPROGRESS) {
+	if ((v6 ? connect(p->fd, (struct sockaddr *)&a6, sizeof(a6)) :
+		  connect(p->fd, (struct sockaddr *)&a, sizeof(a))) && errno != EINPROGRESS) {
 		p->done = 1;	/* e.g. EPERM from an egress policy, ECONNREFUSED */
 		return 0;
 	}

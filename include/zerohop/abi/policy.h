@@ -14,6 +14,15 @@
  *	pol_pdrops	LRU_HASH struct pol_pdrop_key -> u64 packets per policy+reason
  *	pol_names	LRU_HASH u32 policy id -> struct pol_name
  *	pol_cgpod	HASH u64 cgroup id -> u32 pod IP (connect4: who connects)
+ *	pol_ipc6	ARRAY_OF_MAPS[2]: slot -> HASH 16-byte IPv6 -> struct pol_ipc_val
+ *	pol_cidr6	ARRAY_OF_MAPS[2]: slot -> LPM struct pol_cidr6_key -> u32 class
+ *	pol_sk6		SK_STORAGE struct pol_sk6: pol_sk for native IPv6 tuples
+ *	pol_ct6		LRU_HASH struct pol_ct6_key -> struct pol_ct_val
+ *
+ * IPv6 (docs/ipv6.md "NetworkPolicy"): the identities, rules and verdict
+ * logic are shared with IPv4; only the address-keyed tables have an IPv6
+ * twin (a pod's IPv6 maps to the same identity and flags as its IPv4; IPv6
+ * ipBlock prefixes get classes numbered after the IPv4 ones).
  *	pol_link_connect4, pol_link_sockops	bpf_links on the node cgroup
  *	pol_link_ingress, pol_link_egress	bpf_links on the node cgroup while
  *			some pod of the node is isolated (pol_load.c invariant 6)
@@ -130,6 +139,12 @@ struct pol_rule_key {
 	pol_u16 port;		/* destination port, network order */
 };
 
+/* IPv6 ipBlock prefix (LPM key: prefixlen 0..128, address network order). */
+struct pol_cidr6_key {
+	pol_u32 prefixlen;
+	pol_u8 ip[16];
+};
+
 struct pol_rule_val {
 	pol_u32 pol;		/* id of the (first) policy that allows */
 	pol_u32 pad;
@@ -176,6 +191,31 @@ struct pol_ct_val {
 	pol_u8 pad;
 };
 
+/* Per-socket state of a native IPv6 connection (pol_sk6): pol_sk with the
+ * whole peer address, in a map of its own so that an AF_INET6 socket that
+ * talks IPv4 (v4-mapped, pol_sk) and then native IPv6 never has one
+ * family's verdict read for the other's tuple. */
+struct pol_sk6 {
+	pol_u32 gen;
+	pol_u8 verdict;		/* enum pol_verdict */
+	pol_u8 orient;		/* enum pol_dir */
+	pol_u8 reason;		/* enum pol_drop_reason */
+	pol_u8 pad;
+	pol_u32 peer[4];	/* network order */
+	pol_u16 lport;		/* network order */
+	pol_u16 pport;
+};
+
+/* Flow table key for native IPv6 (pol_ct6), as struct pol_ct_key. */
+struct pol_ct6_key {
+	pol_u32 local[4];
+	pol_u32 peer[4];
+	pol_u16 lport;
+	pol_u16 pport;
+	pol_u8 proto;
+	pol_u8 pad[3];
+};
+
 struct pol_pdrop_key {
 	pol_u32 pol;		/* policy id */
 	pol_u32 reason;		/* enum pol_drop_reason */
@@ -194,5 +234,8 @@ _Static_assert(sizeof(struct pol_sk) == 16, "pol_sk");
 _Static_assert(sizeof(struct pol_ct_key) == 16, "pol_ct_key");
 _Static_assert(sizeof(struct pol_ct_val) == 8, "pol_ct_val");
 _Static_assert(sizeof(struct pol_pdrop_key) == 8, "pol_pdrop_key");
+_Static_assert(sizeof(struct pol_cidr6_key) == 20, "pol_cidr6_key");
+_Static_assert(sizeof(struct pol_sk6) == 28, "pol_sk6");
+_Static_assert(sizeof(struct pol_ct6_key) == 40, "pol_ct6_key");
 
 #endif

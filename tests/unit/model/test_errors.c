@@ -343,6 +343,13 @@ static const struct ecase cases[] = {
 	  "spec.egress[0].to[0].ipBlock.except[0]", "not strictly within cidr" },
 	{ "np except invalid", NPBLOCK("{cidr: 10.0.0.0/16, except: [10.0.0.5/24]}"), 0, 8,
 	  "spec.egress[0].to[0].ipBlock.except[0]", "host bits set" },
+	/* IPv6 ipBlocks (docs/ipv6.md "NetworkPolicy") */
+	{ "np v6 cidr host bits", NPBLOCK("{cidr: \"fd00::1/64\"}"), 0, 8,
+	  "spec.egress[0].to[0].ipBlock.cidr", "IPv6: no host bits may be set" },
+	{ "np v6 except outside", NPBLOCK("{cidr: \"fd00::/64\", except: [\"fd01::/72\"]}"), 0, 8,
+	  "spec.egress[0].to[0].ipBlock.except[0]", "not strictly within cidr" },
+	{ "np v6 except of IPv4", NPBLOCK("{cidr: \"fd00::/64\", except: [10.0.0.0/8]}"), 0, 8,
+	  "spec.egress[0].to[0].ipBlock.except[0]", "an IPv6 cidr takes IPv6 excepts" },
 	{ "np ipBlock with selector", NP "spec:\n  podSelector: {}\n  ingress:\n    - from:\n"
 	  "        - ipBlock: {cidr: 10.0.0.0/8}\n          podSelector: {}\n", 0, 8,
 	  "spec.ingress[0].from[0].ipBlock", "may not be combined" },
@@ -372,7 +379,8 @@ static const struct ecase cases[] = {
 	  "spec: {podCIDR: 10.0.0.0/16, serviceCIDR: 10.0.0.0/24}\n", 0, 3, "spec.serviceCIDR", "overlaps" },
 	{ "cluster IPv6 off", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
 	  "spec: {podCIDRs: [10.0.0.0/16, \"fd00:10::/56\"]}\n", 0, 3, "spec.podCIDRs[1]",
-	  "IPv6 is a preview (NetworkPolicy allows no IPv6 yet, L7 has no IPv6 path; ZEROHOP_IPV6_PREVIEW=1" },
+	  "IPv6 is a preview (L7 Services, TrafficSplit and HTTPRoute have no IPv6 path; "
+	  "ZEROHOP_IPV6_PREVIEW=1" },
 	{ "cluster dup node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [a, b, a]\n",
 	  0, 4, "spec.nodes[2]", "duplicate node name" },
 	{ "cluster bad node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [{name: A}]\n",

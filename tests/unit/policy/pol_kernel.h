@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
 #include <netinet/in.h>
@@ -25,6 +26,21 @@ static enum md_proto proto_of(const char *s)
 {
 	return strcmp(s, "UDP") == 0 ? MD_PROTO_UDP : strcmp(s, "SCTP") == 0 ? MD_PROTO_SCTP :
 									 MD_PROTO_TCP;
+}
+
+/* The first bytes of a TCP SYN / UDP / SCTP header. */
+static void fill_l4(uint8_t *l4, uint16_t sport, uint16_t dport, enum md_proto proto)
+{
+	((uint16_t *)l4)[0] = htons(sport);
+	((uint16_t *)l4)[1] = htons(dport);
+	if (proto == MD_PROTO_TCP) {
+		struct tcphdr *t = (struct tcphdr *)l4;
+
+		t->doff = 5;
+		t->syn = 1;
+	} else if (proto == MD_PROTO_UDP) {
+		((struct udphdr *)l4)->len = htons(8);
+	}
 }
 
 /* Ethernet + IPv4 + first bytes of TCP (SYN) / UDP / SCTP. */
@@ -46,17 +62,30 @@ static size_t build_pkt(uint8_t *buf, uint32_t src, uint32_t dst, uint16_t sport
 		       proto == MD_PROTO_UDP ? IPPROTO_UDP : IPPROTO_SCTP;
 	ip->saddr = src;
 	ip->daddr = dst;
-	((uint16_t *)l4)[0] = htons(sport);
-	((uint16_t *)l4)[1] = htons(dport);
-	if (proto == MD_PROTO_TCP) {
-		struct tcphdr *t = (struct tcphdr *)l4;
-
-		t->doff = 5;
-		t->syn = 1;
-	} else if (proto == MD_PROTO_UDP) {
-		((struct udphdr *)l4)->len = htons(8);
-	}
+	fill_l4(l4, sport, dport, proto);
 	return 14 + 20 + l4len;
+}
+
+/* The same over native IPv6 (addresses 16 bytes, network order). */
+static size_t build_pkt6(uint8_t *buf, const uint8_t *src, const uint8_t *dst, uint16_t sport,
+			 uint16_t dport, enum md_proto proto)
+{
+	struct ethhdr *eth = (struct ethhdr *)buf;
+	struct ipv6hdr *ip = (struct ipv6hdr *)(eth + 1);
+	uint8_t *l4 = (uint8_t *)(ip + 1);
+	size_t l4len = proto == MD_PROTO_TCP ? 20 : proto == MD_PROTO_UDP ? 8 : 12;
+
+	memset(buf, 0, 14 + 40 + 20);
+	eth->h_proto = htons(ETH_P_IPV6);
+	ip->version = 6;
+	ip->hop_limit = 64;
+	ip->payload_len = htons((uint16_t)l4len);
+	ip->nexthdr = proto == MD_PROTO_TCP ? IPPROTO_TCP :
+		      proto == MD_PROTO_UDP ? IPPROTO_UDP : IPPROTO_SCTP;
+	memcpy(&ip->saddr, src, 16);
+	memcpy(&ip->daddr, dst, 16);
+	fill_l4(l4, sport, dport, proto);
+	return 14 + 40 + l4len;
 }
 
 static int run(int prog, uint8_t *pkt, size_t len, int *retval)
@@ -76,13 +105,19 @@ static void flush_ct(const char *pin)
 	struct pol_ct_key k;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/pol_ct", pin);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	while (bpf_map_get_next_key(fd, NULL, &k) == 0)
-		bpf_map_delete_elem(fd, &k);
-	close(fd);
+	struct pol_ct6_key k6;
+
+	for (int i = 0; i < 2; i++) {	/* pol_ct, then its IPv6 twin pol_ct6 */
+		void *key = i ? (void *)&k6 : (void *)&k;
+
+		snprintf(path, sizeof(path), "%s/%s", pin, i ? "pol_ct6" : "pol_ct");
+		fd = bpf_obj_get(path);
+		if (fd < 0)
+			continue;
+		while (bpf_map_get_next_key(fd, NULL, key) == 0)
+			bpf_map_delete_elem(fd, key);
+		close(fd);
+	}
 }
 
 struct pk_result {
@@ -95,7 +130,7 @@ struct pk_result {
 static inline int pk_run_scenario(struct pol *p, const char *pin, const char *yaml,
 				  const char *probes, const char *label, struct pk_result *r)
 {
-	uint32_t pktbuf[32];	/* IP header 4-aligned after the 14-byte Ethernet header */
+	uint32_t pktbuf[40];	/* IP header 4-aligned after the 14-byte Ethernet header */
 	uint8_t *pkt = (uint8_t *)pktbuf + 2;
 	char line[256], ebuf[800];
 	struct md_state *st = md_state_new();
@@ -119,19 +154,27 @@ static inline int pk_run_scenario(struct pol *p, const char *pin, const char *ya
 	flush_ct(pin);
 	f = fopen(probes, "r");
 	while (f && fgets(line, sizeof(line), f)) {
-		char src[32], dst[32], proto[8], want[8];
+		char src[64], dst[64], proto[8], want[8];
 		unsigned port;
 		uint32_t s, d, reason, pid;
+		uint8_t s6[16], d6[16];
 		int rv_e = 0, rv_i = 0;
 		bool got, ev;
 		size_t len;
 
-		if (sscanf(line, "%31s %31s %u %7s %7s", src, dst, &port, proto, want) != 5)
+		if (sscanf(line, "%63s %63s %u %7s %7s", src, dst, &port, proto, want) != 5)
 			continue;
-		inet_pton(AF_INET, src, &s);
-		inet_pton(AF_INET, dst, &d);
-		len = build_pkt(pkt, s, d, (uint16_t)(20000 + probe++), (uint16_t)port,
-				proto_of(proto));
+		if (strchr(src, ':')) {	/* native IPv6 (docs/ipv6.md "NetworkPolicy") */
+			inet_pton(AF_INET6, src, s6);
+			inet_pton(AF_INET6, dst, d6);
+			len = build_pkt6(pkt, s6, d6, (uint16_t)(20000 + probe++), (uint16_t)port,
+					 proto_of(proto));
+		} else {
+			inet_pton(AF_INET, src, &s);
+			inet_pton(AF_INET, dst, &d);
+			len = build_pkt(pkt, s, d, (uint16_t)(20000 + probe++), (uint16_t)port,
+					proto_of(proto));
+		}
 		if (run(pol_prog_fd(p, POL_DIR_EGRESS), pkt, len, &rv_e) ||
 		    run(pol_prog_fd(p, POL_DIR_INGRESS), pkt, len, &rv_i)) {
 			if (r->errors++ < 3)
@@ -139,7 +182,9 @@ static inline int pk_run_scenario(struct pol *p, const char *pin, const char *ya
 			continue;
 		}
 		got = rv_e == 1 && rv_i == 1;
-		ev = pol_eval(c, s, d, (uint16_t)port, proto_of(proto), &reason, &pid);
+		ev = strchr(src, ':') ?
+			pol_eval6(c, s6, d6, (uint16_t)port, proto_of(proto), &reason, &pid) :
+			pol_eval(c, s, d, (uint16_t)port, proto_of(proto), &reason, &pid);
 		r->cases++;
 		r->allows += got;
 		if (got != (strcmp(want, "allow") == 0) && r->bad_ref++ < 10)
