@@ -13,6 +13,7 @@ pkgs=(
 	podman runc containernetworking-plugins busybox-static buildah
 	etcd-server etcd-client time bc
 	prometheus tmux chromium
+	tcpdump tshark
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -148,6 +148,47 @@ int id_renew_tick(struct id_renew *r, const struct md_state *st);
  * timeout the agent uses), at most ID_RENEW_POLL_MS. */
 int id_renew_timeout_ms(const struct id_renew *r);
 
+/* ---- TLS with SVIDs, for the HBONE tunnel (tls.c) -----------------------
+ *
+ *  I8 Both ends of a tunnel: TLS 1.3 only, ALPN "h2" (HTTP/2 CONNECT), a
+ *     peer certificate required and verified against the node's bundle.pem
+ *     (read when the context is made: a context is made per SVID renewal),
+ *     the peer's identity is its URI SAN (I3). A client that names the
+ *     identity it expects (the destination workload's) refuses any other
+ *     during the handshake, before a byte of the connection is sent.
+ *  I9 Every refusal has a one-line reason for the log and the denial
+ *     counters ("certificate has expired", "unable to get local issuer
+ *     certificate", "peer did not return a certificate", "peer is X, not
+ *     the expected Y"); never key material. */
+#define ID_TLS_ALPN "h2"
+
+struct ssl_ctx_st;
+struct ssl_st;
+
+/* A TLS context presenting the SVID of pod NS/NAME from svid_dir (its .crt
+ * and .key, bundle.pem as the trust store). NULL with the reason in err. The
+ * caller frees it with SSL_CTX_free(). */
+struct ssl_ctx_st *id_tls_ctx(const char *svid_dir, const char *ns, const char *name,
+			      bool server, struct id_err *err);
+
+/* A server context that presents the SVID of the pod the client names in
+ * SNI as "POD.NS" (the destination workload's identity, as ztunnel
+ * presents the destination's), loaded from svid_dir at each handshake so
+ * renewed SVIDs are used at once; no SNI, or no SVID for that pod on this
+ * node: the handshake is refused. NULL with the reason in err. */
+struct ssl_ctx_st *id_tls_ctx_sni(const char *svid_dir, struct id_err *err);
+
+/* Client side, before the handshake: refuse a server whose identity is not
+ * spiffe (copied). 0 or -ENOMEM. */
+int id_tls_expect(struct ssl_st *ssl, const char *spiffe);
+
+/* After the handshake: the peer's SPIFFE ID into buf; -ENOKEY when it has
+ * none (never after a handshake that succeeded). */
+int id_tls_peer(struct ssl_st *ssl, char *buf, size_t len);
+
+/* Why the handshake failed (I9), into buf; returns buf. */
+const char *id_tls_reason(struct ssl_st *ssl, char *buf, size_t len);
+
 /* What a certificate file says, for `get certs` and `get identities`. */
 struct id_cert_info {
 	char uri[256];		/* the URI SAN ("" for a CA) */

@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 
 #include "zerohop/cli.h"
+#include "zerohop/hbone.h"
+#include "zerohop/identity.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
@@ -35,7 +37,11 @@ static void px_usage(FILE *f)
 		"  --drain-timeout DUR      SIGTERM: finish in-flight requests, then exit (15s)\n"
 		"  --busy-poll DUR          poll this long (e.g. 50us) before sleeping: lower\n"
 		"                           latency for CPU (0, off; default from the\n"
-		"                           environment ZEROHOP_PROXY_BUSY_POLL, else 0)\n");
+		"                           environment ZEROHOP_PROXY_BUSY_POLL, else 0)\n"
+		"  --hbone                  capture mode: also serve HBONE (mTLS tunnel) on\n"
+		"                           NODE_IP:15008, off by default (work in progress,\n"
+		"                           docs/mtls.md); also ZH_PROXY_HBONE=1\n"
+		"  --svid-dir DIR           the node's SVIDs for --hbone (the lab's naming)\n");
 }
 
 static int px_size_opt(const char *name, const char *v, size_t *out)
@@ -107,13 +113,17 @@ int cli_proxy(int argc, char **argv)
 		{ "cgroup", required_argument, NULL, 11 },
 		{ "pin-dir", required_argument, NULL, 12 },
 		{ "node-ip", required_argument, NULL, 13 },
+		{ "hbone", no_argument, NULL, 14 },
+		{ "svid-dir", required_argument, NULL, 15 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct px_config cfg = { .capture_fd = -1 };
 	struct px_capture cap = { 0 };
 	const char *node = NULL, *lab = NULL, *cgroup = NULL, *pin_dir = NULL, *node_ip = NULL;
-	char state[512], listen[64];
+	const char *svid_opt = NULL, *hb_env = getenv("ZH_PROXY_HBONE");
+	bool hbone = hb_env && !strcmp(hb_env, "1"), hbone_flag = false;
+	char state[512], listen[64], hb_listen[64], svid_dir[300];
 	struct rlimit rl;
 	int c, rc;
 
@@ -145,6 +155,8 @@ int cli_proxy(int argc, char **argv)
 		case 11: cgroup = optarg; break;
 		case 12: pin_dir = optarg; break;
 		case 13: node_ip = optarg; break;
+		case 14: hbone = hbone_flag = true; break;
+		case 15: svid_opt = optarg; break;
 		case 8: {
 			size_t v;
 
@@ -167,6 +179,18 @@ int cli_proxy(int argc, char **argv)
 	}
 	if (!cfg.state_dir && !cfg.n_files) {
 		fprintf(stderr, "zerohop proxy: routes come from --state DIR, --lab LAB or -f FILE\n");
+		goto bad;
+	}
+	if (hb_env && strcmp(hb_env, "1") && strcmp(hb_env, "0") && *hb_env) {
+		fprintf(stderr, "zerohop proxy: ZH_PROXY_HBONE=%s: want 1 (on) or 0 (off)\n", hb_env);
+		goto bad;
+	}
+	if (svid_opt && !hbone) {
+		fprintf(stderr, "zerohop proxy: --svid-dir is for --hbone\n");
+		goto bad;
+	}
+	if ((hbone_flag || svid_opt) && cfg.service) {
+		fprintf(stderr, "zerohop proxy: --hbone is for capture mode (--node, no --service)\n");
 		goto bad;
 	}
 	if (!cfg.service && !node) {
@@ -235,6 +259,19 @@ int cli_proxy(int argc, char **argv)
 			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
 			snprintf(listen, sizeof(listen), "%s:%d", ip, PX_OUTBOUND_PORT);
 			cfg.listen = listen;
+		}
+		if (hbone) {	/* WIP HBONE server, opt-in: docs/mtls.md */
+			char ip[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
+			snprintf(hb_listen, sizeof(hb_listen), "%s:%d", ip, HB_PORT);
+			if (svid_opt)
+				snprintf(svid_dir, sizeof(svid_dir), "%s", svid_opt);
+			else
+				id_svid_dir(svid_dir, sizeof(svid_dir), zh_lab_name(lab), node);
+			cfg.hbone_listen = hb_listen;
+			cfg.svid_dir = svid_dir;
+			cfg.node = node;
 		}
 	}
 	rc = px_serve(&cfg);

@@ -264,8 +264,13 @@ struct px_up_ops {
 	void (*slot)(struct px_stream *st, struct px_up *u, int host, int rc);
 };
 
+struct hb_server;
+int px_hbone_open(struct px_server *s);	/* hbone_px.c */
+void px_hbone_render(const struct px_server *s, struct buf *b);	/* its metrics */
+
 struct px_server {
 	const struct px_config *cfg;	/* the options it was started with */
+	struct hb_server *hbone;	/* NULL: no HBONE listener */
 	const struct px_up_ops *up_ops;	/* stream.c's px_stream_up_ops */
 	struct ev_loop *loop;
 	int lfd, sfd, stats_fd, watch_fd, cap_fd;

@@ -28,6 +28,7 @@
 
 #include "zerohop/buf.h"
 #include "zerohop/ev.h"
+#include "zerohop/hbone.h"
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
@@ -343,6 +344,8 @@ int px_serve(const struct px_config *cfg)
 		}
 		ev_add(s.loop, s.stats_fd, EV_READ, px_stats_accept_cb, &s);
 	}
+	if (cfg->hbone_listen && (rc = px_hbone_open(&s)))	/* opt-in: docs/mtls.md */
+		goto out;
 	if (s.ss) {
 		s.watch_fd = ss_watch_fd(s.ss);
 		if (s.watch_fd >= 0)
@@ -375,6 +378,7 @@ out:
 	 * connection's stream is logged and counted, its upstream closed */
 	while (s.conns)
 		px_conn_close(s.conns);
+	hb_server_close(s.hbone);
 	px_pool_close_all(&s);
 	px_h2up_close_all(&s);
 	if (s.loop)

@@ -605,6 +605,7 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
 		   (unsigned long long)s->n_h2_resets_rx);
+	px_hbone_render(s, b);	/* the HBONE server's, when on */
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"
 		   "zerohop_proxy_policy_denied_total{direction=\"egress\"} %llu\n"

@@ -30,6 +30,9 @@ pod srv node-b web >>"$TMP/app.yaml"
 ok $? "lab up: client on node-a, srv (ServiceAccount web) on node-b" ||
 	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
 ok $([ ! -e "$A/default_client.crt" ]; echo $?) "no CA yet: no SVID, no error"
+# The WIP HBONE server is opt-in (ZH_PROXY_HBONE=1, docs/mtls.md; 88-hbone-server.t)
+ok $(lab_listening "$LAB-node-b" 15001 && ! lab_listening "$LAB-node-b" 15008; echo $?) \
+	"node proxies up, none serves HBONE (15008) by default"
 
 serial() { openssl x509 -in "$1" -noout -serial 2>/dev/null; }
 san() { openssl x509 -in "$1" -noout -ext subjectAltName 2>/dev/null | tail -n 1 | tr -d ' '; }

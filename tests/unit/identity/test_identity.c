@@ -15,6 +15,7 @@
 #include <openssl/x509v3.h>
 
 #include "tap.h"
+#include "id_fixture.h"
 #include "zerohop/identity.h"
 #include "zerohop/state.h"
 
@@ -41,22 +42,7 @@ static const char *pods_yaml(const char *sa_of_a, bool with_c)
 /* Apply yaml to the state dir and load it. */
 static struct md_state *state(const char *yaml)
 {
-	char path[400], *paths[1] = { path };
-	struct md_state *st = NULL;
-	struct md_err err = {};
-	struct ss *s;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/app.yaml", root);
-	f = fopen(path, "w");
-	fputs(yaml, f);
-	fclose(f);
-	if (ss_open(sdir, &s))
-		return NULL;
-	if (ss_apply(s, paths, 1, &err) || ss_load(s, &st, &err))
-		diag("state: %s", err.msg);
-	ss_close(s);
-	return st;
+	return id_fixture_state(root, sdir, yaml);
 }
 
 static mode_t mode_of(const char *dir, const char *file)

@@ -1,0 +1,70 @@
+/* hbone.h — the HBONE tunnel's server side (prefix hb_): HTTP/2 CONNECT
+ * over mutual TLS 1.3, as Istio ambient's ztunnel on port 15008
+ * (docs/mtls.md). WORK IN PROGRESS: the server, which the node proxy runs
+ * on NODE_IP:15008 when asked (`zerohop proxy --hbone`, ZH_PROXY_HBONE=1;
+ * off by default; src/proxy/hbone_px.c decides each CONNECT); no client
+ * side yet.
+ *
+ * One listener on a caller's event loop (ev.h). Per accepted connection:
+ *   HANDSHAKE ── TLS 1.3 done, ALPN h2, peer SVID verified (identity.h I8) ──► H2
+ *       │                                                                  │
+ *       └── refused: hb_stats.tls_refused++, reason logged (I9) ──► closed   │
+ *   H2: each CONNECT stream (":authority" = original destination IP:PORT)
+ *       is authorized (opts.authorize with the peer's SPIFFE ID), then
+ *       connected; 200 once connected, 403 when denied (counted with the
+ *       reason), 503 when the connect fails; bytes both ways until either
+ *       side ends (END_STREAM <-> shutdown(SHUT_WR)).
+ *
+ * Invariants:
+ *  H1 No byte reaches a destination before its stream was authorized for
+ *     the peer's verified identity.
+ *  H2 Flow control end to end: a stream's window is given back only as
+ *     its bytes are written to the destination (no unbounded buffering);
+ *     the destination is read only while the stream's send buffer is
+ *     below HB_HIGH.
+ *  H3 Everything a connection owns (streams, their sockets, SSL, session)
+ *     is freed when it closes, whichever side closes first.
+ *  H4 A connection that has not finished its TLS handshake (and ALPN h2)
+ *     within handshake_ms of its accept is closed and counted as refused,
+ *     so a peer cannot hold connections open without authenticating.
+ */
+#ifndef ZH_HBONE_H
+#define ZH_HBONE_H
+
+#include <stdint.h>
+
+#define HB_PORT 15008	/* Istio's HBONE port */
+#define HB_HIGH 65536	/* per-stream buffer high watermark */
+#define HB_HANDSHAKE_MS 10000	/* H4 default */
+
+struct ev_loop;
+struct hb_server;
+
+/* NULL: allow; else the reason (logged, counted). peer is the verified
+ * SPIFFE ID, sni the "POD.NS" whose SVID the server presented (NULL with a
+ * fixed ns/pod); dst_ip network order, dst_port host order. */
+typedef const char *hb_authorize_fn(void *arg, const char *peer, const char *sni,
+				    uint32_t dst_ip, uint16_t dst_port);
+
+struct hb_opts {
+	struct ev_loop *loop;
+	const char *listen;		/* "IP:PORT" (PORT 0: ephemeral) */
+	const char *svid_dir;		/* the node's SVIDs (identity.h) */
+	const char *ns, *pod;		/* whose SVID the server presents; NULL:
+					 * the pod named by SNI (id_tls_ctx_sni) */
+	hb_authorize_fn *authorize;
+	void *arg;
+	int handshake_ms;		/* H4; <= 0: HB_HANDSHAKE_MS */
+};
+
+struct hb_stats {
+	uint64_t conns, tls_refused, streams, denied, connect_failed, bytes_up, bytes_down;
+};
+
+/* Listen and serve on o->loop. 0 or -errno (err: a line). */
+int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, size_t errlen);
+int hb_server_port(const struct hb_server *s);	/* the bound port */
+const struct hb_stats *hb_server_stats(const struct hb_server *s);
+void hb_server_close(struct hb_server *s);	/* closes every connection */
+
+#endif

@@ -1,0 +1,163 @@
+/* hbone_px.c — the node proxy's HBONE listener (hbone.h) and its decision
+ * for each CONNECT (docs/mtls.md), WIP: the destination must be a pod of
+ * this node whose SVID the server presented (SNI), not under DISABLE, and
+ * allowed by AuthorizationPolicy for the peer's principal (md_authz_check).
+ * Each denial is logged by hbone.c with the reason returned here.
+ *
+ * NetworkPolicy, fail-closed: the tunnel does not carry the client's pod,
+ * and the connect to the destination comes from this node, which ingress
+ * admits; so a destination that a NetworkPolicy isolates for ingress is
+ * reached only through a rule open to every source on that port. */
+#include <arpa/inet.h>
+
+#include "zerohop/hbone.h"
+#include "px_int.h"
+
+static const struct md_pod *local_pod(const struct md_state *st, const char *node, uint32_t ip)
+{
+	for (int i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (p->ip == ip && p->spec.node_name && !strcmp(p->spec.node_name, node))
+			return p;
+	}
+	return NULL;
+}
+
+/* Denials by reason, for the proxy's metrics (one server per process). */
+enum { HB_NO_STATE, HB_NOT_LOCAL, HB_IDENTITY, HB_MTLS_DISABLE, HB_NETPOL, HB_AUTHZ, HB_N };
+static const char *const hb_reason_label[HB_N] = {
+	"no_state", "not_local_pod", "identity_mismatch", "mtls_disable", "network_policy",
+	"authorization_policy",
+};
+static uint64_t hb_denied[HB_N];
+
+static const char *deny(int reason, const char *why)
+{
+	hb_denied[reason]++;
+	return why;
+}
+
+/* A rule of an ingress policy that admits any source on TCP port. */
+static bool np_rule_open(const struct md_np_rule *r, uint16_t port)
+{
+	if (r->n_peers)
+		return false;
+	if (!r->n_ports)
+		return true;
+	for (int i = 0; i < r->n_ports; i++) {
+		const struct md_np_port *p = &r->ports[i];
+
+		if (p->proto != MD_PROTO_TCP)
+			continue;
+		if (!p->port.present)
+			return true;
+		if (!p->port.name && (p->port.num == port ||
+				      (p->end_port && p->port.num <= port && port <= p->end_port)))
+			return true;	/* a named port is not resolved here: closed */
+	}
+	return false;
+}
+
+/* NULL when no NetworkPolicy isolates pod p for ingress, or one of those
+ * that do has a rule open to all on port; else the first isolating one. */
+static const struct md_netpol *np_isolates(const struct md_state *st, const struct md_pod *p,
+					   uint16_t port)
+{
+	const struct md_netpol *first = NULL;
+
+	for (int i = 0; i < st->n_netpols; i++) {
+		const struct md_netpol *np = &st->netpols[i];
+
+		if (!np->type_ingress || strcmp(np->meta.ns, p->meta.ns) ||
+		    !md_selector_matches(&np->pod_sel, &p->meta.labels))
+			continue;
+		for (int j = 0; j < np->n_ingress; j++)
+			if (np_rule_open(&np->ingress[j], port))
+				return NULL;
+		if (!first)
+			first = np;
+	}
+	return first;
+}
+
+static const char *authorize(void *arg, const char *peer, const char *sni, uint32_t ip,
+			     uint16_t port)
+{
+	static char why[400];	/* one loop, one call at a time */
+	struct px_server *s = arg;
+	const struct md_state *st = s->tbl ? px_table_state(s->tbl) : NULL;
+	const struct md_authzpol *pol = NULL;
+	const struct md_netpol *np;
+	const struct md_pod *p;
+	const char *r;
+	char want[600];
+
+	if (!st)
+		return deny(HB_NO_STATE, "no state loaded yet");
+	p = local_pod(st, s->cfg->node, ip);
+	if (!p)
+		return deny(HB_NOT_LOCAL, "destination is not a pod of this node");
+	snprintf(want, sizeof(want), "%s.%s", p->meta.name, p->meta.ns);
+	if (!sni || strcmp(sni, want))
+		return deny(HB_IDENTITY, "destination is not the workload whose identity was presented");
+	if (md_mtls_mode_of(st, p, port) == MD_MTLS_DISABLE)
+		return deny(HB_MTLS_DISABLE, "destination's PeerAuthentication mode is DISABLE");
+	np = np_isolates(st, p, port);
+	if (np) {
+		snprintf(why, sizeof(why), "NetworkPolicy %s/%s isolates the destination and the "
+			 "tunnel does not carry the client's pod yet", np->meta.ns, np->meta.name);
+		return deny(HB_NETPOL, why);
+	}
+	if (!strncmp(peer, "spiffe://", 9))
+		peer += 9;	/* Istio's principals have no scheme */
+	r = md_authz_check(st, p, port, peer, &pol);
+	if (!r)
+		return NULL;
+	snprintf(why, sizeof(why), "%s (AuthorizationPolicy %s/%s)", r,
+		 pol ? pol->meta.ns : "-", pol ? pol->meta.name : "-");
+	return deny(HB_AUTHZ, why);
+}
+
+int px_hbone_open(struct px_server *s)
+{
+	struct hb_opts o = { .loop = s->loop, .listen = s->cfg->hbone_listen,
+			     .svid_dir = s->cfg->svid_dir, .authorize = authorize, .arg = s };
+	char err[300];
+	int rc = hb_server_open(&o, &s->hbone, err, sizeof(err));
+
+	if (rc)
+		zh_err("proxy: %s", err);
+	else
+		zh_info("proxy: HBONE on %s (SVIDs in %s)", s->cfg->hbone_listen, s->cfg->svid_dir);
+	return rc;
+}
+
+/* The HBONE server's counters in the proxy's Prometheus text (stats.c);
+ * nothing when it is off. Denials by reason (docs/mtls.md). */
+void px_hbone_render(const struct px_server *s, struct buf *b)
+{
+	const struct hb_stats *st;
+
+	if (!s->hbone)
+		return;
+	st = hb_server_stats(s->hbone);
+	buf_printf(b, "# TYPE zerohop_proxy_hbone_connections_total counter\n"
+		   "zerohop_proxy_hbone_connections_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_tls_refused_total counter\n"
+		   "zerohop_proxy_hbone_tls_refused_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_streams_total counter\n"
+		   "zerohop_proxy_hbone_streams_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_connect_failed_total counter\n"
+		   "zerohop_proxy_hbone_connect_failed_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_bytes_total counter\n"
+		   "zerohop_proxy_hbone_bytes_total{direction=\"to_pod\"} %llu\n"
+		   "zerohop_proxy_hbone_bytes_total{direction=\"from_pod\"} %llu\n"
+		   "# TYPE zerohop_proxy_hbone_denied_total counter\n",
+		   (unsigned long long)st->conns, (unsigned long long)st->tls_refused,
+		   (unsigned long long)st->streams, (unsigned long long)st->connect_failed,
+		   (unsigned long long)st->bytes_up, (unsigned long long)st->bytes_down);
+	for (int i = 0; i < HB_N; i++)
+		buf_printf(b, "zerohop_proxy_hbone_denied_total{reason=\"%s\"} %llu\n",
+			   hb_reason_label[i], (unsigned long long)hb_denied[i]);
+}
