@@ -39,18 +39,11 @@ YAML
 	m_svc web-a "name: web-a" "http=80:http"
 	m_svc web-b "name: web-b" "http=80:http"
 	m_svc web-c "name: web-c" "http=80:http"
-	cat <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web-split}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web-split web <<YAML
     - backendRefs:
         - {name: web-a, port: 80, weight: 1}
         - {name: web-b, port: 80, weight: 2}
         - {name: web-c, port: 80, weight: 3}
----
 YAML
 	m_who blue node-a "app: bg, color: blue"
 	m_who green node-b "app: bg, color: green"

@@ -49,14 +49,7 @@ svc() {	# NAME CLUSTERIP SELECTOR [ANNOTATIONS]
 	svc plain 10.96.0.73 "version: v1"
 	svc ann 10.96.0.74 "version: v2" 'zerohop.io/l7: "true"'
 	svc ann-split 10.96.0.75 "app: web" 'zerohop.io/l7: "true"'
-	cat <<'YAML'
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web web <<'YAML'
   - matches: [{path: {type: PathPrefix, value: /v2}}]
     backendRefs: [{name: web-v2, port: 80}]
   - matches: [{headers: [{name: x-version, value: canary}]}]
@@ -64,7 +57,8 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /split}}]
     backendRefs: [{name: web-v1, port: 80, weight: 1}, {name: web-v2, port: 80, weight: 3}]
   - backendRefs: [{name: web-v1, port: 80}]
----
+YAML
+	cat <<'YAML'
 apiVersion: split.smi-spec.io/v1alpha2
 kind: TrafficSplit
 metadata: {name: ann-split}

@@ -10,22 +10,30 @@
 #		without BASE no block is picked (B, P, S unset)
 #	P, S	B and B+9 (the proxy's listen and stats ports by convention)
 #	TOOLS	the helper programs ($ZH_TOOLS, else build/tests/tools)
+#	HTTP_BACKEND	tests/tools/http_backend.py (slow, failing, logging or
+#		hung HTTP/1.1 backends; run with $PY)
 #	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
 #	PIDS	an array: append the PID of every background process started
 # and traps EXIT to kill (signal $LOOPBACK_SIG, default TERM) and reap PIDS,
 # then remove TMP (kept when $KEEP is set, for a look after a failure).
 #
+# manifests.sh is sourced too (m_route for HTTPRoutes).
+#
 # Manifests for a proxy whose backends are processes on loopback (runtime
 # Pods with status podIP 127.0.0.1, Running, on node-a), each printed after
 # a `---` line:
 #	loopback_tools TOOL...		skip unless each TOOL is built in $TOOLS
-#	lb_pod NAME APP [PORT]		Pod labelled app=APP; PORT: a container
-#					port named http
+#	lb_pod NAME APP [PORT [NS [IP]]]	Pod labelled app=APP; PORT ("" for
+#					none): a container port named http; NS
+#					(default "default"), IP (default
+#					127.0.0.1): its namespace and podIP
 #	lb_svc NAME APP TARGETPORT	Service app=APP, port 80 -> TARGETPORT
 # backends and a readiness check for wait_until:
 #	lb_echo NAME K			`zerohop echo` named NAME on 127.0.0.1:B+K
 #					(stderr in $TMP/echoK.err; PID in PIDS)
 #	lb_http_up PORT...		every http://127.0.0.1:PORT/ answers
+source "$(dirname "${BASH_SOURCE[0]}")/manifests.sh"
+
 loopback_setup() {
 	local tag=$1 base=$2 span=$3 i mul
 	command -v curl >/dev/null || skip_all "curl missing (make deps)"
@@ -41,6 +49,7 @@ loopback_setup() {
 		S=$((B + 9))
 	fi
 	TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
+	HTTP_BACKEND=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools" && pwd)/http_backend.py
 	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
 	PIDS=()
 	trap loopback_cleanup EXIT
@@ -54,13 +63,14 @@ loopback_cleanup() {
 }
 
 lb_pod() {
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {app: %s}}\n' \
+		"$1" "${4:-default}" "$2"
 	if [ -n "$3" ]; then
 		printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$3"
 	else
 		printf 'spec: {nodeName: node-a, containers: [{name: c}]}\n'
 	fi
-	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
+	printf 'status: {podIP: %s, phase: Running}\n' "${5:-127.0.0.1}"
 }
 
 lb_svc() {

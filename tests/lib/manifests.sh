@@ -111,3 +111,24 @@ m_who() {
 m_idle() {
 	m_pod "$1" "$2" "app: $1" "$(m_ctr c "" sleep 100000)"
 }
+
+# m_route NAME PARENT [ANNOTATIONS [PORT]] <<RULES
+#	a Gateway API HTTPRoute attached to Service PARENT port PORT (default
+#	80); its rules are read from stdin as YAML list items ("  - matches:
+#	...", indented under `rules:`); ANNOTATIONS "k: v, ...". Printed
+#	between two `---` lines, so it also follows loopback.sh's lb_*
+#	objects, which put theirs first (an empty document is allowed).
+m_route() {
+	local name=$1 parent=$2 ann=$3 port=${4:-80}
+	cat <<YAML
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: $name${ann:+, annotations: {$ann\}}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: $parent, port: $port}]
+  rules:
+YAML
+	cat
+	echo ---
+}
