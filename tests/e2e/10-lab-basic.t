@@ -177,7 +177,7 @@ ok $? "... saying it is already up"
 
 # Everything this lab made, to check it is gone after down.
 "$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
-PIDS="$(J '.supervisorPid') $(J '.pods[].pid')"
+LAB_PIDS="$(J '.supervisorPid') $(J '.pods[].pid')"
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 "$ZH" lab down --lab $LAB >/dev/null
 ok $? "lab down"
@@ -192,7 +192,7 @@ ok $? "no BPF pin dir left"
 grep -q "/run/zerohop/$LAB\|/run/netns/$LAB-" /proc/self/mountinfo
 ok $((! $?)) "no mount of the lab left"
 alive=""
-for p in $PIDS; do
+for p in $LAB_PIDS; do
 	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
 	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
 done

@@ -253,11 +253,11 @@ grep -q "registered again" "/run/zerohop/$LAB/nodes/node-a/proxy.log" 2>/dev/nul
 ok $? "  the proxy logged that it registered on the new maps"
 
 # ---- lab down leaves nothing --------------------------------------------------------
-PIDS="$P1 $(lab_proxy_pid node-b)"
+PX_PIDS="$P1 $(lab_proxy_pid node-b)"
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
 ok $? "lab down"
 alive=
-for p in $PIDS; do
+for p in $PX_PIDS; do
 	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
 	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
 done
