@@ -11,8 +11,9 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t10 curl
 
 # The echo server is `zerohop echo`, through its well-known image.
-ECHO='image: mendhak/http-https-echo'
-cat >"$TMP/lab.yaml" <<EOF
+ECHO=$(m_img echo mendhak/http-https-echo "8080 8078")
+{
+	cat <<EOF
 apiVersion: zerohop.io/v1alpha1
 kind: Cluster
 metadata:
@@ -22,47 +23,11 @@ spec:
   - name: node-a
   - name: node-b
 ---
-apiVersion: v1
-kind: Pod
-metadata:
-  name: client
-  labels: {app: client}
-spec:
-  nodeName: node-a
-  containers:
-  - name: sleep
-    image: busybox
-    command: ["sleep", "100000"]
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: srv-a
-  labels: {app: echo}
-spec:
-  nodeName: node-a
-  containers:
-  - name: echo
-    $ECHO
-    ports:
-    - containerPort: 8080
-    - containerPort: 8078
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: srv-b
-  namespace: other
-  labels: {app: echo}
-spec:
-  nodeName: node-b
-  containers:
-  - name: echo
-    $ECHO
-    ports:
-    - containerPort: 8080
-    - containerPort: 8078
 EOF
+	m_idle client node-a
+	m_pod srv-a node-a "app: echo" "$ECHO"
+	M_NS=other m_pod srv-b node-b "app: echo" "$ECHO"
+} >"$TMP/lab.yaml"
 
 # Root network namespace: addresses (without their counting-down lifetimes),
 # routes (without RA expiry timers), link names, rules.

@@ -7,6 +7,9 @@
 #		one container (a YAML flow mapping, for m_pod/m_deploy): NAME runs
 #		CMD; PORTS is "" or a space-separated list of PORT, PNAME:PORT or
 #		PNAME:PORT/UDP (named container ports)
+#	m_img NAME IMAGE PORTS
+#		one container running IMAGE (the lab maps well-known images to
+#		its own programs: docs/lab.md), PORTS as m_ctr
 #	m_pod NAME NODE LABELS CTR...
 #		a Pod; NODE "" leaves the choice to the lab; LABELS "" or
 #		"k: v, k2: v2"; CTR... are m_ctr outputs
@@ -26,25 +29,31 @@
 #		port named http: the backend most lab tests use
 
 m_ctr() {
-	local name=$1 ports=$2 p pn pp proto cmd="" a sep=""
+	local name=$1 ports=$2 cmd="" a sep=""
 	shift 2
 	for a in "$@"; do cmd+="$sep\"$a\""; sep=", "; done
-	printf '{name: %s, command: [%s]' "$name" "$cmd"
-	if [ -n "$ports" ]; then
-		printf ', ports: ['
-		sep=""
-		for p in $ports; do
-			proto=
-			case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
-			case "$p" in
-			*:*) pn=${p%%:*}; pp=${p#*:}; printf '%s{name: %s, containerPort: %s%s}' "$sep" "$pn" "$pp" "$proto" ;;
-			*) printf '%s{containerPort: %s%s}' "$sep" "$p" "$proto" ;;
-			esac
-			sep=", "
-		done
-		printf ']'
-	fi
-	printf '}'
+	printf '{name: %s, command: [%s]%s}' "$name" "$cmd" "$(m_ports "$ports")"
+}
+
+m_img() {
+	printf '{name: %s, image: %s%s}' "$1" "$2" "$(m_ports "$3")"
+}
+
+# ", ports: [...]" of a PORTS list (m_ctr), nothing for "".
+m_ports() {
+	local p pn pp proto sep=""
+	[ -n "$1" ] || return 0
+	printf ', ports: ['
+	for p in $1; do
+		proto=
+		case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
+		case "$p" in
+		*:*) pn=${p%%:*}; pp=${p#*:}; printf '%s{name: %s, containerPort: %s%s}' "$sep" "$pn" "$pp" "$proto" ;;
+		*) printf '%s{containerPort: %s%s}' "$sep" "$p" "$proto" ;;
+		esac
+		sep=", "
+	done
+	printf ']'
 }
 
 # The "containers: [...]" of CTR... (m_ctr outputs).
@@ -61,7 +70,7 @@ m_pod() {
 	cat <<YAML
 apiVersion: v1
 kind: Pod
-metadata: {name: $name${labels:+, labels: {$labels\}}}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}${labels:+, labels: {$labels\}}}
 spec: {${node:+nodeName: $node, }$(m_ctrs "$@")}
 ---
 YAML
@@ -73,7 +82,7 @@ m_deploy() {
 	cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: $name}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}}
 spec:
   replicas: ${REPLICAS:-1}
   selector: {matchLabels: {name: $name}}
@@ -97,7 +106,7 @@ m_svc() {
 	cat <<YAML
 apiVersion: v1
 kind: Service
-metadata: {name: $name${ann:+, annotations: {$ann\}}}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}${ann:+, annotations: {$ann\}}}
 spec: {${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
 ---
 YAML
