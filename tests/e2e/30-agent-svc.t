@@ -25,8 +25,7 @@ YAML
 	m_svc who-l7 "svc: who" "http=80:http"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up with 2 backends (node-a, node-b) and a client on node-a" || { cat "$TMP/up.log"; done_testing; }
+lab_up "with 2 backends (node-a, node-b) and a client on node-a" -f "$TMP/app.yaml"
 
 VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="who") | .clusterIP')
 diag "who ClusterIP $VIP"

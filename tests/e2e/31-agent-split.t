@@ -54,8 +54,7 @@ YAML
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up: flaskapp v1/v2, web a/b/c, blue/green, a client" || { cat "$TMP/up.log"; done_testing; }
+lab_up "flaskapp v1/v2, web a/b/c, blue/green, a client" -f "$TMP/app.yaml"
 all_up() {	# every backend up and reachable
 	lab_conns_ok client web-c 80 && lab_conns_ok client flaskapp-v2 80 &&
 		lab_conns_ok client green 80

@@ -70,11 +70,7 @@ YAML
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/m.yaml"
 
-T0=$SECONDS
-"$ZH" lab up --lab $LAB -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+lab_up "with the mesh" -f "$TMP/m.yaml"
 
 st() { "$ZH" lab status --lab $LAB -o json; }
 NODE_A_IP=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip')

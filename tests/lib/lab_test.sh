@@ -12,6 +12,7 @@
 # wait_until (wait.sh).
 #
 #	lab_test_tools TOOL...		skip unless each TOOL is built in $TOOLS
+#	lab_up WHAT ARG...		lab up as one check; the test ends if it fails
 #	lab_exec POD CMD...		CMD inside POD (zerohop lab exec)
 #	lab_pod_ip POD			the pod's IP (lab status)
 #	lab_agent_pid NODE, lab_proxy_pid NODE	the node daemons' PIDs
@@ -91,4 +92,21 @@ lab_conns_ok() {
 	local r
 	r=$(lab_exec "$1" python3 "$PROBE" conns "$2" "$3" "${4:-1}" 2>/dev/null) &&
 		[ "$(echo "$r" | jq .fails)" = 0 ]
+}
+
+# lab_up WHAT ARG...: `zerohop lab up --lab $LAB ARG...` as one check named
+# "lab up: WHAT (N s)" (VAR=value before the call reaches the lab's
+# daemons); when it fails, its output and the end of the supervisor's log
+# as diagnostics, and the test ends there. The output stays in $TMP/up.log.
+lab_up() {
+	local what=$1 t0=$SECONDS rc
+	shift
+	"$ZH" lab up --lab "$LAB" "$@" >"$TMP/up.log" 2>&1
+	rc=$?
+	ok $rc "lab up${what:+: $what} ($((SECONDS - t0)) s)"
+	[ $rc -eq 0 ] && return 0
+	sed 's/^/#   /' "$TMP/up.log"
+	[ -f "/run/zerohop/$LAB/supervisor.log" ] &&
+		tail -20 "/run/zerohop/$LAB/supervisor.log" | sed 's/^/#   supervisor: /'
+	done_testing
 }
