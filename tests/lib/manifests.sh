@@ -21,6 +21,13 @@
 #		list of PORT:TARGET or PORT:TARGET/UDP (TARGET a number or a port
 #		name), each named p<PORT> unless given as PNAME=PORT:TARGET;
 #		CLUSTERIP "" lets the lab allocate; ANNOTATIONS "k: v, ..."
+#		M_SPEC="k: v, ..." before the call adds spec fields (ipFamilies,
+#		ipFamilyPolicy, type, ...)
+#	m_cluster NAME NODES [DUAL]
+#		the lab's Cluster object: NODES a space-separated list; DUAL
+#		non-empty: dual-stack (IPv4 first) with the lab's default CIDRs
+#		and fd00:10:244::/56, fd00:10:96::/112 (docs/ipv6.md; needs
+#		ZEROHOP_IPV6_PREVIEW=1)
 #	m_idle NAME NODE
 #		a Pod labelled app: NAME on NODE that only sleeps: the client or
 #		intruder of most policy tests
@@ -107,9 +114,26 @@ m_svc() {
 apiVersion: v1
 kind: Service
 metadata: {name: $name${M_NS:+, namespace: $M_NS}${ann:+, annotations: {$ann\}}}
-spec: {${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
+spec: {${M_SPEC:+$M_SPEC, }${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
 ---
 YAML
+}
+
+m_cluster() {
+	local n sep="" nodes=""
+	for n in $2; do nodes+="$sep$n"; sep=", "; done
+	cat <<YAML
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: $1}
+spec:
+  nodes: [$nodes]
+YAML
+	[ -z "$3" ] || cat <<'YAML'
+  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
+  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+YAML
+	echo ---
 }
 
 m_who() {
