@@ -102,7 +102,8 @@
  *     TCP/UDP/SCTP/ICMPv6 (an extension header may hide the ports), or a
  *     local address not in pol_ipc6; the pod is then found by its
  *     socket's cgroup (pol_cgpod: one hash lookup, then its IPv4 ipcache
- *     entry) and the packet dropped, counted as a denial of its direction.
+ *     entry; for a pod without IPv4, pol_cgpod6 and its IPv6 entry) and
+ *     the packet dropped, counted as a denial of its direction.
  *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. No L7
  *     admission (invariant 6) over IPv6: the node proxy has no IPv6 path.
  */
@@ -313,15 +314,19 @@ static __always_inline __u32 pol_state(void)
 static __always_inline struct pol_ipc_val *iso_pod_of_cgroup(__u64 cgid, __u32 slot)
 {
 	struct pol_ipc_val *ep;
-	__u32 *ip;
-	void *ipc;
+	void *ipc, *ip;
 
 	if (!cgid)
 		return NULL;
 	ip = bpf_map_lookup_elem(&pol_cgpod, &cgid);
-	if (!ip)
-		return NULL;
-	ipc = table(&pol_ipc, slot);
+	if (ip) {
+		ipc = table(&pol_ipc, slot);
+	} else {		/* an IPv6-only pod: its IPv6 entry */
+		ip = bpf_map_lookup_elem(&pol_cgpod6, &cgid);
+		if (!ip)
+			return NULL;
+		ipc = table(&pol_ipc6, slot);
+	}
 	if (!ipc)
 		return NULL;
 	ep = bpf_map_lookup_elem(ipc, ip);
@@ -675,7 +680,8 @@ int pol_connect4(struct bpf_sock_addr *ctx)
  * pod whose egress policy denies it fails at once (invariant 10), judged
  * with the IPv6 tables like connect4 with the IPv4 ones. The connecting
  * pod is found by its cgroup (pol_cgpod: its identity is that of its IPv4
- * entry); anything unsure passes, cgroup_skb judges every packet. */
+ * entry; pol_cgpod6 for a pod without IPv4); anything unsure passes,
+ * cgroup_skb judges every packet. */
 SEC("cgroup/connect6")
 int pol_connect6(struct bpf_sock_addr *ctx)
 {

@@ -125,6 +125,21 @@ struct {
 	__type(value, __u32);
 } pol_cgpod SEC(".maps");
 
+/* Pod cgroup id -> the pod's IPv6 address, for a pod that has no IPv4
+ * (an IPv6-only cluster): connect6 and the fail-closed IPv6 path find its
+ * identity in pol_ipc6 with it. A dual-stack pod is in pol_cgpod only (its
+ * IPv4 entry has the same identity). Written by the loader. */
+struct pol_ip6 {
+	__u32 w[4];				/* IPv6, network order */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, POL_MAX_CGPODS);
+	__type(key, __u64);
+	__type(value, struct pol_ip6);
+} pol_cgpod6 SEC(".maps");
+
 /* ---- IPv6 twins of the address-keyed tables (abi/policy.h) ---- */
 
 struct pol_ipc6_inner {

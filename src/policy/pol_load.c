@@ -759,38 +759,15 @@ static int build_slot(struct pol *p, uint32_t slot, const struct pol_compiled *c
 	return 0;
 }
 
-/* pol_cgpod: the cgroup id of each local pod -> its IP, for connect4. Pod
- * cgroups are the node cgroup's children named NS_POD (the kubelet layout of
- * lab.h); a pod whose cgroup is not there is simply not judged at connect
- * (its SYN still is). Stale entries are removed after the new ones are in. */
-static void sync_cgpods(struct pol *p, const struct md_state *st, const char *node)
+/* Remove every key of the cgroup-id map FD that is not one of KEEP[N]. */
+static void prune_cgpods(int fd, const uint64_t *keep, int n)
 {
-	int fd = bpf_map__fd(p->skel->maps.pol_cgpod);
-	uint64_t *keep = NULL, k, next, *pk = NULL;
-	int n_keep = 0;
+	uint64_t k, next, *pk = NULL;
 
-	if (!p->cg_path[0])
-		return;
-	for (int i = 0; i < st->n_pods; i++) {
-		const struct md_pod *pod = &st->pods[i];
-		char path[PATH_MAX + 600];
-		struct stat sb;
-
-		if (!pod->ip || (node && (!pod->spec.node_name || strcmp(pod->spec.node_name, node))))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s_%s", p->cg_path, pod->meta.ns, pod->meta.name);
-		if (stat(path, &sb))
-			continue;
-		k = (uint64_t)sb.st_ino;	/* cgroup2: the inode number is the cgroup id */
-		if (bpf_map_update_elem(fd, &k, &pod->ip, BPF_ANY))
-			continue;
-		keep = zh_realloc(keep, (size_t)(n_keep + 1) * sizeof(*keep));
-		keep[n_keep++] = k;
-	}
 	while (bpf_map_get_next_key(fd, pk, &next) == 0) {
 		bool found = false;
 
-		for (int i = 0; i < n_keep && !found; i++)
+		for (int i = 0; i < n && !found; i++)
 			found = keep[i] == next;
 		if (!found && bpf_map_delete_elem(fd, &next) == 0) {
 			pk = NULL;	/* restart: the walk order changed */
@@ -799,7 +776,51 @@ static void sync_cgpods(struct pol *p, const struct md_state *st, const char *no
 		k = next;
 		pk = &k;
 	}
-	free(keep);
+}
+
+static bool ip6_set(const struct in6_addr *a)
+{
+	static const struct in6_addr zero;
+
+	return memcmp(a, &zero, sizeof(zero)) != 0;
+}
+
+/* pol_cgpod: the cgroup id of each local pod -> its IP, for connect4 and
+ * connect6; pol_cgpod6 the same for pods without IPv4 -> their IPv6. Pod
+ * cgroups are the node cgroup's children named NS_POD (the kubelet layout of
+ * lab.h); a pod whose cgroup is not there is simply not judged at connect
+ * (its SYN still is). Stale entries are removed after the new ones are in. */
+static void sync_cgpods(struct pol *p, const struct md_state *st, const char *node)
+{
+	int fd4 = bpf_map__fd(p->skel->maps.pol_cgpod), fd6 = bpf_map__fd(p->skel->maps.pol_cgpod6);
+	uint64_t *keep[2] = { NULL, NULL }, k;
+	int n_keep[2] = { 0, 0 };
+
+	if (!p->cg_path[0])
+		return;
+	for (int i = 0; i < st->n_pods; i++) {
+		const struct md_pod *pod = &st->pods[i];
+		char path[PATH_MAX + 600];
+		struct stat sb;
+		int v6 = !pod->ip;
+
+		if ((v6 && !ip6_set(&pod->ip6)) ||
+		    (node && (!pod->spec.node_name || strcmp(pod->spec.node_name, node))))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s_%s", p->cg_path, pod->meta.ns, pod->meta.name);
+		if (stat(path, &sb))
+			continue;
+		k = (uint64_t)sb.st_ino;	/* cgroup2: the inode number is the cgroup id */
+		if (bpf_map_update_elem(v6 ? fd6 : fd4, &k, v6 ? (const void *)&pod->ip6 : &pod->ip,
+					BPF_ANY))
+			continue;
+		keep[v6] = zh_realloc(keep[v6], (size_t)(n_keep[v6] + 1) * sizeof(*keep[v6]));
+		keep[v6][n_keep[v6]++] = k;
+	}
+	prune_cgpods(fd4, keep[0], n_keep[0]);
+	prune_cgpods(fd6, keep[1], n_keep[1]);
+	free(keep[0]);
+	free(keep[1]);
 }
 
 int pol_sync(struct pol *p, const struct md_state *st, const char *node, struct md_err *err)
