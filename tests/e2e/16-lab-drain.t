@@ -51,17 +51,17 @@ who 1 > "$TMP/who.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/who.yaml" >/dev/null
 ok $? "scale who to 1"
 T0=$(date +%s.%N)
-GONE= GONE_IP= KEEP=
+GONE= GONE_IP= STAYS=
 for i in $(seq 100); do
 	status
 	GONE=$(jq -r '.pods[] | select(.owner=="who" and .phase=="Terminating") | .name' "$ST")
 	[ -n "$GONE" ] && break
 	sleep 0.02
 done
-KEEP=$(jq -r '.pods[] | select(.owner=="who" and .phase=="Running") | .name' "$ST")
+STAYS=$(jq -r '.pods[] | select(.owner=="who" and .phase=="Running") | .name' "$ST")
 GONE_IP=$(jq -r ".pods[] | select(.name==\"$GONE\") | .ip" "$ST")
-ok $([ -n "$GONE" ] && [ -n "$KEEP" ]; echo $?) \
-	"lab status shows the removed pod Terminating ($GONE), the other Running ($KEEP)"
+ok $([ -n "$GONE" ] && [ -n "$STAYS" ]; echo $?) \
+	"lab status shows the removed pod Terminating ($GONE), the other Running ($STAYS)"
 grep -q "deletionTimestamp" "/run/zerohop/$LAB/state/pods/default_$GONE.yaml"
 ok $? "the Terminating pod left the endpoints: its runtime Pod carries a deletionTimestamp"
 "$ZH" get --lab $LAB pods | grep -q "^default *$GONE .*Terminating"
@@ -83,7 +83,7 @@ for i in $(seq 100); do
 done
 r=$(x python3 "$PROBE" conns who 80 40 2>/dev/null)
 diag "service while draining: $r"
-is "$(echo "$r" | jq -c '[.counts | keys[]]')" "[\"$KEEP\"]" \
+is "$(echo "$r" | jq -c '[.counts | keys[]]')" "[\"$STAYS\"]" \
 	"new Service connections go only to the remaining pod"
 is "$(echo "$r" | jq .fails)" 0 "... and none fails"
 status
