@@ -95,7 +95,9 @@
  *     IPv6 twins of the address-keyed tables — pol_ipc6 (a pod's IPv6 has
  *     its IPv4's identity and flags, pol_compile.c invariant 7), pol_cidr6,
  *     pol_sk6, pol_ct6 — and the shared rule trie; so invariants 1-5 hold
- *     for IPv6 with the same lookup counts, and connect6 fails a denied
+ *     for IPv6 with the same lookup counts (pol_sockops records a native
+ *     IPv6 connection's opener in pol_sk6 as an IPv4 one's in pol_sk),
+ *     and connect6 fails a denied
  *     native IPv6 TCP connect with EPERM as connect4 does (the connecting
  *     pod found by its cgroup in pol_cgpod). What the tables cannot judge
  *     fails closed for an isolated pod: a next header other than
@@ -727,6 +729,26 @@ int pol_connect6(struct bpf_sock_addr *ctx)
  * that began without them, and judge them by the right policy (invariant 8).
  * Per connection, never per packet. A socket already judged on its SYN
  * keeps its entry. */
+/* pol_sockops for a native IPv6 connection (invariant 10): the same record
+ * in pol_sk6, which the per-packet programs read for IPv6 as pol_sk for
+ * IPv4. Addresses and ports as the packet parser writes them. */
+static __always_inline int pol_sockops6(struct bpf_sock_ops *skops, struct bpf_sock *sk, __u8 orient)
+{
+	struct pol_sk6 *st6 = bpf_sk_storage_get(&pol_sk6, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+	if (!st6 || st6->verdict != POL_V_NONE)
+		return 1;
+	st6->gen = 0;		/* never a generation in force: judged on the next packet */
+	st6->orient = orient;
+	st6->peer[0] = skops->remote_ip6[0];
+	st6->peer[1] = skops->remote_ip6[1];
+	st6->peer[2] = skops->remote_ip6[2];
+	st6->peer[3] = skops->remote_ip6[3];
+	st6->pport = bpf_htons((__u16)bpf_ntohl(skops->remote_port));
+	st6->lport = bpf_htons((__u16)skops->local_port);
+	return 1;
+}
+
 SEC("sockops")
 int pol_sockops(struct bpf_sock_ops *skops)
 {
@@ -744,9 +766,11 @@ int pol_sockops(struct bpf_sock_ops *skops)
 		orient = POL_DIR_INGRESS;
 	else
 		return 1;
-	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
-	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
+	if (!sk)
 		return 1;
+	/* AF_INET, or AF_INET6 with v4-mapped ends (invariant 9) */
+	if (!zh_sockops_v4(skops, &lip, &rip))
+		return skops->family == ZH_AF_INET6 ? pol_sockops6(skops, sk, orient) : 1;
 	st = bpf_sk_storage_get(&pol_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st || st->verdict != POL_V_NONE)
 		return 1;

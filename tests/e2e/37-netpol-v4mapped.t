@@ -10,13 +10,18 @@
 #    while its ingress is open to all: revoked (active side, node-a);
 #  - an AF_INET client of a dual-stack server (AF_INET6 listener on [::],
 #    accepted socket v4-mapped) whose ingress is then closed while its
-#    egress is open to all: revoked (passive side, node-b).
+#    egress is open to all: revoked (passive side, node-b);
+#  - and over native IPv6 (the lab is dual-stack; invariant 10, pol_sk6):
+#    the same AF_INET6 client to the server's IPv6 address (active side)
+#    and a second client to it (passive side), both revoked.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
 netpol_lab_setup t14np netpol_hold
+export ZEROHOP_IPV6_PREVIEW=1
 V6=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/v6probe.py
 {
+	m_cluster t14np "node-a node-b" dual
 	m_idle client6 node-a
 	m_idle client4 node-a
 	m_pod srv4 node-b "app: srv4" "$(m_ctr echo "" "$ZH" echo --tcp 80)"
@@ -42,6 +47,7 @@ YAML
 lab_up "without policies (per-packet programs detached)" -f "$TMP/app.yaml"
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 S4=$(ip_of srv4) S6=$(ip_of srv6)
+S6N=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="srv6") | .ip6')
 srv6_answers() { "$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null'; }
 wait_until 5 srv6_answers
 ok $([ ! -e /sys/fs/bpf/zerohop/$LAB/node-a/pol_link_egress ] &&
@@ -51,9 +57,15 @@ ok $([ ! -e /sys/fs/bpf/zerohop/$LAB/node-a/pol_link_egress ] &&
 BG+=($!)
 "$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6" 80 5 >"$TMP/h4.out" 2>&1 &
 BG+=($!)
+"$ZH" lab exec --lab $LAB client6 -- "$TOOLS/netpol_hold" "$S6N" 80 5 >"$TMP/n6.out" 2>&1 &
+BG+=($!)
+"$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6N" 80 5 >"$TMP/n4.out" 2>&1 &
+BG+=($!)
 sleep 1.5
 grep -q " ok" "$TMP/h6.out" && grep -q " ok" "$TMP/h4.out"
 ok $? "both connections echo before the change (AF_INET6 -> srv4, AF_INET -> dual-stack srv6)"
+grep -q " ok" "$TMP/n6.out" && grep -q " ok" "$TMP/n4.out"
+ok $? "two native IPv6 connections to srv6 ($S6N) echo before the change"
 np_apply_sync "$TMP/np.yaml"
 ok $? "policies applied and synced: client6 egress denied, srv6 ingress denied"
 wait "${BG[@]}"
@@ -64,5 +76,9 @@ is "$(late "$TMP/h6.out")" 0 "AF_INET6 client's connection revoked by its egress
 ok $([ "$(lost "$TMP/h6.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/h6.out") pings lost)"
 is "$(late "$TMP/h4.out")" 0 "connection to the dual-stack server revoked by its ingress policy"
 ok $([ "$(lost "$TMP/h4.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/h4.out") pings lost)"
+is "$(late "$TMP/n6.out")" 0 "native IPv6: client6's connection revoked by its egress policy (orientation from pol_sk6)"
+ok $([ "$(lost "$TMP/n6.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/n6.out") pings lost)"
+is "$(late "$TMP/n4.out")" 0 "native IPv6: client4's connection to srv6 revoked by srv6's ingress policy"
+ok $([ "$(lost "$TMP/n4.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/n4.out") pings lost)"
 "$ZH" get policy-drops --lab $LAB 2>&1 | sed 's/^/# /'
 done_testing

@@ -96,17 +96,7 @@ np_revoked_ok() {
 	ok $([ "$(lost "$TMP/near.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/near.out") pings lost)"
 }
 
-np_v6_cluster() {
-	cat <<YAML
-apiVersion: zerohop.io/v1alpha1
-kind: Cluster
-metadata: {name: $1}
-spec:
-  nodes: [node-a, node-b]
-  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
-  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
-YAML
-}
+np_v6_cluster() { m_cluster "$1" "node-a node-b" dual; }
 
 np_v6_up() {
 	"$ZH" lab up --lab "$LAB" -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
