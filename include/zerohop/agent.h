@@ -96,7 +96,7 @@ struct ag_sync_stats {
 };
 
 /* Make the maps equal to c, make-before-break (see src/agent/lb.c), then
- * write generation into zh_lb_meta. On error the maps keep a consistent
+ * write generation into lb_meta. On error the maps keep a consistent
  * mix of old and new services (never a half-written one). 0/-errno. */
 int ag_lb_sync(struct ag_lb *lb, const struct ag_compiled *c, uint64_t generation,
 	       struct ag_sync_stats *st);
