@@ -25,6 +25,7 @@
  *   mirror_load) and delete
  *   alias entries no live service points at (left by a crash mid-sync).
  *
+ *   (pins of an older layout are renamed first: src/agent/pin_upgrade.c)
  *   exit     : close fds, pins keep maps and links (datapath keeps running)
  *   --cleanup: detach links, unlink every pin, rmdir the pin dir if empty
  *
@@ -288,6 +289,9 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 		zh_err("lb: cannot create pin dir %s: %s", o->pin_dir, strerror(-ret));
 		goto fail;
 	}
+	ret = ag_pin_upgrade(o->pin_dir, NULL);	/* old pin names first (P3) */
+	if (ret)
+		goto fail;
 	lb->skel = zh_lb__open();
 	if (!lb->skel) {
 		ret = -errno;
@@ -439,6 +443,7 @@ int ag_lb_cleanup(const char *pin_dir)
 	char path[320];
 	int i, ret = 0;
 
+	ag_pin_upgrade(pin_dir, NULL);	/* so pins of an older layout go too */
 	for (i = 0; i < LB_N_LINKS; i++) {
 		struct bpf_link *l;
 
