@@ -82,6 +82,7 @@
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/state.h"
+#include "zerohop/vec.h"
 #include "zerohop/model.h"
 #include "ss_int.h"
 
@@ -267,10 +268,7 @@ static void dirty_add(struct ss_cdir *cd, const char *name)
 		dirty_clear(cd);
 		return;
 	}
-	if (cd->n_dirty == cd->cap_dirty) {
-		cd->cap_dirty = cd->cap_dirty ? 2 * cd->cap_dirty : 64;
-		cd->dirty = zh_realloc(cd->dirty, (size_t)cd->cap_dirty * sizeof(*cd->dirty));
-	}
+	zh_reserve((void **)&cd->dirty, &cd->cap_dirty, cd->n_dirty + 1, sizeof(*cd->dirty));
 	cd->dirty[cd->n_dirty++] = zh_strdup(name);
 }
 
@@ -384,10 +382,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 		while ((de = readdir(d))) {
 			if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 				continue;
-			if (n_names == cap) {
-				cap = cap ? 2 * cap : 64;
-				names = zh_realloc(names, (size_t)cap * sizeof(*names));
-			}
+			zh_reserve((void **)&names, &cap, n_names + 1, sizeof(*names));
 			names[n_names++] = zh_strdup(de->d_name);
 		}
 	} else {
