@@ -61,6 +61,7 @@
 #include "zerohop/bpfmap.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
+#include "zerohop/vec.h"
 #include "lb.skel.h"
 
 /* One link per hook and socket family; a pin dir of an agent from before
@@ -469,17 +470,16 @@ int ag_lb_cleanup(const char *pin_dir)
 
 /* ---- sync ----------------------------------------------------------------- */
 
+/* A batch of map keys or values of one size, grown through vec.h. */
 struct vec {
 	void *v;
-	size_t n, cap, size;
+	size_t n, size;
+	int cap;
 };
 
 static void *vec_push(struct vec *x)
 {
-	if (x->n == x->cap) {
-		x->cap = x->cap ? 2 * x->cap : 256;
-		x->v = zh_realloc(x->v, x->cap * x->size);
-	}
+	zh_reserve(&x->v, &x->cap, (int)x->n + 1, x->size);
 	return (char *)x->v + x->size * x->n++;
 }
 
