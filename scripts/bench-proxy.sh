@@ -205,24 +205,7 @@ mode_p2c() {
 local ZH=$1 PAIRS=${2:-5}
 need "$ZH" "$PY"
 for k in 1 2; do "$ZH" echo --http 127.0.0.1:$((B + k)) --name f$k >/dev/null 2>&1 & PIDS+=($!); done
-cat >"$TMP/slow.py" <<'PY'
-import socket, sys, threading, time
-def serve(c):
-    d = b""
-    while True:
-        while b"\r\n\r\n" not in d:
-            x = c.recv(65536)
-            if not x: return c.close()
-            d += x
-        d = d.split(b"\r\n\r\n", 1)[1]
-        time.sleep(0.010)
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nslow\n")
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
-while True:
-    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
-"$PY" "$TMP/slow.py" $((B + 3)) & PIDS+=($!)
+"$PY" "$ROOT/tests/tools/http_backend.py" --delay 0.010 --body $'slow\n' $((B + 3)) & PIDS+=($!)
 {
 printf 'apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
 for k in 1 2 3; do printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: w%s, labels: {app: web}}\nspec: {nodeName: n, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n' $k $((B + k)); done

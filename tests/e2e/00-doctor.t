@@ -5,11 +5,8 @@
 # (a private mount namespace without one) gives the bpffs line with its
 # fix, and is not a failure since the agent mounts it itself.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-command -v jq >/dev/null || skip_all "no jq"
-TMP=$(mktemp -d /tmp/zh-t00.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup t00 jq
 
 "$ZH" doctor >"$TMP/out" 2>&1
 is $? 0 "doctor: exit 0 on this machine (make deps ran)"

@@ -8,13 +8,8 @@
 # the SMI split near 2:1, the load generator without errors, and counters
 # that show the kernel translated the connections.
 source "$(dirname "$0")/../lib/tap.sh"
-LAB=t01tour
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-for c in jq curl unshare; do command -v $c >/dev/null || skip_all "no $c"; done
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TMP=$(mktemp -d /tmp/zh-$LAB.XXXXXX)
-trap '"$ZH" lab down --lab $LAB >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t01tour curl unshare
 
 # The fresh machine: a private mount namespace without any bpffs mount
 # (mounts may be stacked: unmount until none is left).

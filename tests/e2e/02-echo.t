@@ -4,12 +4,8 @@
 # pipelining on a raw socket, chunked uploads, malformed requests answered
 # with the right status and a closed connection, TCP and UDP echo.
 source "$(dirname "$0")/../lib/tap.sh"
-
-command -v curl >/dev/null || skip_all "curl missing (make deps)"
-command -v jq >/dev/null || skip_all "jq missing (make deps)"
-# The Debian interpreter directly: a version-manager shim can cost a second per call.
-PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup echo-e2e --user curl jq python3
 
 # Two free ports (HTTP P; TCP and UDP P+1). The server uses SO_REUSEPORT
 # (two threads), so a port taken by another root process would be shared
@@ -19,17 +15,12 @@ for i in $(seq 0 30); do
 	T=$((P + 1))
 	[ -z "$(ss -Htuln "( sport = :$P or sport = :$T )" 2>/dev/null)" ] && break
 done
-TMP=$(mktemp -d /tmp/zh-echo-e2e.XXXXXX)
-PID=
-cleanup() {
-	[ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+TEST_REAP=1
 
 "$ZH" echo --http "127.0.0.1:$P" --tcp "127.0.0.1:$T" --udp "127.0.0.1:$T" --threads 2 \
 	--name e2e-echo >"$TMP/out" 2>"$TMP/err" &
 PID=$!
+PIDS+=($PID)
 wait_until 5 curl -s -o /dev/null "http://127.0.0.1:$P/"
 up=$?
 ok $up "echo server answers on 127.0.0.1:$P"
@@ -233,7 +224,7 @@ case_healthy_then_sigterm() {
 	kill -TERM "$PID"
 	wait "$PID"
 	is "$?" "0" "exits 0 on SIGTERM"
-	PID=
+	PIDS=()
 }
 
 run_cases case_json_echo case_fortio_parameters case_probability_forms case_pipelining \

@@ -3,11 +3,10 @@
 # good example passes with its object count, every bad example fails with
 # exit status 1 and the exact "FILE:LINE: FIELD: MESSAGE" error. No lab needed.
 source "$(dirname "$0")/../lib/tap.sh"
-cd "$(dirname "$0")/../.." || exit 1
-[ -x "$ZH" ] || skip_all "no $ZH (run make first)"
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup model-e2e --user
+cd "$ROOT" || exit 1
 EX=examples/manifests
-TMP=$(mktemp -d /tmp/zh-model-e2e-XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
 
 # good examples: "ok: N objects" on stdout, exit 0, nothing on stderr
 case_good_examples() {

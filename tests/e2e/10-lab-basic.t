@@ -11,8 +11,9 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t10 curl
 
 # The echo server is `zerohop echo`, through its well-known image.
-ECHO='image: mendhak/http-https-echo'
-cat >"$TMP/lab.yaml" <<EOF
+ECHO=$(m_img echo mendhak/http-https-echo "8080 8078")
+{
+	cat <<EOF
 apiVersion: zerohop.io/v1alpha1
 kind: Cluster
 metadata:
@@ -22,47 +23,11 @@ spec:
   - name: node-a
   - name: node-b
 ---
-apiVersion: v1
-kind: Pod
-metadata:
-  name: client
-  labels: {app: client}
-spec:
-  nodeName: node-a
-  containers:
-  - name: sleep
-    image: busybox
-    command: ["sleep", "100000"]
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: srv-a
-  labels: {app: echo}
-spec:
-  nodeName: node-a
-  containers:
-  - name: echo
-    $ECHO
-    ports:
-    - containerPort: 8080
-    - containerPort: 8078
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: srv-b
-  namespace: other
-  labels: {app: echo}
-spec:
-  nodeName: node-b
-  containers:
-  - name: echo
-    $ECHO
-    ports:
-    - containerPort: 8080
-    - containerPort: 8078
 EOF
+	m_idle client node-a
+	m_pod srv-a node-a "app: echo" "$ECHO"
+	M_NS=other m_pod srv-b node-b "app: echo" "$ECHO"
+} >"$TMP/lab.yaml"
 
 # Root network namespace: addresses (without their counting-down lifetimes),
 # routes (without RA expiry timers), link names, rules.
@@ -177,7 +142,7 @@ ok $? "... saying it is already up"
 
 # Everything this lab made, to check it is gone after down.
 "$ZH" lab status --lab $LAB -o json >"$TMP/st.json"
-PIDS="$(J '.supervisorPid') $(J '.pods[].pid')"
+LAB_PIDS="$(J '.supervisorPid') $(J '.pods[].pid')"
 CG=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 "$ZH" lab down --lab $LAB >/dev/null
 ok $? "lab down"
@@ -192,7 +157,7 @@ ok $? "no BPF pin dir left"
 grep -q "/run/zerohop/$LAB\|/run/netns/$LAB-" /proc/self/mountinfo
 ok $((! $?)) "no mount of the lab left"
 alive=""
-for p in $PIDS; do
+for p in $LAB_PIDS; do
 	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
 	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
 done

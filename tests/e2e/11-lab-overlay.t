@@ -8,8 +8,8 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t11 curl
 
-ECHO='image: fortio/fortio'	# fortio's server mode: `zerohop echo`
-cat >"$TMP/lab.yaml" <<EOF
+{
+	cat <<EOF
 apiVersion: zerohop.io/v1alpha1
 kind: Cluster
 metadata:
@@ -21,36 +21,11 @@ spec:
   - name: n2
   - name: n3
 ---
-apiVersion: v1
-kind: Pod
-metadata:
-  name: client
-spec:
-  nodeName: n1
-  containers:
-  - name: sleep
-    image: busybox
-    command: ["sleep", "100000"]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: echo
-spec:
-  replicas: 3
-  selector:
-    matchLabels: {app: echo}
-  template:
-    metadata:
-      labels: {app: echo}
-    spec:
-      containers:
-      - name: echo
-        $ECHO
-        ports:
-        - containerPort: 8080
-        - containerPort: 8078
 EOF
+	m_idle client n1
+	# fortio's server mode: `zerohop echo`
+	REPLICAS=3 m_deploy echo "" "app: echo" "$(m_img echo fortio/fortio "8080 8078")"
+} >"$TMP/lab.yaml"
 
 "$ZH" lab up --lab $LAB --no-mesh --overlay vxlan -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
 ok $? "lab up --overlay vxlan: $(head -1 "$TMP/up.out")"

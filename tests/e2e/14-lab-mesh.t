@@ -9,49 +9,11 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t14 curl
 
-cat >"$TMP/lab.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: client
-spec:
-  nodeName: node-a
-  containers:
-  - name: sleep
-    image: busybox
-    command: ["sleep", "100000"]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: echo
-  namespace: shop
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: echo}
-  template:
-    metadata:
-      labels: {app: echo}
-    spec:
-      containers:
-      - name: echo
-        image: mendhak/http-https-echo
-        ports:
-        - name: http
-          containerPort: 8080
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: echo
-  namespace: shop
-spec:
-  selector: {app: echo}
-  ports:
-  - port: 80
-    targetPort: http
-EOF
+{
+	m_idle client node-a
+	M_NS=shop REPLICAS=2 m_deploy echo "" "app: echo" "$(m_img echo mendhak/http-https-echo http:8080)"
+	M_NS=shop m_svc echo "app: echo" "80:http"
+} >"$TMP/lab.yaml"
 
 "$ZH" lab up --lab $LAB --accel off -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
 ok $? "lab up with the mesh: $(head -1 "$TMP/up.out")"

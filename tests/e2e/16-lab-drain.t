@@ -26,43 +26,11 @@ out=$("$ZH" lab status --lab $LAB --drain-delay 1s 2>&1)
 ok $([ $? -ne 0 ] && echo "$out" | grep -q "options of lab up"; echo $?) \
 	"--drain-delay is refused outside lab up"
 
-who() {	# REPLICAS
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: who}
-spec:
-  replicas: $1
-  selector: {matchLabels: {app: who}}
-  template:
-    metadata: {labels: {app: who}}
-    spec:
-      containers:
-        - name: who
-          command: ["python3", "$PROBE", "who-tcp", "8080"]
-          ports: [{name: http, containerPort: 8080}]
-YAML
-}
+who() { REPLICAS=$1 m_who who "" "app: who"; }	# REPLICAS
 {
 	who 2
-	cat <<YAML
----
-apiVersion: v1
-kind: Service
-metadata: {name: who}
-spec:
-  selector: {app: who}
-  ports: [{port: 80, targetPort: http}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers:
-    - name: c
-      command: ["sleep", "100000"]
-YAML
+	m_svc who "app: who" "80:http"
+	m_idle client node-a
 } > "$TMP/app.yaml"
 
 "$ZH" lab up --lab $LAB --drain-delay 8s -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1

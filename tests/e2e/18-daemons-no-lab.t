@@ -7,13 +7,9 @@
 # connect, getpeername shows the ClusterIP) and an L7 Service (captured to
 # the proxy, routed per request), both answered by `zerohop echo` backends.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in jq curl nsenter; do command -v $c >/dev/null || skip_all "no $c"; done
-PY=/usr/bin/python3
-[ -x $PY ] || skip_all "no /usr/bin/python3"
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup t18 jq curl nsenter /usr/bin/python3
 NS=zh-t18-node
-TMP=$(mktemp -d /tmp/zh-t18.XXXXXX)
 CG2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
 [ -n "$CG2" ] || { mkdir -p /run/zerohop/cgroup2; mount -t cgroup2 none /run/zerohop/cgroup2; CG2=/run/zerohop/cgroup2; }
 BASE=$CG2/zh-t18
@@ -23,7 +19,7 @@ PIN=/sys/fs/bpf/zh-t18-node
 DMCG=$BASE/daemons	# the agent and the echo servers: every process this test starts is in one of its cgroups
 # Stop every process in the test's cgroups (ours alone: the test made them),
 # then remove pins, cgroups and the namespace.
-teardown() {
+test_cleanup() {
 	local cg p
 	for cg in $DMCG $PXCG $NODECG; do
 		[ -f $cg/cgroup.procs ] || continue
@@ -38,8 +34,7 @@ teardown() {
 	rm -rf $PIN
 	ip netns del $NS 2>/dev/null
 }
-trap 'teardown; rm -rf "$TMP"' EXIT
-teardown
+test_cleanup
 ls /run/zerohop/*/lab.conf >/dev/null 2>&1 && diag "(labs of other tests may be up; this test uses none of them)"
 
 # The node: a network namespace with its address, the proxy's upstream
@@ -152,7 +147,7 @@ stats=$(bpftool map dump pinned $PIN/lb_stats 2>/dev/null | grep -c value)
 [ "${stats:-0}" -ge 1 ]
 ok $? "the agent's maps are pinned in the pin dir it was given ($PIN)"
 
-teardown
+test_cleanup
 left=$(pgrep -f "zh-t18|--name web-[12]$" | tr '\n' ' ')
 is "$left" "" "teardown: no process of this test left"
 ok $([ ! -e $BASE ] && [ ! -e $PIN ] && ! ip netns list | grep -q "^$NS"; echo $?) "teardown: no cgroup, pin or namespace left"

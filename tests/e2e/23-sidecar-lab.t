@@ -32,8 +32,7 @@ YAML
 }
 app_yaml 2 >"$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB --mesh sidecar -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up --mesh sidecar" || { cat "$TMP/up.log" "/run/zerohop/$LAB/supervisor.log"; done_testing; }
+lab_up "--mesh sidecar" --mesh sidecar -f "$TMP/app.yaml"
 st=$("$ZH" lab status --lab $LAB -o json)
 is "$(echo "$st" | jq -r .meshMode)" sidecar "lab status says meshMode sidecar"
 

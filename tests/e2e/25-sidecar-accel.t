@@ -22,8 +22,7 @@ lab_test_tools accel_ctl
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 	m_pod far node-b "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
-"$ZH" lab up --lab $LAB --mesh sidecar --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up --mesh sidecar --accel on" || { cat "$TMP/up.log"; done_testing; }
+lab_up "--mesh sidecar --accel on" --mesh sidecar --accel on -f "$TMP/app.yaml"
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 stat() { "$TOOLS/accel_ctl" stats "$PIN" | awk -F= -v k="$1" '$1 == k {print $2}'; }
 # sc_stats (per CPU): outbound, inbound, origdst, origdst_miss (abi/sidecar.h)

@@ -15,17 +15,9 @@ if [ -z "$ZH_T26_INNER" ]; then
 	exec unshare -n -m env ZH_T26_INNER=1 timeout 120 bash "$0" "$@"
 fi
 source "$(dirname "$0")/../lib/tap.sh"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in getent busybox ip jq; do command -v $c >/dev/null || skip_all "no $c"; done
-TMP=$(mktemp -d /tmp/zh-t26.XXXXXX)
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "$KEEP" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup t26 getent busybox ip jq
+TEST_REAP=1
 
 # this namespace only: loopback, and one address of each family on a veth
 # link, so getaddrinfo's AI_ADDRCONFIG asks for both families

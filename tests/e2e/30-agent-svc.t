@@ -18,22 +18,14 @@ lab_test_setup t30
 	m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)"
 	m_svc who "svc: who" "http=80:http dns=53:dns/UDP"
 	m_svc empty "app: nothing-here" "80:80"
-	cat <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: by-header}
-spec:
-  parentRefs: [{group: "", kind: Service, name: who-l7, port: 80}]
-  rules:
+	m_route by-header who-l7 <<YAML
     - matches: [{headers: [{name: x-canary, value: "1"}]}]
       backendRefs: [{name: who-l7, port: 80}]
----
 YAML
 	m_svc who-l7 "svc: who" "http=80:http"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up with 2 backends (node-a, node-b) and a client on node-a" || { cat "$TMP/up.log"; done_testing; }
+lab_up "with 2 backends (node-a, node-b) and a client on node-a" -f "$TMP/app.yaml"
 
 VIP=$("$ZH" get --lab $LAB services -o json | jq -r '.[] | select(.name=="who") | .clusterIP')
 diag "who ClusterIP $VIP"

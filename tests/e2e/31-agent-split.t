@@ -39,18 +39,11 @@ YAML
 	m_svc web-a "name: web-a" "http=80:http"
 	m_svc web-b "name: web-b" "http=80:http"
 	m_svc web-c "name: web-c" "http=80:http"
-	cat <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web-split}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web-split web <<YAML
     - backendRefs:
         - {name: web-a, port: 80, weight: 1}
         - {name: web-b, port: 80, weight: 2}
         - {name: web-c, port: 80, weight: 3}
----
 YAML
 	m_who blue node-a "app: bg, color: blue"
 	m_who green node-b "app: bg, color: green"
@@ -61,8 +54,7 @@ YAML
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up: flaskapp v1/v2, web a/b/c, blue/green, a client" || { cat "$TMP/up.log"; done_testing; }
+lab_up "flaskapp v1/v2, web a/b/c, blue/green, a client" -f "$TMP/app.yaml"
 all_up() {	# every backend up and reachable
 	lab_conns_ok client web-c 80 && lab_conns_ok client flaskapp-v2 80 &&
 		lab_conns_ok client green 80

@@ -28,8 +28,7 @@ who() {	# REPLICAS
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up" || { cat "$TMP/up.log"; done_testing; }
+lab_up "" -f "$TMP/app.yaml"
 wait_until 30 lab_conns_ok client who 80 4
 
 # ---- scale up and down under a connecting client ----------------------------

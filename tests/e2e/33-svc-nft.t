@@ -27,8 +27,7 @@ spec:
 YAML
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB --service-proxy nft -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up --service-proxy nft" || { cat "$TMP/up.log"; done_testing; }
+lab_up "--service-proxy nft" --service-proxy nft -f "$TMP/app.yaml"
 wait_until 30 lab_conns_ok deploy/v1 flaskapp-v2 80
 ip netns exec $LAB-node-a nft list table ip zerohop > "$TMP/rules" 2>&1
 ok $? "node-a has table ip zerohop"

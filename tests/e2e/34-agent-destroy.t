@@ -25,8 +25,7 @@ svc() {	# NAME SELECTOR
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
-ZH_AGENT_DESTROY_STALE=on "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" > "$TMP/up.log" 2>&1
-ok $? "lab up, agents with destroy-stale on" || { cat "$TMP/up.log"; done_testing; }
+ZH_AGENT_DESTROY_STALE=on lab_up "agents with destroy-stale on" -f "$TMP/app.yaml"
 grep -q "destroy-stale on" /run/zerohop/$LAB/nodes/node-a/agent.log
 ok $? "node-a's agent runs with destroy-stale on"
 both_up() {

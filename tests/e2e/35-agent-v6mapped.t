@@ -59,9 +59,7 @@ spec:
 YAML
 } >"$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB --accel on -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up: backends on node-a and node-b, clients on node-a, accel on" ||
-	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
+lab_up "backends on node-a and node-b, clients on node-a, accel on" --accel on -f "$TMP/app.yaml"
 
 x() { timeout 60 "$ZH" lab exec --lab $LAB "$@"; }
 vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIP"; }

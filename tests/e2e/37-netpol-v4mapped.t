@@ -39,8 +39,7 @@ spec:
   policyTypes: [Ingress, Egress]
   egress: [{}]
 YAML
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up without policies (per-packet programs detached)" || { sed 's/^/#   /' "$TMP/up.log"; done_testing; }
+lab_up "without policies (per-packet programs detached)" -f "$TMP/app.yaml"
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 S4=$(ip_of srv4) S6=$(ip_of srv6)
 srv6_answers() { "$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null'; }

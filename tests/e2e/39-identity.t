@@ -27,9 +27,7 @@ spec: {nodeName: node-b, serviceAccountName: web, containers: [{name: c, command
 ---
 YAML
 } >"$TMP/app.yaml"
-"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up: client on node-a, srv (ServiceAccount web) on node-b" ||
-	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
+lab_up "client on node-a, srv (ServiceAccount web) on node-b" -f "$TMP/app.yaml"
 
 ids() { "$ZH" get identities --lab $LAB -o json; }
 id_of() { ids | jq -r ".[] | select(.name==\"$1\") | .$2"; }

@@ -33,8 +33,7 @@ ok $([ ! -e "/run/zerohop/$LAB" ] && [ ! -e "/sys/fs/bpf/zerohop/$LAB" ]; echo $
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } > "$TMP/app.yaml"
 
-"$ZH" lab up --lab $LAB --accel on --accel-skip-ports 7002 -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up --accel on --accel-skip-ports 7002" || { sed 's/^/#   /' "$TMP/up.log"; done_testing; }
+lab_up "--accel on --accel-skip-ports 7002" --accel on --accel-skip-ports 7002 -f "$TMP/app.yaml"
 wait_until 5 test -e "$PIN/accel_sockops_link"
 ok "$([ -e "$PIN/accel_sockops_link" ]; echo $?)" "the node-a agent pinned the accel link"
 

@@ -21,8 +21,7 @@ lab_test_tools accel_ctl
 	m_pod srv node-a "app: srv" "$(m_ctr e "tcp:9000 tcp2:9001" "$ZH" echo --tcp 9000 --tcp 9001 --http 0 --udp 0)"
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
-"$ZH" lab up --lab $LAB --accel on --accel-skip-ports 9001 -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
-ok $? "lab up --accel on --accel-skip-ports 9001" || { cat "$TMP/up.log"; done_testing; }
+lab_up "--accel on --accel-skip-ports 9001" --accel on --accel-skip-ports 9001 -f "$TMP/app.yaml"
 cat >"$TMP/hc.py" <<'PY'
 import socket, sys, time
 ip, port, size, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

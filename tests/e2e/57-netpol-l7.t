@@ -71,14 +71,7 @@ YAML
 	svc web 10.96.0.57 "app: web"
 	svc web-near 10.96.0.58 "where: near"
 	svc web-far 10.96.0.59 "where: far"
-	cat <<'YAML'
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web web <<'YAML'
   - matches: [{path: {type: PathPrefix, value: /near}}]
     backendRefs: [{name: web-near, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /far}}]
@@ -86,11 +79,7 @@ spec:
 YAML
 } >"$TMP/m.yaml"
 
-T0=$SECONDS
-"$ZH" lab up --lab $LAB -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+lab_up "with the mesh" -f "$TMP/m.yaml"
 
 st() { "$ZH" lab status --lab $LAB -o json; }
 STJ=$(st)

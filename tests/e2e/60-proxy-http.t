@@ -51,13 +51,7 @@ PIDS+=($!)
 	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod v2-1 v2; lb_pod v3-1 v3; lb_pod bad-1 bad; lb_pod dead-1 dead
 } >"$TMP/base.yaml"
 route() { # W1 W2 W3 for /split
-	cat <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web web <<YAML
   - matches: [{path: {type: Exact, value: /exact}}]
     backendRefs: [{name: v2, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /pre}}]

@@ -10,42 +10,15 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t62 bpftool
 
-cat >"$TMP/m.yaml" <<'YAML'
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echo}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: echo}}
-  template:
-    metadata: {labels: {app: echo}}
-    spec:
-      containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: echo}
-spec:
-  clusterIP: 10.96.0.62
-  selector: {app: echo}
-  ports: [{name: http, port: 80, targetPort: http}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: echo}
-spec:
-  parentRefs: [{group: "", kind: Service, name: echo, port: 80}]
-  rules:
+{
+	REPLICAS=2 m_deploy echo "" "app: echo" "$(m_img echo mendhak/http-https-echo http:8080)"
+	m_svc echo "app: echo" "http=80:http" 10.96.0.62
+	m_route echo echo <<'YAML'
   - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-via, value: zerohop-proxy}]}}]
     backendRefs: [{name: echo, port: 80}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers: [{name: shell, image: busybox, command: ["sleep", "infinity"]}]
 YAML
+	m_idle client node-a
+} >"$TMP/m.yaml"
 "$ZH" lab up --lab $LAB --no-mesh -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
 rc=$?
 ok $rc "lab $LAB up (no mesh)"

@@ -31,14 +31,7 @@ PIDS+=($!)
 {
 	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc hole hole $((B + 2))
 	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod hole-1 hole
-	cat <<YAML
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web, annotations: {zerohop.io/retries: "0"}}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web web 'zerohop.io/retries: "0"' <<YAML
   - matches: [{path: {type: PathPrefix, value: /rt}}]
     timeouts: {request: 500ms}
     backendRefs: [{name: v1, port: 80}]
@@ -51,13 +44,8 @@ spec:
     timeouts: {request: 100ms}
     backendRefs: [{name: hole, port: 80}]
   - backendRefs: [{name: v1, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web-retry}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+YAML
+	m_route web-retry web <<YAML
   - matches: [{path: {type: PathPrefix, value: /rbt}}]
     timeouts: {backendRequest: 300ms}
     backendRefs: [{name: v1, port: 80}]

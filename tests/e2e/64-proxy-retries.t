@@ -18,42 +18,18 @@ lb_echo v1 1
 {
 	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc dead dead $((B + 5))
 	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod dead-1 dead
-	cat <<YAML
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: noretry, annotations: {zerohop.io/retries: "0"}}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route noretry web 'zerohop.io/retries: "0"' <<YAML
   - matches: [{path: {type: PathPrefix, value: /none}}]
     backendRefs: [{name: v1, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata:
-  name: any5xx
-  annotations: {zerohop.io/retries: "3", zerohop.io/retry-on: "5xx, reset"}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+YAML
+	m_route any5xx web 'zerohop.io/retries: "3", zerohop.io/retry-on: "5xx, reset"' <<YAML
   - matches: [{path: {type: PathPrefix, value: /any}}]
     backendRefs: [{name: v1, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: main}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+YAML
+	m_route main web <<YAML
   - backendRefs: [{name: v1, port: 80}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: dead}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+YAML
+	m_route dead web <<YAML
   - matches: [{path: {type: PathPrefix, value: /dead}}]
     backendRefs: [{name: dead, port: 80}]
 YAML

@@ -11,52 +11,17 @@ loopback_setup px65 19000 1000
 
 for k in 1 2; do lb_echo "ok$k" $k; done
 # Always 500, keep-alive; one log line per request (the port it came to).
-cat >"$TMP/bad.py" <<'PY'
-import socket, sys, threading
-log = open(sys.argv[1], "a", buffering=1)
-def serve(c, port):
-    d = b""
-    while True:
-        while b"\r\n\r\n" not in d:
-            x = c.recv(65536)
-            if not x: return c.close()
-            d += x
-        d = d.split(b"\r\n\r\n", 1)[1]
-        log.write("%d\n" % port)
-        c.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
-def listen(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port)); s.listen(64)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c, port), daemon=True).start()
-for p in sys.argv[2:]:
-    threading.Thread(target=listen, args=(int(p),), daemon=True).start()
-threading.Event().wait()
-PY
-"$PY" "$TMP/bad.py" "$TMP/bad.log" $((B + 3)) $((B + 4)) $((B + 5)) 2>"$TMP/bad.err" &
+"$PY" "$HTTP_BACKEND" --status 500 --log "$TMP/bad.log" $((B + 3)) $((B + 4)) $((B + 5)) 2>"$TMP/bad.err" &
 PIDS+=($!)
 touch "$TMP/bad.log"
 
 {
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n'
-	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: pair}\n'
-	printf 'spec: {selector: {app: pair}, ports: [{port: 80, targetPort: http}]}\n'
+	lb_svc web web http; lb_svc pair pair http
 	lb_pod web-1 web $((B + 1)); lb_pod web-2 web $((B + 2)); lb_pod web-3 web $((B + 3))
 	lb_pod pair-1 pair $((B + 4)); lb_pod pair-2 pair $((B + 5))
-	cat <<YAML
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata:
-  name: web
-  # round robin: the failing endpoint (slower python) would otherwise get
-  # few requests under the default p2c-ewma and ejection would take long
-  annotations: {zerohop.io/lb-policy: round-robin}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	# round robin: the failing endpoint (slower python) would otherwise get
+	# few requests under the default p2c-ewma and ejection would take long
+	m_route web web 'zerohop.io/lb-policy: round-robin' <<YAML
   - matches: [{path: {type: PathPrefix, value: /pair}}]
     backendRefs: [{name: pair, port: 80}]
   - backendRefs: [{name: web, port: 80}]

@@ -13,44 +13,17 @@ for k in 1 2; do lb_echo "fast$k" $k; done
 # The slow endpoint: 30 ms per answer (the fast ones get ?delay=1ms). At
 # 10 ms a loaded machine's scheduling delays (tens of ms on a "1 ms" answer)
 # blurred the difference: the slow one once got 88 of 300 under p2c.
-cat >"$TMP/slow.py" <<'PY'
-import socket, sys, threading, time
-def serve(c):
-    d = b""
-    while True:
-        while b"\r\n\r\n" not in d:
-            x = c.recv(65536)
-            if not x: return c.close()
-            d += x
-        d = d.split(b"\r\n\r\n", 1)[1]
-        time.sleep(0.030)
-        body = b'{"name":"slow"}\n'
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
-"$PY" "$TMP/slow.py" $((B + 3)) 2>"$TMP/slow.err" &
+"$PY" "$HTTP_BACKEND" --delay 0.030 --body $'{"name":"slow"}\n' $((B + 3)) 2>"$TMP/slow.err" &
 PIDS+=($!)
 
 rt() { # NAME PREFIX [ANNOTATIONS]
-	cat <<YAML
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: $1, annotations: {${3:-}}}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route "$1" web "${3:-}" <<YAML
   - matches: [{path: {type: PathPrefix, value: $2}}]
     backendRefs: [{name: web, port: 80}]
 YAML
 }
 {
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n'
-	printf 'spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n'
+	lb_svc web web http
 	lb_pod web-1 web $((B + 1)); lb_pod web-2 web $((B + 2)); lb_pod web-3 web $((B + 3))
 	rt p2c /p2c
 	rt rr /rr 'zerohop.io/lb-policy: round-robin'

@@ -49,14 +49,7 @@ svc() {	# NAME CLUSTERIP SELECTOR [ANNOTATIONS]
 	svc plain 10.96.0.73 "version: v1"
 	svc ann 10.96.0.74 "version: v2" 'zerohop.io/l7: "true"'
 	svc ann-split 10.96.0.75 "app: web" 'zerohop.io/l7: "true"'
-	cat <<'YAML'
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	m_route web web <<'YAML'
   - matches: [{path: {type: PathPrefix, value: /v2}}]
     backendRefs: [{name: web-v2, port: 80}]
   - matches: [{headers: [{name: x-version, value: canary}]}]
@@ -64,7 +57,8 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /split}}]
     backendRefs: [{name: web-v1, port: 80, weight: 1}, {name: web-v2, port: 80, weight: 3}]
   - backendRefs: [{name: web-v1, port: 80}]
----
+YAML
+	cat <<'YAML'
 apiVersion: split.smi-spec.io/v1alpha2
 kind: TrafficSplit
 metadata: {name: ann-split}
@@ -76,11 +70,7 @@ YAML
 	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/m.yaml"
 
-T0=$SECONDS
-"$ZH" lab up --lab $LAB -f "$TMP/m.yaml" >"$TMP/up.out" 2>&1
-rc=$?
-ok $rc "lab $LAB up with the mesh ($((SECONDS - T0)) s)"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$TMP/up.out"; done_testing; }
+lab_up "with the mesh" -f "$TMP/m.yaml"
 
 st() { "$ZH" lab status --lab $LAB -o json; }
 NODE_A_IP=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip')
@@ -259,11 +249,11 @@ grep -q "registered again" "/run/zerohop/$LAB/nodes/node-a/proxy.log" 2>/dev/nul
 ok $? "  the proxy logged that it registered on the new maps"
 
 # ---- lab down leaves nothing --------------------------------------------------------
-PIDS="$P1 $(lab_proxy_pid node-b)"
+PX_PIDS="$P1 $(lab_proxy_pid node-b)"
 "$ZH" lab down --lab $LAB >/dev/null 2>&1
 ok $? "lab down"
 alive=
-for p in $PIDS; do
+for p in $PX_PIDS; do
 	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
 	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
 done

@@ -23,32 +23,10 @@ lab_test_more_cleanup() {
 }
 
 manifest() { # VERSION
-	cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web, version: "$1"}}
-    spec:
-      containers: [{name: echo, image: mendhak/http-https-echo, ports: [{name: http, containerPort: 8080}]}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 80, targetPort: http}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: client}
-spec:
-  nodeName: node-a
-  containers: [{name: shell, image: busybox, command: ["sleep", "infinity"]}]
-YAML
+	REPLICAS=3 m_deploy web "" "app: web, version: \"$1\"" \
+		"$(m_img echo mendhak/http-https-echo http:8080)"
+	m_svc web "app: web" "http=80:http"
+	m_idle client node-a
 }
 manifest v1 >"$TMP/v1.yaml"
 manifest v2 >"$TMP/v2.yaml"

@@ -22,68 +22,19 @@ ip -4 addr show lo | grep -q '127.0.0.1/8' || skip_all "needs 127.0.0.0/8 on lo"
 for k in 1 2 3; do lb_echo "v$k" $k; done
 # B+4: a mirror backend that logs each request line and answers 200;
 # B+5: one that accepts and never answers (mirrors stay in flight)
-cat >"$TMP/mirror.py" <<'PY'
-import socket, sys, threading, time
-log, mode = sys.argv[2], sys.argv[3]
-def serve(c):
-    if mode == "hold":
-        time.sleep(30); return c.close()
-    d = b""
-    while True:
-        while b"\r\n\r\n" not in d:
-            x = c.recv(65536)
-            if not x: return c.close()
-            d += x
-        head, d = d.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        n = 0
-        for l in lines[1:]:
-            k, v = l.split(b":", 1)
-            if k.strip().lower() == b"content-length": n = int(v)
-        while len(d) < n:
-            x = c.recv(65536)
-            if not x: return c.close()
-            d += x
-        body, d = d[:n], d[n:]
-        with open(log, "ab") as f:
-            f.write(lines[0] + b" " + body + b"\n")
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(256)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
-"$PY" "$TMP/mirror.py" $((B + 4)) "$TMP/mirror.log" log 2>"$TMP/m1.err" &
+"$PY" "$HTTP_BACKEND" --body ok --log "$TMP/mirror.log" --log-what request $((B + 4)) 2>"$TMP/m1.err" &
 PIDS+=($!)
-"$PY" "$TMP/mirror.py" $((B + 5)) /dev/null hold 2>"$TMP/m2.err" &
+"$PY" "$HTTP_BACKEND" --hold $((B + 5)) 2>"$TMP/m2.err" &
 PIDS+=($!)
 
 # ---- manifests ----------------------------------------------------------------------
-pod() { # NAME APP [NS] [IP]
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {app: %s}}\n' \
-		"$1" "${3:-default}" "$2"
-	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: %s, phase: Running}\n' \
-		"${4:-127.0.0.1}"
-}
-svc() { # NAME APP TARGETPORT
-	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: %s}\n' "$1"
-	printf 'spec: {selector: {app: %s}, ports: [{name: http, port: 80, targetPort: %s}]}\n' "$2" "$3"
-}
 {
-	svc web web $((B + 1)); svc v1 v1 $((B + 1)); svc v2 v2 $((B + 2)); svc v3 v3 $((B + 3))
-	svc mirror mirror $((B + 4)); svc hold hold $((B + 5)); svc ab ab $((B + 3))
-	pod web-1 web; pod v1-1 v1; pod v2-1 v2; pod v3-1 v3; pod mirror-1 mirror; pod hold-1 hold
-	pod ab-1 ab
-	pod client shop-client shop 127.0.0.2
-	cat <<'YAML'
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: web}
-spec:
-  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
-  rules:
+	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc v2 v2 $((B + 2)); lb_svc v3 v3 $((B + 3))
+	lb_svc mirror mirror $((B + 4)); lb_svc hold hold $((B + 5)); lb_svc ab ab $((B + 3))
+	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod v2-1 v2; lb_pod v3-1 v3; lb_pod mirror-1 mirror
+	lb_pod hold-1 hold; lb_pod ab-1 ab
+	lb_pod client shop-client "" shop 127.0.0.2
+	m_route web web <<'YAML'
   - matches: [{path: {type: PathPrefix, value: /retry3}}]
     retry: {attempts: 3, codes: [500], backoff: 100ms}
     backendRefs: [{name: v1, port: 80}]
@@ -106,7 +57,8 @@ spec:
     filters: [{type: RequestMirror, requestMirror: {backendRef: {name: hold, port: 80}}}]
     backendRefs: [{name: v1, port: 80}]
   - backendRefs: [{name: v1, port: 80}]
----
+YAML
+	cat <<'YAML'
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: web-for-shop, namespace: shop}

@@ -12,22 +12,19 @@
 # ours, reads our result as its prevResult (a real consumer of our JSON).
 source "$(dirname "$0")/../lib/tap.sh"
 shopt -s lastpipe	# `conf ... | cni ...` sets OUT and RC here
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in jq nsenter busybox; do command -v $c >/dev/null || skip_all "no $c"; done
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup t80 jq nsenter busybox
 CNI=$(dirname "$ZH")/zerohop-cni
 [ -x "$CNI" ] || skip_all "no $CNI (make first)"
 S=${ZH_TEST_LAB_SUFFIX:-}
 NODE=zh-t80$S-node
 PODS="a b c d e f"
-TMP=$(mktemp -d /tmp/zh-t80.XXXXXX)
-teardown() {
+test_cleanup() {
 	local p
 	for p in $PODS; do ip netns del zh-t80$S-$p 2>/dev/null; done
 	ip netns del $NODE 2>/dev/null
 }
-trap 'teardown; [ -n "$KEEP" ] || rm -rf "$TMP"' EXIT
-teardown
+test_cleanup
 ip netns add $NODE
 ip -n $NODE link set lo up
 ip -n $NODE addr add 10.250.0.1/32 dev lo	# the node needs an IPv4 address (DESIGN.md 5)

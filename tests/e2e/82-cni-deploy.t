@@ -7,19 +7,14 @@
 # what docs/install.md promises (RBAC verbs read-only, privileged host-network
 # DaemonSet, the mounts, the init container, probes).
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in buildah jq /usr/bin/python3; do command -v $c >/dev/null || skip_all "no $c"; done
+source "$(dirname "$0")/../lib/harness.sh"
+test_setup t82 buildah jq /usr/bin/python3
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || skip_all "no python3-yaml"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TMP=$(mktemp -d /tmp/zh-t82.XXXXXX)
 B=(buildah --root "$TMP/storage" --runroot "$TMP/run" --storage-driver vfs)
-cleanup() {
+test_cleanup() {
 	"${B[@]}" rm --all >/dev/null 2>&1
 	"${B[@]}" rmi --all --force >/dev/null 2>&1
-	rm -rf "$TMP"
 }
-trap cleanup EXIT
 TAG=localhost/zerohop:t82${ZH_TEST_LAB_SUFFIX:-}
 
 t0=$(date +%s)

@@ -12,14 +12,12 @@
 # names afterwards (what such an agent leaves, bar the kernel's map names).
 # No lab: a network namespace and cgroups this test makes, as test 18.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in jq curl nsenter bpftool; do command -v $c >/dev/null || skip_all "no $c"; done
+source "$(dirname "$0")/../lib/harness.sh"
+T=t98${ZH_TEST_LAB_SUFFIX:+-$ZH_TEST_LAB_SUFFIX}
+test_setup $T jq curl nsenter bpftool
 OLD=${ZH_OLD_ZEROHOP:-}
 [ -z "$OLD" ] || [ -x "$OLD" ] || skip_all "ZH_OLD_ZEROHOP=$OLD is not executable"
-T=t98${ZH_TEST_LAB_SUFFIX:+-$ZH_TEST_LAB_SUFFIX}
 NS=zh-$T
-TMP=$(mktemp -d /tmp/zh-$T.XXXXXX)
 CG2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
 [ -n "$CG2" ] || skip_all "no cgroup2 mount"
 BASE=$CG2/zh-$T
@@ -27,7 +25,9 @@ NODECG=$BASE/node
 DMCG=$BASE/daemons	# the agent and the echo servers
 PIN=/sys/fs/bpf/zh-$T
 AGENT=
-teardown() {
+# Stop every process in the test's cgroups (ours alone: the test made
+# them), then remove pins, cgroups and the namespace.
+test_cleanup() {
 	local cg p
 	for cg in $DMCG $NODECG; do
 		[ -f $cg/cgroup.procs ] || continue
@@ -43,8 +43,7 @@ teardown() {
 	ip netns del $NS 2>/dev/null
 }
 cg_empty() { [ ! -s "$1/cgroup.procs" ]; }
-trap 'teardown; rm -rf "$TMP"' EXIT
-teardown
+test_cleanup
 
 ip netns add $NS
 ip -n $NS link set lo up
@@ -133,6 +132,6 @@ ok $? "a stale old-name pin beside the new one"
 ok $? "agent --cleanup"
 is "$(pins 'zh_lb_*')$(pins 'lb_*')" "" "--cleanup left no lb_ pin under either name"
 
-teardown
+test_cleanup
 ok $([ ! -e $BASE ] && [ ! -e $PIN ] && ! ip netns list | grep -q "^$NS "; echo $?) "teardown: no cgroup, pin or namespace left"
 done_testing

@@ -1,22 +1,18 @@
 # lab_test.sh — shared set-up of every test that runs a lab. Source after
 # tap.sh:
 #	lab_test_setup LAB [COMMAND...]
-# skips the test unless run as root with $ZH built and python3, jq and each
-# COMMAND on the PATH; sets
+# is harness.sh's test_setup LAB python3 jq COMMAND... (root, $ZH, the
+# commands; ROOT, PY, TOOLS, TMP, PIDS alias BG, the EXIT trap) plus
 #	LAB	the lab's name: LAB, plus $ZH_TEST_LAB_SUFFIX when set (so two
 #		trees can run the same test at once without clashing)
 #	PROBE	tests/bpf/lib/lbprobe.py (the connection prober run in pods)
-#	PY	python3 (Debian's /usr/bin/python3 when there is one)
-#	TOOLS	build/tests/tools (the helper programs; lab_test_tools checks them)
-#	ROOT	the source tree
-#	TMP	a temp dir /tmp/zh-LAB.XXXXXX, mode 755 (pods read files from it)
-#	BG	an array: append the PID of every background process started
-# downs a leftover lab of that name, and traps EXIT (INT and TERM exit) to run lab_test_more_cleanup
-# when the test defines it, kill BG by PID, take the lab down and remove TMP.
+# It downs a leftover lab of that name first, and the EXIT trap takes the
+# lab down after the test's own cleanup and the kill of its processes.
 # Also brings the manifest generators (manifests.sh) and, through tap.sh,
 # wait_until (wait.sh).
 #
 #	lab_test_tools TOOL...		skip unless each TOOL is built in $TOOLS
+#	lab_up WHAT ARG...		lab up as one check; the test ends if it fails
 #	lab_exec POD CMD...		CMD inside POD (zerohop lab exec)
 #	lab_pod_ip POD			the pod's IP (lab status)
 #	lab_agent_pid NODE, lab_proxy_pid NODE	the node daemons' PIDs
@@ -32,39 +28,20 @@
 #	lab_conns_ok FROM HOST PORT [N]	N (default 1) new TCP connections from
 #					pod FROM to HOST:PORT all answered
 #					(lbprobe.py conns)
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/manifests.sh"
 
 lab_test_setup() {
-	local c
 	LAB=$1${ZH_TEST_LAB_SUFFIX:-}
 	shift
-	[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-	[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-	for c in python3 jq "$@"; do command -v "$c" >/dev/null || skip_all "no $c"; done
-	ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	test_setup "$LAB" python3 jq "$@"
 	PROBE=$ROOT/tests/bpf/lib/lbprobe.py
-	PY=$(command -v /usr/bin/python3 || command -v python3)
-	TOOLS=$(dirname "$ZH")/tests/tools
-	TMP=$(mktemp -d "/tmp/zh-$LAB.XXXXXX")
-	chmod 755 "$TMP"
-	BG=()
-	trap lab_test_cleanup EXIT
-	trap 'exit 130' INT TERM
 	"$ZH" lab down --lab "$LAB" >/dev/null 2>&1
 }
 
-lab_test_tools() {
-	local t
-	for t in "$@"; do [ -x "$TOOLS/$t" ] || skip_all "no $TOOLS/$t (make first)"; done
-}
+test_cleanup_hook() { "$ZH" lab down --lab "$LAB" >/dev/null 2>&1; }
 
-lab_test_cleanup() {
-	local p
-	declare -F lab_test_more_cleanup >/dev/null && lab_test_more_cleanup
-	for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-	"$ZH" lab down --lab "$LAB" >/dev/null 2>&1
-	rm -rf "$TMP"
-}
+lab_test_tools() { test_tools "$@"; }
 
 lab_exec() {
 	local pod=$1
@@ -115,4 +92,21 @@ lab_conns_ok() {
 	local r
 	r=$(lab_exec "$1" python3 "$PROBE" conns "$2" "$3" "${4:-1}" 2>/dev/null) &&
 		[ "$(echo "$r" | jq .fails)" = 0 ]
+}
+
+# lab_up WHAT ARG...: `zerohop lab up --lab $LAB ARG...` as one check named
+# "lab up: WHAT (N s)" (VAR=value before the call reaches the lab's
+# daemons); when it fails, its output and the end of the supervisor's log
+# as diagnostics, and the test ends there. The output stays in $TMP/up.log.
+lab_up() {
+	local what=$1 t0=$SECONDS rc
+	shift
+	"$ZH" lab up --lab "$LAB" "$@" >"$TMP/up.log" 2>&1
+	rc=$?
+	ok $rc "lab up${what:+: $what} ($((SECONDS - t0)) s)"
+	[ $rc -eq 0 ] && return 0
+	sed 's/^/#   /' "$TMP/up.log"
+	[ -f "/run/zerohop/$LAB/supervisor.log" ] &&
+		tail -20 "/run/zerohop/$LAB/supervisor.log" | sed 's/^/#   supervisor: /'
+	done_testing
 }

@@ -3,34 +3,39 @@
 # dir, and a cleanup that stops every process the test started, by PID.
 # Source after tap.sh:
 #	loopback_setup TAG [BASE SPAN]
-# skips the test when curl, python3 or $ZH is missing; sets
-#	PY	python3
+# is harness.sh's test_setup TAG --user curl python3 (no root needed;
+# ROOT, PY, TOOLS, TMP, PIDS, the EXIT trap, processes reaped) plus
 #	B	first port of a block B..B+9 with nothing listening, picked in
 #		BASE..BASE+SPAN (spread by pid and tag, so parallel runs differ);
 #		without BASE no block is picked (B, P, S unset)
 #	P, S	B and B+9 (the proxy's listen and stats ports by convention)
-#	TOOLS	the helper programs ($ZH_TOOLS, else build/tests/tools)
-#	TMP	a temp dir /tmp/zh-TAG.XXXXXX, removed at exit
-#	PIDS	an array: append the PID of every background process started
-# and traps EXIT to kill (signal $LOOPBACK_SIG, default TERM) and reap PIDS,
-# then remove TMP (kept when $KEEP is set, for a look after a failure).
+#	HTTP_BACKEND	tests/tools/http_backend.py (slow, failing, logging or
+#		hung HTTP/1.1 backends; run with $PY)
+# The kill at exit sends $LOOPBACK_SIG (default TERM).
+#
+# manifests.sh is sourced too (m_route for HTTPRoutes).
 #
 # Manifests for a proxy whose backends are processes on loopback (runtime
 # Pods with status podIP 127.0.0.1, Running, on node-a), each printed after
 # a `---` line:
 #	loopback_tools TOOL...		skip unless each TOOL is built in $TOOLS
-#	lb_pod NAME APP [PORT]		Pod labelled app=APP; PORT: a container
-#					port named http
+#	lb_pod NAME APP [PORT [NS [IP]]]	Pod labelled app=APP; PORT ("" for
+#					none): a container port named http; NS
+#					(default "default"), IP (default
+#					127.0.0.1): its namespace and podIP
 #	lb_svc NAME APP TARGETPORT	Service app=APP, port 80 -> TARGETPORT
 # backends and a readiness check for wait_until:
 #	lb_echo NAME K			`zerohop echo` named NAME on 127.0.0.1:B+K
 #					(stderr in $TMP/echoK.err; PID in PIDS)
 #	lb_http_up PORT...		every http://127.0.0.1:PORT/ answers
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/manifests.sh"
+
 loopback_setup() {
 	local tag=$1 base=$2 span=$3 i mul
-	command -v curl >/dev/null || skip_all "curl missing (make deps)"
-	PY=$(command -v /usr/bin/python3 || command -v python3) || skip_all "python3 missing (make deps)"
-	[ -x "$ZH" ] || skip_all "build/zerohop missing (make)"
+	TEST_REAP=1
+	TEST_KILL_SIG=${LOOPBACK_SIG:-TERM}
+	test_setup "$tag" --user curl python3
 	if [ -n "$base" ]; then
 		mul=$((7 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 13))
 		for i in $(seq 0 40); do
@@ -40,27 +45,20 @@ loopback_setup() {
 		P=$B
 		S=$((B + 9))
 	fi
-	TOOLS=${ZH_TOOLS:-$(dirname "$ZH")/tests/tools}
-	TMP=$(mktemp -d "/tmp/zh-$tag.XXXXXX")
-	PIDS=()
-	trap loopback_cleanup EXIT
+	HTTP_BACKEND=$ROOT/tests/tools/http_backend.py
 }
 
-loopback_cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill -"${LOOPBACK_SIG:-TERM}" "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "$KEEP" ] || rm -rf "$TMP"
-}
+loopback_tools() { test_tools "$@"; }
 
 lb_pod() {
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: %s}}\n' "$1" "$2"
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {app: %s}}\n' \
+		"$1" "${4:-default}" "$2"
 	if [ -n "$3" ]; then
 		printf 'spec: {nodeName: node-a, containers: [{name: c, ports: [{name: http, containerPort: %s}]}]}\n' "$3"
 	else
 		printf 'spec: {nodeName: node-a, containers: [{name: c}]}\n'
 	fi
-	printf 'status: {podIP: 127.0.0.1, phase: Running}\n'
+	printf 'status: {podIP: %s, phase: Running}\n' "${5:-127.0.0.1}"
 }
 
 lb_svc() {
@@ -78,7 +76,3 @@ lb_echo() {
 	PIDS+=($!)
 }
 
-loopback_tools() {
-	local t
-	for t in "$@"; do [ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built (make)"; done
-}

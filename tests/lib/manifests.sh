@@ -7,6 +7,9 @@
 #		one container (a YAML flow mapping, for m_pod/m_deploy): NAME runs
 #		CMD; PORTS is "" or a space-separated list of PORT, PNAME:PORT or
 #		PNAME:PORT/UDP (named container ports)
+#	m_img NAME IMAGE PORTS
+#		one container running IMAGE (the lab maps well-known images to
+#		its own programs: docs/lab.md), PORTS as m_ctr
 #	m_pod NAME NODE LABELS CTR...
 #		a Pod; NODE "" leaves the choice to the lab; LABELS "" or
 #		"k: v, k2: v2"; CTR... are m_ctr outputs
@@ -18,6 +21,13 @@
 #		list of PORT:TARGET or PORT:TARGET/UDP (TARGET a number or a port
 #		name), each named p<PORT> unless given as PNAME=PORT:TARGET;
 #		CLUSTERIP "" lets the lab allocate; ANNOTATIONS "k: v, ..."
+#		M_SPEC="k: v, ..." before the call adds spec fields (ipFamilies,
+#		ipFamilyPolicy, type, ...)
+#	m_cluster NAME NODES [DUAL]
+#		the lab's Cluster object: NODES a space-separated list; DUAL
+#		non-empty: dual-stack (IPv4 first) with the lab's default CIDRs
+#		and fd00:10:244::/56, fd00:10:96::/112 (docs/ipv6.md; needs
+#		ZEROHOP_IPV6_PREVIEW=1)
 #	m_idle NAME NODE
 #		a Pod labelled app: NAME on NODE that only sleeps: the client or
 #		intruder of most policy tests
@@ -26,25 +36,31 @@
 #		port named http: the backend most lab tests use
 
 m_ctr() {
-	local name=$1 ports=$2 p pn pp proto cmd="" a sep=""
+	local name=$1 ports=$2 cmd="" a sep=""
 	shift 2
 	for a in "$@"; do cmd+="$sep\"$a\""; sep=", "; done
-	printf '{name: %s, command: [%s]' "$name" "$cmd"
-	if [ -n "$ports" ]; then
-		printf ', ports: ['
-		sep=""
-		for p in $ports; do
-			proto=
-			case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
-			case "$p" in
-			*:*) pn=${p%%:*}; pp=${p#*:}; printf '%s{name: %s, containerPort: %s%s}' "$sep" "$pn" "$pp" "$proto" ;;
-			*) printf '%s{containerPort: %s%s}' "$sep" "$p" "$proto" ;;
-			esac
-			sep=", "
-		done
-		printf ']'
-	fi
-	printf '}'
+	printf '{name: %s, command: [%s]%s}' "$name" "$cmd" "$(m_ports "$ports")"
+}
+
+m_img() {
+	printf '{name: %s, image: %s%s}' "$1" "$2" "$(m_ports "$3")"
+}
+
+# ", ports: [...]" of a PORTS list (m_ctr), nothing for "".
+m_ports() {
+	local p pn pp proto sep=""
+	[ -n "$1" ] || return 0
+	printf ', ports: ['
+	for p in $1; do
+		proto=
+		case "$p" in */UDP) proto=", protocol: UDP"; p=${p%/UDP} ;; esac
+		case "$p" in
+		*:*) pn=${p%%:*}; pp=${p#*:}; printf '%s{name: %s, containerPort: %s%s}' "$sep" "$pn" "$pp" "$proto" ;;
+		*) printf '%s{containerPort: %s%s}' "$sep" "$p" "$proto" ;;
+		esac
+		sep=", "
+	done
+	printf ']'
 }
 
 # The "containers: [...]" of CTR... (m_ctr outputs).
@@ -61,7 +77,7 @@ m_pod() {
 	cat <<YAML
 apiVersion: v1
 kind: Pod
-metadata: {name: $name${labels:+, labels: {$labels\}}}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}${labels:+, labels: {$labels\}}}
 spec: {${node:+nodeName: $node, }$(m_ctrs "$@")}
 ---
 YAML
@@ -73,7 +89,7 @@ m_deploy() {
 	cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: $name}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}}
 spec:
   replicas: ${REPLICAS:-1}
   selector: {matchLabels: {name: $name}}
@@ -97,10 +113,27 @@ m_svc() {
 	cat <<YAML
 apiVersion: v1
 kind: Service
-metadata: {name: $name${ann:+, annotations: {$ann\}}}
-spec: {${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
+metadata: {name: $name${M_NS:+, namespace: $M_NS}${ann:+, annotations: {$ann\}}}
+spec: {${M_SPEC:+$M_SPEC, }${cip:+clusterIP: $cip, }selector: {$sel}, ports: [$list]}
 ---
 YAML
+}
+
+m_cluster() {
+	local n sep="" nodes=""
+	for n in $2; do nodes+="$sep$n"; sep=", "; done
+	cat <<YAML
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: $1}
+spec:
+  nodes: [$nodes]
+YAML
+	[ -z "$3" ] || cat <<'YAML'
+  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
+  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+YAML
+	echo ---
 }
 
 m_who() {
@@ -110,4 +143,25 @@ m_who() {
 
 m_idle() {
 	m_pod "$1" "$2" "app: $1" "$(m_ctr c "" sleep 100000)"
+}
+
+# m_route NAME PARENT [ANNOTATIONS [PORT]] <<RULES
+#	a Gateway API HTTPRoute attached to Service PARENT port PORT (default
+#	80); its rules are read from stdin as YAML list items ("  - matches:
+#	...", indented under `rules:`); ANNOTATIONS "k: v, ...". Printed
+#	between two `---` lines, so it also follows loopback.sh's lb_*
+#	objects, which put theirs first (an empty document is allowed).
+m_route() {
+	local name=$1 parent=$2 ann=$3 port=${4:-80}
+	cat <<YAML
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: $name${ann:+, annotations: {$ann\}}}
+spec:
+  parentRefs: [{group: "", kind: Service, name: $parent, port: $port}]
+  rules:
+YAML
+	cat
+	echo ---
 }

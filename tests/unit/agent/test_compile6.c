@@ -102,15 +102,24 @@ int main(void)
 	for (int i = 0; i < c->n_notes; i++)
 		note |= strstr(c->notes[i], "default/root port 80: its IPv6 ClusterIP refuses") != NULL;
 	ok(note, "and a note says why");
-	{	/* nft mode (an `ip` table) renders the IPv4 entries only */
-		char *txt = NULL;
+	{	/* nft mode: IPv4 entries in the `ip` table, IPv6 ones in `ip6` */
+		char *txt = NULL, *t6;
 		size_t len = 0;
 		FILE *f = open_memstream(&txt, &len);
 
-		ag_nft_render(c, f);
+		is_int(ag_nft_render(c, f), 0, "nft rendering");
 		fclose(f);
+		t6 = txt ? strstr(txt, "table ip6 zerohop {") : NULL;
+		ok(t6 != NULL, "nft: an ip6 table for the IPv6 entries");
+		if (t6)
+			*t6 = 0;	/* txt: the ip table alone */
 		ok(txt && strstr(txt, "10.96.0.20 . 80 . tcp") && !strstr(txt, "fd00:"),
-		   "nft rendering: IPv4 entries, no IPv6 one");
+		   "nft: the ip table has the IPv4 entries, no IPv6 one");
+		ok(t6 && strstr(t6 + 1, "fd00:10:96::20 . 80 . tcp : goto svc_") &&
+		   strstr(t6 + 1, "dnat to [fd00:10:244::5]:8080") &&
+		   strstr(t6 + 1, "ip6 daddr . th dport . meta l4proto vmap @svc") &&
+		   !strstr(t6 + 1, "10.96.0.20"),
+		   "nft: the ip6 table has the IPv6 entries, bracketed backends, ip6 matches");
 		free(txt);
 	}
 	{

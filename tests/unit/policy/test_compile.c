@@ -10,6 +10,7 @@
 #include "tap.h"
 #include "zerohop/model.h"
 #include "zerohop/policy.h"
+#include "pol_model.h"
 
 #define POD(name, ip, node, labels, ports) \
 	"apiVersion: v1\nkind: Pod\nmetadata: {name: " name ", namespace: x, labels: " labels "}\n" \
@@ -22,36 +23,12 @@ static const char *base =
 	POD("b2", "10.244.0.3", "node-a", "{app: b}", "[{name: http, containerPort: 9090}]")
 	POD("r", "10.244.1.1", "node-b", "{app: b}", "[{name: http, containerPort: 8080}]");
 
-static struct md_state *load(const char *policy)
-{
-	struct md_state *st = md_state_new();
-	struct md_err err;
-	char buf[900];
-
-	if (md_state_add_buf(st, "base.yaml", base, strlen(base), &err) ||
-	    (policy && md_state_add_buf(st, "np.yaml", policy, strlen(policy), &err)) ||
-	    md_state_finish(st, &err)) {
-		diag("model: %s", md_err_str(&err, buf, sizeof(buf)));
-		md_state_free(st);
-		return NULL;
-	}
-	return st;
-}
-
-static uint32_t ip(const char *s)
-{
-	uint32_t v;
-
-	inet_pton(AF_INET, s, &v);
-	return v;
-}
-
 static bool allowed(const struct pol_compiled *c, const char *src, const char *dst, int port,
 		    enum md_proto proto)
 {
 	uint32_t reason, pid;
 
-	return pol_eval(c, ip(src), ip(dst), (uint16_t)port, proto, &reason, &pid);
+	return pol_eval(c, pm_ip(src), pm_ip(dst), (uint16_t)port, proto, &reason, &pid);
 }
 
 #define NP(spec) "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n" \
@@ -65,7 +42,7 @@ int main(void)
 	int ret;
 
 	/* ranges */
-	st = load(NP("  podSelector: {matchLabels: {app: b}}\n"
+	st = pm_load(base, NP("  podSelector: {matchLabels: {app: b}}\n"
 		     "  ingress: [{ports: [{port: 80, endPort: 90}, {port: 1, endPort: 65535, protocol: UDP}]}]\n"));
 	ok(st && pol_compile(st, "node-a", NULL, &c, &err) == 0, "range policy compiles");
 	if (c) {
@@ -96,7 +73,7 @@ int main(void)
 	md_state_free(st);
 
 	/* protocols and named ports */
-	st = load(NP("  podSelector: {matchLabels: {app: b}}\n"
+	st = pm_load(base, NP("  podSelector: {matchLabels: {app: b}}\n"
 		     "  ingress: [{ports: [{port: http}, {port: 81, protocol: SCTP}]}]\n"));
 	ok(st && pol_compile(st, "node-a", NULL, &c, &err) == 0, "named-port policy compiles");
 	if (c) {
@@ -139,7 +116,7 @@ int main(void)
 	md_state_free(st);
 
 	/* ipBlock with except, pod addresses included */
-	st = load(NP("  podSelector: {matchLabels: {app: a}}\n  policyTypes: [Egress]\n"
+	st = pm_load(base, NP("  podSelector: {matchLabels: {app: a}}\n  policyTypes: [Egress]\n"
 		     "  egress: [{to: [{ipBlock: {cidr: 10.244.0.0/16, except: [10.244.0.2/32]}}]}]\n"));
 	ok(st && pol_compile(st, "node-a", NULL, &c, &err) == 0, "ipBlock policy compiles");
 	if (c) {

@@ -13,6 +13,7 @@
 #include "tap.h"
 #include "zerohop/model.h"
 #include "zerohop/policy.h"
+#include "pol_model.h"
 
 #define POD(name, ip4, ip6, labels, ports) \
 	"apiVersion: v1\nkind: Pod\nmetadata: {name: " name ", namespace: x, labels: " labels "}\n" \
@@ -41,22 +42,6 @@ static const char *policies =
 	/* the IPv6-only pod: ingress from app=b only */
 	NP("six", "  podSelector: {matchLabels: {app: six}}\n"
 		  "  ingress: [{from: [{podSelector: {matchLabels: {app: b}}}]}]\n");
-
-static struct md_state *load(void)
-{
-	struct md_state *st = md_state_new();
-	struct md_err err;
-	char buf[900];
-
-	if (md_state_add_buf(st, "base.yaml", base, strlen(base), &err) ||
-	    md_state_add_buf(st, "np.yaml", policies, strlen(policies), &err) ||
-	    md_state_finish(st, &err)) {
-		diag("model: %s", md_err_str(&err, buf, sizeof(buf)));
-		md_state_free(st);
-		return NULL;
-	}
-	return st;
-}
 
 static const uint8_t *a6(const char *s)
 {
@@ -117,7 +102,7 @@ static const struct pol_ipc_val *find4(const struct pol_compiled *c, const char 
 
 int main(void)
 {
-	struct md_state *st = load();
+	struct md_state *st = pm_load(base, policies);
 	struct pol_compiled *c = NULL, *c2 = NULL;
 	struct md_err err;
 	uint32_t max4 = 0, min6 = UINT32_MAX;

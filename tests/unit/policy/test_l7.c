@@ -12,6 +12,7 @@
 #include "tap.h"
 #include "zerohop/model.h"
 #include "zerohop/policy.h"
+#include "pol_model.h"
 
 #define POD(name, ip, node, labels) \
 	"apiVersion: v1\nkind: Pod\nmetadata: {name: " name ", namespace: x, labels: " labels "}\n" \
@@ -29,30 +30,6 @@ static const char *policies =
 	"  podSelector: {matchLabels: {app: good}}\n  policyTypes: [Egress]\n"
 	"  egress: [{to: [{podSelector: {matchLabels: {app: web}}}], ports: [{port: 8080}]}]\n---\n";
 
-static struct md_state *load(const char *yaml)
-{
-	struct md_state *st = md_state_new();
-	struct md_err err;
-	char buf[900];
-
-	if (md_state_add_buf(st, "t.yaml", yaml, strlen(yaml), &err) ||
-	    md_state_add_buf(st, "np.yaml", policies, strlen(policies), &err) ||
-	    md_state_finish(st, &err)) {
-		diag("model: %s", md_err_str(&err, buf, sizeof(buf)));
-		md_state_free(st);
-		return NULL;
-	}
-	return st;
-}
-
-static uint32_t ip(const char *s)
-{
-	uint32_t v;
-
-	inet_pton(AF_INET, s, &v);
-	return v;
-}
-
 static const char *ipstr(uint32_t v, char *buf)
 {
 	return inet_ntop(AF_INET, &v, buf, INET_ADDRSTRLEN);
@@ -62,7 +39,7 @@ static bool allowed(const struct pol_compiled *c, const char *src, const char *d
 {
 	uint32_t reason, pid;
 
-	return pol_eval(c, ip(src), ip(dst), 8080, MD_PROTO_TCP, &reason, &pid);
+	return pol_eval(c, pm_ip(src), pm_ip(dst), 8080, MD_PROTO_TCP, &reason, &pid);
 }
 
 int main(void)
@@ -74,9 +51,9 @@ int main(void)
 	FILE *f;
 
 	/* ---- the address plan ---- */
-	st = load(POD("web", "10.244.1.7", "node-b", "{app: web}")
-		  POD("good", "10.244.0.5", "node-a", "{app: good}")
-		  POD("bad", "10.244.0.6", "node-a", "{app: bad}"));
+	st = pm_load(POD("web", "10.244.1.7", "node-b", "{app: web}")
+		     POD("good", "10.244.0.5", "node-a", "{app: good}")
+		     POD("bad", "10.244.0.6", "node-a", "{app: bad}"), policies);
 	ok(st != NULL, "default cluster loads");
 	if (!st)
 		return done_testing();
@@ -87,7 +64,7 @@ int main(void)
 	{
 		struct md_cluster cl = st->cluster;
 
-		cl.pod_cidr = ip("10.10.0.0");
+		cl.pod_cidr = pm_ip("10.10.0.0");
 		cl.pod_cidr_len = 23;
 		is_str(ipstr(pol_node_proxy_ip(&cl, 1), a), "10.10.1.1", "/23: node 1 -> 10.10.1.1");
 		ok(pol_node_proxy_ip(&cl, 2) == 0, "/23: no third /24 range, no address");
@@ -126,8 +103,8 @@ int main(void)
 	md_state_free(st);
 
 	/* ---- a pod on .1 (a plan without proxy addresses) wins ---- */
-	st = load(POD("web", "10.244.1.7", "node-b", "{app: web}")
-		  POD("dot1", "10.244.0.1", "node-a", "{app: bad}"));
+	st = pm_load(POD("web", "10.244.1.7", "node-b", "{app: web}")
+		     POD("dot1", "10.244.0.1", "node-a", "{app: bad}"), policies);
 	ok(st != NULL, "state with a pod on 10.244.0.1 loads");
 	if (!st)
 		return done_testing();
