@@ -8,10 +8,10 @@
  *
  *   connect4 (TCP, connected UDP)   VIP:port -> backend, chosen once per
  *                                   connection; remembers {VIP, backend} in
- *                                   the socket's storage (zh_lb_sock).
+ *                                   the socket's storage (lb_sock).
  *   sendmsg4 (unconnected UDP)      VIP:port -> backend per datagram;
  *                                   remembers {cookie, backend} -> VIP in
- *                                   zh_lb_udprev for the reply.
+ *                                   lb_udprev for the reply.
  *   recvmsg4 (UDP)                  reply source backend -> VIP.
  *   getpeername4                    peer backend -> VIP: the application
  *                                   never sees that it was translated.
@@ -19,7 +19,7 @@
  *   (ZH_LB_F_L7)                    address from zh_l7cap_cfg[0]); records
  *                                   cookie -> VIP:port in zh_l7cap_sock for
  *                                   the proxy (abi/l7cap.h) and {VIP, proxy}
- *                                   in zh_lb_sock, so getpeername4 shows the
+ *                                   in lb_sock, so getpeername4 shows the
  *                                   VIP. Connected UDP stays at L4.
  *   connect6 sendmsg6 recvmsg6      the same for an AF_INET6 socket whose
  *   getpeername6                    address is v4-mapped (::ffff:VIP): a
@@ -29,7 +29,7 @@
  *                                   entry points (invariant 7).
  *
  * Invariants (the agent, ag_lb_sync in src/agent/lb.c, keeps 1-3):
- *  1. A zh_lb_svc value with count > 0 points at a slot whose entries
+ *  1. A lb_svc value with count > 0 points at a slot whose entries
  *     0..count-1 all exist: the agent writes the other slot first, then
  *     flips the service value in one map update, then deletes the old slot.
  *  2. A live slot is never rewritten in place, so the pointer lb_pick returns
@@ -84,7 +84,7 @@ static __always_inline struct zh_lb_svc_val *lb_svc_of(__u32 ip4, __u32 port, __
 	lb_v4_mapped(k.vip, ip4);
 	k.port = (__be16)port;
 	k.proto = proto;
-	return bpf_map_lookup_elem(&zh_lb_svc, &k);
+	return bpf_map_lookup_elem(&lb_svc, &k);
 }
 
 /* lb_pick on the service value *svcp, read at the start of this run. The
@@ -126,7 +126,7 @@ static __always_inline void lb_sock_record(struct bpf_sock_addr *ctx, __u32 vip,
 {
 	struct zh_lb_sock_val *sv;
 
-	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!sv)
 		return;
 	lb_v4_mapped(sv->vip, vip);
@@ -212,7 +212,7 @@ lb_pick6(const struct zh_lb_svc_key *k, struct zh_lb_svc_val **svcp)
 	int i;
 
 	for (i = 0; !be && i < 2; i++) {
-		struct zh_lb_svc_val *s = bpf_map_lookup_elem(&zh_lb_svc, k);
+		struct zh_lb_svc_val *s = bpf_map_lookup_elem(&lb_svc, k);
 
 		if (!s || !s->count)
 			break;
@@ -235,7 +235,7 @@ static __always_inline int lb_xlate_native6(struct bpf_sock_addr *ctx, int sendm
 	lb_get_ip6(ctx, k.vip);
 	k.port = (__be16)ctx->user_port;
 	k.proto = ctx->protocol;
-	svc = bpf_map_lookup_elem(&zh_lb_svc, &k);
+	svc = bpf_map_lookup_elem(&lb_svc, &k);
 	if (!svc)
 		return lb_native6();
 	/* no IPv6 node proxy yet: the agent never flags an IPv6 entry L7 */
@@ -253,11 +253,11 @@ static __always_inline int lb_xlate_native6(struct bpf_sock_addr *ctx, int sendm
 		rk.port = be->port;
 		__builtin_memcpy(rv.vip, k.vip, 16);
 		rv.vport = k.port;
-		bpf_map_update_elem(&zh_lb_udprev, &rk, &rv, BPF_ANY);
+		bpf_map_update_elem(&lb_udprev, &rk, &rv, BPF_ANY);
 	} else {
 		struct zh_lb_sock_val *sv;
 
-		sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (sv) {
 			__builtin_memcpy(sv->vip, k.vip, 16);
 			sv->vport = k.port;
@@ -279,7 +279,7 @@ static __always_inline int lb_revnat_native6(struct bpf_sock_addr *ctx, int recv
 	__u8 peer[16];
 
 	lb_get_ip6(ctx, peer);
-	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
+	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, 0);
 	if (sv && lb_addr_eq(sv->be.addr, peer) && sv->be.port == (__be16)ctx->user_port) {
 		lb_set_ip6(ctx, sv->vip, sv->vport);
 		lb_count(recvmsg ? ZH_LB_STAT_RECVMSG_REVNAT : ZH_LB_STAT_GETPEERNAME_REVNAT);
@@ -290,7 +290,7 @@ static __always_inline int lb_revnat_native6(struct bpf_sock_addr *ctx, int recv
 	rk.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rk.addr, peer, 16);
 	rk.port = (__be16)ctx->user_port;
-	rv = bpf_map_lookup_elem(&zh_lb_udprev, &rk);
+	rv = bpf_map_lookup_elem(&lb_udprev, &rk);
 	if (rv) {
 		lb_set_ip6(ctx, rv->vip, rv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
@@ -385,7 +385,7 @@ static __always_inline int lb_sendmsg(struct bpf_sock_addr *ctx, int v6)
 	rk.port = be->port;
 	lb_v4_mapped(rv.vip, vip);
 	rv.vport = (__be16)vport;
-	bpf_map_update_elem(&zh_lb_udprev, &rk, &rv, BPF_ANY);
+	bpf_map_update_elem(&lb_udprev, &rk, &rv, BPF_ANY);
 
 	lb_set_ip4(ctx, v6, lb_v4_of(be->addr), be->port);
 	lb_count(ZH_LB_STAT_SENDMSG_XLATE);
@@ -407,7 +407,7 @@ static __always_inline int lb_recvmsg(struct bpf_sock_addr *ctx, int v6)
 		return 1;
 	lb_v4_mapped(src, ip4);
 	/* Connected UDP: the socket's own record. */
-	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
+	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, 0);
 	if (sv && lb_addr_eq(sv->be.addr, src) && sv->be.port == (__be16)ctx->user_port) {
 		lb_set_ip4(ctx, v6, lb_v4_of(sv->vip), sv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
@@ -416,7 +416,7 @@ static __always_inline int lb_recvmsg(struct bpf_sock_addr *ctx, int v6)
 	rk.cookie = bpf_get_socket_cookie(ctx);
 	__builtin_memcpy(rk.addr, src, 16);
 	rk.port = (__be16)ctx->user_port;
-	rv = bpf_map_lookup_elem(&zh_lb_udprev, &rk);
+	rv = bpf_map_lookup_elem(&lb_udprev, &rk);
 	if (rv) {
 		lb_set_ip4(ctx, v6, lb_v4_of(rv->vip), rv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
@@ -433,7 +433,7 @@ static __always_inline int lb_getpeername(struct bpf_sock_addr *ctx, int v6)
 
 	if (v6 && lb_is_native6(ctx))
 		return lb_revnat_native6(ctx, 0);
-	sv = bpf_sk_storage_get(&zh_lb_sock, ctx->sk, 0, 0);
+	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, 0);
 	if (!sv || !lb_get_ip4(ctx, v6, &ip4))
 		return 1;
 	lb_v4_mapped(peer, ip4);

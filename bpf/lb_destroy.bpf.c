@@ -6,10 +6,10 @@
  * -----------
  * An iter/tcp program walks the TCP sockets of the network namespace the
  * iterator was *created* in, so the agent (src/agent/destroy.c) fills
- * zh_lb_stale with the removed backends, then, for each local pod's network
+ * lb_stale with the removed backends, then, for each local pod's network
  * namespace, enters it in a child process and reads one iterator there.
  * Invariants:
- *  1. Only sockets whose remote address:port is in zh_lb_stale are touched;
+ *  1. Only sockets whose remote address:port is in lb_stale are touched;
  *     listening sockets (remote 0) never match.
  *  2. The map and program are not pinned: they live for one destroy round.
  *  3. An AF_INET6 socket connected to a v4-mapped address (a dual-stack
@@ -65,7 +65,7 @@ struct {
 	__uint(max_entries, 65536);
 	__type(key, struct zh_lb_backend);
 	__type(value, __u8);
-} zh_lb_stale SEC(".maps");
+} lb_stale SEC(".maps");
 
 /* [0] sockets destroyed, [1] destroy calls that failed, [2] IPv4 TCP
  * sockets walked (AF_INET, and AF_INET6 with a v4-mapped peer). */
@@ -74,7 +74,7 @@ struct {
 	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
-} zh_lb_destroyed SEC(".maps");
+} lb_destroyed SEC(".maps");
 
 SEC("iter/tcp")
 int zh_lb_destroy_iter(struct bpf_iter__tcp *ctx)
@@ -94,17 +94,17 @@ int zh_lb_destroy_iter(struct bpf_iter__tcp *ctx)
 		return 0;
 	}
 	idx = 2;
-	c = bpf_map_lookup_elem(&zh_lb_destroyed, &idx);
+	c = bpf_map_lookup_elem(&lb_destroyed, &idx);
 	if (c)
 		__sync_fetch_and_add(c, 1);
 	k.addr[10] = 0xff;
 	k.addr[11] = 0xff;
 	*(__u32 *)&k.addr[12] = skc->skc_daddr;
 	k.port = skc->skc_dport;
-	if (!bpf_map_lookup_elem(&zh_lb_stale, &k))
+	if (!bpf_map_lookup_elem(&lb_stale, &k))
 		return 0;
 	idx = bpf_sock_destroy(skc) ? 1 : 0;
-	c = bpf_map_lookup_elem(&zh_lb_destroyed, &idx);
+	c = bpf_map_lookup_elem(&lb_destroyed, &idx);
 	if (c)
 		__sync_fetch_and_add(c, 1);
 	return 0;

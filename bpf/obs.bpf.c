@@ -109,7 +109,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct zh_lb_sock_val);
-} zh_lb_sock SEC(".maps");
+} lb_sock SEC(".maps");
 
 /* Shared with bpf/accel.bpf.c (same definition; the agent reuses the map
  * the pinned accel programs hold): sc_tx and the peer key. */
@@ -183,10 +183,10 @@ static __always_inline struct zh_obs_event *obs_reserve_sk(struct bpf_sock_ops *
 	return e;
 }
 
-/* The Service a client socket asked for (zh_lb_sock, written at connect). */
+/* The Service a client socket asked for (lb_sock, written at connect). */
 static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk)
 {
-	struct zh_lb_sock_val *sv = bpf_sk_storage_get(&zh_lb_sock, sk, 0, 0);
+	struct zh_lb_sock_val *sv = bpf_sk_storage_get(&lb_sock, sk, 0, 0);
 
 	if (!sv)
 		return;

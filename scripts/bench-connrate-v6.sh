@@ -106,7 +106,7 @@ PINDIR=/sys/fs/bpf/zerohop/$LAB/node-a
 COST=$(dirname "$ZH")/tests/tools/netpol_cost
 [ -x "$COST" ] || COST=
 run() {	# URL OUT -> conn/s (and OUT.cost: the connect programs' run time)
-	${COST:+"$COST" "$PINDIR/zh_lb_link_connect4" "$PINDIR/zh_lb_link_connect6" --} \
+	${COST:+"$COST" "$PINDIR/lb_link_connect4" "$PINDIR/lb_link_connect6" --} \
 		"$ZH" lab exec --lab "$LAB" client -- "${CPU[@]}" "$ZH" bench --keepalive=false -c "$C" \
 		-t "${SECS}s" --warmup 500ms --quiet --json "$2" "$1?size=1024" >"$2.cost" 2>/dev/null
 	jq .ActualQPS "$2"
@@ -121,7 +121,7 @@ pair() {	# ROUND URL4 URL6 OUT -> "v4 v6" in that round's order (OUT.4, OUT.6)
 	echo "$a $b"
 }
 nsrun() {	# OUT PROG -> ns per run of PROG (connect4|connect6) during that run
-	sed -n "s|.*zh_lb_link_$2 runs [0-9]* ns [0-9]* ns/run \([0-9.]*\)|\1|p" "$1.cost"
+	sed -n "s|.*lb_link_$2 runs [0-9]* ns [0-9]* ns/run \([0-9.]*\)|\1|p" "$1.cost"
 }
 stat() { "$ZH" get --lab "$LAB" stats -o json | jq ".\"node-a\".$1 // 0"; }
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $PAIRS pairs x ${SECS}s, $C connections, keep-alive off, 1 KiB, pin=$PIN; ClusterIPs $VIP [$VIP6]"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-latency.sh — one change: apply returns -> the change is in the node's
-# kernel maps (zh_lb_meta GENERATION), at scale, with a standalone agent (no
+# kernel maps (lb_meta GENERATION), at scale, with a standalone agent (no
 # lab) on a state written by gen-big-state.py.
 #   usage: scripts/bench-latency.sh [SERVICES=10000] [ENDPOINTS=10] [ROUNDS=21] [KIND=pod|svc]
 #   KIND pod: a runtime pod of Service s0 flips Running <-> Pending (becomes

@@ -36,7 +36,7 @@ static __always_inline int lb_addr_eq(const __u8 a[16], const __u8 b[16])
 
 static __always_inline void lb_count(__u32 stat)
 {
-	__u64 *c = bpf_map_lookup_elem(&zh_lb_stats, &stat);
+	__u64 *c = bpf_map_lookup_elem(&lb_stats, &stat);
 
 	if (c)
 		*c += 1;	/* per-CPU slot: no atomic needed */
@@ -59,7 +59,7 @@ lb_pick(const struct zh_lb_svc_val *svc)
 	k.slot = svc->slot;
 	/* Multiply-shift instead of %: no division, bias below 2^-20. */
 	k.idx = (__u16)(((__u64)r * svc->count) >> 32);
-	v = bpf_map_lookup_elem(&zh_lb_alias, &k);
+	v = bpf_map_lookup_elem(&lb_alias, &k);
 	if (!v)
 		return NULL;
 	return bpf_get_prandom_u32() < v->threshold ? &v->a : &v->b;

@@ -19,7 +19,7 @@ struct {
 	__uint(max_entries, ZH_LB_MAX_SVC);
 	__type(key, struct zh_lb_svc_key);
 	__type(value, struct zh_lb_svc_val);
-} zh_lb_svc SEC(".maps");
+} lb_svc SEC(".maps");
 
 /* {service id, slot, index} -> alias entry: two backends and a threshold.
  * Not preallocated: 2^20 slots would pin ~100 MB per node. */
@@ -29,7 +29,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct zh_lb_alias_key);
 	__type(value, struct zh_lb_alias_val);
-} zh_lb_alias SEC(".maps");
+} lb_alias SEC(".maps");
 
 /* Per connected socket: the VIP asked for and the backend given. Freed by the
  * kernel with the socket. */
@@ -38,7 +38,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct zh_lb_sock_val);
-} zh_lb_sock SEC(".maps");
+} lb_sock SEC(".maps");
 
 /* Unconnected UDP: {socket cookie, backend} -> VIP, to restore the reply's
  * source address in recvmsg4. LRU: forgotten entries only affect replies to
@@ -48,7 +48,7 @@ struct {
 	__uint(max_entries, ZH_LB_MAX_UDPREV);
 	__type(key, struct zh_lb_udprev_key);
 	__type(value, struct zh_lb_udprev_val);
-} zh_lb_udprev SEC(".maps");
+} lb_udprev SEC(".maps");
 
 /* Markers written by the agent (apply generation last, so a reader that sees
  * generation G sees every entry of G). */
@@ -57,7 +57,7 @@ struct {
 	__uint(max_entries, ZH_LB_META_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
-} zh_lb_meta SEC(".maps");
+} lb_meta SEC(".maps");
 
 /* Per-CPU counters indexed by enum zh_lb_stat. */
 struct {
@@ -65,6 +65,6 @@ struct {
 	__uint(max_entries, ZH_LB_STAT_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
-} zh_lb_stats SEC(".maps");
+} lb_stats SEC(".maps");
 
 #endif

@@ -96,7 +96,7 @@ struct ag_sync_stats {
 };
 
 /* Make the maps equal to c, make-before-break (see src/agent/lb.c), then
- * write generation into zh_lb_meta. On error the maps keep a consistent
+ * write generation into lb_meta. On error the maps keep a consistent
  * mix of old and new services (never a half-written one). 0/-errno. */
 int ag_lb_sync(struct ag_lb *lb, const struct ag_compiled *c, uint64_t generation,
 	       struct ag_sync_stats *st);
@@ -118,6 +118,12 @@ int ag_destroy_stale(const char *node_cgroup, const struct zh_lb_backend *gone, 
 /* Leave everything pinned (unpin=false: restart/upgrade) or detach the links
  * and remove every pin (unpin=true: --cleanup). */
 void ag_lb_close(struct ag_lb *lb, bool unpin);
+
+/* Move the pins an agent of an older layout left in pin_dir to today's
+ * names (rename(2) in bpffs; table and invariants P1-P3 in
+ * src/agent/pin_upgrade.c). Called by ag_lb_open and ag_lb_cleanup before
+ * they touch a pin. *moved (may be NULL) gets the count. 0/-errno. */
+int ag_pin_upgrade(const char *pin_dir, int *moved);
 
 /* Remove the pins of a pin dir without loading anything (agent --cleanup
  * with no agent running). 0/-errno. */

@@ -10,17 +10,10 @@
  * their zero value are omitted ("succeeded": false is simply absent).
  *
  * Contract:
- * - eg_json_parse() accepts exactly one RFC 8259 value (surrounding white
- *   space allowed), depth <= 64; anything else is -EINVAL. Strings are
- *   decoded (\uXXXX to UTF-8, surrogate pairs joined); numbers are kept as
- *   their text.
+ * - Responses are read with the generic JSON reader, jsonv.h (jv_parse;
+ *   jv_u64 for the int64 fields; jv_next frames the watch stream).
  * - eg_b64_decode() accepts standard base64 with padding (what the gateway
  *   sends) and rejects anything else with -EINVAL.
- * - eg_json_next() frames a byte stream of concatenated JSON values (the
- *   watch response body after de-chunking): the length of the first
- *   complete value, 0 while incomplete, -EINVAL on bytes that cannot start
- *   or continue one. It only tracks nesting and strings; the value is then
- *   parsed with eg_json_parse.
  * - eg_dechunk() decodes HTTP/1.1 chunked transfer coding incrementally.
  * - eg_call() is one POST with a JSON body on a fresh connection
  *   (Connection: close), bounded by timeout_ms end to end. 0 with the HTTP
@@ -36,26 +29,6 @@
 #include <stdint.h>
 
 #include "zerohop/buf.h"
-
-enum eg_type { EG_NULL, EG_BOOL, EG_NUM, EG_STR, EG_ARR, EG_OBJ };
-
-struct eg_json {
-	enum eg_type t;
-	bool b;
-	char *s;		/* EG_STR (decoded, NUL-terminated) / EG_NUM (text) */
-	size_t len;
-	struct eg_json *v;	/* EG_ARR / EG_OBJ members */
-	char **k;		/* EG_OBJ keys */
-	int n;
-};
-
-int eg_json_parse(const char *text, size_t len, struct eg_json **out);
-void eg_json_free(struct eg_json *j);
-const struct eg_json *eg_json_get(const struct eg_json *o, const char *key);	/* NULL if absent */
-/* etcd's int64 (a JSON string or number); def when absent or not a number. */
-uint64_t eg_json_u64(const struct eg_json *v, uint64_t def);
-bool eg_json_bool(const struct eg_json *v);	/* absent = false */
-long eg_json_next(const char *buf, size_t len);
 
 char *eg_b64_encode(const void *data, size_t len);	/* malloc'd, NUL-terminated */
 int eg_b64_decode(const char *s, size_t len, char **out, size_t *out_len);	/* out NUL-terminated */

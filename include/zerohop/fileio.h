@@ -38,4 +38,16 @@ int zh_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
  * does not apply. 0 or -errno. */
 int zh_write_atomic_mode(const char *path, const void *data, size_t len, mode_t mode, bool sync);
 
+/* Batches: the two halves of zh_write_atomic, for a writer that replaces
+ * many files with ONE sync between (the state directory's apply: every
+ * temporary, one syncfs, every rename; src/state/ss_dir.c), where a sync
+ * per file would cost one disk flush each. zh_write_tmp writes PATH's
+ * temporary (W2, W4; SYNC as above; on failure nothing is left, W3) and
+ * leaves it for zh_commit_tmp, which renames it onto PATH (W1; on failure
+ * the temporary is removed). zh_discard_tmp removes a temporary that will
+ * not be committed. 0 or -errno. */
+int zh_write_tmp(const char *path, const void *data, size_t len, mode_t mode, bool sync);
+int zh_commit_tmp(const char *path);
+void zh_discard_tmp(const char *path);
+
 #endif

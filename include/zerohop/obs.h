@@ -47,10 +47,10 @@ struct ag_obs_agent_stats {
 	int degraded;			/* 1 when the last sync failed */
 	int state_degraded;		/* 1 when the last sync failed or the store is out of reach */
 	double last_sync_ts;		/* unix time of the last successful sync (0: none) */
-	int n_svcs;			/* entries in zh_lb_svc (map occupancy) */
+	int n_svcs;			/* entries in lb_svc (map occupancy) */
 };
 
-/* Load obs.bpf.o reusing the pinned zh_lb_sock (and the accel programs'
+/* Load obs.bpf.o reusing the pinned lb_sock (and the accel programs'
  * accel_sk), attach or adopt its links after the LB and policy hooks, open
  * the listeners. 0/-errno; on error nothing is left attached by this call. */
 int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out);

@@ -22,7 +22,7 @@
  * Invariants:
  *  A1. The watch is drained *before* the state is read, so a change that
  *      lands during SYNC makes the fd readable again and is never lost.
- *  A2. The generation written to zh_lb_meta is read before ss_load(), so it
+ *  A2. The generation written to lb_meta is read before ss_load(), so it
  *      never claims a state newer than the one in the maps.
  *  A3. A failed load or compile leaves the maps exactly as they were (the
  *      last good state stays in force); the agent logs and waits for the
@@ -55,7 +55,7 @@
  *      --proxy-cgroup accel_proxy is emptied: no pod socket is inserted for
  *      a peer that could never be in the sockhash.
  *  A9. With --health-file, every sync ends by publishing the generation in
- *      force (written after the maps, like zh_lb_meta, so a reader never
+ *      force (written after the maps, like lb_meta, so a reader never
  *      sees a generation the kernel does not have yet), and "degraded"
  *      with the error when the sync failed (A3: the previous generation is
  *      still the one in force). The lab waits on this file, not on maps.
@@ -338,7 +338,7 @@ static int sync_once(struct agent *a)
 	}
 	incr = d.patched && a->c;
 	tl = now_ms();
-	/* Policy before the LB: once zh_lb_meta names gen, the policy of gen is
+	/* Policy before the LB: once lb_meta names gen, the policy of gen is
 	 * in force too (the lab waits on that before starting a pod). A policy
 	 * error is logged and never stops the LB sync (policy_glue.c P2).
 	 * A7: skipped when only pods' phases changed (policy never reads it). */

@@ -2,7 +2,7 @@
  * `zerohop agent --bench-latency N --node NODE -f A.yaml -f B.yaml`.
  *
  * Alternates ss_apply(A), ss_apply(B) N times against the running lab's state
- * source; after each apply returns, spins on the node's pinned zh_lb_meta
+ * source; after each apply returns, spins on the node's pinned lb_meta
  * GENERATION until it reaches the state generation the apply produced (the
  * agent writes it after every map entry of that generation, lb.c S3), and
  * records the elapsed time (polling every 50 us, so the resolution is about
@@ -82,7 +82,7 @@ int ag_bench_latency(const char *state_dir, const char *pin_dir, char *const *fi
 
 	if (n_files < 1 || rounds < 1)
 		return -EINVAL;
-	snprintf(path, sizeof(path), "%s/zh_lb_meta", pin_dir);
+	snprintf(path, sizeof(path), "%s/lb_meta", pin_dir);
 	fd = bpf_obj_get(path);
 	if (fd < 0) {
 		ret = -errno;
@@ -134,7 +134,7 @@ int ag_bench_latency(const char *state_dir, const char *pin_dir, char *const *fi
 		usleep(20000);	/* let the agent go idle: measure a cold change */
 	}
 	qsort(lat, rounds, sizeof(*lat), cmp_d);
-	printf("apply -> kernel (zh_lb_meta generation), %d changes: min %.2f ms, median %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, timeouts %d\n",
+	printf("apply -> kernel (lb_meta generation), %d changes: min %.2f ms, median %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, timeouts %d\n",
 	       rounds, lat[0], lat[rounds / 2], lat[rounds * 9 / 10], lat[rounds * 99 / 100],
 	       lat[rounds - 1], timeouts);
 	ret = timeouts ? -ETIMEDOUT : 0;

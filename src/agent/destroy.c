@@ -94,7 +94,7 @@ int ag_destroy_stale(const char *node_cgroup, const struct zh_lb_backend *gone, 
 		goto out;
 	}
 	for (i = 0; i < n && i < 65536; i++)
-		bpf_map_update_elem(bpf_map__fd(skel->maps.zh_lb_stale), &gone[i], &one, BPF_ANY);
+		bpf_map_update_elem(bpf_map__fd(skel->maps.lb_stale), &gone[i], &one, BPF_ANY);
 	link = bpf_program__attach_iter(skel->progs.zh_lb_destroy_iter, NULL);
 	if (!link) {
 		ret = -errno;
@@ -129,16 +129,16 @@ int ag_destroy_stale(const char *node_cgroup, const struct zh_lb_backend *gone, 
 		if (iterate_in(bpf_link__fd(link), ns))
 			zh_warn("destroy-stale: iterating sockets of pod cgroup %s failed", de->d_name);
 	}
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.zh_lb_destroyed), &k, &cnt) == 0)
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.lb_destroyed), &k, &cnt) == 0)
 		*destroyed = (int)cnt;
 	k = 1;
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.zh_lb_destroyed), &k, &cnt) == 0 && cnt)
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.lb_destroyed), &k, &cnt) == 0 && cnt)
 		zh_warn("destroy-stale: %llu sockets could not be destroyed", (unsigned long long)cnt);
 	{
 		uint64_t walked = 0;
 
 		k = 2;
-		bpf_map_lookup_elem(bpf_map__fd(skel->maps.zh_lb_destroyed), &k, &walked);
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.lb_destroyed), &k, &walked);
 		zh_info("destroy-stale: %d pod network namespaces, %llu IPv4 TCP sockets walked",
 			n_seen, (unsigned long long)walked);
 	}

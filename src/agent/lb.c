@@ -5,11 +5,11 @@
  * Design note: pins and adoption
  * ------------------------------
  * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE):
- *   zh_lb_svc zh_lb_alias zh_lb_sock zh_lb_udprev zh_lb_meta zh_lb_stats  maps
+ *   lb_svc lb_alias lb_sock lb_udprev lb_meta lb_stats  maps
  *   zh_l7cap_sock zh_l7cap_orig zh_l7cap_cfg   capture maps shared by name with
  *                                              the node proxy (abi/l7cap.h)
- *   zh_lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
- *   zh_lb_link_connect6 .._sendmsg6 .._recvmsg6 .._getpeername6           (AF_INET6
+ *   lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
+ *   lb_link_connect6 .._sendmsg6 .._recvmsg6 .._getpeername6           (AF_INET6
  *                         sockets: v4-mapped VIPs, bpf/lb.bpf.c invariant 7)
  * (The acceleration engineer pins its own objects in the same dir with an
  * accel prefix; nothing here touches them.)
@@ -25,6 +25,7 @@
  *   mirror_load) and delete
  *   alias entries no live service points at (left by a crash mid-sync).
  *
+ *   (pins of an older layout are renamed first: src/agent/pin_upgrade.c)
  *   exit     : close fds, pins keep maps and links (datapath keeps running)
  *   --cleanup: detach links, unlink every pin, rmdir the pin dir if empty
  *
@@ -40,7 +41,7 @@
  *      services' values, phase 4 deletes the old slots' entries and those of
  *      removed services. A failure in phase 1 removes what it wrote and
  *      leaves every service as it was.
- *  S3. zh_lb_meta[GENERATION] is written after phase 4: a reader that sees
+ *  S3. lb_meta[GENERATION] is written after phase 4: a reader that sees
  *      generation G sees every map entry of G.
  */
 #include <errno.h>
@@ -60,6 +61,7 @@
 #include "zerohop/bpfmap.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
+#include "zerohop/vec.h"
 #include "lb.skel.h"
 
 /* One link per hook and socket family; a pin dir of an agent from before
@@ -86,13 +88,13 @@ struct ag_lb {
 };
 
 static const char *const link_names[LB_N_LINKS] = {
-	"zh_lb_link_connect4", "zh_lb_link_sendmsg4", "zh_lb_link_recvmsg4",
-	"zh_lb_link_getpeername4",
-	"zh_lb_link_connect6", "zh_lb_link_sendmsg6", "zh_lb_link_recvmsg6",
-	"zh_lb_link_getpeername6",
+	"lb_link_connect4", "lb_link_sendmsg4", "lb_link_recvmsg4",
+	"lb_link_getpeername4",
+	"lb_link_connect6", "lb_link_sendmsg6", "lb_link_recvmsg6",
+	"lb_link_getpeername6",
 };
 static const char *const map_names[] = {
-	"zh_lb_svc", "zh_lb_alias", "zh_lb_sock", "zh_lb_udprev", "zh_lb_meta", "zh_lb_stats",
+	"lb_svc", "lb_alias", "lb_sock", "lb_udprev", "lb_meta", "lb_stats",
 	ZH_L7CAP_SOCK_MAP, ZH_L7CAP_ORIG_MAP, ZH_L7CAP_CFG_MAP,
 };
 #define N_MAPS ((int)(sizeof(map_names) / sizeof(map_names[0])))
@@ -248,7 +250,7 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 	return 0;
 }
 
-/* An upgrade may add counters (enum zh_lb_stat): a pinned zh_lb_stats of
+/* An upgrade may add counters (enum zh_lb_stat): a pinned lb_stats of
  * another size cannot be reused by libbpf, and would fail the whole load.
  * Counters are the one map whose content may be dropped, so its old pin is
  * replaced by a new map (the counters restart at 0; the running programs
@@ -260,7 +262,7 @@ static void stats_pin_check(const char *pin_dir)
 	char path[320];
 	int fd;
 
-	if (pin_path(path, sizeof(path), pin_dir, "zh_lb_stats"))
+	if (pin_path(path, sizeof(path), pin_dir, "lb_stats"))
 		return;
 	fd = bpf_obj_get(path);
 	if (fd < 0)
@@ -288,18 +290,21 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 		zh_err("lb: cannot create pin dir %s: %s", o->pin_dir, strerror(-ret));
 		goto fail;
 	}
+	ret = ag_pin_upgrade(o->pin_dir, NULL);	/* old pin names first (P3) */
+	if (ret)
+		goto fail;
 	lb->skel = zh_lb__open();
 	if (!lb->skel) {
 		ret = -errno;
 		zh_err("lb: open BPF object: %s", strerror(-ret));
 		goto fail;
 	}
-	maps[0] = lb->skel->maps.zh_lb_svc;
-	maps[1] = lb->skel->maps.zh_lb_alias;
-	maps[2] = lb->skel->maps.zh_lb_sock;
-	maps[3] = lb->skel->maps.zh_lb_udprev;
-	maps[4] = lb->skel->maps.zh_lb_meta;
-	maps[5] = lb->skel->maps.zh_lb_stats;
+	maps[0] = lb->skel->maps.lb_svc;
+	maps[1] = lb->skel->maps.lb_alias;
+	maps[2] = lb->skel->maps.lb_sock;
+	maps[3] = lb->skel->maps.lb_udprev;
+	maps[4] = lb->skel->maps.lb_meta;
+	maps[5] = lb->skel->maps.lb_stats;
 	/* Pinned by name in the node pin dir whichever of agent and proxy
 	 * loads first; the path set here overrides libbpf's default root. */
 	maps[6] = lb->skel->maps.zh_l7cap_sock;
@@ -319,9 +324,9 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 		       strerror(-ret));
 		goto fail;
 	}
-	lb->fd_svc = bpf_map__fd(lb->skel->maps.zh_lb_svc);
-	lb->fd_alias = bpf_map__fd(lb->skel->maps.zh_lb_alias);
-	lb->fd_meta = bpf_map__fd(lb->skel->maps.zh_lb_meta);
+	lb->fd_svc = bpf_map__fd(lb->skel->maps.lb_svc);
+	lb->fd_alias = bpf_map__fd(lb->skel->maps.lb_alias);
+	lb->fd_meta = bpf_map__fd(lb->skel->maps.lb_meta);
 
 	progs[0] = lb->skel->progs.zh_lb_connect4;
 	progs[1] = lb->skel->progs.zh_lb_sendmsg4;
@@ -417,12 +422,12 @@ void ag_lb_close(struct ag_lb *lb, bool unpin)
 		bpf_link__destroy(lb->links[i]);	/* pinned: stays attached */
 	}
 	if (lb->skel && unpin) {
-		bpf_map__unpin(lb->skel->maps.zh_lb_svc, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_lb_alias, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_lb_sock, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_lb_udprev, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_lb_meta, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_lb_stats, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_svc, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_alias, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_sock, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_udprev, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_meta, NULL);
+		bpf_map__unpin(lb->skel->maps.lb_stats, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_sock, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg, NULL);
@@ -439,6 +444,7 @@ int ag_lb_cleanup(const char *pin_dir)
 	char path[320];
 	int i, ret = 0;
 
+	ag_pin_upgrade(pin_dir, NULL);	/* so pins of an older layout go too */
 	for (i = 0; i < LB_N_LINKS; i++) {
 		struct bpf_link *l;
 
@@ -464,17 +470,16 @@ int ag_lb_cleanup(const char *pin_dir)
 
 /* ---- sync ----------------------------------------------------------------- */
 
+/* A batch of map keys or values of one size, grown through vec.h. */
 struct vec {
 	void *v;
-	size_t n, cap, size;
+	size_t n, size;
+	int cap;
 };
 
 static void *vec_push(struct vec *x)
 {
-	if (x->n == x->cap) {
-		x->cap = x->cap ? 2 * x->cap : 256;
-		x->v = zh_realloc(x->v, x->cap * x->size);
-	}
+	zh_reserve(&x->v, &x->cap, (int)x->n + 1, x->size);
 	return (char *)x->v + x->size * x->n++;
 }
 
@@ -745,13 +750,13 @@ int ag_lb_read_stats(const char *pin_dir, uint64_t stats[ZH_LB_STAT_MAX],
 	ncpu = libbpf_num_possible_cpus();
 	if (ncpu <= 0)
 		return -EINVAL;
-	pin_path(path, sizeof(path), pin_dir, "zh_lb_stats");
+	pin_path(path, sizeof(path), pin_dir, "lb_stats");
 	fd_s = bpf_obj_get(path);
 	if (fd_s < 0) {
 		ret = -errno;
 		goto out;
 	}
-	pin_path(path, sizeof(path), pin_dir, "zh_lb_meta");
+	pin_path(path, sizeof(path), pin_dir, "lb_meta");
 	fd_m = bpf_obj_get(path);
 	if (fd_m < 0) {
 		ret = -errno;

@@ -858,8 +858,8 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 		"# TYPE zerohop_state_last_sync_timestamp_seconds gauge\n"
 		"zerohop_state_last_sync_timestamp_seconds %.3f\n"
 		"# HELP zerohop_map_entries BPF map occupancy.\n# TYPE zerohop_map_entries gauge\n"
-		"zerohop_map_entries{map=\"zh_lb_svc\"} %d\n"
-		"# TYPE zerohop_map_max_entries gauge\nzerohop_map_max_entries{map=\"zh_lb_svc\"} %d\n",
+		"zerohop_map_entries{map=\"lb_svc\"} %d\n"
+		"# TYPE zerohop_map_max_entries gauge\nzerohop_map_max_entries{map=\"lb_svc\"} %d\n",
 		(unsigned long long)ob->ag.generation, (unsigned long long)ob->ag.syncs,
 		ob->ag.last_sync_ms, ob->ag.degraded, ob->ag.state_degraded, ob->ag.last_sync_ts,
 		ob->ag.n_svcs, ZH_LB_MAX_SVC);
@@ -1158,8 +1158,8 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 		if (ret)
 			goto fail;
 	}
-	snprintf(path, sizeof(path), "%s/zh_lb_sock", o->pin_dir);
-	ret = bpf_map__set_pin_path(ob->skel->maps.zh_lb_sock, path);
+	snprintf(path, sizeof(path), "%s/lb_sock", o->pin_dir);
+	ret = bpf_map__set_pin_path(ob->skel->maps.lb_sock, path);
 	if (ret)
 		goto fail;
 	afd = accel_sk_fd(o->pin_dir);

@@ -45,6 +45,7 @@
 
 #include "zerohop/buf.h"
 #include "zerohop/etcd.h"
+#include "zerohop/jsonv.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
@@ -174,7 +175,7 @@ static int start_member(const struct lab_topo *t, int k, const char *cluster, bo
 static bool member_ok(const char *lab, int k, uint64_t *leader, uint64_t *id, uint64_t *rev)
 {
 	struct eg_ep ep = { .unix_sock = true };
-	struct eg_json *j = NULL;
+	struct jv *j = NULL;
 	struct buf r;
 	int status = 0;
 	bool ok;
@@ -182,16 +183,16 @@ static bool member_ok(const char *lab, int k, uint64_t *leader, uint64_t *id, ui
 	lab_fmt(ep.host, sizeof(ep.host), "%s/%s/etcd/m%d/c.sock:0", ZH_RUN_ROOT, lab, k);
 	buf_init(&r, 0);
 	ok = !eg_call(&ep, "/v3/maintenance/status", "{}", 1000, &status, &r) && status == 200 &&
-	     !eg_json_parse(buf_head(&r), r.data, &j);
+	     (j = jv_parse(buf_head(&r), r.data, NULL, 0)) != NULL;
 	if (ok) {
-		const struct eg_json *h = eg_json_get(j, "header");
+		const struct jv *h = jv_get(j, "header");
 
-		*leader = eg_json_u64(eg_json_get(j, "leader"), 0);
-		*id = eg_json_u64(eg_json_get(h, "member_id"), 0);
-		*rev = eg_json_u64(eg_json_get(h, "revision"), 0);
+		*leader = jv_u64(jv_get(j, "leader"), 0);
+		*id = jv_u64(jv_get(h, "member_id"), 0);
+		*rev = jv_u64(jv_get(h, "revision"), 0);
 		ok = *leader != 0;
 	}
-	eg_json_free(j);
+	jv_free(j);
 	buf_free(&r);
 	return ok;
 }

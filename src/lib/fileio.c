@@ -9,17 +9,27 @@
 
 #include "zerohop/fileio.h"
 
-/* EXACT: W5 (a new temporary, fchmod()ed to MODE before any data). */
-static int write_atomic(const char *path, const void *data, size_t len, mode_t mode,
-			bool sync, bool exact)
+/* PATH's temporary (W2: the PID keeps two writers' temporaries apart;
+ * W4: ".tmp" in the name). */
+static int tmp_name(char *tmp, size_t len, const char *path)
+{
+	if ((size_t)snprintf(tmp, len, "%s.tmp.%d", path, (int)getpid()) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Write PATH's temporary. EXACT: W5 (a new temporary, fchmod()ed to MODE
+ * before any data). On failure the temporary is gone (W3). */
+static int write_tmp(const char *path, const void *data, size_t len, mode_t mode, bool sync,
+		     bool exact)
 {
 	char tmp[PATH_MAX];
 	const char *p = data;
-	int fd, ret = 0;
+	int fd, ret;
 
-	/* W2: the PID keeps two writers' temporaries apart. */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
-		return -ENAMETOOLONG;
+	ret = tmp_name(tmp, sizeof(tmp), path);
+	if (ret)
+		return ret;
 	if (exact)
 		unlink(tmp);	/* W5: a dead process's stale temporary */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC | (exact ? O_EXCL : O_TRUNC), mode);
@@ -43,11 +53,44 @@ static int write_atomic(const char *path, const void *data, size_t len, mode_t m
 		ret = -errno;
 	if (close(fd) && !ret)
 		ret = -errno;
-	if (!ret && rename(tmp, path))	/* W1 */
-		ret = -errno;
 	if (ret)
 		unlink(tmp);		/* W3 */
 	return ret;
+}
+
+int zh_commit_tmp(const char *path)
+{
+	char tmp[PATH_MAX];
+	int ret = tmp_name(tmp, sizeof(tmp), path);
+
+	if (ret)
+		return ret;
+	if (rename(tmp, path)) {	/* W1 */
+		ret = -errno;
+		unlink(tmp);		/* W3 */
+	}
+	return ret;
+}
+
+void zh_discard_tmp(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	if (!tmp_name(tmp, sizeof(tmp), path))
+		unlink(tmp);
+}
+
+int zh_write_tmp(const char *path, const void *data, size_t len, mode_t mode, bool sync)
+{
+	return write_tmp(path, data, len, mode, sync, false);
+}
+
+static int write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+			bool sync, bool exact)
+{
+	int ret = write_tmp(path, data, len, mode, sync, exact);
+
+	return ret ? ret : zh_commit_tmp(path);
 }
 
 int zh_write_atomic(const char *path, const void *data, size_t len, mode_t mode, bool sync)

@@ -41,14 +41,34 @@ static bool lit(struct jp *p, const char *w)
 	return true;
 }
 
-static int hex4(struct jp *p, unsigned *out)
+/* ---- lexing (jsonv.h) --------------------------------------------------- */
+
+const char *jv_lex_string_end(const char *p, const char *end)
+{
+	const char *start = p + 1, *q = start;
+
+	/* A quote closes the string unless an odd run of backslashes precedes
+	 * it: the run starts after a character no backslash escapes. */
+	while (q < end && (q = memchr(q, '"', (size_t)(end - q)))) {
+		const char *b = q;
+
+		while (b > start && b[-1] == '\\')
+			b--;
+		if (!((q - b) & 1))
+			return q;
+		q++;
+	}
+	return NULL;
+}
+
+static int hex4(const char *p, const char *q, unsigned *out)
 {
 	unsigned v = 0;
 
-	if (p->len - p->pos < 4)
+	if (q - p < 4)
 		return -1;
 	for (int i = 0; i < 4; i++) {
-		char c = p->s[p->pos++];
+		char c = p[i];
 
 		v <<= 4;
 		if (c >= '0' && c <= '9')
@@ -83,73 +103,105 @@ static void put_utf8(char *o, size_t *n, unsigned cp)
 	}
 }
 
-/* p->pos is at the opening quote; the decoded string is never longer than
- * its source. NULL on error. */
-static char *string(struct jp *p)
+const char *jv_lex_string(const char *p, const char *q, char *out, size_t *n, unsigned flags,
+			  const char **bad)
 {
-	size_t start = ++p->pos, n = 0;
+	unsigned char hi = flags & JV_LEX_ASCII ? 0x7f : 0xff;	/* highest plain byte */
+	size_t o = 0;
+
+	p++;
+	while (p < q) {
+		const char *r = p;
+		unsigned char c;
+		unsigned cp, lo;
+
+		/* a run of plain characters at once (base64 values are all plain) */
+		while (r < q && *r != '\\' && (unsigned char)*r >= 0x20 && (unsigned char)*r <= hi)
+			r++;
+		if (r > p) {
+			memcpy(out + o, p, (size_t)(r - p));
+			o += (size_t)(r - p);
+			p = r;
+			continue;
+		}
+		*bad = p;
+		c = (unsigned char)*p++;
+		if (c < 0x20)
+			return "control character in a string";
+		if (c != '\\')
+			return "non-ASCII byte in a string";
+		if (p >= q)
+			return "bad escape in a string";
+		c = (unsigned char)*p++;
+		switch (c) {
+		case '"': case '\\': case '/': out[o++] = (char)c; break;
+		case 'b': out[o++] = '\b'; break;
+		case 'f': out[o++] = '\f'; break;
+		case 'n': out[o++] = '\n'; break;
+		case 'r': out[o++] = '\r'; break;
+		case 't': out[o++] = '\t'; break;
+		case 'u':
+			if (hex4(p, q, &cp))
+				return "bad \\u escape";
+			p += 4;
+			if (cp >= 0xd800 && cp < 0xe000 && (flags & JV_LEX_NO_SURROGATES))
+				return "surrogate in \\u escape";
+			if (cp >= 0xd800 && cp < 0xdc00) {
+				if (q - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, q, &lo) ||
+				    lo < 0xdc00 || lo > 0xdfff)
+					return "lone surrogate in \\u escape";
+				p += 6;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			} else if (cp >= 0xdc00 && cp < 0xe000) {
+				return "lone surrogate in \\u escape";
+			}
+			if (!cp)
+				return "\\u0000 in a string";
+			put_utf8(out, &o, cp);
+			break;
+		default:
+			return "bad escape in a string";
+		}
+	}
+	out[o] = 0;
+	*n = o;
+	return NULL;
+}
+
+/* ---- the tree ------------------------------------------------------------ */
+
+/* p->pos is at the opening quote. NULL on error. */
+static char *string(struct jp *p, size_t *len)
+{
+	const char *s = p->s + p->pos, *end = p->s + p->len, *q = s + 1, *why, *bad;
 	char *o;
 
-	while (p->pos < p->len && p->s[p->pos] != '"')
-		p->pos += p->s[p->pos] == '\\' ? 2 : 1;
-	if (p->pos >= p->len) {
+	/* most strings have no escape: copied as they stand */
+	while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+		q++;
+	if (q < end && *q == '"') {
+		*len = (size_t)(q - s - 1);
+		o = zh_malloc(*len + 1);
+		memcpy(o, s + 1, *len);
+		o[*len] = 0;
+		p->pos = (size_t)(q + 1 - p->s);
+		return o;
+	}
+	q = jv_lex_string_end(s, end);
+	if (!q) {
 		fail(p, "unterminated string");
 		return NULL;
 	}
-	o = zh_malloc(p->pos - start + 1);
-	p->pos = start;
-	while (p->s[p->pos] != '"') {
-		unsigned char c = (unsigned char)p->s[p->pos++];
-		unsigned cp, lo;
-
-		if (c < 0x20) {
-			fail(p, "control character in a string");
-			goto err;
-		}
-		if (c != '\\') {
-			o[n++] = (char)c;
-			continue;
-		}
-		c = (unsigned char)p->s[p->pos++];
-		switch (c) {
-		case '"': case '\\': case '/': o[n++] = (char)c; break;
-		case 'b': o[n++] = '\b'; break;
-		case 'f': o[n++] = '\f'; break;
-		case 'n': o[n++] = '\n'; break;
-		case 'r': o[n++] = '\r'; break;
-		case 't': o[n++] = '\t'; break;
-		case 'u':
-			if (hex4(p, &cp)) {
-				fail(p, "bad \\u escape");
-				goto err;
-			}
-			if (cp >= 0xd800 && cp < 0xdc00) {
-				if (!lit(p, "\\u") || hex4(p, &lo) || lo < 0xdc00 || lo > 0xdfff) {
-					fail(p, "lone surrogate in \\u escape");
-					goto err;
-				}
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-			} else if (cp >= 0xdc00 && cp < 0xe000) {
-				fail(p, "lone surrogate in \\u escape");
-				goto err;
-			}
-			if (!cp) {
-				fail(p, "\\u0000 in a string");
-				goto err;
-			}
-			put_utf8(o, &n, cp);
-			break;
-		default:
-			fail(p, "bad escape in a string");
-			goto err;
-		}
+	o = zh_malloc((size_t)(q - s));
+	why = jv_lex_string(s, q, o, len, 0, &bad);
+	if (why) {
+		p->pos = (size_t)(bad - p->s);
+		fail(p, why);
+		free(o);
+		return NULL;
 	}
-	p->pos++;
-	o[n] = 0;
+	p->pos = (size_t)(q + 1 - p->s);
 	return o;
-err:
-	free(o);
-	return NULL;
 }
 
 static struct jv *value(struct jp *p);
@@ -189,7 +241,9 @@ static struct jv *container(struct jp *p, struct jv *v)
 		if (v->type == JV_OBJ) {
 			if (p->pos >= p->len || p->s[p->pos] != '"')
 				return fail(p, "expected a string key");
-			key = string(p);
+			size_t kl;
+
+			key = string(p, &kl);
 			if (!key)
 				return NULL;
 			ws(p);
@@ -221,39 +275,16 @@ static struct jv *container(struct jp *p, struct jv *v)
 
 static struct jv *number(struct jp *p, struct jv *v)
 {
-	size_t start = p->pos;
-	char buf[64], *end;
+	size_t l = jv_lex_number(p->s + p->pos, p->s + p->len);
 
-	if (p->s[p->pos] == '-')
-		p->pos++;
-	if (p->pos < p->len && p->s[p->pos] == '0')
-		p->pos++;
-	else if (p->pos < p->len && p->s[p->pos] >= '1' && p->s[p->pos] <= '9')
-		while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-			p->pos++;
-	else
+	if (!l)
 		return fail(p, "bad number");
-	if (p->pos < p->len && p->s[p->pos] == '.') {
-		p->pos++;
-		if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-			return fail(p, "bad number");
-		while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-			p->pos++;
-	}
-	if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-		p->pos++;
-		if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
-			p->pos++;
-		if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-			return fail(p, "bad number");
-		while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-			p->pos++;
-	}
-	if (p->pos - start >= sizeof(buf))
-		return fail(p, "number too long");
-	memcpy(buf, p->s + start, p->pos - start);
-	buf[p->pos - start] = 0;
-	v->num = strtod(buf, &end);
+	v->str = zh_malloc(l + 1);
+	memcpy(v->str, p->s + p->pos, l);
+	v->str[l] = 0;
+	v->len = l;
+	v->num = strtod(v->str, NULL);
+	p->pos += l;
 	return v;
 }
 
@@ -272,7 +303,7 @@ static struct jv *value(struct jp *p)
 		r = container(p, v);
 	} else if (p->s[p->pos] == '"') {
 		v->type = JV_STR;
-		v->str = string(p);
+		v->str = string(p, &v->len);
 		r = v->str ? v : NULL;
 	} else if (lit(p, "true") || lit(p, "false")) {
 		v->type = JV_BOOL;
@@ -346,6 +377,26 @@ const char *jv_str(const struct jv *v)
 	return v && v->type == JV_STR ? v->str : NULL;
 }
 
+uint64_t jv_u64(const struct jv *v, uint64_t def)
+{
+	unsigned long long x;
+	char *end;
+
+	if (!v || (v->type != JV_STR && v->type != JV_NUM) || !v->len || v->str[0] < '0' ||
+	    v->str[0] > '9')
+		return def;
+	errno = 0;
+	x = strtoull(v->str, &end, 10);
+	if (errno || *end)
+		return def;
+	return x;
+}
+
+bool jv_bool(const struct jv *v)
+{
+	return v && v->type == JV_BOOL && v->b;
+}
+
 bool jv_is(const struct jv *v, enum jv_type t)
 {
 	return v && v->type == t;
@@ -362,7 +413,10 @@ void jv_print(FILE *f, const struct jv *v)
 		fputs(v->b ? "true" : "false", f);
 		return;
 	case JV_NUM:
-		fprintf(f, "%.17g", v->num);
+		if (v->str)
+			fputs(v->str, f);
+		else
+			fprintf(f, "%.17g", v->num);
 		return;
 	case JV_STR:
 		json_put_str(f, v->str);
@@ -381,4 +435,40 @@ void jv_print(FILE *f, const struct jv *v)
 		jv_print(f, v->items[i]);
 	}
 	fputc(v->type == JV_OBJ ? '}' : ']', f);
+}
+
+long jv_next(const char *buf, size_t len)
+{
+	size_t i = 0;
+	int depth = 0;
+	bool in_str = false, esc = false;
+
+	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
+		i++;
+	if (i == len)
+		return 0;
+	if (buf[i] != '{' && buf[i] != '[')
+		return -EINVAL;	/* the gateway streams objects only */
+	for (; i < len; i++) {
+		char c = buf[i];
+
+		if (in_str) {
+			if (esc)
+				esc = false;
+			else if (c == '\\')
+				esc = true;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		if (c == '"')
+			in_str = true;
+		else if (c == '{' || c == '[')
+			depth++;
+		else if (c == '}' || c == ']') {
+			if (--depth == 0)
+				return (long)(i + 1);
+		}
+	}
+	return 0;
 }

@@ -27,7 +27,6 @@
  *      null JSON cannot write bare ("+80", "0080", "~", empty): -ENOTSUP,
  *      and the caller stores YAML as before.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,6 +34,7 @@
 #include <string.h>
 
 #include "zerohop/buf.h"
+#include "zerohop/jsonv.h"
 #include "zerohop/log.h"
 #include "zerohop/vec.h"
 #include "md_int.h"
@@ -61,120 +61,35 @@ static void ws(struct jp *j)
 	}
 }
 
-static int hex4(const char *p, unsigned *out)
-{
-	char h[5];
-
-	for (int i = 0; i < 4; i++)
-		if (!isxdigit((unsigned char)p[i]))
-			return -1;
-	memcpy(h, p, 4);
-	h[4] = 0;
-	*out = (unsigned)strtoul(h, NULL, 16);
-	return 0;
-}
-
-/* A string at j->p (the quote) into the arena; NULL: YN_JSON_NOT (J2). */
+/* A string at j->p (the quote) into the arena; NULL: YN_JSON_NOT (J2):
+ * jsonv's lexer, with what libyaml would read differently refused (a
+ * non-ASCII byte, any surrogate escape; \u0000 is refused by the lexer). */
 static const char *jstr(struct jp *j)
 {
-	size_t n = 0;
+	const char *q = j->p + 1, *bad;
+	size_t n;
 
-	j->p++;
-	for (;;) {
-		unsigned char c;
+	/* most strings are plain ASCII: taken from the text as they stand */
+	while (q < j->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20 &&
+	       (unsigned char)*q < 0x80)
+		q++;
+	if (q < j->end && *q == '"') {
+		const char *s = j->p + 1;
 
-		if (j->p >= j->end)
-			return NULL;
-		c = (unsigned char)*j->p++;
-		if (c == '"')
-			break;
-		if (c < 0x20 || c >= 0x80)
-			return NULL;
-		if (n + 4 >= j->cap) {
-			j->cap = j->cap ? 2 * j->cap : 256;
-			j->tmp = zh_realloc(j->tmp, j->cap);
-		}
-		if (c != '\\') {
-			j->tmp[n++] = (char)c;
-			continue;
-		}
-		if (j->p >= j->end)
-			return NULL;
-		c = (unsigned char)*j->p++;
-		switch (c) {
-		case '"': case '\\': case '/': j->tmp[n++] = (char)c; break;
-		case 'b': j->tmp[n++] = '\b'; break;
-		case 'f': j->tmp[n++] = '\f'; break;
-		case 'n': j->tmp[n++] = '\n'; break;
-		case 'r': j->tmp[n++] = '\r'; break;
-		case 't': j->tmp[n++] = '\t'; break;
-		case 'u': {
-			unsigned u;
-
-			if (j->end - j->p < 4 || hex4(j->p, &u) || !u)
-				return NULL;
-			j->p += 4;
-			if (u >= 0xd800 && u <= 0xdfff)	/* libyaml refuses surrogates */
-				return NULL;
-			if (u < 0x80) {
-				j->tmp[n++] = (char)u;
-			} else if (u < 0x800) {
-				j->tmp[n++] = (char)(0xc0 | u >> 6);
-				j->tmp[n++] = (char)(0x80 | (u & 0x3f));
-			} else if (u < 0x10000) {
-				j->tmp[n++] = (char)(0xe0 | u >> 12);
-				j->tmp[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
-				j->tmp[n++] = (char)(0x80 | (u & 0x3f));
-			} else {
-				j->tmp[n++] = (char)(0xf0 | u >> 18);
-				j->tmp[n++] = (char)(0x80 | ((u >> 12) & 0x3f));
-				j->tmp[n++] = (char)(0x80 | ((u >> 6) & 0x3f));
-				j->tmp[n++] = (char)(0x80 | (u & 0x3f));
-			}
-			break;
-		}
-		default:
-			return NULL;
-		}
+		j->p = q + 1;
+		return ar_strndup(j->strs, s, (size_t)(q - s));
 	}
-	return ar_strndup(j->strs, j->tmp ? j->tmp : "", n);
-}
-
-static bool digit(const char *p, const char *end)
-{
-	return p < end && *p >= '0' && *p <= '9';
-}
-
-/* The length of a strict JSON number at p, 0 if none. */
-static size_t jnum_len(const char *p, const char *end)
-{
-	const char *s = p;
-
-	if (p < end && *p == '-')
-		p++;
-	if (!digit(p, end))
-		return 0;
-	if (*p == '0')
-		p++;
-	else
-		while (digit(p, end))
-			p++;
-	if (p < end && *p == '.') {
-		if (!digit(++p, end))
-			return 0;
-		while (digit(p, end))
-			p++;
+	q = jv_lex_string_end(j->p, j->end);
+	if (!q)
+		return NULL;
+	if ((size_t)(q - j->p) > j->cap) {
+		j->cap = (size_t)(q - j->p) + 256;
+		j->tmp = zh_realloc(j->tmp, j->cap);
 	}
-	if (p < end && (*p == 'e' || *p == 'E')) {
-		p++;
-		if (p < end && (*p == '+' || *p == '-'))
-			p++;
-		if (!digit(p, end))
-			return 0;
-		while (digit(p, end))
-			p++;
-	}
-	return (size_t)(p - s);
+	if (jv_lex_string(j->p, q, j->tmp, &n, JV_LEX_ASCII | JV_LEX_NO_SURROGATES, &bad))
+		return NULL;
+	j->p = q + 1;
+	return ar_strndup(j->strs, j->tmp, n);
 }
 
 static struct yn *node(struct jp *j, enum yn_type t)
@@ -205,7 +120,7 @@ static bool reads_other_plain(const char *s)
 {
 	size_t l = strlen(s);
 
-	return !l || int_like(s) || jnum_len(s, s + l) == l || !strcmp(s, "true") ||
+	return !l || int_like(s) || jv_lex_number(s, s + l) == l || !strcmp(s, "true") ||
 	       !strcmp(s, "false") || !strcmp(s, "null") || !strcmp(s, "~") ||
 	       !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
@@ -299,7 +214,7 @@ static struct yn *jval(struct jp *j)
 		return n->s ? n : NULL;
 	}
 	n->style = STYLE_PLAIN;
-	l = jnum_len(j->p, j->end);
+	l = jv_lex_number(j->p, j->end);
 	for (int i = 0; !l && i < 3; i++)
 		if ((size_t)(j->end - j->p) >= strlen(lit[i]) &&
 		    !memcmp(j->p, lit[i], strlen(lit[i])))
@@ -358,7 +273,7 @@ static int emit(struct buf *b, const struct yn *n, int depth, bool drop_rv)
 		size_t l = strlen(n->s);
 
 		if (n->style == STYLE_PLAIN &&
-		    ((l && jnum_len(n->s, n->s + l) == l) || !strcmp(n->s, "true") ||
+		    ((l && jv_lex_number(n->s, n->s + l) == l) || !strcmp(n->s, "true") ||
 		     !strcmp(n->s, "false") || !strcmp(n->s, "null"))) {
 			buf_append(b, n->s, l);
 			return 0;

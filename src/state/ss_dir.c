@@ -5,9 +5,12 @@
  * 1. Nothing under DIR changes unless the resulting state (stored objects,
  *    with the applied ones replacing same-keyed ones or the deleted ones
  *    removed, plus runtime pods) passes md_state_finish().
- * 2. Every file is written as DIR/x/.tmp-NAME, fsync'd, then rename()d to
- *    NAME: a reader sees the old or the new object, never half of one.
- *    Temporary names start with '.', which md_state_add_dir() skips.
+ * 2. Every file is written as a temporary DIR/x/NAME.tmp.PID, fsync'd (a
+ *    multi-object apply: all temporaries, one syncfs), then rename()d to
+ *    NAME: a reader sees the old or the new object, never half of one
+ *    (src/lib/fileio.c does both steps, invariants W1-W4 of fileio.h).
+ *    Temporary names do not end in .yaml, so md_state_add_dir() and the
+ *    watch (md_manifest_name) skip them.
  * 3. Writers (apply, delete, put/del pod) hold an exclusive flock on
  *    DIR/.lock; sdir_load() holds a shared one, so a load never sees half of a
  *    multi-object apply, across processes.
@@ -75,9 +78,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "zerohop/fileio.h"
 #include "zerohop/log.h"
 #include "zerohop/paths.h"
 #include "zerohop/state.h"
+#include "zerohop/vec.h"
 #include "zerohop/model.h"
 #include "ss_int.h"
 
@@ -128,60 +133,38 @@ static char *join(const char *a, const char *b)
 	return p;
 }
 
-/* Write data to dir/.tmp-name; with do_sync, fsync it too. */
+/* The temporary + rename steps are src/lib/fileio.c's (zh_write_tmp,
+ * zh_commit_tmp: invariant 2); these name the file by directory and name. */
+static int file_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	return snprintf(buf, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+/* Write dir/name's temporary; with do_sync, fsync it too. */
 static int write_tmp(const char *dir, const char *name, const char *data, size_t len, bool do_sync)
 {
-	char tmp[4096];
-	size_t off = 0;
-	int fd, ret = 0;
+	char path[4096];
+	int ret = file_path(path, sizeof(path), dir, name);
 
-	if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, name) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t w = write(fd, data + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			ret = -errno;
-			goto out;
-		}
-		off += (size_t)w;
-	}
-	if (do_sync && fsync(fd))
-		ret = -errno;
-out:
-	close(fd);
-	if (ret)
-		unlink(tmp);
-	return ret;
+	return ret ? ret : zh_write_tmp(path, data, len, 0644, do_sync);
 }
 
-/* rename dir/.tmp-name to dir/name (unlink the temporary on failure). */
+/* rename dir/name's temporary onto it (the temporary goes on failure). */
 static int commit_tmp(const char *dir, const char *name)
 {
-	char tmp[4096], dst[4096];
-	int ret = 0;
+	char path[4096];
+	int ret = file_path(path, sizeof(path), dir, name);
 
-	if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, name) >= (int)sizeof(tmp) ||
-	    snprintf(dst, sizeof(dst), "%s/%s", dir, name) >= (int)sizeof(dst))
-		return -ENAMETOOLONG;
-	if (rename(tmp, dst)) {
-		ret = -errno;
-		unlink(tmp);
-	}
-	return ret;
+	return ret ? ret : zh_commit_tmp(path);
 }
 
-/* Write data to dir/name through dir/.tmp-name, fsync, rename. */
+/* Write data to dir/name through its temporary, fsync, rename. */
 static int write_atomic(const char *dir, const char *name, const char *data, size_t len)
 {
-	int ret = write_tmp(dir, name, data, len, true);
+	char path[4096];
+	int ret = file_path(path, sizeof(path), dir, name);
 
-	return ret ? ret : commit_tmp(dir, name);
+	return ret ? ret : zh_write_atomic(path, data, len, 0644, true);
 }
 
 static void fsync_dir(const char *dir)
@@ -196,10 +179,10 @@ static void fsync_dir(const char *dir)
 
 static void discard_tmp(const char *dir, const char *name)
 {
-	char tmp[4096];
+	char path[4096];
 
-	if (snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", dir, name) < (int)sizeof(tmp))
-		unlink(tmp);
+	if (!file_path(path, sizeof(path), dir, name))
+		zh_discard_tmp(path);
 }
 
 /* syncfs() the file system holding dir. */
@@ -285,10 +268,7 @@ static void dirty_add(struct ss_cdir *cd, const char *name)
 		dirty_clear(cd);
 		return;
 	}
-	if (cd->n_dirty == cd->cap_dirty) {
-		cd->cap_dirty = cd->cap_dirty ? 2 * cd->cap_dirty : 64;
-		cd->dirty = zh_realloc(cd->dirty, (size_t)cd->cap_dirty * sizeof(*cd->dirty));
-	}
+	zh_reserve((void **)&cd->dirty, &cd->cap_dirty, cd->n_dirty + 1, sizeof(*cd->dirty));
 	cd->dirty[cd->n_dirty++] = zh_strdup(name);
 }
 
@@ -402,10 +382,7 @@ static int cdir_update(struct ss_cdir *cd, bool watched, long long t0, struct md
 		while ((de = readdir(d))) {
 			if (!md_manifest_name(de->d_name) || de->d_type == DT_DIR)
 				continue;
-			if (n_names == cap) {
-				cap = cap ? 2 * cap : 64;
-				names = zh_realloc(names, (size_t)cap * sizeof(*names));
-			}
+			zh_reserve((void **)&names, &cap, n_names + 1, sizeof(*names));
 			names[n_names++] = zh_strdup(de->d_name);
 		}
 	} else {

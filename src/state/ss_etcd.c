@@ -70,6 +70,7 @@
 #include <sys/eventfd.h>
 
 #include "zerohop/etcd.h"
+#include "zerohop/jsonv.h"
 #include "zerohop/log.h"
 #include "ss_int.h"
 
@@ -163,9 +164,9 @@ static void err_msg_only(struct md_err *err)
 /* The outcome ret of a request to endpoint i (eg_call's) and its answer r
  * (freed): 0 with the parsed body, or -errno with err->msg. */
 static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, int ret,
-		  int status, struct buf *r, struct eg_json **out, struct md_err *err)
+		  int status, struct buf *r, struct jv **out, struct md_err *err)
 {
-	char ep[200];
+	char ep[200], jerr[80];
 
 	eg_ep_str(&s->eps[i], ep, sizeof(ep));
 	if (!ret && status != 200) {
@@ -184,8 +185,8 @@ static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, in
 			snprintf(err->msg, sizeof(err->msg), "etcd %s %s: HTTP %d: %.*s", ep, path,
 				 status, (int)(r->data > 120 ? 120 : r->data), buf_head(r));
 		ret = -EIO;
-	} else if (!ret && eg_json_parse(buf_head(r), r->data, out)) {
-		snprintf(err->msg, sizeof(err->msg), "etcd %s %s: malformed JSON", ep, path);
+	} else if (!ret && !(*out = jv_parse(buf_head(r), r->data, jerr, sizeof(jerr)))) {
+		snprintf(err->msg, sizeof(err->msg), "etcd %.80s %.40s: malformed JSON (%.60s)", ep, path, jerr);
 		ret = -EPROTO;
 	} else if (ret && *eg_last_error()) {	/* TLS (etcd.h T3) */
 		snprintf(err->msg, sizeof(err->msg), "etcd %s: %s", ep, eg_last_error());
@@ -203,7 +204,7 @@ static int answer(struct ss_etcd *s, int i, const char *path, int timeout_ms, in
 }
 
 static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *body,
-		  int timeout_ms, struct eg_json **out, struct md_err *err)
+		  int timeout_ms, struct jv **out, struct md_err *err)
 {
 	int ret = -ENOTCONN, status = 0;
 
@@ -228,7 +229,7 @@ static int call_t(struct ss_etcd *s, int *cur, const char *path, const char *bod
 
 /* A unary request; its time bound grows with the request (a big txn takes
  * etcd a while to commit: 2 s per MiB on top of CALL_MS). */
-static int call(struct ss_etcd *s, const char *path, const char *body, struct eg_json **out,
+static int call(struct ss_etcd *s, const char *path, const char *body, struct jv **out,
 		struct md_err *err)
 {
 	return call_t(s, &s->ccur, path, body, CALL_MS + (int)(strlen(body) >> 20) * 2000, out,
@@ -257,7 +258,7 @@ static void range_req(struct buf *b, const char *from, size_t flen, uint64_t rev
 /* The store's revision now (K6). */
 static int store_rev(struct ss_etcd *s, int *cur, uint64_t *rev, struct md_err *err)
 {
-	struct eg_json *r = NULL;
+	struct jv *r = NULL;
 	struct buf b;
 	int ret;
 
@@ -265,12 +266,12 @@ static int store_rev(struct ss_etcd *s, int *cur, uint64_t *rev, struct md_err *
 	ret = call_t(s, cur, "/v3/kv/range", buf_head(&b), CALL_MS, &r, err);
 	buf_free(&b);
 	if (!ret)
-		*rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
-	eg_json_free(r);
+		*rev = jv_u64(jv_get(jv_get(r, "header"), "revision"), 0);
+	jv_free(r);
 	return ret;
 }
 
-static int kv_decode(const struct eg_json *kv, char **key, char **val, size_t *vlen,
+static int kv_decode(const struct jv *kv, char **key, char **val, size_t *vlen,
 		     uint64_t *mod);
 
 /* Called per listed object, in key order; owns key and val (malloc'd). */
@@ -284,7 +285,7 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 {
 	static const char path[] = "/v3/kv/range";
 	long long deadline = mono_ms() + LIST_MS;
-	struct eg_json *r = NULL;
+	struct jv *r = NULL;
 	struct eg_conn c = { .fd = -1 };
 	struct buf b;
 	int ret;
@@ -294,19 +295,19 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 	buf_free(&b);
 	if (ret)
 		return ret;
-	*rev = eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0);
+	*rev = jv_u64(jv_get(jv_get(r, "header"), "revision"), 0);
 	for (;;) {
-		const struct eg_json *kvs = eg_json_get(r, "kvs");
-		int n = kvs && kvs->t == EG_ARR ? kvs->n : 0, status = 0, sent = 0;
-		bool more = eg_json_bool(eg_json_get(r, "more")) && n > 0;
+		const struct jv *kvs = jv_get(r, "kvs");
+		int n = kvs && kvs->type == JV_ARR ? kvs->n : 0, status = 0, sent = 0;
+		bool more = jv_bool(jv_get(r, "more")) && n > 0;
 		struct buf resp;
 
 		if (more) {	/* the next page from just after the last key, at *rev */
-			const struct eg_json *k = eg_json_get(&kvs->v[n - 1], "key");
+			const struct jv *k = jv_get(kvs->items[n - 1], "key");
 			char *last = NULL;
 			size_t kl = 0;
 
-			if (!k || k->t != EG_STR || eg_b64_decode(k->s, k->len, &last, &kl)) {
+			if (!k || k->type != JV_STR || eg_b64_decode(k->str, k->len, &last, &kl)) {
 				snprintf(err->msg, sizeof(err->msg), "etcd %s: malformed key", path);
 				err_msg_only(err);
 				ret = -EPROTO;
@@ -323,10 +324,10 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 			size_t len;
 			uint64_t mod;
 
-			if (!kv_decode(&kvs->v[i], &key, &val, &len, &mod))
+			if (!kv_decode(kvs->items[i], &key, &val, &len, &mod))
 				ret = fn(arg, key, val, len, mod);
 		}
-		eg_json_free(r);
+		jv_free(r);
 		r = NULL;
 		if (ret || !more) {
 			eg_close(&c);
@@ -339,30 +340,30 @@ static int list_each(struct ss_etcd *s, int *cur, kv_fn fn, void *arg, uint64_t 
 		if (ret)
 			break;
 	}
-	eg_json_free(r);
+	jv_free(r);
 	return ret;
 }
 
 /* key and value of one kv object, decoded (malloc'd). */
-static int kv_decode(const struct eg_json *kv, char **key, char **val, size_t *vlen,
+static int kv_decode(const struct jv *kv, char **key, char **val, size_t *vlen,
 		     uint64_t *mod)
 {
-	const struct eg_json *k = eg_json_get(kv, "key"), *v = eg_json_get(kv, "value");
+	const struct jv *k = jv_get(kv, "key"), *v = jv_get(kv, "value");
 	size_t kl;
 
 	*key = *val = NULL;
 	*vlen = 0;
-	if (!k || k->t != EG_STR || eg_b64_decode(k->s, k->len, key, &kl))
+	if (!k || k->type != JV_STR || eg_b64_decode(k->str, k->len, key, &kl))
 		return -EPROTO;
-	if (v && v->t == EG_STR) {
-		if (eg_b64_decode(v->s, v->len, val, vlen)) {
+	if (v && v->type == JV_STR) {
+		if (eg_b64_decode(v->str, v->len, val, vlen)) {
 			free(*key);
 			return -EPROTO;
 		}
 	} else {
 		*val = zh_strdup("");
 	}
-	*mod = eg_json_u64(eg_json_get(kv, "mod_revision"), 0);
+	*mod = jv_u64(jv_get(kv, "mod_revision"), 0);
 	return 0;
 }
 
@@ -513,7 +514,7 @@ static void nap(struct ss_etcd *s, int ms)
 /* The endpoint is alive and has a leader (K4). */
 static bool probe(struct ss_etcd *s, const struct eg_ep *ep, struct eg_conn *pc)
 {
-	struct eg_json *j = NULL;
+	struct jv *j = NULL;
 	struct buf r;
 	int status = 0;
 	bool ok;
@@ -522,9 +523,9 @@ static bool probe(struct ss_etcd *s, const struct eg_ep *ep, struct eg_conn *pc)
 	/* one kept connection per watch: over TLS, no handshake a second */
 	ok = !eg_call_keep(pc, ep, "/v3/maintenance/status", "{}", PROBE_MS, &status, &r) &&
 	     status == 200 &&
-	     !eg_json_parse(buf_head(&r), r.data, &j) &&
-	     eg_json_u64(eg_json_get(j, "leader"), 0) != 0;
-	eg_json_free(j);
+	     (j = jv_parse(buf_head(&r), r.data, NULL, 0)) &&
+	     jv_u64(jv_get(j, "leader"), 0) != 0;
+	jv_free(j);
 	buf_free(&r);
 	return ok;
 }
@@ -580,21 +581,21 @@ static int w_list(struct ss_etcd *s, char *why, size_t wl)
 }
 
 /* One watch response: queue its events. 1: canceled for compaction. */
-static int w_message(struct ss_etcd *s, const struct eg_json *m, char *why, size_t wl)
+static int w_message(struct ss_etcd *s, const struct jv *m, char *why, size_t wl)
 {
-	const struct eg_json *res = eg_json_get(m, "result"), *evs;
+	const struct jv *res = jv_get(m, "result"), *evs;
 	int n = 0;
 
 	if (!res) {
-		const struct eg_json *e = eg_json_get(eg_json_get(m, "error"), "message");
+		const struct jv *e = jv_get(jv_get(m, "error"), "message");
 
 		/* the gateway's error object, e.g. "etcdserver: no leader" */
-		snprintf(why, wl, "watch: %.150s", e && e->t == EG_STR ? e->s : "unexpected message");
+		snprintf(why, wl, "watch: %.150s", e && e->type == JV_STR ? e->str : "unexpected message");
 		return -EPROTO;
 	}
-	if (eg_json_bool(eg_json_get(res, "canceled"))) {
-		uint64_t cr = eg_json_u64(eg_json_get(res, "compact_revision"), 0);
-		const struct eg_json *reason = eg_json_get(res, "cancel_reason");
+	if (jv_bool(jv_get(res, "canceled"))) {
+		uint64_t cr = jv_u64(jv_get(res, "compact_revision"), 0);
+		const struct jv *reason = jv_get(res, "cancel_reason");
 
 		if (cr) {
 			zh_warn("etcd: revision %llu was compacted (now %llu): relisting",
@@ -602,23 +603,23 @@ static int w_message(struct ss_etcd *s, const struct eg_json *m, char *why, size
 			return 1;
 		}
 		snprintf(why, wl, "watch canceled: %s",
-			 reason && reason->t == EG_STR ? reason->s : "no reason given");
+			 reason && reason->type == JV_STR ? reason->str : "no reason given");
 		return -ECONNRESET;
 	}
-	if (eg_json_bool(eg_json_get(res, "created")))
+	if (jv_bool(jv_get(res, "created")))
 		set_up(s, true, NULL);
-	evs = eg_json_get(res, "events");
+	evs = jv_get(res, "events");
 	pthread_mutex_lock(&s->mu);
-	for (int i = 0; evs && evs->t == EG_ARR && i < evs->n; i++) {
-		const struct eg_json *ev = &evs->v[i], *kv = eg_json_get(ev, "kv");
-		const struct eg_json *type = eg_json_get(ev, "type");
+	for (int i = 0; evs && evs->type == JV_ARR && i < evs->n; i++) {
+		const struct jv *ev = evs->items[i], *kv = jv_get(ev, "kv");
+		const struct jv *type = jv_get(ev, "type");
 		char *key, *val;
 		size_t len;
 		uint64_t mod;
 
 		if (!kv || kv_decode(kv, &key, &val, &len, &mod))
 			continue;
-		if (type && type->t == EG_STR && !strcmp(type->s, "DELETE")) {
+		if (type && type->type == JV_STR && !strcmp(type->str, "DELETE")) {
 			free(val);
 			val = NULL;
 		}
@@ -713,12 +714,12 @@ static int w_watch(struct ss_etcd *s, char *why, size_t wl)
 			snprintf(why, wl, "watch: bad chunked framing");
 			break;
 		}
-		while ((l = eg_json_next(buf_head(&body), body.data)) > 0) {
-			struct eg_json *m = NULL;
+		while ((l = jv_next(buf_head(&body), body.data)) > 0) {
+			struct jv *m = NULL;
 
-			ret = eg_json_parse(buf_head(&body), (size_t)l, &m) ? -EPROTO :
-									      w_message(s, m, why, wl);
-			eg_json_free(m);
+			m = jv_parse(buf_head(&body), (size_t)l, NULL, 0);
+			ret = !m ? -EPROTO : w_message(s, m, why, wl);
+			jv_free(m);
 			buf_consume(&body, (size_t)l);
 			if (ret)
 				goto out;
@@ -1134,7 +1135,7 @@ static void conflict(struct md_err *err, const struct md_obj_id *id, uint64_t gi
 static int txn(struct ss_etcd *s, char **keys, char **texts, uint64_t *want_mod, int n,
 	       bool del, struct md_err *err)
 {
-	struct eg_json *r = NULL;
+	struct jv *r = NULL;
 	struct buf b;
 	int ret;
 
@@ -1170,10 +1171,10 @@ static int txn(struct ss_etcd *s, char **keys, char **texts, uint64_t *want_mod,
 	buf_free(&b);
 	if (ret)
 		return ret;
-	ret = eg_json_bool(eg_json_get(r, "succeeded")) ? 0 : 1;
+	ret = jv_bool(jv_get(r, "succeeded")) ? 0 : 1;
 	if (!ret)
-		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
-	eg_json_free(r);
+		wrote(s, jv_u64(jv_get(jv_get(r, "header"), "revision"), 0));
+	jv_free(r);
 	return ret;
 }
 
@@ -1367,7 +1368,7 @@ int setcd_delete(struct ss_etcd *s, char *const *paths, int n_paths, const struc
 static int put_or_del(struct ss_etcd *s, const char *key, const char *val)
 {
 	struct md_err err = {};
-	struct eg_json *r = NULL;
+	struct jv *r = NULL;
 	struct buf b;
 	int ret;
 
@@ -1385,8 +1386,8 @@ static int put_or_del(struct ss_etcd *s, const char *key, const char *val)
 	if (ret)
 		zh_warn("%s", err.msg);
 	else
-		wrote(s, eg_json_u64(eg_json_get(eg_json_get(r, "header"), "revision"), 0));
-	eg_json_free(r);
+		wrote(s, jv_u64(jv_get(jv_get(r, "header"), "revision"), 0));
+	jv_free(r);
 	return ret;
 }
 

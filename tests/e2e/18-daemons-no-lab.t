@@ -143,7 +143,7 @@ case "$(echo "$body" | jq -r .remote)" in 10.244.0.1:*) r=0 ;; *) r=1 ;; esac
 ok $r "L7: the backend saw the proxy's upstream source ($(echo "$body" | jq -r .remote))"
 
 # Counters the agent keeps in its own pin dir
-stats=$(bpftool map dump pinned $PIN/zh_lb_stats 2>/dev/null | grep -c value)
+stats=$(bpftool map dump pinned $PIN/lb_stats 2>/dev/null | grep -c value)
 [ "${stats:-0}" -ge 1 ]
 ok $? "the agent's maps are pinned in the pin dir it was given ($PIN)"
 

@@ -67,7 +67,7 @@ ok $? "the client pod's netns has istio-init's nat table"
 grep -q "redirect to :15001" "$TMP/rules" && grep -q "redirect to :15006" "$TMP/rules" &&
 	grep -q "skuid 1337" "$TMP/rules"
 ok $? "outbound -> 15001, inbound -> 15006, uid 1337 exempt"
-ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/zh_lb_* 2>/dev/null)" ]; echo $?) \
+ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/lb_* 2>/dev/null)" ]; echo $?) \
 	"no BPF service translation under the sidecars (agents in nft mode)"
 
 # --- through both sidecars, counted by HAProxy itself

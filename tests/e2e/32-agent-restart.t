@@ -130,13 +130,13 @@ ok $? "never a missing alias entry"
 PIN=/sys/fs/bpf/zerohop/$LAB/node-b
 CGROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 CG=${CGROOT:-/run/zerohop/cgroup2}/zerohop-$LAB/node-b
-ls "$PIN"/zh_lb_link_connect4 >/dev/null 2>&1
+ls "$PIN"/lb_link_connect4 >/dev/null 2>&1
 ok $? "node-b has its links pinned"
 bpftool cgroup show "$CG" 2>/dev/null | grep -q connect4
 ok $? "node-b's cgroup carries connect4"
 "$ZH" agent --cleanup --node node-b --lab $LAB
 ok $? "agent --cleanup --node node-b"
-ok $(ls "$PIN"/zh_lb_* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?) "cleanup removed node-b's zh_lb pins"
+ok $(ls "$PIN"/lb_* >/dev/null 2>&1; [ $? -ne 0 ]; echo $?) "cleanup removed node-b's lb_ pins"
 bpftool cgroup show "$CG" 2>/dev/null | grep -Eq "connect[46]|sendmsg[46]|recvmsg[46]|getpeername[46]"
 ok $((! $?)) "cleanup detached the hooks from node-b's cgroup"
 done_testing

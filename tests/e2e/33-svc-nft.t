@@ -33,7 +33,7 @@ ip netns exec $LAB-node-a nft list table ip zerohop > "$TMP/rules" 2>&1
 ok $? "node-a has table ip zerohop"
 grep -q "numgen random mod" "$TMP/rules"
 ok $? "the rules pick backends with numgen random"
-ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/zh_lb_* 2>/dev/null)" ]; echo $?) "no BPF service hooks pinned in nft mode"
+ok $([ -z "$(ls /sys/fs/bpf/zerohop/$LAB/node-a/lb_* 2>/dev/null)" ]; echo $?) "no BPF service hooks pinned in nft mode"
 
 r=$(lab_exec deploy/v1 python3 "$PROBE" conns flaskapp 80 900)
 diag "$r"

@@ -28,7 +28,7 @@ ok $? "both agents ready at etcd's revision $(et_rev)"
 wait_until 5 who_is 2 web-1-2
 is "$(et_who 2)" web-1-2 "node 2 reaches the ClusterIP: answered by web-1-2 on node 1"
 is "$(et_who 1)" web-1-2 "node 1 too"
-bpftool map dump pinned /sys/fs/bpf/$ET_TAG-n2/zh_lb_svc 2>/dev/null | grep -q 'value'
+bpftool map dump pinned /sys/fs/bpf/$ET_TAG-n2/lb_svc 2>/dev/null | grep -q 'value'
 ok $? "node 2's service map has entries"
 
 # change: the selector moves to ver b; both kernels follow

@@ -11,7 +11,7 @@
  * exactly the lab's own programs, never another lab's; a link not pinned —
  * the per-packet pair on a node without an isolated pod — is skipped with
  * a note on stderr; an argument that is a pinned link, not a directory,
- * names just that link's program, e.g. PIN_DIR/zh_lb_link_connect6 for
+ * names just that link's program, e.g. PIN_DIR/lb_link_connect6 for
  * scripts/bench-connrate-v6.sh), reads run_cnt and run_time_ns, runs
  * COMMAND, reads them again. Prints one line per program and a total:
  *

@@ -10,13 +10,13 @@
  * order in every key and value (as the hooks see them in user_port).
  *
  * Map overview (details and limits in docs/maps.md):
- *   zh_lb_svc     hash  zh_lb_svc_key   -> zh_lb_svc_val    one per VIP:port/proto
- *   zh_lb_alias   hash  zh_lb_alias_key -> zh_lb_alias_val  n entries per service
+ *   lb_svc     hash  zh_lb_svc_key   -> zh_lb_svc_val    one per VIP:port/proto
+ *   lb_alias   hash  zh_lb_alias_key -> zh_lb_alias_val  n entries per service
  *                                                            and revision slot
- *   zh_lb_sock    sk_storage           -> zh_lb_sock_val    per connected socket
- *   zh_lb_udprev  lru   zh_lb_udprev_key -> zh_lb_udprev_val unconnected UDP replies
- *   zh_lb_meta    array u32 (ZH_LB_META_*) -> u64           settings + apply marker
- *   zh_lb_stats   percpu array u32 (ZH_LB_STAT_*) -> u64     counters
+ *   lb_sock    sk_storage           -> zh_lb_sock_val    per connected socket
+ *   lb_udprev  lru   zh_lb_udprev_key -> zh_lb_udprev_val unconnected UDP replies
+ *   lb_meta    array u32 (ZH_LB_META_*) -> u64           settings + apply marker
+ *   lb_stats   percpu array u32 (ZH_LB_STAT_*) -> u64     counters
  */
 #ifndef ZH_ABI_LB_H
 #define ZH_ABI_LB_H
@@ -52,7 +52,7 @@ struct zh_lb_svc_key {
 };
 _Static_assert(sizeof(struct zh_lb_svc_key) == 20, "zh_lb_svc_key size");
 
-/* Invariant: when count > 0, zh_lb_alias holds entries {svc_id, slot, 0..count-1}
+/* Invariant: when count > 0, lb_alias holds entries {svc_id, slot, 0..count-1}
  * before this value is written (make-before-break). count == 0: the service
  * exists but has no ready endpoint -> connect fails with ECONNREFUSED. */
 struct zh_lb_svc_val {
@@ -116,7 +116,7 @@ struct zh_lb_udprev_val {
 };
 _Static_assert(sizeof(struct zh_lb_udprev_val) == 20, "zh_lb_udprev_val size");
 
-/* zh_lb_meta indices: runtime settings and markers, never bare numbers. */
+/* lb_meta indices: runtime settings and markers, never bare numbers. */
 enum zh_lb_meta_idx {
 	ZH_LB_META_GENERATION = 0,	/* state generation the maps reflect (written last) */
 	ZH_LB_META_SYNCS,		/* number of completed syncs */
@@ -124,7 +124,7 @@ enum zh_lb_meta_idx {
 	ZH_LB_META_MAX,
 };
 
-/* zh_lb_stats indices; also the metric labels (docs/maps.md). */
+/* lb_stats indices; also the metric labels (docs/maps.md). */
 enum zh_lb_stat {
 	ZH_LB_STAT_CONNECT_XLATE = 0,	/* connect4/6 rewrote a VIP to a backend */
 	ZH_LB_STAT_CONNECT_NOBACKEND,	/* connect4/6 refused: service without endpoints */

@@ -80,7 +80,7 @@ _Static_assert(sizeof(struct zh_obs_event) == 80, "zh_obs_event size");
 /* Per socket, created at ESTABLISHED (or at connect for a client). */
 struct zh_obs_sk {
 	__u64 open_ns;		/* ESTABLISHED time, 0 until then */
-	__u32 vip;		/* copied from zh_lb_sock at connect/established */
+	__u32 vip;		/* copied from lb_sock at connect/established */
 	__u16 vport;		/* host order */
 	__u8 role;		/* enum zh_obs_role */
 	__u8 flags;		/* enum zh_obs_flags */

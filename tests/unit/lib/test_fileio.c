@@ -4,7 +4,8 @@
  * checked by a reader racing a writer: every read sees one whole version.
  * zh_write_atomic_mode (W5): the exact mode under a restrictive umask, a
  * planted temporary symlink not followed, and writes that fail half way
- * (file size limit, PATH a directory) leaving PATH as it was. */
+ * (file size limit, PATH a directory) leaving PATH as it was. Batches:
+ * zh_write_tmp / zh_commit_tmp / zh_discard_tmp. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -115,6 +116,30 @@ static void exact_mode(const char *dir)
 	unlink(path);
 }
 
+/* Batches (zh_write_tmp, one sync, zh_commit_tmp / zh_discard_tmp): PATH
+ * is untouched until its commit, a discarded temporary leaves nothing, a
+ * commit with no temporary fails and leaves PATH as it was. */
+static void batch(const char *dir)
+{
+	char p1[96], p2[96], buf[64];
+
+	snprintf(p1, sizeof(p1), "%s/b1", dir);
+	snprintf(p2, sizeof(p2), "%s/b2", dir);
+	is_int(zh_write_atomic(p1, "old1\n", 5, 0644, false), 0, "batch: b1 exists");
+	is_int(zh_write_tmp(p1, "new1\n", 5, 0644, false), 0, "batch: b1's temporary");
+	is_int(zh_write_tmp(p2, "new2\n", 5, 0600, true), 0, "batch: b2's temporary (fsync)");
+	is_int(temporaries(dir), 2, "batch: two temporaries");
+	is_str((slurp(p1, buf, sizeof(buf)), buf), "old1\n", "batch: b1 unchanged before its commit");
+	ok(access(p2, F_OK) != 0, "batch: b2 absent before its commit");
+	is_int(zh_commit_tmp(p1), 0, "batch: commit b1");
+	is_str((slurp(p1, buf, sizeof(buf)), buf), "new1\n", "batch: b1 replaced");
+	zh_discard_tmp(p2);
+	ok(access(p2, F_OK) != 0 && temporaries(dir) == 0, "batch: b2 discarded, no temporary left");
+	is_int(zh_commit_tmp(p1), -ENOENT, "batch: a commit with no temporary fails");
+	is_str((slurp(p1, buf, sizeof(buf)), buf), "new1\n", "batch: and leaves b1 as it was");
+	unlink(p1);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/zh-fileio.XXXXXX", path[96], buf[8192], a[4096], b[4096];
@@ -134,6 +159,8 @@ int main(void)
 	is_int(zh_write_atomic(path, "", 0, 0644, false), 0, "an empty file");
 	is_int(slurp(path, buf, sizeof(buf)), 0, "0 bytes");
 	is_int(temporaries(dir), 0, "no temporary left");
+
+	batch(dir);
 
 	/* W1: a reader never sees a mix of two versions or an empty file. */
 	memset(a, 'a', sizeof(a));

@@ -2,6 +2,7 @@
  * refuses (with a byte offset), and the accessors on a CNI-like config. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "tap.h"
@@ -76,5 +77,47 @@ int main(void)
 	v = P("[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]", err);
 	ok(v && v->n == 17 && jv_at(v, 16)->num == 17, "arrays grow");
 	jv_free(v);
+	{	/* numbers keep their text: exact int64s (etcd's revisions) */
+		v = P("{\"big\": 18446744073709551615, \"s\": \"9007199254740993\", \"neg\": -1,"
+		      " \"frac\": 1.5, \"e\": 1e3, \"str\": \"12x\", \"t\": true}", err);
+		ok(v && jv_u64(jv_get(v, "big"), 0) == UINT64_MAX, "u64: 2^64-1 exact");
+		ok(jv_u64(jv_get(v, "s"), 0) == 9007199254740993ULL, "u64: 2^53+1 in a string, exact");
+		ok(jv_u64(jv_get(v, "neg"), 7) == 7 && jv_u64(jv_get(v, "frac"), 7) == 7 &&
+		   jv_u64(jv_get(v, "e"), 7) == 7 && jv_u64(jv_get(v, "str"), 7) == 7 &&
+		   jv_u64(jv_get(v, "t"), 7) == 7 && jv_u64(NULL, 7) == 7,
+		   "u64: negative, fraction, exponent, non-digits, bool, absent give the default");
+		ok(jv_bool(jv_get(v, "t")) && !jv_bool(jv_get(v, "big")) && !jv_bool(NULL), "jv_bool");
+		is_str(jv_get(v, "frac")->str, "1.5", "a number's text as written");
+		jv_free(v);
+	}
+	{	/* the lexer on its own */
+		static const struct { const char *in; int end; } ends[] = {
+			{ "\"abc\"", 4 }, { "\"a\\\"b\"", 5 }, { "\"a\\\\\"x", 4 }, { "\"a\\\\\\\"b\"", 7 },
+			{ "\"\"", 1 }, { "\"abc", -1 }, { "\"a\\\"", -1 },
+		};
+		char out[64];
+		const char *at, *q;
+		size_t n;
+
+		for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+			const char *in = ends[i].in;
+
+			q = jv_lex_string_end(in, in + strlen(in));
+			is_int(q ? (int)(q - in) : -1, ends[i].end, "string end of %s", in);
+		}
+		q = "\"plain \\u00e9 \\ud83d\\ude00\"";
+		ok(!jv_lex_string(q, q + strlen(q) - 1, out, &n, 0, &at) && n == 13 &&
+		   !strcmp(out, "plain \xc3\xa9 \xf0\x9f\x98\x80"), "decode: escapes to UTF-8");
+		ok(jv_lex_string(q, q + strlen(q) - 1, out, &n, JV_LEX_NO_SURROGATES, &at) &&
+		   at == q + 14, "NO_SURROGATES refuses a pair, at its backslash");
+		q = "\"caf\xc3\xa9\"";
+		ok(!jv_lex_string(q, q + strlen(q) - 1, out, &n, 0, &at) && n == 5, "UTF-8 bytes pass");
+		ok(jv_lex_string(q, q + strlen(q) - 1, out, &n, JV_LEX_ASCII, &at) && at == q + 4,
+		   "ASCII refuses them, at the first");
+		is_int((int)jv_lex_number("-0.5e+3,", "-0.5e+3," + 8), 7, "number length");
+		is_int((int)jv_lex_number("01", "01" + 2), 1, "a leading zero ends the number");
+		ok(!jv_lex_number("-", "-" + 1) && !jv_lex_number("1.", "1." + 2) &&
+		   !jv_lex_number(".5", ".5" + 2), "not numbers: -, 1., .5");
+	}
 	return done_testing();
 }

@@ -1,5 +1,6 @@
 /* test_etcd_gw.c — the etcd gateway client's parsing (etcd.h): JSON as
- * etcd 3.4's gateway writes it, base64 both ways against known vectors,
+ * etcd 3.4's gateway writes it, read by jsonv.h (int64 strings, omitted
+ * zero values), base64 both ways against known vectors,
  * chunked de-framing fed byte by byte, the watch stream framing split at
  * every offset, endpoint lists. Texts are real gateway output (captured
  * from etcd 3.4.23, docs/state-etcd.md). */
@@ -10,6 +11,7 @@
 
 #include "tap.h"
 #include "zerohop/etcd.h"
+#include "zerohop/jsonv.h"
 
 static const char range_resp[] =
 	"{\"header\":{\"cluster_id\":\"12305655293901123197\",\"member_id\":\"15135278523756192325\","
@@ -22,45 +24,45 @@ static const char watch_cancel[] =
 
 static void test_json(void)
 {
-	struct eg_json *j = NULL;
-	const struct eg_json *kvs, *v;
+	struct jv *j = NULL;
+	const struct jv *kvs, *v;
 	char *dec;
 	size_t dl;
 
-	ok(!eg_json_parse(range_resp, strlen(range_resp), &j), "range response parses");
-	is_int((int)eg_json_u64(eg_json_get(eg_json_get(j, "header"), "revision"), 0), 2,
+	ok((j = jv_parse(range_resp, strlen(range_resp), NULL, 0)) != NULL, "range response parses");
+	is_int((int)jv_u64(jv_get(jv_get(j, "header"), "revision"), 0), 2,
 	       "header.revision is an int64 in a string");
-	kvs = eg_json_get(j, "kvs");
-	ok(kvs && kvs->t == EG_ARR && kvs->n == 1, "kvs is an array of one");
-	v = kvs ? eg_json_get(&kvs->v[0], "value") : NULL;
-	ok(v && !eg_b64_decode(v->s, v->len, &dec, &dl) && dl == 3 && !strcmp(dec, "bar"),
+	kvs = jv_get(j, "kvs");
+	ok(kvs && kvs->type == JV_ARR && kvs->n == 1, "kvs is an array of one");
+	v = kvs ? jv_get(kvs->items[0], "value") : NULL;
+	ok(v && !eg_b64_decode(v->str, v->len, &dec, &dl) && dl == 3 && !strcmp(dec, "bar"),
 	   "value decodes to bar");
 	if (v && dl == 3)
 		free(dec);
-	ok(!eg_json_get(j, "succeeded") && !eg_json_bool(eg_json_get(j, "succeeded")),
+	ok(!jv_get(j, "succeeded") && !jv_bool(jv_get(j, "succeeded")),
 	   "an omitted bool is false (the gateway omits zero values)");
-	is_int((int)eg_json_u64(eg_json_get(j, "missing"), 7), 7, "absent u64 gives the default");
-	eg_json_free(j);
+	is_int((int)jv_u64(jv_get(j, "missing"), 7), 7, "absent u64 gives the default");
+	jv_free(j);
 
-	ok(!eg_json_parse(watch_cancel, strlen(watch_cancel), &j), "watch cancel parses");
-	v = eg_json_get(j, "result");
-	ok(eg_json_bool(eg_json_get(v, "canceled")) &&
-	   eg_json_u64(eg_json_get(v, "compact_revision"), 0) == 2, "canceled with compact_revision 2");
-	eg_json_free(j);
+	ok((j = jv_parse(watch_cancel, strlen(watch_cancel), NULL, 0)) != NULL, "watch cancel parses");
+	v = jv_get(j, "result");
+	ok(jv_bool(jv_get(v, "canceled")) &&
+	   jv_u64(jv_get(v, "compact_revision"), 0) == 2, "canceled with compact_revision 2");
+	jv_free(j);
 
 	{
 		const char *s = "{\"a\":\"x\\\"\\\\\\/\\n\\u00e9\\ud83d\\ude00\",\"n\":-1.5e3,\"t\":[true,false,null]}";
 
-		ok(!eg_json_parse(s, strlen(s), &j), "escapes, numbers, literals");
-		v = eg_json_get(j, "a");
-		ok(v && !strcmp(v->s, "x\"\\/\n\xc3\xa9\xf0\x9f\x98\x80"), "escapes decode to UTF-8");
-		v = eg_json_get(j, "n");
-		ok(v && v->t == EG_NUM && !strcmp(v->s, "-1.5e3"), "number kept as text");
-		ok(eg_json_u64(v, 9) == 9, "a negative number is not a u64");
-		v = eg_json_get(j, "t");
-		ok(v && v->n == 3 && v->v[0].b && v->v[1].t == EG_BOOL && !v->v[1].b &&
-		   v->v[2].t == EG_NULL, "array of literals");
-		eg_json_free(j);
+		ok((j = jv_parse(s, strlen(s), NULL, 0)) != NULL, "escapes, numbers, literals");
+		v = jv_get(j, "a");
+		ok(v && !strcmp(v->str, "x\"\\/\n\xc3\xa9\xf0\x9f\x98\x80"), "escapes decode to UTF-8");
+		v = jv_get(j, "n");
+		ok(v && v->type == JV_NUM && !strcmp(v->str, "-1.5e3"), "number kept as text");
+		ok(jv_u64(v, 9) == 9, "a negative number is not a u64");
+		v = jv_get(j, "t");
+		ok(v && v->n == 3 && v->items[0]->b && v->items[1]->type == JV_BOOL && !v->items[1]->b &&
+		   v->items[2]->type == JV_NULL, "array of literals");
+		jv_free(j);
 	}
 	{
 		static const char *const bad[] = {
@@ -70,7 +72,7 @@ static void test_json(void)
 
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			j = NULL;
-			ok(eg_json_parse(bad[i], strlen(bad[i]), &j) == -EINVAL && !j,
+			ok(!(j = jv_parse(bad[i], strlen(bad[i]), NULL, 0)),
 			   "malformed JSON refused: %s", bad[i]);
 		}
 	}
@@ -79,7 +81,7 @@ static void test_json(void)
 
 		memset(deep, '[', 100);
 		memset(deep + 100, ']', 100);
-		ok(eg_json_parse(deep, 200, &j) == -EINVAL, "nesting deeper than 64 refused");
+		ok(!(j = jv_parse(deep, 200, NULL, 0)), "nesting deeper than 64 refused");
 	}
 }
 
@@ -156,15 +158,15 @@ static void test_stream(void)
 			long l;
 
 			bad |= eg_dechunk(&dc, buf_head(&wire) + off, k, &out) != 0;
-			while ((l = eg_json_next(buf_head(&out), out.data)) > 0) {
-				struct eg_json *j = NULL;
-				const struct eg_json *e;
+			while ((l = jv_next(buf_head(&out), out.data)) > 0) {
+				struct jv *j = NULL;
+				const struct jv *e;
 
-				if (eg_json_parse(buf_head(&out), (size_t)l, &j))
+				if (!(j = jv_parse(buf_head(&out), (size_t)l, NULL, 0)))
 					bad = 1;
-				e = eg_json_get(eg_json_get(j, "result"), "events");
+				e = jv_get(jv_get(j, "result"), "events");
 				evs += e ? e->n : 0;
-				eg_json_free(j);
+				jv_free(j);
 				buf_consume(&out, (size_t)l);
 				got++;
 			}
@@ -185,9 +187,9 @@ static void test_stream(void)
 		ok(eg_dechunk(&dc, "2\r\nabX", 6, &out) == -EINVAL, "missing CRLF after data refused");
 		buf_free(&out);
 	}
-	ok(eg_json_next("  {\"a\":", 7) == 0, "incomplete object: wait");
-	ok(eg_json_next("x{}", 3) == -EINVAL, "garbage before an object refused");
-	ok(eg_json_next(" {}{}", 5) == 3, "first of two objects framed");
+	ok(jv_next("  {\"a\":", 7) == 0, "incomplete object: wait");
+	ok(jv_next("x{}", 3) == -EINVAL, "garbage before an object refused");
+	ok(jv_next(" {}{}", 5) == 3, "first of two objects framed");
 }
 
 static void test_endpoints(void)
