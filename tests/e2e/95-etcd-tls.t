@@ -10,27 +10,22 @@
 # maps; a running agent's watch over TLS sees a change and comes back after
 # etcd restarts. Nothing here leaves loopback or the test's cgroup.
 source "$(dirname "$0")/../lib/tap.sh"
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-[ -x "$ZH" ] || skip_all "no $ZH (make first)"
-for c in etcd etcdctl openssl python3 jq; do command -v $c >/dev/null || skip_all "no $c"; done
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$(dirname "$0")/../lib/harness.sh"
 TAG=zh-t95${ZH_TEST_LAB_SUFFIX:+-$ZH_TEST_LAB_SUFFIX}
-TMP=$(mktemp -d /tmp/$TAG.XXXXXX)
+test_setup "${TAG#zh-}" etcd etcdctl openssl python3 jq
 CG2=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
 CG=$CG2/$TAG
 PIN=/sys/fs/bpf/$TAG
 ETCD_PID=
 ETCD2_PID=
 AGENT_PID=
-cleanup() {
+test_cleanup() {
 	local p
 	for p in $AGENT_PID $ETCD_PID $ETCD2_PID; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
 	[ -d "$PIN" ] && "$ZH" agent --cleanup --node node-a --pin-dir "$PIN" >/dev/null 2>&1
-	rm -rf "$PIN" "$TMP"
+	rm -rf "$PIN"
 	[ -d "$CG" ] && rmdir "$CG"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
 cd "$TMP" || exit 1
 
 # ---- certificates (scripts/etcd-certs.sh): the cluster's PKI in ., and a
