@@ -48,30 +48,37 @@ lab_up "without policies (per-packet programs detached)" -f "$TMP/app.yaml"
 ip_of() { "$ZH" lab status --lab $LAB -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 S4=$(ip_of srv4) S6=$(ip_of srv6)
 S6N=$("$ZH" lab status --lab $LAB -o json | jq -r '.pods[] | select(.name=="srv6") | .ip6')
-srv6_answers() { "$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null'; }
-wait_until 5 srv6_answers
+srv6_answers() { "$ZH" lab exec --lab $LAB client4 -- /usr/bin/python3 "$V6" rtt 4 "$S6" 80 1 | grep -q '"error": null' &&
+	"$ZH" lab exec --lab $LAB client6 -- /usr/bin/python3 "$V6" rtt 6 "$S6N" 80 1 | grep -q '"error": null'; }
+wait_until 15 srv6_answers	# by IPv4 and by its IPv6 (a fresh address may still be settling)
 ok $([ ! -e /sys/fs/bpf/zerohop/$LAB/node-a/pol_link_egress ] &&
 	[ ! -e /sys/fs/bpf/zerohop/$LAB/node-b/pol_link_ingress ]; echo $?) \
 	"no per-packet policy program attached yet (nothing isolated)"
-"$ZH" lab exec --lab $LAB client6 -- "$TOOLS/netpol_hold" "::ffff:$S4" 80 5 >"$TMP/h6.out" 2>&1 &
+T_START=$(date +%s%3N)
+"$ZH" lab exec --lab $LAB client6 -- "$TOOLS/netpol_hold" "::ffff:$S4" 80 8 >"$TMP/h6.out" 2>&1 &
 BG+=($!)
-"$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6" 80 5 >"$TMP/h4.out" 2>&1 &
+"$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6" 80 8 >"$TMP/h4.out" 2>&1 &
 BG+=($!)
-"$ZH" lab exec --lab $LAB client6 -- "$TOOLS/netpol_hold" "$S6N" 80 5 >"$TMP/n6.out" 2>&1 &
+"$ZH" lab exec --lab $LAB client6 -- "$TOOLS/netpol_hold" "$S6N" 80 8 >"$TMP/n6.out" 2>&1 &
 BG+=($!)
-"$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6N" 80 5 >"$TMP/n4.out" 2>&1 &
+"$ZH" lab exec --lab $LAB client4 -- "$TOOLS/netpol_hold" "$S6N" 80 8 >"$TMP/n4.out" 2>&1 &
 BG+=($!)
+echoing() { local f; for f in "$@"; do grep -q " ok" "$TMP/$f.out" || return 1; done; }
 sleep 1.5
-grep -q " ok" "$TMP/h6.out" && grep -q " ok" "$TMP/h4.out"
+wait_until 2 echoing h6 h4	# a loaded machine may start `lab exec` late
 ok $? "both connections echo before the change (AF_INET6 -> srv4, AF_INET -> dual-stack srv6)"
-grep -q " ok" "$TMP/n6.out" && grep -q " ok" "$TMP/n4.out"
+wait_until 2 echoing n6 n4
 ok $? "two native IPv6 connections to srv6 ($S6N) echo before the change"
 np_apply_sync "$TMP/np.yaml"
 ok $? "policies applied and synced: client6 egress denied, srv6 ingress denied"
+# the holds' clocks start at T_START (or a little later): from 500 ms after
+# the sync on, no echo may come back
+CUT=$(($(date +%s%3N) - T_START + 500))
+diag "synced $((CUT - 500)) ms after the holds started (they last 8 s)"
 wait "${BG[@]}"
 BG=()
-late() { awk '$1 >= 3000 && $2 == "ok"' "$1" | wc -l; }
-lost() { awk '$1 >= 3000 && $2 == "lost"' "$1" | wc -l; }
+late() { awk -v c=$CUT '$1 >= c && $2 == "ok"' "$1" | wc -l; }
+lost() { awk -v c=$CUT '$1 >= c && $2 == "lost"' "$1" | wc -l; }
 is "$(late "$TMP/h6.out")" 0 "AF_INET6 client's connection revoked by its egress policy (orientation from pol_sockops)"
 ok $([ "$(lost "$TMP/h6.out")" -gt 5 ]; echo $?) "  ($(lost "$TMP/h6.out") pings lost)"
 is "$(late "$TMP/h4.out")" 0 "connection to the dual-stack server revoked by its ingress policy"
