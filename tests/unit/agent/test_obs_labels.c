@@ -131,6 +131,22 @@ static char *metrics(struct ag_obs *ob)
 
 /* The closed-connection count of the series with exactly these labels
  * (series_labels' order), -1 when there is none. */
+static long metric_val(const char *text, const char *name, const char *rep, const char *sw,
+		       const char *sn, const char *ds, const char *dsn, const char *dw, const char *dn)
+{
+	char want[1024];
+	const char *p;
+
+	snprintf(want, sizeof(want),
+		 "\n%s{reporter=\"%s\",source_workload=\"%s\","
+		 "source_workload_namespace=\"%s\",destination_service=\"%s\","
+		 "destination_service_namespace=\"%s\",destination_workload=\"%s\","
+		 "destination_workload_namespace=\"%s\",connection_security_policy=\"none\"} ",
+		 name, rep, sw, sn, ds, dsn, dw, dn);
+	p = strstr(text, want);
+	return p ? strtol(p + strlen(want), NULL, 10) : -1;
+}
+
 static long closed(const char *text, const char *rep, const char *sw, const char *sn,
 		   const char *ds, const char *dsn, const char *dw, const char *dn)
 {
@@ -237,6 +253,52 @@ int main(void)
 	} else {
 		ok(0, "second state loads");
 	}
+	ag_obs_close(ob, 0);
+
+	/* O11: a kernel CLOSE (ZH_OBS_F_RAW) takes role, Service and open
+	 * time from the OPEN with its cookie; the client's SYN comes off its
+	 * bytes, the short-circuit's are added; one never opened is dropped */
+	ob = ag_obs_new_detached("node-a", 100);
+	ag_obs_set_state(ob, st, c);
+	e = ev(ZH_OBS_ROLE_CLIENT, "10.244.0.5", 40010, "10.244.1.20", 9090, "10.96.0.32", 80, 0);
+	e.type = ZH_OBS_EV_OPEN;
+	e.cookie = 7;
+	e.ts_ns = 1000000000;
+	ag_obs_feed(ob, &e);
+	e = ev(ZH_OBS_ROLE_SERVER, "10.244.0.10", 8080, "10.244.0.5", 40011, NULL, 0, 0);
+	e.type = ZH_OBS_EV_OPEN;
+	e.cookie = 9;
+	ag_obs_feed(ob, &e);
+	e = ev(0, "10.244.0.5", 40010, "10.244.1.20", 9090, NULL, 0, 11);	/* 10 + the SYN */
+	e.flags = ZH_OBS_F_RAW | ZH_OBS_F_SC;
+	e.sc_sent = 5;
+	e.bytes_recv = 20;
+	e.cookie = 7;
+	e.ts_ns = 1250000000;
+	ag_obs_feed(ob, &e);
+	e.cookie = 8;	/* never opened */
+	ag_obs_feed(ob, &e);
+	e = ev(0, "10.244.0.10", 8080, "10.244.0.5", 40011, NULL, 0, 10);
+	e.flags = ZH_OBS_F_RAW;
+	e.cookie = 9;
+	ag_obs_feed(ob, &e);
+	e.cookie = 7;	/* its OPEN was taken by the first CLOSE */
+	ag_obs_feed(ob, &e);
+	m = metrics(ob);
+	is_int(closed(m, "source", "client", "default", FQDN("s2"), "default", "shared", "default"), 1,
+	       "O11: the client's CLOSE has the role and Service of its OPEN");
+	is_int(metric_val(m, "istio_tcp_received_bytes_total", "source", "client", "default",
+			  FQDN("s2"), "default", "shared", "default"),
+	       15, "O11: the client's bytes sent: SYN off, short-circuit bytes on");
+	is_int(metric_val(m, "istio_tcp_sent_bytes_total", "source", "client", "default", FQDN("s2"),
+			  "default", "shared", "default"),
+	       20, "O11: its bytes received as the kernel gave them");
+	is_int(metric_val(m, "istio_tcp_sent_bytes_total", "destination", "client", "default",
+			  FQDN("web"), "default", "web", "default"),
+	       10, "O11: a server's bytes keep their first byte (no SYN to take off)");
+	ok(strstr(m, "zerohop_obs_unpaired_closes_total 2\n") != NULL,
+	   "O11: closes without their OPEN are not counted, but counted as unpaired");
+	free(m);
 	ag_obs_close(ob, 0);
 	ag_compiled_free(c);
 	md_state_free(st);
