@@ -1404,5 +1404,8 @@ int ag_obs_cleanup(const char *pin_dir)
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, map_pins[i]);
 		unlink(path);
 	}
+	/* pinned by agents before the per-socket record went (O11) */
+	snprintf(path, sizeof(path), "%s/obs_sk", pin_dir);
+	unlink(path);
 	return 0;
 }
