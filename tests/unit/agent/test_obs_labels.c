@@ -129,7 +129,7 @@ static char *metrics(struct ag_obs *ob)
 	return buf;
 }
 
-/* The closed-connection count of the series with exactly these labels
+/* The value of metric NAME for the series with exactly these labels
  * (series_labels' order), -1 when there is none. */
 static long metric_val(const char *text, const char *name, const char *rep, const char *sw,
 		       const char *sn, const char *ds, const char *dsn, const char *dw, const char *dn)
@@ -150,17 +150,7 @@ static long metric_val(const char *text, const char *name, const char *rep, cons
 static long closed(const char *text, const char *rep, const char *sw, const char *sn,
 		   const char *ds, const char *dsn, const char *dw, const char *dn)
 {
-	char want[1024];
-	const char *p;
-
-	snprintf(want, sizeof(want),
-		 "\nistio_tcp_connections_closed_total{reporter=\"%s\",source_workload=\"%s\","
-		 "source_workload_namespace=\"%s\",destination_service=\"%s\","
-		 "destination_service_namespace=\"%s\",destination_workload=\"%s\","
-		 "destination_workload_namespace=\"%s\",connection_security_policy=\"none\"} ",
-		 rep, sw, sn, ds, dsn, dw, dn);
-	p = strstr(text, want);
-	return p ? strtol(p + strlen(want), NULL, 10) : -1;
+	return metric_val(text, "istio_tcp_connections_closed_total", rep, sw, sn, ds, dsn, dw, dn);
 }
 
 #define FQDN(n) n ".default.svc.cluster.local"
