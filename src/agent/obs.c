@@ -667,8 +667,8 @@ static void open_put(struct ag_obs *ob, const struct zh_obs_event *e)
 		if (!o || c->ts_ns < o->ts_ns)
 			o = c;	/* the oldest, if all are taken */
 	}
-	if (o->cookie && o->cookie != e->cookie)
-		ob->unpaired++;	/* evicted: its CLOSE will not be counted */
+	/* o may be the oldest open of the window: evicted, its CLOSE will
+	 * count as unpaired (close_finish) */
 	*o = (struct open_ent){ .cookie = e->cookie, .ts_ns = e->ts_ns, .vip = e->vip,
 				.vport = e->vport, .role = e->role, .flags = e->flags };
 }

@@ -289,6 +289,36 @@ int main(void)
 	ok(strstr(m, "zerohop_obs_unpaired_closes_total 2\n") != NULL,
 	   "O11: closes without their OPEN are not counted, but counted as unpaired");
 	free(m);
+	/* O11 bound: 9 opens whose cookies share a home slot (the table's
+	 * hash, found by search) fill the 8 probe slots; the 9th evicts the
+	 * oldest, whose CLOSE is then unpaired, the others' are counted */
+	{
+		uint64_t ck[9];
+		int k = 0;
+
+		for (uint64_t cc = 100; k < 9; cc++)
+			if ((((cc * 0x9E3779B97F4A7C15ull) >> 48) & 65535) == 12345)
+				ck[k++] = cc;
+		for (k = 0; k < 9; k++) {
+			e = ev(ZH_OBS_ROLE_SERVER, "10.244.0.10", 8080, "10.244.0.5", 41000 + k, NULL, 0, 0);
+			e.type = ZH_OBS_EV_OPEN;
+			e.cookie = ck[k];
+			e.ts_ns = 2000000000ull + (uint64_t)k;
+			ag_obs_feed(ob, &e);
+		}
+		for (k = 0; k < 9; k++) {
+			e = ev(0, "10.244.0.10", 8080, "10.244.0.5", 41000 + k, NULL, 0, 1);
+			e.flags = ZH_OBS_F_RAW;
+			e.cookie = ck[k];
+			ag_obs_feed(ob, &e);
+		}
+		m = metrics(ob);
+		is_int(closed(m, "destination", "client", "default", FQDN("web"), "default", "web", "default"),
+		       1 + 8, "O11: 8 of 9 opens sharing a slot run paired (the table is bounded)");
+		ok(strstr(m, "zerohop_obs_unpaired_closes_total 3\n") != NULL,
+		   "O11: the evicted one's close is counted unpaired (once)");
+	}
+	free(m);
 	ag_obs_close(ob, 0);
 	ag_compiled_free(c);
 	md_state_free(st);
