@@ -20,24 +20,20 @@ SECS=${2:-3}
 C=${C:-8}
 source "$ROOT/tests/lib/tap.sh"
 source "$ROOT/tests/lib/lab_test.sh"
+source "$ROOT/scripts/bench-obs-lib.sh"
 OPC=$ROOT/build/bpf/obs_opcount.bpf.o
 [ -f "$OPC" ] || { echo "no $OPC (make first)" >&2; exit 1; }
 lab_test_setup tobsflag bpftool
 PIN=/sys/fs/bpf/zh-flagcost-$LAB
 detach() { local cg; for cg in ${CGS:-}; do bpftool cgroup detach "$cg" sock_ops pinned "$PIN/zh_obs_stateflag" 2>/dev/null; done; }
 lab_test_more_cleanup() { detach; rm -rf "$PIN"; }
-{
-	m_deploy far node-b "app: far" "$(m_ctr echo "http:8080" "$ZH" echo --http 8080 --tcp 0 --udp 0)"
-	m_svc far "app: far" "http=80:8080" 10.96.0.90
-	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
-} >"$TMP/app.yaml"
+obs_bench_app >"$TMP/app.yaml"
 ZH_AGENT_METRICS=off "$ZH" lab up --lab "$LAB" -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1 || { cat "$TMP/up.log"; exit 1; }
 wait_until 30 lab_exec client python3 -c "import urllib.request as u; u.urlopen('http://10.96.0.90/', timeout=1)" 2>/dev/null ||
 	{ echo "Service not answering" >&2; exit 1; }
-CGS=$(bpftool cgroup tree -j | jq -r --arg l "$LAB" '.[] | select(.cgroup | test("/zerohop-" + $l + "/")) | select(any(.programs[]; .name == "pol_sockops")) | .cgroup' | sort -u)
+CGS=$(obs_node_cgroups)
 [ -n "$CGS" ] || { echo "no node cgroup with pol_sockops found" >&2; exit 1; }
-CGD=
-for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do [ -d "$d/zerohop-$LAB" ] && CGD=$d/zerohop-$LAB && break; done
+CGD=$(lab_cgroup_v2)
 [ -n "$CGD" ] || { echo "no cgroup of lab $LAB" >&2; exit 1; }
 rm -rf "$PIN"
 bpftool prog loadall "$OPC" "$PIN" || exit 1
