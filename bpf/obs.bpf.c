@@ -14,10 +14,12 @@
  *                      the application asked for (not rewritten: refused)
  *   sock_ops           TCP_CONNECT_CB      ask for state callbacks (so a
  *                                          connect that dies in SYN_SENT is seen)
- *                      ACTIVE/PASSIVE_ESTABLISHED_CB  obs_sk record + OPEN
+ *                      ACTIVE/PASSIVE_ESTABLISHED_CB  OPEN (no per-socket
+ *                                          record: invariant 9)
  *                      STATE_CB ESTABLISHED -> other  publish short-circuit
  *                                          bytes for the peer (obs_scrx)
- *                      STATE_CB -> TCP_CLOSE  CLOSE (bytes, srtt, duration),
+ *                      STATE_CB -> TCP_CLOSE  CLOSE (bytes, srtt; the agent
+ *                                          adds role, duration, Service),
  *                                          or FAIL when it was SYN_SENT
  *
  * Bytes: tp->bytes_acked / bytes_received count what went through TCP; the
@@ -53,6 +55,13 @@
  *     four program runs each, ours included: the flag is set only on
  *     sockets we count, and every program returns on its op first
  *     (scripts/bench-obs-bpfcost.sh counts runs per program and op).
+ *  9. No storage of our own on a socket: an sk_storage record (open time,
+ *     role) cost ~0.5 us a connection to create, look up and free, a
+ *     quarter of this program's time. The agent pairs CLOSE with the OPEN
+ *     it drained before by socket cookie (src/agent/obs.c O11) and takes
+ *     the open time, role and Service from there; CLOSE carries the
+ *     bytes without the short-circuit's and with the active opener's SYN
+ *     (ZH_OBS_F_RAW): the agent takes the SYN off by role and adds sc_sent.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -75,14 +84,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, ZH_OBS_RINGBUF_BYTES);
 } obs_events SEC(".maps");
-
-/* Per socket: open time and role. Freed with the socket. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct zh_obs_sk);
-} obs_sk SEC(".maps");
 
 /* Short-circuit bytes received: receiver's accel key -> the bytes its peer
  * sent past TCP (invariant 2). LRU: an entry whose receiver never closes is
@@ -242,23 +243,15 @@ static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct zh_obs_event *e;
-	struct zh_obs_sk *os;
 	__u32 lip, rip;
-	__u64 now;
 
-	/* native IPv6 (invariant 4): no record, no state callbacks (inv. 8) */
+	/* native IPv6 (invariant 4): no event, no state callbacks (inv. 8) */
 	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
 		return;
-	e = obs_reserve();
-	now = e ? e->ts_ns : bpf_ktime_get_ns();	/* one clock read */
-	os = bpf_sk_storage_get(&obs_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (os) {
-		os->open_ns = now;
-		os->role = role;
-	}
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	e = obs_reserve();
 	if (!e)
-		return;
+		return;	/* its CLOSE finds no OPEN in the agent: not counted */
 	e->saddr = lip;
 	e->daddr = rip;
 	e->sport = (__u16)skops->local_port;
@@ -294,17 +287,16 @@ static __always_inline void obs_publish_sc(struct bpf_sock_ops *skops)
  * socket starts past its SYN-ACK) and our FIN once acked (we closed from
  * FIN_WAIT2, LAST_ACK or CLOSING). bytes_received counts the peer's FIN
  * once it arrived (CLOSE_WAIT and everything after it, FIN_WAIT2 closing
- * through TIME_WAIT). Measured on this kernel: tests/e2e/72-obs-l4.t. */
-static __always_inline __u64 obs_payload_sent(struct bpf_sock_ops *skops, __u8 role, __u32 old)
+ * through TIME_WAIT). Measured on this kernel: tests/e2e/72-obs-l4.t.
+ * The SYN depends on the role, which the agent knows (invariant 9): it
+ * is left in, and taken off there (src/agent/obs.c O11). */
+static __always_inline __u64 obs_sent_but_syn(struct bpf_sock_ops *skops, __u32 old)
 {
 	__u64 n = skops->bytes_acked;
-	__u64 seq = 0;
 
-	if (role == ZH_OBS_ROLE_CLIENT)
-		seq++;
-	if (old == BPF_TCP_FIN_WAIT2 || old == BPF_TCP_LAST_ACK || old == BPF_TCP_CLOSING)
-		seq++;
-	return n > seq ? n - seq : 0;
+	if (n && (old == BPF_TCP_FIN_WAIT2 || old == BPF_TCP_LAST_ACK || old == BPF_TCP_CLOSING))
+		n--;
+	return n;
 }
 
 static __always_inline __u64 obs_payload_recv(struct bpf_sock_ops *skops, __u32 old)
@@ -317,20 +309,18 @@ static __always_inline __u64 obs_payload_recv(struct bpf_sock_ops *skops, __u32 
 	return n;
 }
 
+/* CLOSE without the role, open time or Service (invariant 9: the agent
+ * has them from the OPEN), or FAIL from SYN_SENT. */
 static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct zh_accel_key key = {};
 	struct zh_obs_event *e;
 	struct zh_accel_sk *as;
-	struct zh_obs_sk *os;
 	__u64 *rx;
 
 	if (!sk)
 		return;
-	os = bpf_sk_storage_get(&obs_sk, sk, 0, 0);
-	if (old != TCP_SYN_SENT_STATE && !os)
-		return;	/* not seen open (older than the agent): nothing to close */
 	e = obs_reserve_sk(skops);
 	if (!e)
 		return;
@@ -343,17 +333,14 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 		return;
 	}
 	e->type = ZH_OBS_EV_CLOSE;
-	e->role = os->role;
-	if (os->open_ns)
-		e->dur_ms = (__u32)((e->ts_ns - os->open_ns) / 1000000);
+	e->flags = ZH_OBS_F_RAW;
 	e->srtt_us = skops->srtt_us >> 3;
-	e->bytes_sent = obs_payload_sent(skops, os->role, old);
+	e->bytes_sent = obs_sent_but_syn(skops, old);
 	e->bytes_recv = obs_payload_recv(skops, old);
 	as = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
 	if (as) {
 		e->flags |= ZH_OBS_F_SC;
-		e->sc_sent = as->sc_tx;
-		e->bytes_sent += as->sc_tx;
+		e->sc_sent = as->sc_tx;	/* the agent adds it to bytes_sent */
 		if (accel_key_from_sockops(&key, skops)) {
 			rx = bpf_map_lookup_elem(&obs_scrx, &key);
 			if (rx) {
@@ -362,8 +349,6 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 			}
 		}
 	}
-	if (os->role == ZH_OBS_ROLE_CLIENT)
-		obs_svc(e, sk);
 	obs_submit(e);
 }
 

@@ -25,6 +25,7 @@ SECS=${1:-8}
 C=${C:-8}
 source "$ROOT/tests/lib/tap.sh"
 source "$ROOT/tests/lib/lab_test.sh"
+source "$ROOT/scripts/bench-obs-lib.sh"
 OPC=$ROOT/build/bpf/obs_opcount.bpf.o
 [ -f "$OPC" ] || { echo "no $OPC (make first)" >&2; exit 1; }
 lab_test_setup tobscost bpftool
@@ -37,18 +38,13 @@ lab_test_more_cleanup() {
 	done
 	rm -rf "$PIN"
 }
-{
-	m_deploy far node-b "app: far" "$(m_ctr echo "http:8080" "$ZH" echo --http 8080 --tcp 0 --udp 0)"
-	m_svc far "app: far" "http=80:8080" 10.96.0.90
-	m_pod client node-a "" "$(m_ctr c "" sleep 100000)"
-} >"$TMP/app.yaml"
+obs_bench_app >"$TMP/app.yaml"
 
 # CPU ticks: the agents' (utime + stime), the machine's busy time
 agcpu() { local t=0 p n; for n in node-a node-b; do p=$(lab_agent_pid $n); t=$((t + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $t; }
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 # the lab's own CPU (pods, agents, proxies: cgroup v2 usage), microseconds
 labcpu() { awk '$1 == "usage_usec" { print $2 }' "$(lab_cgroup_v2)/cpu.stat"; }
-lab_cgroup_v2() { local d; for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do [ -d "$d/zerohop-$LAB" ] && { echo "$d/zerohop-$LAB"; return; }; done; }
 # only this lab's programs (attached to its cgroups): other labs on the
 # machine run the same programs at the same time
 labprogs() {
@@ -70,7 +66,7 @@ for mode in ${MODES:-on off}; do
 	wait_until 30 lab_exec client python3 -c "import urllib.request as u; u.urlopen('http://10.96.0.90/', timeout=1)" 2>/dev/null ||
 		{ echo "Service not answering" >&2; exit 1; }
 	# the node cgroups: where the agents attached policy's sock_ops
-	CGS=$(bpftool cgroup tree -j | jq -r --arg l "$LAB" '.[] | select(.cgroup | test("/zerohop-" + $l + "/")) | select(any(.programs[]; .name == "pol_sockops")) | .cgroup' | sort -u)
+	CGS=$(obs_node_cgroups)
 	[ -n "$CGS" ] || { echo "no node cgroup with pol_sockops found" >&2; exit 1; }
 	rm -rf "$PIN"
 	bpftool prog loadall "$OPC" "$PIN" pinmaps "$PIN" || exit 1

@@ -7,7 +7,9 @@
 # cross-node Service, on node-a for the same-node one): Ob with the agents'
 # metrics on, Of with ZH_AGENT_METRICS=off. Interleaved on, off, off, on,
 # on, off ... (the order alternates per pair) PAIRS times; prints each pair's ratio on/off and the median,
-# and the same for requests per busy CPU-second of the machine (the cost as efficiency).
+# and the same for requests per busy CPU-second of the machine and per
+# CPU-second of the lab's own cgroup (pods, agents, proxies: what other
+# helpers' load on the shared machine does not add to; the cost as efficiency).
 #   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
 #   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
 #        ONLY=new-conn|same-node-keepalive (one of the two measurements)
@@ -72,14 +74,18 @@ ZH_AGENT_METRICS=off "$ZH" lab up --lab $LOFF -f "$TMP/app.yaml" >/dev/null || e
 [ ! -e /sys/fs/bpf/zerohop/$LOFF/node-a/obs_link_sockops ] || { echo "signals not off in $LOFF"; exit 1; }
 
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }	# user nice system irq softirq (no idle, iowait, steal)
-run() {	# LAB URL KEEPALIVE -> "req/s CPU-us-per-request" (CPU of the whole machine)
-	local b0 b1
-	b0=$(busy)
+# the lab's own CPU, microseconds (cgroup v2 usage of zerohop-LAB)
+labcpu() { local d; for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+	[ -f "$d/zerohop-$1/cpu.stat" ] && { awk '$1 == "usage_usec" { print $2 }' "$d/zerohop-$1/cpu.stat"; return; }; done; echo 0; }
+run() {	# LAB URL KEEPALIVE -> "req/s CPU-us-per-request lab-CPU-us-per-request"
+	local b0 b1 l0 l1
+	b0=$(busy); l0=$(labcpu "$1")
 	"$ZH" lab exec --lab "$1" client -- "$ZH" bench -c "$C" -t "${SECS}s" --warmup 500ms \
 		--keepalive="$3" --json "$TMP/r.json" "$2" >/dev/null 2>&1
-	b1=$(busy)
-	jq -r --argjson j $((b1 - b0)) --argjson hz "$(getconf CLK_TCK)" \
-		'"\(.ActualQPS) \($j / $hz * 1e6 / (.DurationHistogram.Count + 0.001))"' "$TMP/r.json"
+	b1=$(busy); l1=$(labcpu "$1")
+	# the lab's CPU includes the warm-up: divided by everything bench sent
+	jq -r --argjson j $((b1 - b0)) --argjson l $((l1 - l0)) --argjson hz "$(getconf CLK_TCK)" \
+		'"\(.ActualQPS) \($j / $hz * 1e6 / (.DurationHistogram.Count + 0.001)) \($l / (.DurationHistogram.Count + 0.001))"' "$TMP/r.json"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0.91/ true"; do
@@ -87,24 +93,28 @@ for t in "new-conn http://10.96.0.90/ false" "same-node-keepalive http://10.96.0
 	[ -n "${ONLY:-}" ] && [ "$ONLY" != "$1" ] && continue
 	: >"$TMP/ratios"
 	: >"$TMP/cratios"
+	: >"$TMP/lratios"
 	for i in $(seq "$PAIRS"); do
 		# the order alternates, so neither side always runs right after
 		# a lab-wide warm-up or on the other's leftovers (TIME_WAIT, caches)
 		if [ $((i % 2)) -eq 1 ]; then
-			read on con <<<"$(run $LON "$2" "$3")"
-			read off coff <<<"$(run $LOFF "$2" "$3")"
+			read on con lon <<<"$(run $LON "$2" "$3")"
+			read off coff loff <<<"$(run $LOFF "$2" "$3")"
 		else
-			read off coff <<<"$(run $LOFF "$2" "$3")"
-			read on con <<<"$(run $LON "$2" "$3")"
+			read off coff loff <<<"$(run $LOFF "$2" "$3")"
+			read on con lon <<<"$(run $LON "$2" "$3")"
 		fi
 		r=$(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.3f", a / b }')
 		# CPU efficiency: requests per CPU-second, on / off (steal and
 		# idle excluded, so a noisy neighbour moves it less than req/s)
 		cr=$(awk -v a="$con" -v b="$coff" 'BEGIN { printf "%.3f", b / a }')
-		echo "$1 pair $i: on $on off $off ratio $r; CPU us/request on $con off $coff, efficiency $cr"
+		lr=$(awk -v a="$lon" -v b="$loff" 'BEGIN { printf "%.3f", (a > 0 ? b / a : 0) }')
+		echo "$1 pair $i: on $on off $off ratio $r; CPU us/request on $con off $coff, efficiency $cr; lab CPU us/request on $lon off $loff, efficiency $lr"
 		echo "$r" >>"$TMP/ratios"
 		echo "$cr" >>"$TMP/cratios"
+		echo "$lr" >>"$TMP/lratios"
 	done
 	echo "$1: median on/off $(median <"$TMP/ratios") (min $(sort -g "$TMP/ratios" | head -1), max $(sort -g "$TMP/ratios" | tail -1)), $PAIRS pairs"
 	echo "$1: requests per CPU-second, median on/off $(median <"$TMP/cratios") (min $(sort -g "$TMP/cratios" | head -1), max $(sort -g "$TMP/cratios" | tail -1))"
+	echo "$1: requests per lab CPU-second, median on/off $(median <"$TMP/lratios") (min $(sort -g "$TMP/lratios" | head -1), max $(sort -g "$TMP/lratios" | tail -1))"
 done

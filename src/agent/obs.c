@@ -57,6 +57,16 @@
  *      rebuilt (set_state, set_endpoints), so a pointer never outlives
  *      what it named, and a series never moves (O1), so a cached one
  *      stays right.
+ *  O11. A CLOSE from the kernel comes without role, open time or Service
+ *      (bpf/obs.bpf.c invariant 9): the OPEN drained before it left them
+ *      in ob->opens under the socket cookie (the ring keeps the order
+ *      events were written in, so an OPEN is always fed before its
+ *      CLOSE). The table is bounded (O1): OBS_OPEN_SLOTS x 24 bytes, 1.5
+ *      MB; an OPEN that finds its 8 probe slots taken evicts the oldest
+ *      open in them, whose CLOSE is then not counted (as one whose OPEN
+ *      the ring lost), counted in zerohop_obs_unpaired_closes_total.
+ *      Connections open when the agent (re)started are not counted at
+ *      close either (their OPEN went to the agent before).
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -90,8 +100,8 @@
 static const char *const link_pins[] = { "obs_link_connect4", "obs_link_connect6",
 					 "obs_link_sockops" };
 #define OBS_NLINKS 3
-static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx", "obs_sk" };
-#define OBS_NMAPS 4
+static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx" };
+#define OBS_NMAPS 3
 
 struct series {
 	uint8_t used;
@@ -137,6 +147,16 @@ struct flow {
 	double t;		/* wall-clock time of the event */
 };
 
+/* O11: what a CLOSE needs of its OPEN, by socket cookie (0: free). */
+#define OBS_OPEN_SLOTS 65536	/* a power of 2 */
+#define OBS_OPEN_PROBE 8
+struct open_ent {
+	uint64_t cookie, ts_ns;
+	uint32_t vip;
+	uint16_t vport;
+	uint8_t role, flags;
+};
+
 /* O10: a series by the label tables' pointers that named it. */
 #define OBS_SCACHE 256
 struct ser_cache {
@@ -173,6 +193,8 @@ struct ag_obs {
 	struct ag_obs_agent_stats ag;
 	double wall_off;	/* O9: wall clock - monotonic, at the last drain */
 	struct ser_cache scache[OBS_SCACHE];	/* O10 */
+	struct open_ent *opens;	/* O11 */
+	uint64_t unpaired;
 	/* flow log */
 	struct flow ring[ZH_OBS_FLOW_RING];
 	uint64_t ring_n;
@@ -623,6 +645,62 @@ static size_t flow_line(const struct ag_obs *ob, const struct flow *f, char *lin
 	return o < n ? o : 0;
 }
 
+/* ---- O11: OPEN -> CLOSE pairing ------------------------------------------------ */
+
+static size_t open_home(uint64_t cookie)
+{
+	return (size_t)((cookie * 0x9E3779B97F4A7C15ull) >> 48) & (OBS_OPEN_SLOTS - 1);
+}
+
+static void open_put(struct ag_obs *ob, const struct zh_obs_event *e)
+{
+	struct open_ent *o = NULL;
+	size_t h = open_home(e->cookie);
+
+	for (int i = 0; i < OBS_OPEN_PROBE; i++) {
+		struct open_ent *c = &ob->opens[(h + (size_t)i) & (OBS_OPEN_SLOTS - 1)];
+
+		if (!c->cookie || c->cookie == e->cookie) {
+			o = c;
+			break;
+		}
+		if (!o || c->ts_ns < o->ts_ns)
+			o = c;	/* the oldest, if all are taken */
+	}
+	/* o may be the oldest open of the window: evicted, its CLOSE will
+	 * count as unpaired (close_finish) */
+	*o = (struct open_ent){ .cookie = e->cookie, .ts_ns = e->ts_ns, .vip = e->vip,
+				.vport = e->vport, .role = e->role, .flags = e->flags };
+}
+
+/* Finish a kernel CLOSE (ZH_OBS_F_RAW) into *out from its OPEN; 0 when
+ * the OPEN was not seen (the CLOSE is then not counted). */
+static int close_finish(struct ag_obs *ob, const struct zh_obs_event *e, struct zh_obs_event *out)
+{
+	size_t h = open_home(e->cookie);
+
+	for (int i = 0; i < OBS_OPEN_PROBE; i++) {
+		struct open_ent *o = &ob->opens[(h + (size_t)i) & (OBS_OPEN_SLOTS - 1)];
+
+		if (!e->cookie || o->cookie != e->cookie)
+			continue;
+		*out = *e;
+		out->role = o->role;
+		out->dur_ms = e->ts_ns > o->ts_ns ? (uint32_t)((e->ts_ns - o->ts_ns) / 1000000) : 0;
+		out->flags = (uint8_t)((e->flags & ~ZH_OBS_F_RAW) | (o->flags & ZH_OBS_F_SVC));
+		out->vip = o->vip;
+		out->vport = o->vport;
+		/* the active opener's SYN (bpf/obs.bpf.c invariant 6) */
+		if (o->role == ZH_OBS_ROLE_CLIENT && out->bytes_sent)
+			out->bytes_sent--;
+		out->bytes_sent += e->sc_sent;
+		o->cookie = 0;
+		return 1;
+	}
+	ob->unpaired++;
+	return 0;
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct ag_obs *ob = ctx;
@@ -633,8 +711,17 @@ static int on_event(void *ctx, void *data, size_t len)
 	char a[16];
 	uint32_t drop_sip = 0;
 
+	struct zh_obs_event fin;
+
 	if (len < sizeof(*e))
 		return 0;
+	if (e->type == ZH_OBS_EV_OPEN)
+		open_put(ob, e);
+	else if (e->type == ZH_OBS_EV_CLOSE && (e->flags & ZH_OBS_F_RAW)) {
+		if (!close_finish(ob, e, &fin))
+			return 0;	/* not seen open (O11) */
+		e = &fin;
+	}
 	if (e->type == ZH_OBS_EV_DROP && !e->saddr && ob->fd_cgpod >= 0) {
 		uint64_t cg = e->cgid;
 
@@ -839,10 +926,13 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 		"# TYPE zerohop_obs_series_limit gauge\nzerohop_obs_series_limit %d\n"
 		"# HELP zerohop_obs_series_overflow_total Events counted in the overflow label set.\n"
 		"# TYPE zerohop_obs_series_overflow_total counter\nzerohop_obs_series_overflow_total %llu\n"
+		"# HELP zerohop_obs_unpaired_closes_total Closes not counted: their open was not seen.\n"
+		"# TYPE zerohop_obs_unpaired_closes_total counter\nzerohop_obs_unpaired_closes_total %llu\n"
 		"# TYPE zerohop_obs_events_total counter\nzerohop_obs_events_total %llu\n"
 		"# HELP zerohop_obs_events_lost_total Events lost (ring buffer full): L4 metrics undercount.\n"
 		"# TYPE zerohop_obs_events_lost_total counter\nzerohop_obs_events_lost_total %llu\n",
 		ob->n_ser, ob->n_drop, ob->max, (unsigned long long)ob->overflow,
+		(unsigned long long)ob->unpaired,
 		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_EVENTS),
 		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_LOST));
 	fprintf(f,
@@ -1092,6 +1182,7 @@ static struct ag_obs *obs_alloc(const char *node, const char *pin_dir, int max_s
 	ob->slots = 2 * ob->max;
 	ob->ser = zh_calloc((size_t)ob->slots, sizeof(*ob->ser));
 	ob->drops = zh_calloc((size_t)ob->slots, sizeof(*ob->drops));
+	ob->opens = zh_calloc(OBS_OPEN_SLOTS, sizeof(*ob->opens));
 	for (struct series *s = &ob->ser_over; s; s = NULL) {
 		s->used = 1;
 		s->reporter = ZH_OBS_ROLE_CLIENT;
@@ -1151,7 +1242,6 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 	maps[0] = ob->skel->maps.obs_events;
 	maps[1] = ob->skel->maps.obs_stats;
 	maps[2] = ob->skel->maps.obs_scrx;
-	maps[3] = ob->skel->maps.obs_sk;
 	for (i = 0; i < OBS_NMAPS; i++) {
 		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, map_pins[i]);
 		ret = bpf_map__set_pin_path(maps[i], path);
@@ -1270,6 +1360,7 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 		close(ob->followers[i]);
 	free(ob->ser);
 	free(ob->drops);
+	free(ob->opens);
 	free(ob->pods);
 	free(ob->svcs);
 	free(ob->eps);
@@ -1313,5 +1404,8 @@ int ag_obs_cleanup(const char *pin_dir)
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, map_pins[i]);
 		unlink(path);
 	}
+	/* pinned by agents before the per-socket record went (O11) */
+	snprintf(path, sizeof(path), "%s/obs_sk", pin_dir);
+	unlink(path);
 	return 0;
 }

@@ -14,7 +14,6 @@
  *
  * Map overview (details and limits in docs/maps.md):
  *   obs_events  ringbuf                 struct zh_obs_event records
- *   obs_sk      sk_storage -> zh_obs_sk per connected socket (open time, role)
  *   obs_stats   percpu array u32 (ZH_OBS_ST_*) -> u64 counters
  */
 #ifndef ZH_ABI_OBS_H
@@ -52,6 +51,11 @@ enum zh_obs_flags {
 	ZH_OBS_F_SVC = 1 << 0,		/* vip/vport hold the Service the client asked for */
 	ZH_OBS_F_L7 = 1 << 1,		/* the connection went to the node proxy (L7 Service) */
 	ZH_OBS_F_SC = 1 << 2,		/* the socket was in the short-circuit (accel) */
+	/* CLOSE as the kernel writes it (bpf/obs.bpf.c invariant 9): no role,
+	 * dur_ms or Service (the agent takes them from the OPEN with the same
+	 * cookie); bytes_sent still holds the active opener's SYN and not
+	 * sc_sent. The agent finishes the event and clears the flag. */
+	ZH_OBS_F_RAW = 1 << 3,
 };
 
 struct zh_obs_event {
@@ -76,16 +80,6 @@ struct zh_obs_event {
 	__u32 dur_ms;		/* CLOSE: ms since OPEN (0 when OPEN was not seen) */
 };
 _Static_assert(sizeof(struct zh_obs_event) == 80, "zh_obs_event size");
-
-/* Per socket, created at ESTABLISHED (or at connect for a client). */
-struct zh_obs_sk {
-	__u64 open_ns;		/* ESTABLISHED time, 0 until then */
-	__u32 vip;		/* copied from lb_sock at connect/established */
-	__u16 vport;		/* host order */
-	__u8 role;		/* enum zh_obs_role */
-	__u8 flags;		/* enum zh_obs_flags */
-};
-_Static_assert(sizeof(struct zh_obs_sk) == 16, "zh_obs_sk size");
 
 /* obs_stats indices; also metric names (docs/maps.md). */
 enum zh_obs_stat {

@@ -129,22 +129,28 @@ static char *metrics(struct ag_obs *ob)
 	return buf;
 }
 
-/* The closed-connection count of the series with exactly these labels
+/* The value of metric NAME for the series with exactly these labels
  * (series_labels' order), -1 when there is none. */
-static long closed(const char *text, const char *rep, const char *sw, const char *sn,
-		   const char *ds, const char *dsn, const char *dw, const char *dn)
+static long metric_val(const char *text, const char *name, const char *rep, const char *sw,
+		       const char *sn, const char *ds, const char *dsn, const char *dw, const char *dn)
 {
 	char want[1024];
 	const char *p;
 
 	snprintf(want, sizeof(want),
-		 "\nistio_tcp_connections_closed_total{reporter=\"%s\",source_workload=\"%s\","
+		 "\n%s{reporter=\"%s\",source_workload=\"%s\","
 		 "source_workload_namespace=\"%s\",destination_service=\"%s\","
 		 "destination_service_namespace=\"%s\",destination_workload=\"%s\","
 		 "destination_workload_namespace=\"%s\",connection_security_policy=\"none\"} ",
-		 rep, sw, sn, ds, dsn, dw, dn);
+		 name, rep, sw, sn, ds, dsn, dw, dn);
 	p = strstr(text, want);
 	return p ? strtol(p + strlen(want), NULL, 10) : -1;
+}
+
+static long closed(const char *text, const char *rep, const char *sw, const char *sn,
+		   const char *ds, const char *dsn, const char *dw, const char *dn)
+{
+	return metric_val(text, "istio_tcp_connections_closed_total", rep, sw, sn, ds, dsn, dw, dn);
 }
 
 #define FQDN(n) n ".default.svc.cluster.local"
@@ -237,6 +243,82 @@ int main(void)
 	} else {
 		ok(0, "second state loads");
 	}
+	ag_obs_close(ob, 0);
+
+	/* O11: a kernel CLOSE (ZH_OBS_F_RAW) takes role, Service and open
+	 * time from the OPEN with its cookie; the client's SYN comes off its
+	 * bytes, the short-circuit's are added; one never opened is dropped */
+	ob = ag_obs_new_detached("node-a", 100);
+	ag_obs_set_state(ob, st, c);
+	e = ev(ZH_OBS_ROLE_CLIENT, "10.244.0.5", 40010, "10.244.1.20", 9090, "10.96.0.32", 80, 0);
+	e.type = ZH_OBS_EV_OPEN;
+	e.cookie = 7;
+	e.ts_ns = 1000000000;
+	ag_obs_feed(ob, &e);
+	e = ev(ZH_OBS_ROLE_SERVER, "10.244.0.10", 8080, "10.244.0.5", 40011, NULL, 0, 0);
+	e.type = ZH_OBS_EV_OPEN;
+	e.cookie = 9;
+	ag_obs_feed(ob, &e);
+	e = ev(0, "10.244.0.5", 40010, "10.244.1.20", 9090, NULL, 0, 11);	/* 10 + the SYN */
+	e.flags = ZH_OBS_F_RAW | ZH_OBS_F_SC;
+	e.sc_sent = 5;
+	e.bytes_recv = 20;
+	e.cookie = 7;
+	e.ts_ns = 1250000000;
+	ag_obs_feed(ob, &e);
+	e.cookie = 8;	/* never opened */
+	ag_obs_feed(ob, &e);
+	e = ev(0, "10.244.0.10", 8080, "10.244.0.5", 40011, NULL, 0, 10);
+	e.flags = ZH_OBS_F_RAW;
+	e.cookie = 9;
+	ag_obs_feed(ob, &e);
+	e.cookie = 7;	/* its OPEN was taken by the first CLOSE */
+	ag_obs_feed(ob, &e);
+	m = metrics(ob);
+	is_int(closed(m, "source", "client", "default", FQDN("s2"), "default", "shared", "default"), 1,
+	       "O11: the client's CLOSE has the role and Service of its OPEN");
+	is_int(metric_val(m, "istio_tcp_received_bytes_total", "source", "client", "default",
+			  FQDN("s2"), "default", "shared", "default"),
+	       15, "O11: the client's bytes sent: SYN off, short-circuit bytes on");
+	is_int(metric_val(m, "istio_tcp_sent_bytes_total", "source", "client", "default", FQDN("s2"),
+			  "default", "shared", "default"),
+	       20, "O11: its bytes received as the kernel gave them");
+	is_int(metric_val(m, "istio_tcp_sent_bytes_total", "destination", "client", "default",
+			  FQDN("web"), "default", "web", "default"),
+	       10, "O11: a server's bytes keep their first byte (no SYN to take off)");
+	ok(strstr(m, "zerohop_obs_unpaired_closes_total 2\n") != NULL,
+	   "O11: closes without their OPEN are not counted, but counted as unpaired");
+	free(m);
+	/* O11 bound: 9 opens whose cookies share a home slot (the table's
+	 * hash, found by search) fill the 8 probe slots; the 9th evicts the
+	 * oldest, whose CLOSE is then unpaired, the others' are counted */
+	{
+		uint64_t ck[9];
+		int k = 0;
+
+		for (uint64_t cc = 100; k < 9; cc++)
+			if ((((cc * 0x9E3779B97F4A7C15ull) >> 48) & 65535) == 12345)
+				ck[k++] = cc;
+		for (k = 0; k < 9; k++) {
+			e = ev(ZH_OBS_ROLE_SERVER, "10.244.0.10", 8080, "10.244.0.5", 41000 + k, NULL, 0, 0);
+			e.type = ZH_OBS_EV_OPEN;
+			e.cookie = ck[k];
+			e.ts_ns = 2000000000ull + (uint64_t)k;
+			ag_obs_feed(ob, &e);
+		}
+		for (k = 0; k < 9; k++) {
+			e = ev(0, "10.244.0.10", 8080, "10.244.0.5", 41000 + k, NULL, 0, 1);
+			e.flags = ZH_OBS_F_RAW;
+			e.cookie = ck[k];
+			ag_obs_feed(ob, &e);
+		}
+		m = metrics(ob);
+		is_int(closed(m, "destination", "client", "default", FQDN("web"), "default", "web", "default"),
+		       1 + 8, "O11: 8 of 9 opens sharing a slot run paired (the table is bounded)");
+		ok(strstr(m, "zerohop_obs_unpaired_closes_total 3\n") != NULL,
+		   "O11: the evicted one's close is counted unpaired (once)");
+	}
+	free(m);
 	ag_obs_close(ob, 0);
 	ag_compiled_free(c);
 	md_state_free(st);
