@@ -24,10 +24,13 @@
  *     endpoints, or per request by its TrafficSplit). UDP stays at L4.
  *  5. A Service with an IPv6 ClusterIP (docs/ipv6.md) gets a second entry
  *     per port keyed by it, whose backends are the IPv6 addresses of the
- *     same endpoints' pods (a pod without one is left out). Rules 2-4 are
- *     not built for IPv6 yet: the IPv6 entry of a TrafficSplit root, an
- *     HTTPRoute parent or an L7 port has no backend (connections refused,
- *     never balanced behind the split's or route's back) and a note says so.
+ *     same endpoints' pods (a pod without one is left out). Rules 2 and 3
+ *     apply to it as to the IPv4 entry, with the backends' IPv6 addresses
+ *     (each backend Service's share split evenly over those of its pods
+ *     that have one). What needs the L7 proxy (rule 3's L7 routes, SMI
+ *     matches, rule 4) is not built for IPv6: that IPv6 entry has no
+ *     backend (connections refused, never balanced behind the route's
+ *     back) and a note says so.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -207,16 +210,17 @@ static void be_add_set(struct ag_svc *s, const struct md_service *via,
 	free(via_name);
 }
 
-/* Rule 5: the IPv6 addresses of the pods of set, sharing total evenly. */
+/* Rule 5: the IPv6 addresses of the pods of set, sharing total evenly
+ * (total < 0: weight 1 each). */
 static void be_add_set6(struct ag_svc *s, const struct md_service *via,
-			const struct md_endpoint_set *set)
+			const struct md_endpoint_set *set, double total)
 {
 	char *via_name;
 	int i, n6 = 0;
 
 	for (i = 0; set && i < set->n; i++)
 		n6 += set->v[i].pod && !IN6_IS_ADDR_UNSPECIFIED(&set->v[i].pod->ip6);
-	if (!n6)
+	if (!n6 || total == 0)
 		return;
 	via_name = nsname(&via->meta);
 	s->be = zh_realloc(s->be, (s->n_be + n6) * sizeof(*s->be));
@@ -230,24 +234,20 @@ static void be_add_set6(struct ag_svc *s, const struct md_service *via,
 		memset(w, 0, sizeof(*w));
 		memcpy(w->be.addr, &ep->pod->ip6, 16);
 		w->be.port = htons(ep->port);
-		w->weight = 1.0;
+		w->weight = total < 0 ? 1.0 : total / n6;
 		w->pod = nsname(&ep->pod->meta);
 		w->via = zh_strdup(via_name);
 	}
 	free(via_name);
 }
 
-/* Whether a TrafficSplit or an HTTPRoute steers Service s (rule 5). */
-static bool steered(const struct md_state *st, const struct md_service *s)
+/* Rule 4: ZH_LB_F_L7 for a TCP port of a Service annotated zerohop.io/l7:
+ * "true", else 0. Both ag_compile and ag_compile_update call it. */
+static uint8_t annotated_l7(const struct md_service *s, const struct md_service_port *sp)
 {
-	for (int i = 0; st && i < st->n_splits; i++)
-		if (st->splits[i].root_svc == s)
-			return true;
-	for (int i = 0; st && i < st->n_routes; i++)
-		for (int p = 0; p < st->routes[i].n_parents; p++)
-			if (st->routes[i].parents[p].svc == s)
-				return true;
-	return false;
+	const char *v = md_labels_get(&s->meta.annotations, ZH_LB_ANN_L7);
+
+	return sp->proto == MD_PROTO_TCP && v && !strcmp(v, "true") ? ZH_LB_F_L7 : 0;
 }
 
 /* The port of backend service bs that stands for root port rp. */
@@ -277,16 +277,43 @@ static int cmp_svc(const void *a, const void *b)
 	return memcmp(&x->key, &y->key, sizeof(x->key));
 }
 
-/* Entries are sorted by key before splits and routes are applied. */
+/* Entries are sorted by key before splits and routes are applied. The
+ * entry of port p of svc's ClusterIP of one family (v6: its IPv6 one), or
+ * NULL when svc has no ClusterIP of that family (or no such entry). */
 static struct ag_svc *find_svc_entry(struct ag_compiled *c, const struct md_service *svc,
-				     const struct md_service_port *p)
+				     const struct md_service_port *p, int v6)
 {
 	struct ag_svc k = {};
 
-	ag_v4_mapped(k.key.vip, svc->cluster_ip);
+	if (v6 ? IN6_IS_ADDR_UNSPECIFIED(&svc->cluster_ip6) : !svc->cluster_ip)
+		return NULL;
+	if (v6)
+		memcpy(k.key.vip, &svc->cluster_ip6, 16);
+	else
+		ag_v4_mapped(k.key.vip, svc->cluster_ip);
 	k.key.port = htons(p->port);
 	k.key.proto = proto_num(p->proto);
 	return bsearch(&k, c->svcs, c->n_svcs, sizeof(k), cmp_svc);
+}
+
+/* A weighted share of backend Service bs's port bp in entry e of family v6. */
+static void be_add_share(struct ag_svc *e, const struct md_service *bs, int bp, double total, int v6)
+{
+	const struct md_endpoint_set *set = bs->endpoints ? &bs->endpoints[bp] : NULL;
+
+	if (v6)
+		be_add_set6(e, bs, set, total);
+	else
+		be_add_set(e, bs, set, total);
+}
+
+/* Rule 5: an L7 decision has no IPv6 path: entry e refuses, and says so. */
+static void refuse_v6(struct cbuild *b, struct ag_svc *e, const char *why)
+{
+	be_clear(e);
+	add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
+		 "(%s needs the L7 proxy, which has no IPv6 path yet: docs/ipv6.md)",
+		 e->ns, e->name, ntohs(e->key.port), why);
 }
 
 static void set_source(struct ag_svc *e, const char *kind, const struct md_meta *m)
@@ -299,9 +326,9 @@ static void set_source(struct ag_svc *e, const char *kind, const struct md_meta 
 static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 {
 	const struct md_service *root = ts->root_svc;
-	int p, i;
+	int p, i, v6;
 
-	if (!root || root->headless || !root->cluster_ip) {
+	if (!root || root->headless || (!root->cluster_ip && IN6_IS_ADDR_UNSPECIFIED(&root->cluster_ip6))) {
 		add_note(b, "TrafficSplit %s/%s: root service %s %s: ignored", ts->meta.ns,
 			 ts->meta.name, ts->root, root ? "has no ClusterIP" : "does not exist (yet)");
 		return;
@@ -311,8 +338,11 @@ static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 		 * decision is per request: the node L7 proxy's (TCP ports); the
 		 * root keeps its own endpoints for everything else */
 		for (p = 0; p < root->n_ports; p++) {
-			struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p]);
+			struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p], 0);
+			struct ag_svc *e6 = find_svc_entry(b->c, root, &root->ports[p], 1);
 
+			if (e6 && root->ports[p].proto == MD_PROTO_TCP)
+				refuse_v6(b, e6, "a TrafficSplit with matches");
 			if (!e)
 				continue;
 			if (root->ports[p].proto == MD_PROTO_TCP)
@@ -326,29 +356,31 @@ static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 		return;
 	}
 	for (p = 0; p < root->n_ports; p++) {
-		struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p]);
+		for (v6 = 0; v6 < 2; v6++) {
+			struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p], v6);
 
-		if (!e)
-			continue;
-		be_clear(e);
-		for (i = 0; i < ts->n_backends; i++) {
-			const struct md_split_backend *sb = &ts->backends[i];
-			int bp;
+			if (!e || (v6 && annotated_l7(root, &root->ports[p])))
+				continue;	/* an L7 port's IPv6 entry stays refused */
+			be_clear(e);
+			for (i = 0; i < ts->n_backends; i++) {
+				const struct md_split_backend *sb = &ts->backends[i];
+				int bp;
 
-			if (!sb->svc || !sb->weight_milli)
-				continue;
-			bp = match_port(sb->svc, &root->ports[p], root->ports[p].port);
-			if (bp < 0) {
-				add_note(b, "TrafficSplit %s/%s: backend %s has no port matching %u/%s: no share",
-					 ts->meta.ns, ts->meta.name, sb->service,
-					 root->ports[p].port, md_proto_name(root->ports[p].proto));
-				continue;
+				if (!sb->svc || !sb->weight_milli)
+					continue;
+				bp = match_port(sb->svc, &root->ports[p], root->ports[p].port);
+				if (bp < 0) {
+					if (!v6)
+						add_note(b, "TrafficSplit %s/%s: backend %s has no port matching %u/%s: no share",
+							 ts->meta.ns, ts->meta.name, sb->service,
+							 root->ports[p].port, md_proto_name(root->ports[p].proto));
+					continue;
+				}
+				be_add_share(e, sb->svc, bp, (double)sb->weight_milli, v6);
 			}
-			be_add_set(e, sb->svc, sb->svc->endpoints ? &sb->svc->endpoints[bp] : NULL,
-				   (double)sb->weight_milli);
+			e->flags |= ZH_LB_F_SPLIT;
+			set_source(e, "TrafficSplit", &ts->meta);
 		}
-		e->flags |= ZH_LB_F_SPLIT;
-		set_source(e, "TrafficSplit", &ts->meta);
 	}
 }
 
@@ -378,7 +410,7 @@ static const struct md_service *svc_by_name(const struct md_state *st, const cha
 static void apply_route(struct cbuild *b, const struct md_state *st, const struct md_httproute *r)
 {
 	bool l7 = md_route_needs_l7(r);
-	int pi, p, ri, bi;
+	int pi, p, ri, bi, v6;
 
 	for (pi = 0; pi < r->n_parents; pi++) {
 		const struct md_parent_ref *pr = &r->parents[pi];
@@ -387,59 +419,66 @@ static void apply_route(struct cbuild *b, const struct md_state *st, const struc
 		if (!parent_is_service(pr))
 			continue;	/* Gateway parents: the L7 proxy's business */
 		parent = svc_by_name(st, pr->ns ? pr->ns : r->meta.ns, pr->name);
-		if (!parent || parent->headless || !parent->cluster_ip) {
+		if (!parent || parent->headless ||
+		    (!parent->cluster_ip && IN6_IS_ADDR_UNSPECIFIED(&parent->cluster_ip6))) {
 			add_note(b, "HTTPRoute %s/%s: parent Service %s has no ClusterIP: ignored",
 				 r->meta.ns, r->meta.name, pr->name);
 			continue;
 		}
 		for (p = 0; p < parent->n_ports; p++) {
 			const struct md_service_port *sp = &parent->ports[p];
-			struct ag_svc *e;
 
 			if (pr->port && pr->port != sp->port)
 				continue;
-			e = find_svc_entry(b->c, parent, sp);
-			if (!e)
-				continue;
-			if (l7) {
-				if (sp->proto == MD_PROTO_TCP)
-					e->flags |= ZH_LB_F_L7;
-				add_note(b, "HTTPRoute %s/%s on %s/%s:%u: matches/filters %s",
-					 r->meta.ns, r->meta.name, parent->meta.ns, parent->meta.name,
-					 sp->port, sp->proto == MD_PROTO_TCP ?
-					 "enforced by the node L7 proxy (connections redirected at connect)" :
-					 "need TCP: not enforced on this port (balanced at L4)");
-				continue;
-			}
-			if (e->flags & ZH_LB_F_SPLIT)
-				add_note(b, "HTTPRoute %s/%s overrides %s on %s/%s:%u",
-					 r->meta.ns, r->meta.name, e->source, parent->meta.ns,
-					 parent->meta.name, sp->port);
-			be_clear(e);
-			for (ri = 0; ri < r->n_rules; ri++) {
-				const struct md_route_rule *rule = &r->rules[ri];
+			for (v6 = 0; v6 < 2; v6++) {
+				struct ag_svc *e = find_svc_entry(b->c, parent, sp, v6);
 
-				for (bi = 0; bi < rule->n_backends; bi++) {
-					const struct md_backend_ref *br = &rule->backends[bi];
-					int bp;
-
-					if (!br->svc) {
-						add_note(b, "HTTPRoute %s/%s: backendRef %s not found: no share",
-							 r->meta.ns, r->meta.name, br->name);
-						continue;
-					}
-					if (!br->weight)
-						continue;
-					bp = match_port(br->svc, sp, br->port ? br->port : sp->port);
-					if (bp < 0)
-						continue;
-					be_add_set(e, br->svc,
-						   br->svc->endpoints ? &br->svc->endpoints[bp] : NULL,
-						   (double)br->weight);
+				if (!e || (v6 && annotated_l7(parent, sp)))
+					continue;	/* stays refused (add_service6) */
+				if (l7 && v6) {
+					if (sp->proto == MD_PROTO_TCP)
+						refuse_v6(b, e, "an HTTPRoute with matches or filters");
+					continue;
 				}
+				if (l7) {
+					if (sp->proto == MD_PROTO_TCP)
+						e->flags |= ZH_LB_F_L7;
+					add_note(b, "HTTPRoute %s/%s on %s/%s:%u: matches/filters %s",
+						 r->meta.ns, r->meta.name, parent->meta.ns, parent->meta.name,
+						 sp->port, sp->proto == MD_PROTO_TCP ?
+						 "enforced by the node L7 proxy (connections redirected at connect)" :
+						 "need TCP: not enforced on this port (balanced at L4)");
+					continue;
+				}
+				if ((e->flags & ZH_LB_F_SPLIT) && !v6)
+					add_note(b, "HTTPRoute %s/%s overrides %s on %s/%s:%u",
+						 r->meta.ns, r->meta.name, e->source, parent->meta.ns,
+						 parent->meta.name, sp->port);
+				be_clear(e);
+				for (ri = 0; ri < r->n_rules; ri++) {
+					const struct md_route_rule *rule = &r->rules[ri];
+
+					for (bi = 0; bi < rule->n_backends; bi++) {
+						const struct md_backend_ref *br = &rule->backends[bi];
+						int bp;
+
+						if (!br->svc) {
+							if (!v6)
+								add_note(b, "HTTPRoute %s/%s: backendRef %s not found: no share",
+									 r->meta.ns, r->meta.name, br->name);
+							continue;
+						}
+						if (!br->weight)
+							continue;
+						bp = match_port(br->svc, sp, br->port ? br->port : sp->port);
+						if (bp < 0)
+							continue;
+						be_add_share(e, br->svc, bp, (double)br->weight, v6);
+					}
+				}
+				e->flags |= ZH_LB_F_SPLIT;
+				set_source(e, "HTTPRoute", &r->meta);
 			}
-			e->flags |= ZH_LB_F_SPLIT;
-			set_source(e, "HTTPRoute", &r->meta);
 		}
 	}
 }
@@ -480,15 +519,6 @@ out:
 	return ret;
 }
 
-/* Rule 4: ZH_LB_F_L7 for a TCP port of a Service annotated zerohop.io/l7:
- * "true", else 0. Both ag_compile and ag_compile_update call it. */
-static uint8_t annotated_l7(const struct md_service *s, const struct md_service_port *sp)
-{
-	const char *v = md_labels_get(&s->meta.annotations, ZH_LB_ANN_L7);
-
-	return sp->proto == MD_PROTO_TCP && v && !strcmp(v, "true") ? ZH_LB_F_L7 : 0;
-}
-
 /* The entries of one Service: one per TCP/UDP port with a ClusterIP
  * (headless Services have none; SCTP has no socket LB yet), each with the
  * port's endpoints as its backends. Used by the full and the incremental
@@ -509,11 +539,9 @@ static struct ag_svc *new_entry(struct cbuild *b, const struct md_service *s,
 	return e;
 }
 
-/* Rule 5: the IPv6 entries of s. */
+/* Rule 5: the IPv6 entries of s (splits and routes are applied later). */
 static void add_service6(struct cbuild *b, const struct md_service *s)
 {
-	bool blocked = steered(b->st, s);
-
 	for (int p = 0; p < s->n_ports; p++) {
 		const struct md_service_port *sp = &s->ports[p];
 		struct ag_svc *e;
@@ -521,13 +549,11 @@ static void add_service6(struct cbuild *b, const struct md_service *s)
 		if (sp->proto != MD_PROTO_TCP && sp->proto != MD_PROTO_UDP)
 			continue;
 		e = new_entry(b, s, sp, (const uint8_t *)&s->cluster_ip6);
-		if (blocked || annotated_l7(s, sp)) {
-			add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
-				 "(TrafficSplit, HTTPRoute and L7 are not built for IPv6 yet: docs/ipv6.md)",
-				 e->ns, e->name, sp->port);
+		if (annotated_l7(s, sp)) {
+			refuse_v6(b, e, "the zerohop.io/l7 annotation");
 			continue;
 		}
-		be_add_set6(e, s, s->endpoints ? &s->endpoints[p] : NULL);
+		be_add_set6(e, s, s->endpoints ? &s->endpoints[p] : NULL, -1);
 	}
 }
 

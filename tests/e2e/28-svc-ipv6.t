@@ -7,7 +7,8 @@
 # through the cluster DNS's AAAA (curl -6); an IPv6 single-stack Service
 # works the same; a Service without endpoints refuses at once
 # (ECONNREFUSED); `zerohop get backends` lists the IPv6 entries; the IPv4
-# ClusterIP of the same Service is unchanged.
+# ClusterIP of the same Service is unchanged; an SMI TrafficSplit 1:3
+# splits connections to its root's IPv6 ClusterIP as to its IPv4 one.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t28 curl
@@ -29,11 +30,18 @@ spec:
 ---
 $(m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod client-b node-b "app: client" "$(m_ctr c "" sleep 100000)")
-$(m_pod srv-a node-a "app: srv" "$(web a)")
-$(m_pod srv-b node-b "app: srv" "$(web b)")
+$(m_pod srv-a node-a "app: srv, who: a" "$(web a)")
+$(m_pod srv-b node-b "app: srv, who: b" "$(web b)")
 $(m_svc web "app: srv" "80:8080")
 $(m_svc six "app: srv" "80:8080")
 $(m_svc empty "app: nothing" "80:8080")
+$(m_svc to-a "who: a" "80:8080")
+$(m_svc to-b "who: b" "80:8080")
+$(m_svc split "app: srv" "80:8080")
+apiVersion: split.smi-spec.io/v1alpha4
+kind: TrafficSplit
+metadata: {name: split}
+spec: {service: split, backends: [{service: to-a, weight: 1}, {service: to-b, weight: 3}]}
 EOF
 # the dual-stack fields, on the generated flow mappings
 "$PY" - "$TMP/lab.yaml" <<'EOF'
@@ -108,6 +116,18 @@ except OSError as e:
 	"ECONNREFUSED fast" "a Service without endpoints refuses its IPv6 ClusterIP at once"
 is "$(X client-b -- curl -4 -s --max-time 5 "http://$V4/index.html" | grep -c '^srv-[ab]$')" 1 \
 	"the IPv4 ClusterIP of the same Service still works"
+
+# ---- an SMI TrafficSplit over IPv6 ---------------------------------------------
+SP4=$(S split '.clusterIPs[0]') SP6=$(S split '.clusterIPs[1]')
+share_b() { # FAMILY ADDR: how many of 40 connections srv-b answered
+	for i in $(seq 1 40); do X client -- curl "-$1" -s --max-time 5 "http://$2/index.html"; done | grep -c '^srv-b$'
+}
+n6=$(share_b 6 "[$SP6]") n4=$(share_b 4 "$SP4")
+# 40 draws at p = 3/4: mean 30, sd 2.7; 20..38 is beyond 3.5 sd either way
+ok $([ "$n6" -ge 20 ] && [ "$n6" -le 38 ]; echo $?) \
+	"TrafficSplit 1:3 over the root's IPv6 ClusterIP: srv-b answered $n6 of 40 (20..38)"
+ok $([ "$n4" -ge 20 ] && [ "$n4" -le 38 ]; echo $?) \
+	"... and over its IPv4 ClusterIP: $n4 of 40"
 
 "$ZH" get backends --lab $LAB -o json >"$TMP/be.json" 2>&1
 is "$(jq -r --arg v "[$V6]:80/TCP" '.services[] | select(.vip==$v) | [.backends[].addr] | sort | join(" ")' "$TMP/be.json")" \

@@ -1,7 +1,9 @@
 /* test_compile6.c — compile.c rule 5 (docs/ipv6.md): a Service's IPv6
  * ClusterIP becomes entries keyed by it with the IPv6 addresses of its
- * endpoints' pods; a TrafficSplit root or an L7 port refuses over IPv6
- * (no backend, a note) instead of balancing behind the split's back; the
+ * endpoints' pods; a TrafficSplit splits the IPv6 entry with the
+ * backends' IPv6 addresses; an L7 port and an L7 route's parent refuse
+ * over IPv6 (no backend, a note) instead of balancing behind the
+ * proxy's back; the
  * incremental compile builds the same entries. States come from manifests
  * through the model, with the IPv6 switch on. */
 #include <errno.h>
@@ -39,7 +41,13 @@ static const char *yaml =
 	"PreferDualStack, clusterIPs: [10.96.0.50, \"fd00:10:96::50\"], selector: {app: w}, "
 	"ports: [{port: 80, targetPort: 8080}]}\n---\n"
 	"apiVersion: split.smi-spec.io/v1alpha4\nkind: TrafficSplit\nmetadata: {name: s}\n"
-	"spec: {service: root, backends: [{service: web, weight: 1}]}\n";
+	"spec: {service: root, backends: [{service: web, weight: 1}, {service: six, weight: 3}]}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: rt}\nspec: {ipFamilyPolicy: "
+	"PreferDualStack, clusterIPs: [10.96.0.60, \"fd00:10:96::60\"], selector: {app: w}, "
+	"ports: [{port: 80, targetPort: 8080}]}\n---\n"
+	"apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: rt}\n"
+	"spec: {parentRefs: [{group: \"\", kind: Service, name: rt, port: 80}], rules: "
+	"[{matches: [{path: {type: PathPrefix, value: /a}}], backendRefs: [{name: web, port: 80}]}]}\n";
 
 static const struct ag_svc *entry(const struct ag_compiled *c, const char *ip6, int port, int proto)
 {
@@ -97,11 +105,24 @@ int main(void)
 	ok(e && e->n_be == 0 && !(e->flags & ZH_LB_F_L7), "an L7 Service's IPv6 entry refuses");
 	e = entry(c, "::ffff:10.96.0.40", 80, ZH_LB_TCP);
 	ok(e && (e->flags & ZH_LB_F_L7), "... while its IPv4 entry goes to the proxy");
-	e = entry(c, "fd00:10:96::50", 80, ZH_LB_TCP);
-	ok(e && e->n_be == 0, "a TrafficSplit root's IPv6 entry refuses");
 	for (int i = 0; i < c->n_notes; i++)
-		note |= strstr(c->notes[i], "default/root port 80: its IPv6 ClusterIP refuses") != NULL;
+		note |= strstr(c->notes[i], "default/l7 port 80: its IPv6 ClusterIP refuses") != NULL;
 	ok(note, "and a note says why");
+	e = entry(c, "fd00:10:96::50", 80, ZH_LB_TCP);
+	is_str(addrs(e), "fd00:10:244::5:8080 fd00:10:244:1::6:8080 fd00:10:244::5:8080 fd00:10:244:1::6:8080",
+	       "a TrafficSplit root's IPv6 entry: the backend Services' pods' IPv6 addresses");
+	ok(e && (e->flags & ZH_LB_F_SPLIT) && e->n_be == 4 && e->be[0].weight == 500 &&
+	   e->be[2].weight == 1500, "... weighted 1:3 as the split says (500, 500, 1500, 1500)");
+	e = entry(c, "::ffff:10.96.0.50", 80, ZH_LB_TCP);
+	ok(e && (e->flags & ZH_LB_F_SPLIT) && e->n_be == 6, "... as its IPv4 entry is split (3 + 3 IPv4 endpoints: %d)", e ? e->n_be : -1);
+	e = entry(c, "fd00:10:96::60", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 0 && !(e->flags & ZH_LB_F_L7), "an L7 HTTPRoute's parent refuses over IPv6");
+	note = false;
+	for (int i = 0; i < c->n_notes; i++)
+		note |= strstr(c->notes[i], "default/rt port 80: its IPv6 ClusterIP refuses") != NULL;
+	ok(note, "... with a note");
+	e = entry(c, "::ffff:10.96.0.60", 80, ZH_LB_TCP);
+	ok(e && (e->flags & ZH_LB_F_L7), "... while its IPv4 entry goes to the proxy");
 	{	/* nft mode: IPv4 entries in the `ip` table, IPv6 ones in `ip6` */
 		char *txt = NULL, *t6;
 		size_t len = 0;
