@@ -13,6 +13,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t09 curl nft
 export ZEROHOP_IPV6_PREVIEW=1
+V6P=$ROOT/tests/bpf/lib/v6probe.py
 
 mkdir -p "$TMP/a" "$TMP/b"
 echo srv-a >"$TMP/a/index.html"
@@ -70,33 +71,12 @@ case "$seen" in *srv-a=*srv-b=*) r=0 ;; *) r=1 ;; esac
 ok $r "16 connections use both backends ($seen)"
 hair=$(for i in $(seq 1 8); do get6 srv-a "$V6"; done | grep -c '^srv-[ab]$')
 is "$hair" 8 "hairpin: a backend reaches the IPv6 ClusterIP 8 times (its own answers masqueraded)"
-is "$(X client-b -- "$PY" -c '
-import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-s.settimeout(5)
-s.connect((sys.argv[1], 80))
-s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
-body = b""
-while True:
-    d = s.recv(4096)
-    if not d:
-        break
-    body += d
-print(s.getpeername()[0], body.split(b"\r\n\r\n", 1)[1].decode().strip())' "$V6" | sed 's/srv-[ab]$/srv/')" \
-	"$V6 srv" "Python AF_INET6: DNAT is invisible to the client (getpeername: the ClusterIP)"
+is "$(X client-b -- "$PY" "$V6P" http 6n "$V6" 80 /index.html | jq -r '.peer + " " + .body' | sed 's/srv-[ab]$/srv/')" \
+	"[$V6]:80 srv" "Python AF_INET6: DNAT is invisible to the client (getpeername: the ClusterIP)"
 r=$(get6 client "$SIX")
 case "$r" in srv-a | srv-b) ok 0 "an IPv6 single-stack Service works ($r)" ;;
 *) ok 1 "an IPv6 single-stack Service works (got '$r')" ;; esac
-is "$(X client -- "$PY" -c '
-import errno, socket, sys, time
-s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-s.settimeout(5)
-t = time.time()
-try:
-    s.connect((sys.argv[1], 80))
-    print("connected")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, e.errno), "fast" if time.time() - t < 1 else "slow")' "$E6")" \
+is "$(X client -- "$PY" "$V6P" tcp 6n "$E6" 80 1 | jq -r '(.errors | keys | join(",")) + (if .fail_ms < 1000 then " fast" else " slow" end)')" \
 	"ECONNREFUSED fast" "a Service without endpoints refuses its IPv6 ClusterIP at once (nft reject)"
 is "$(X client-b -- curl -4 -s --max-time 5 "http://$V4/index.html" | grep -c '^srv-[ab]$')" 1 \
 	"the IPv4 ClusterIP of the same Service still works"

@@ -13,14 +13,7 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t27 curl
 
 cat >"$TMP/lab.yaml" <<EOF
-apiVersion: zerohop.io/v1alpha1
-kind: Cluster
-metadata: {name: t27}
-spec:
-  nodes: [node-a, node-b]
-  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
-  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
----
+$(m_cluster t27 "node-a node-b" dual)
 $(m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod client-b node-b "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod srv-a node-a "app: srv" "$(m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP")")

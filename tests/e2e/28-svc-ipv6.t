@@ -13,6 +13,7 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t28 curl
 export ZEROHOP_IPV6_PREVIEW=1
+V6P=$ROOT/tests/bpf/lib/v6probe.py
 
 mkdir -p "$TMP/a" "$TMP/b"
 echo srv-a >"$TMP/a/index.html"
@@ -20,14 +21,7 @@ echo srv-b >"$TMP/b/index.html"
 chmod -R a+rX "$TMP"
 web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP/$1"; }
 cat >"$TMP/lab.yaml" <<EOF
-apiVersion: zerohop.io/v1alpha1
-kind: Cluster
-metadata: {name: t28}
-spec:
-  nodes: [node-a, node-b]
-  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
-  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
----
+$(m_cluster t28 "node-a node-b" dual)
 $(m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod client-b node-b "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod srv-a node-a "app: srv, who: a" "$(web a)")
@@ -86,33 +80,12 @@ seen=$(for i in $(seq 1 16); do X client -- curl -6 -s --max-time 5 "http://[$V6
 case "$seen" in *srv-a=*srv-b=*) r=0 ;; *) r=1 ;; esac
 ok $r "16 connections use both backends ($seen)"
 
-is "$(X client-b -- "$PY" -c '
-import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-s.settimeout(5)
-s.connect((sys.argv[1], 80))
-s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
-body = b""
-while True:
-    d = s.recv(4096)
-    if not d:
-        break
-    body += d
-print(s.getpeername()[0], s.getpeername()[1], body.split(b"\r\n\r\n", 1)[1].decode().strip())' "$V6" | sed 's/srv-[ab]$/srv/')" \
-	"$V6 80 srv" "Python AF_INET6: getpeername shows the IPv6 ClusterIP, the answer comes from a backend"
+is "$(X client-b -- "$PY" "$V6P" http 6n "$V6" 80 /index.html | jq -r '.peer + " " + .body' | sed 's/srv-[ab]$/srv/')" \
+	"[$V6]:80 srv" "Python AF_INET6: getpeername shows the IPv6 ClusterIP, the answer comes from a backend"
 r=$(X client -- curl -6 -s --max-time 5 "http://[$SIX]/index.html")
 case "$r" in srv-a | srv-b) ok 0 "an IPv6 single-stack Service works ($r)" ;;
 *) ok 1 "an IPv6 single-stack Service works (got '$r')" ;; esac
-is "$(X client -- "$PY" -c '
-import errno, socket, sys, time
-s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-s.settimeout(5)
-t = time.time()
-try:
-    s.connect((sys.argv[1], 80))
-    print("connected")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, e.errno), "fast" if time.time() - t < 1 else "slow")' "$E6")" \
+is "$(X client -- "$PY" "$V6P" tcp 6n "$E6" 80 1 | jq -r '(.errors | keys | join(",")) + (if .fail_ms < 1000 then " fast" else " slow" end)')" \
 	"ECONNREFUSED fast" "a Service without endpoints refuses its IPv6 ClusterIP at once"
 is "$(X client-b -- curl -4 -s --max-time 5 "http://$V4/index.html" | grep -c '^srv-[ab]$')" 1 \
 	"the IPv4 ClusterIP of the same Service still works"

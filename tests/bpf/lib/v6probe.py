@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """v6probe.py — clients of the AF_INET6 lab tests (tests/e2e/35-agent-v6mapped.t,
 tests/e2e/36-client-matrix.t). Run inside a pod with Debian's /usr/bin/python3;
-each command prints one JSON object. FAM is 4 (AF_INET, address a.b.c.d) or
-6 (AF_INET6, the same address v4-mapped: ::ffff:a.b.c.d).
+each command prints one JSON object. FAM is 4 (AF_INET, address a.b.c.d),
+6 (AF_INET6, the same address v4-mapped: ::ffff:a.b.c.d) or 6n (AF_INET6,
+a native IPv6 address as given).
 
   tcp FAM IP PORT N            N connections, each reads one line (lbprobe
                                who-tcp): counts per line, errors, the first
                                getpeername, ms of the slowest failure
-  http FAM IP PORT PATH        one HTTP/1.0 GET: status line, getpeername
+  http FAM IP PORT PATH        one HTTP/1.0 GET: status line, getpeername,
+                               the body (stripped)
   udp FAM IP PORT N connected|unconnected
                                N datagrams (lbprobe who-udp): replies per
                                host, reply sources, getpeername if connected
@@ -26,6 +28,8 @@ import errno, json, socket, struct, sys, time
 
 
 def addr(fam, ip, port):
+    if fam == "6n":
+        return socket.AF_INET6, (ip, port)
     if fam == "6":
         return socket.AF_INET6, ("::ffff:" + ip, port)
     return socket.AF_INET, (ip, port)
@@ -83,7 +87,8 @@ def http(fam, ip, port, path):
             if not b:
                 break
             data += b
-        return {"status": data.split(b"\r\n", 1)[0].decode(), "peer": p, "bytes": len(data)}
+        return {"status": data.split(b"\r\n", 1)[0].decode(), "peer": p, "bytes": len(data),
+                "body": data.split(b"\r\n\r\n", 1)[-1].decode(errors="replace").strip()}
     except OSError as e:
         return {"status": None, "error": ename(e)}
     finally:
