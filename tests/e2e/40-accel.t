@@ -9,14 +9,13 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/40-accel-lib.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-for t in accel_check accel_ctl; do
-	[ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built (make B=$B)"
-done
-
-OUT=$(mktemp -d /tmp/zhS40.XXXXXX)
-cleanup() { accel_teardown; rm -rf "$OUT"; }
-trap cleanup EXIT INT TERM
+source "$(dirname "$0")/../lib/harness.sh"
+tools=$TOOLS	# 40-accel-lib.sh's choice (B=...) wins over the harness's
+test_setup S40
+TOOLS=$tools
+test_tools accel_check accel_ctl
+OUT=$TMP
+test_cleanup() { accel_teardown; }
 
 # Everything but splice_recv, which needs the opt-out (docs/accel.md).
 CASES=$("$TOOLS/accel_check" list | grep -vx splice_recv)

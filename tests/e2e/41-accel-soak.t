@@ -9,17 +9,17 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/40-accel-lib.sh"
 
-[ "$(id -u)" -eq 0 ] || skip_all "needs root"
-for t in accel_soak accel_ctl; do
-	[ -x "$TOOLS/$t" ] || skip_all "$TOOLS/$t not built (make B=$B)"
-done
+source "$(dirname "$0")/../lib/harness.sh"
+tools=$TOOLS	# 40-accel-lib.sh's choice (B=...) wins over the harness's
+test_setup S41
+TOOLS=$tools
+test_tools accel_soak accel_ctl
 SECS=${ZH_SOAK_SECS:-20}
 CONNS=${ZH_SOAK_CONNS:-64}
 
-OUT=$(mktemp -d /tmp/zhS41.XXXXXX)
+OUT=$TMP
 SPID=
-cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; accel_teardown; rm -rf "$OUT"; }
-trap cleanup EXIT INT TERM
+test_cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; accel_teardown; }
 
 accel_setup || { echo "Bail out! set-up failed"; exit 1; }
 accel_on
