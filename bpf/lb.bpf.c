@@ -61,6 +61,14 @@
  *     (For unconnected UDP to a v4-mapped address the kernel runs the
  *     sendmsg4 hook, udpv6_sendmsg -> udp_sendmsg, with the IPv4 address:
  *     sendmsg6 handles whichever it is given.)
+ *  9. A native IPv6 TCP connect to an L7 entry (ZH_LB_F_L7 on an IPv6
+ *     ClusterIP) goes to the node proxy as a v4-mapped connection
+ *     (::ffff:proxy): the entry's one backend is the Service's IPv4
+ *     ClusterIP:port, recorded for the proxy as connect4 records it, so
+ *     the proxy and the capture hand-over need no IPv6 path. getpeername6
+ *     gives back the IPv6 ClusterIP. An entry without that backend (an
+ *     IPv6 single-stack Service) refuses (ECONNREFUSED), as does a
+ *     socket with IPV6_V6ONLY (the kernel: ENETUNREACH).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -168,6 +176,42 @@ static __always_inline void lb_set_ip4(struct bpf_sock_addr *ctx, int v6, __u32 
 	ctx->user_port = port;
 }
 
+/* Invariant 6: TCP to an L7 service -> the node proxy. Records cookie ->
+ * vip:vport (IPv4, the name the proxy routes by) for the proxy and fills
+ * *px with the proxy's address (v4-mapped); 0 when there is no proxy
+ * address yet or the record could not be written (refuse). */
+static __always_inline int lb_l7_target(struct bpf_sock_addr *ctx, __u32 vip, __u32 vport,
+					struct zh_lb_backend *px)
+{
+	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport };
+	struct zh_l7cap_cfg *cfg;
+	__u32 zero = 0;
+	__u64 cookie;
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
+	if (!cfg || !cfg->proxy_ip || !cfg->proxy_port)
+		return 0;
+	cookie = bpf_get_socket_cookie(ctx);
+	if (bpf_map_update_elem(&zh_l7cap_sock, &cookie, &d, BPF_ANY))
+		return 0;
+	lb_v4_mapped(px->addr, cfg->proxy_ip);
+	px->port = cfg->proxy_port;
+	return 1;
+}
+
+static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
+					  const struct zh_lb_svc_val *svc, __u32 vip, __u32 vport)
+{
+	struct zh_lb_backend px = {};
+
+	if (!lb_l7_target(ctx, vip, vport, &px))
+		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
+	lb_set_ip4(ctx, v6, lb_v4_of(px.addr), px.port);
+	lb_count(ZH_LB_STAT_L7_REDIRECT);
+	return 1;
+}
+
 /* A v6 hook with a native IPv6 destination: counted, never touched. */
 static __always_inline int lb_native6(void)
 {
@@ -224,6 +268,38 @@ lb_pick6(const struct zh_lb_svc_key *k, struct zh_lb_svc_val **svcp)
 	return be;
 }
 
+/* Invariant 9: connect6 to the IPv6 ClusterIP of an L7 port. Its entry's
+ * one backend is the Service's IPv4 ClusterIP:port (the agent's rule 5),
+ * the name the proxy routes by; the socket goes to the proxy v4-mapped
+ * (::ffff:proxy), so the proxy, the capture hand-over (bpf/l7cap.bpf.c)
+ * and the proxy's upstreams are the IPv4 ones. The socket's record keeps
+ * the IPv6 ClusterIP for getpeername6. */
+static __always_inline int lb_l7_redirect6(struct bpf_sock_addr *ctx, const struct zh_lb_svc_key *k,
+					   struct zh_lb_svc_val *svc)
+{
+	const struct zh_lb_backend *be;
+	struct zh_lb_backend px = {};
+	struct zh_lb_sock_val *sv;
+
+	if (svc->count == 0)	/* no IPv4 ClusterIP to route by: refused (rule 5) */
+		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
+	be = lb_pick6(k, &svc);
+	if (!be)
+		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
+	if (!lb_l7_target(ctx, lb_v4_of(be->addr), be->port, &px))
+		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (sv) {
+		__builtin_memcpy(sv->vip, k->vip, 16);
+		sv->vport = k->port;
+		__builtin_memcpy(&sv->be, &px, sizeof(sv->be));
+		sv->svc_id = svc->svc_id;
+	}
+	lb_set_ip6(ctx, px.addr, px.port);
+	lb_count(ZH_LB_STAT_L7_REDIRECT);
+	return 1;
+}
+
 /* connect6 / sendmsg6 to a native IPv6 address. udp_rev: sendmsg (record
  * the reply's reverse entry) rather than connect (record on the socket). */
 static __always_inline int lb_xlate_native6(struct bpf_sock_addr *ctx, int sendmsg)
@@ -238,8 +314,9 @@ static __always_inline int lb_xlate_native6(struct bpf_sock_addr *ctx, int sendm
 	svc = bpf_map_lookup_elem(&lb_svc, &k);
 	if (!svc)
 		return lb_native6();
-	/* no IPv6 node proxy yet: the agent never flags an IPv6 entry L7 */
-	if (svc->count == 0 || ((svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP))
+	if (!sendmsg && (svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP)
+		return lb_l7_redirect6(ctx, &k, svc);
+	if (svc->count == 0)
 		return lb_refuse(sendmsg ? ZH_LB_STAT_SENDMSG_NOBACKEND : ZH_LB_STAT_CONNECT_NOBACKEND);
 	be = lb_pick6(&k, &svc);
 	if (!be)
@@ -295,30 +372,6 @@ static __always_inline int lb_revnat_native6(struct bpf_sock_addr *ctx, int recv
 		lb_set_ip6(ctx, rv->vip, rv->vport);
 		lb_count(ZH_LB_STAT_RECVMSG_REVNAT);
 	}
-	return 1;
-}
-
-/* Invariant 6: TCP to an L7 service -> the node proxy, or ECONNREFUSED. */
-static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
-					  const struct zh_lb_svc_val *svc, __u32 vip, __u32 vport)
-{
-	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport };
-	struct zh_lb_backend px = {};
-	struct zh_l7cap_cfg *cfg;
-	__u32 zero = 0;
-	__u64 cookie;
-
-	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
-	if (!cfg || !cfg->proxy_ip || !cfg->proxy_port)
-		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
-	cookie = bpf_get_socket_cookie(ctx);
-	if (bpf_map_update_elem(&zh_l7cap_sock, &cookie, &d, BPF_ANY))
-		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
-	lb_v4_mapped(px.addr, cfg->proxy_ip);
-	px.port = cfg->proxy_port;
-	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
-	lb_set_ip4(ctx, v6, cfg->proxy_ip, cfg->proxy_port);
-	lb_count(ZH_LB_STAT_L7_REDIRECT);
 	return 1;
 }
 
@@ -438,7 +491,11 @@ static __always_inline int lb_getpeername(struct bpf_sock_addr *ctx, int v6)
 		return 1;
 	lb_v4_mapped(peer, ip4);
 	if (lb_addr_eq(sv->be.addr, peer) && sv->be.port == (__be16)ctx->user_port) {
-		lb_set_ip4(ctx, v6, lb_v4_of(sv->vip), sv->vport);
+		/* an IPv6 ClusterIP served by the proxy over IPv4 (inv. 9) */
+		if (v6 && !lb_is_v4mapped(sv->vip))
+			lb_set_ip6(ctx, sv->vip, sv->vport);
+		else
+			lb_set_ip4(ctx, v6, lb_v4_of(sv->vip), sv->vport);
 		lb_count(ZH_LB_STAT_GETPEERNAME_REVNAT);
 	}
 	return 1;

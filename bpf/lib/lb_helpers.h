@@ -6,6 +6,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 #include "zerohop/abi/lb.h"
 #include "lib/lb_maps.h"
@@ -25,6 +26,14 @@ static __always_inline __u32 lb_v4_of(const __u8 addr[16])
 
 	__builtin_memcpy(&ip4, &addr[12], 4);
 	return ip4;
+}
+
+/* Is the 16-byte address v4-mapped (an IPv4 address)? */
+static __always_inline int lb_is_v4mapped(const __u8 addr[16])
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
 }
 
 static __always_inline int lb_addr_eq(const __u8 a[16], const __u8 b[16])

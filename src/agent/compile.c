@@ -28,9 +28,12 @@
  *     apply to it as to the IPv4 entry, with the backends' IPv6 addresses
  *     (each backend Service's share split evenly over those of its pods
  *     that have one). What needs the L7 proxy (rule 3's L7 routes, SMI
- *     matches, rule 4) is not built for IPv6: that IPv6 entry has no
- *     backend (connections refused, never balanced behind the route's
- *     back) and a note says so.
+ *     matches, rule 4) gets ZH_LB_F_L7 on its IPv6 entry too, with one
+ *     backend: the Service's IPv4 ClusterIP:port, under which the node
+ *     proxy routes it (connect6 sends the socket to the proxy v4-mapped,
+ *     bpf/lb.bpf.c invariant 9). An IPv6 single-stack Service has no such
+ *     name: its L7 entry has no backend (connections refused, never
+ *     balanced behind the route's back) and a note says so.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -307,13 +310,33 @@ static void be_add_share(struct ag_svc *e, const struct md_service *bs, int bp, 
 		be_add_set(e, bs, set, total);
 }
 
-/* Rule 5: an L7 decision has no IPv6 path: entry e refuses, and says so. */
-static void refuse_v6(struct cbuild *b, struct ag_svc *e, const char *why)
+/* Rule 5: the IPv6 entry e of port sp of svc needs the L7 proxy. The
+ * proxy is reached over IPv4 (bpf/lb.bpf.c invariant 9): e's one backend
+ * is svc's IPv4 ClusterIP:port, the name the proxy routes by. An IPv6
+ * single-stack Service has none: e refuses, and a note says why. */
+static void l7_v6(struct cbuild *b, struct ag_svc *e, const struct md_service *svc,
+		  const struct md_service_port *sp, const char *why)
 {
+	struct ag_wbackend *w;
+
 	be_clear(e);
-	add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
-		 "(%s needs the L7 proxy, which has no IPv6 path yet: docs/ipv6.md)",
-		 e->ns, e->name, ntohs(e->key.port), why);
+	if (sp->proto != MD_PROTO_TCP)
+		return;
+	if (!svc->cluster_ip) {
+		add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
+			 "(%s needs the node L7 proxy, which an IPv6 single-stack Service cannot "
+			 "reach yet: docs/ipv6.md)", e->ns, e->name, ntohs(e->key.port), why);
+		return;
+	}
+	e->be = zh_realloc(e->be, sizeof(*e->be));
+	w = &e->be[e->n_be++];
+	memset(w, 0, sizeof(*w));
+	ag_v4_mapped(w->be.addr, svc->cluster_ip);
+	w->be.port = htons(sp->port);
+	w->weight = 1;
+	w->pod = zh_strdup("-");
+	w->via = zh_strdup("node proxy");
+	e->flags |= ZH_LB_F_L7;
 }
 
 static void set_source(struct ag_svc *e, const char *kind, const struct md_meta *m)
@@ -342,7 +365,7 @@ static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 			struct ag_svc *e6 = find_svc_entry(b->c, root, &root->ports[p], 1);
 
 			if (e6 && root->ports[p].proto == MD_PROTO_TCP)
-				refuse_v6(b, e6, "a TrafficSplit with matches");
+				l7_v6(b, e6, root, &root->ports[p], "a TrafficSplit with matches");
 			if (!e)
 				continue;
 			if (root->ports[p].proto == MD_PROTO_TCP)
@@ -360,7 +383,7 @@ static void apply_split(struct cbuild *b, const struct md_trafficsplit *ts)
 			struct ag_svc *e = find_svc_entry(b->c, root, &root->ports[p], v6);
 
 			if (!e || (v6 && annotated_l7(root, &root->ports[p])))
-				continue;	/* an L7 port's IPv6 entry stays refused */
+				continue;	/* an L7 port's IPv6 entry stays the proxy's */
 			be_clear(e);
 			for (i = 0; i < ts->n_backends; i++) {
 				const struct md_split_backend *sb = &ts->backends[i];
@@ -434,10 +457,10 @@ static void apply_route(struct cbuild *b, const struct md_state *st, const struc
 				struct ag_svc *e = find_svc_entry(b->c, parent, sp, v6);
 
 				if (!e || (v6 && annotated_l7(parent, sp)))
-					continue;	/* stays refused (add_service6) */
+					continue;	/* stays the proxy's (add_service6) */
 				if (l7 && v6) {
 					if (sp->proto == MD_PROTO_TCP)
-						refuse_v6(b, e, "an HTTPRoute with matches or filters");
+						l7_v6(b, e, parent, sp, "an HTTPRoute with matches or filters");
 					continue;
 				}
 				if (l7) {
@@ -550,7 +573,7 @@ static void add_service6(struct cbuild *b, const struct md_service *s)
 			continue;
 		e = new_entry(b, s, sp, (const uint8_t *)&s->cluster_ip6);
 		if (annotated_l7(s, sp)) {
-			refuse_v6(b, e, "the zerohop.io/l7 annotation");
+			l7_v6(b, e, s, sp, "the zerohop.io/l7 annotation");
 			continue;
 		}
 		be_add_set6(e, s, s->endpoints ? &s->endpoints[p] : NULL, -1);

@@ -67,6 +67,15 @@ static bool in_family(const struct ag_svc *s, const struct nft_family *fam)
 	return is_v4(s) != fam->v6;
 }
 
+/* The backends nft can DNAT to: none for an IPv6 L7 entry, whose one
+ * backend is the IPv4 ClusterIP the node proxy routes by (compile.c rule
+ * 5), which nft mode does not capture: it rejects, as before the proxy
+ * had an IPv6 path. */
+static int nft_n_be(const struct ag_svc *s, const struct nft_family *fam)
+{
+	return fam->v6 && (s->flags & ZH_LB_F_L7) ? 0 : s->n_be;
+}
+
 /* ADDR (16 bytes, v4-mapped for IPv4) as FAM writes it. */
 static const char *addr_str(const uint8_t addr[16], const struct nft_family *fam,
 			    char *buf, size_t len)
@@ -90,7 +99,7 @@ static void render_svc_chains(const struct ag_compiled *c, const struct nft_fami
 		double sum = 0, acc = 0;
 		int lo = 0;
 
-		if (!s->n_be || !in_family(s, fam))
+		if (!nft_n_be(s, fam) || !in_family(s, fam))
 			continue;
 		for (j = 0; j < s->n_be; j++)
 			sum += s->be[j].weight;
@@ -132,7 +141,7 @@ static void render_elements(const struct ag_compiled *c, const struct nft_family
 	for (i = 0; i < c->n_svcs; i++) {
 		const struct ag_svc *s = &c->svcs[i];
 
-		if (!s->n_be == with_be || !in_family(s, fam))
+		if (!nft_n_be(s, fam) == with_be || !in_family(s, fam))
 			continue;
 		addr_str(s->key.vip, fam, vip, sizeof(vip));
 		fprintf(f, "%s\n\t\t\t%s . %u . %s", n++ ? "," : "\t\telements = {", vip,

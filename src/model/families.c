@@ -153,8 +153,8 @@ static int parse_one(struct dctx *c, const struct yn *v, const char *field, int 
 	} else if (!parse_cidr6_loose(v->s, &out->v6, &out->len, &canon)) {
 		out->fam = MD_FAM_V6;
 		if (!md_priv(c->st)->ipv6)
-			return dc_fail(c, v, field, "IPv6 CIDR \"%s\": IPv6 is a preview (L7 Services and "
-				       "HTTPRoutes with matches or filters have no IPv6 path; " MD_IPV6_PREVIEW_ENV
+			return dc_fail(c, v, field, "IPv6 CIDR \"%s\": IPv6 is a preview (IPv6 connections "
+				       "are not in the L4 metrics yet; " MD_IPV6_PREVIEW_ENV
 				       "=1, docs/ipv6.md)",
 				       v->s);
 	} else {

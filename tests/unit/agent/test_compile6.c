@@ -1,9 +1,10 @@
 /* test_compile6.c — compile.c rule 5 (docs/ipv6.md): a Service's IPv6
  * ClusterIP becomes entries keyed by it with the IPv6 addresses of its
  * endpoints' pods; a TrafficSplit splits the IPv6 entry with the
- * backends' IPv6 addresses; an L7 port and an L7 route's parent refuse
- * over IPv6 (no backend, a note) instead of balancing behind the
- * proxy's back; the
+ * backends' IPv6 addresses; an L7 port and an L7 route's parent go to
+ * the node proxy over IPv6 too (ZH_LB_F_L7, one backend: the IPv4
+ * ClusterIP the proxy routes by), an IPv6 single-stack L7 Service refuses
+ * (no backend, a note) instead of balancing behind the proxy's back; the
  * incremental compile builds the same entries. States come from manifests
  * through the model, with the IPv6 switch on. */
 #include <errno.h>
@@ -37,6 +38,9 @@ static const char *yaml =
 	"apiVersion: v1\nkind: Service\nmetadata: {name: l7, annotations: {zerohop.io/l7: \"true\"}}\n"
 	"spec: {ipFamilyPolicy: PreferDualStack, clusterIPs: [10.96.0.40, \"fd00:10:96::40\"], "
 	"selector: {app: w}, ports: [{port: 80, targetPort: 8080}]}\n---\n"
+	"apiVersion: v1\nkind: Service\nmetadata: {name: l7six, annotations: {zerohop.io/l7: \"true\"}}\n"
+	"spec: {ipFamilies: [IPv6], clusterIP: \"fd00:10:96::70\", selector: {app: w}, "
+	"ports: [{port: 80, targetPort: 8080}]}\n---\n"
 	"apiVersion: v1\nkind: Service\nmetadata: {name: root}\nspec: {ipFamilyPolicy: "
 	"PreferDualStack, clusterIPs: [10.96.0.50, \"fd00:10:96::50\"], selector: {app: w}, "
 	"ports: [{port: 80, targetPort: 8080}]}\n---\n"
@@ -102,11 +106,14 @@ int main(void)
 	e = entry(c, "fd00:10:96::30", 80, ZH_LB_TCP);
 	ok(e && e->n_be == 2, "an IPv6 single-stack Service has its entry");
 	e = entry(c, "fd00:10:96::40", 80, ZH_LB_TCP);
-	ok(e && e->n_be == 0 && !(e->flags & ZH_LB_F_L7), "an L7 Service's IPv6 entry refuses");
+	ok(e && (e->flags & ZH_LB_F_L7), "an L7 Service's IPv6 entry goes to the proxy");
+	is_str(addrs(e), "::ffff:10.96.0.40:80", "... its one backend: the IPv4 ClusterIP the proxy routes by");
 	e = entry(c, "::ffff:10.96.0.40", 80, ZH_LB_TCP);
-	ok(e && (e->flags & ZH_LB_F_L7), "... while its IPv4 entry goes to the proxy");
+	ok(e && (e->flags & ZH_LB_F_L7), "... as its IPv4 entry does");
+	e = entry(c, "fd00:10:96::70", 80, ZH_LB_TCP);
+	ok(e && e->n_be == 0 && (e->flags & ZH_LB_F_L7) == 0, "an IPv6 single-stack L7 Service refuses");
 	for (int i = 0; i < c->n_notes; i++)
-		note |= strstr(c->notes[i], "default/l7 port 80: its IPv6 ClusterIP refuses") != NULL;
+		note |= strstr(c->notes[i], "default/l7six port 80: its IPv6 ClusterIP refuses") != NULL;
 	ok(note, "and a note says why");
 	e = entry(c, "fd00:10:96::50", 80, ZH_LB_TCP);
 	is_str(addrs(e), "fd00:10:244::5:8080 fd00:10:244:1::6:8080 fd00:10:244::5:8080 fd00:10:244:1::6:8080",
@@ -116,11 +123,8 @@ int main(void)
 	e = entry(c, "::ffff:10.96.0.50", 80, ZH_LB_TCP);
 	ok(e && (e->flags & ZH_LB_F_SPLIT) && e->n_be == 6, "... as its IPv4 entry is split (3 + 3 IPv4 endpoints: %d)", e ? e->n_be : -1);
 	e = entry(c, "fd00:10:96::60", 80, ZH_LB_TCP);
-	ok(e && e->n_be == 0 && !(e->flags & ZH_LB_F_L7), "an L7 HTTPRoute's parent refuses over IPv6");
-	note = false;
-	for (int i = 0; i < c->n_notes; i++)
-		note |= strstr(c->notes[i], "default/rt port 80: its IPv6 ClusterIP refuses") != NULL;
-	ok(note, "... with a note");
+	ok(e && (e->flags & ZH_LB_F_L7), "an L7 HTTPRoute's parent goes to the proxy over IPv6");
+	is_str(addrs(e), "::ffff:10.96.0.60:80", "... by its IPv4 ClusterIP");
 	e = entry(c, "::ffff:10.96.0.60", 80, ZH_LB_TCP);
 	ok(e && (e->flags & ZH_LB_F_L7), "... while its IPv4 entry goes to the proxy");
 	{	/* nft mode: IPv4 entries in the `ip` table, IPv6 ones in `ip6` */
@@ -141,6 +145,9 @@ int main(void)
 		   strstr(t6 + 1, "ip6 daddr . th dport . meta l4proto vmap @svc") &&
 		   !strstr(t6 + 1, "10.96.0.20"),
 		   "nft: the ip6 table has the IPv6 entries, bracketed backends, ip6 matches");
+		ok(t6 && !strstr(t6 + 1, "::ffff:") && !strstr(t6 + 1, "fd00:10:96::40 . 80 . tcp : goto") &&
+		   strstr(t6 + 1, "fd00:10:96::40 . 80 . tcp"),
+		   "nft: an IPv6 L7 entry rejects (no capture in nft mode), never DNATs to an IPv4 address");
 		free(txt);
 	}
 	{

@@ -379,7 +379,7 @@ static const struct ecase cases[] = {
 	  "spec: {podCIDR: 10.0.0.0/16, serviceCIDR: 10.0.0.0/24}\n", 0, 3, "spec.serviceCIDR", "overlaps" },
 	{ "cluster IPv6 off", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
 	  "spec: {podCIDRs: [10.0.0.0/16, \"fd00:10::/56\"]}\n", 0, 3, "spec.podCIDRs[1]",
-	  "IPv6 is a preview (L7 Services and HTTPRoutes with matches or filters have no IPv6 path; "
+	  "IPv6 is a preview (IPv6 connections are not in the L4 metrics yet; "
 	  "ZEROHOP_IPV6_PREVIEW=1" },
 	{ "cluster dup node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [a, b, a]\n",
 	  0, 4, "spec.nodes[2]", "duplicate node name" },

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# 87-proxy-ipv6.t — L7 Services reached by their IPv6 ClusterIP (dual-stack
+# lab t87, 2 nodes, mesh on; docs/ipv6.md "L7 over IPv6"): connect6 sends a
+# native IPv6 client's connection to its node's proxy as a v4-mapped
+# connection (bpf/lb.bpf.c invariant 9) and the proxy routes each request
+# by the Service's HTTPRoute, as it does for IPv4:
+#   header and path matches pick the backend over IPv6 from both nodes, by
+#   address and by name (the cluster DNS's AAAA); getpeername shows the IPv6
+#   ClusterIP; requests reach the backends from the proxy's address; an
+#   annotated (zerohop.io/l7) Service goes through the proxy too; an IPv6
+#   single-stack L7 Service refuses at once (ECONNREFUSED, never balanced
+#   behind the route's back); the IPv4 ClusterIP of the same Service is
+#   routed the same.
+source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t87 curl
+export ZEROHOP_IPV6_PREVIEW=1
+V6P=$ROOT/tests/bpf/lib/v6probe.py
+
+echo_pod() { # NAME NODE VERSION
+	m_deploy "$1" "$2" "app: web, version: $3" "$(m_img echo mendhak/http-https-echo http:8080)"
+}
+dual() { M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc "$@"; }
+{
+	m_cluster t87 "node-a node-b" dual
+	echo_pod web-v1 node-a v1
+	echo_pod web-v2 node-b v2
+	dual web "app: web" "http=80:http"
+	dual web-v1 "version: v1" "http=80:http"
+	dual web-v2 "version: v2" "http=80:http"
+	dual ann "version: v2" "http=80:http" "" 'zerohop.io/l7: "true"'
+	M_SPEC="ipFamilies: [IPv6]" m_svc six "version: v2" "http=80:http" "" 'zerohop.io/l7: "true"'
+	m_route web web <<'YAML'
+  - matches: [{path: {type: PathPrefix, value: /v2}}]
+    backendRefs: [{name: web-v2, port: 80}]
+  - matches: [{headers: [{name: x-version, value: canary}]}]
+    backendRefs: [{name: web-v2, port: 80}]
+  - backendRefs: [{name: web-v1, port: 80}]
+YAML
+	m_idle client node-a
+	m_idle client-b node-b
+} >"$TMP/m.yaml"
+
+lab_up "dual-stack, with the mesh" -f "$TMP/m.yaml"
+wait_until 30 lab_running 4 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
+ok $? "pods run, both agents applied the state"
+
+"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
+S() { jq -r ".[] | select(.name==\"$1\") | $2" "$TMP/svc.json"; }
+V4=$(S web '.clusterIPs[0]') V6=$(S web '.clusterIPs[1]') A6=$(S ann '.clusterIPs[1]') SIX=$(S six '.clusterIP')
+case "$V6 $A6 $SIX" in fd00:10:96::*\ fd00:10:96::*\ fd00:10:96::*) r=0 ;; *) r=1 ;; esac
+ok $r "IPv6 ClusterIPs allocated (web $V6, ann $A6, six $SIX)"
+st() { "$ZH" lab status --lab $LAB -o json; }
+pxaddr() { st | jq -r ".nodes[] | select(.name==\"$1\") | .podCIDR" | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}'; }
+PXA=$(pxaddr node-a) PXB=$(pxaddr node-b)
+
+# The client: HOST PORT, then request lines "PATH [HEADER: VALUE]" on one
+# keep-alive connection; prints the peer name, then per request "status
+# hostname remote" (the echo backend's JSON).
+cat >"$TMP/cl.py" <<'PY'
+import http.client, json, socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+c = http.client.HTTPConnection(host, port, timeout=5)
+c.connect()
+p = c.sock.getpeername()
+print("peer %s %s:%d" % ("v6" if c.sock.family == socket.AF_INET6 else "v4", p[0], p[1]))
+for line in sys.stdin:
+    parts = line.split(None, 1)
+    hdrs = {}
+    if len(parts) > 1:
+        k, v = parts[1].split(":", 1)
+        hdrs[k.strip()] = v.strip()
+    c.request("GET", parts[0], headers=hdrs)
+    r = c.getresponse()
+    body = r.read()
+    try:
+        j = json.loads(body)
+        print(r.status, j.get("hostname", "-").rsplit("-", 2)[0], j.get("remote", "-").rsplit(":", 1)[0])
+    except ValueError:
+        print(r.status, "-", "-")
+PY
+req() { # POD HOST, request lines on stdin
+	lab_exec "$1" "$PY" "$TMP/cl.py" "$2" 80 2>>"$TMP/cl.err"
+}
+routes='/\n/v2/x\n/ x-version: canary\n/other x-version: stable\n'
+up6() { printf '/\n' | req client "$V6" | grep -q '^200 '; }
+wait_until 20 up6
+ok $? "the IPv6 ClusterIP of an L7 Service answers"
+
+for pod in client client-b; do
+	px=$PXA
+	[ $pod = client-b ] && px=$PXB
+	out=$(printf "$routes" | req $pod "$V6")
+	is "$(echo "$out" | head -1)" "peer v6 $V6:80" "$pod: an AF_INET6 socket, getpeername shows the IPv6 ClusterIP"
+	is "$(echo "$out" | sed 1d | awk '{ print $1, $2 }' | tr '\n' ' ')" \
+		"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " \
+		"$pod: / → v1, /v2/x → v2, x-version: canary → v2, other header → v1 (one keep-alive connection over IPv6)"
+	is "$(echo "$out" | sed 1d | awk '{ print $3 }' | sort -u | tr '\n' ' ')" "$px " \
+		"$pod: every request reached the backends from its node's proxy ($px)"
+done
+
+r=$(lab_exec client curl -6 -s --max-time 5 -H 'x-version: canary' http://web.default.svc.cluster.local/ |
+	jq -r '.hostname' | sed 's/-[^-]*-[^-]*$//')
+is "$r" web-v2 "curl -6 by name (AAAA → the IPv6 ClusterIP), header match → v2"
+r=$(lab_exec client curl -6 -s --max-time 5 "http://[$A6]/" | jq -r '.hostname + " " + .remote' | sed 's/-[^-]*-[^-]* / /; s/:[0-9]*$//')
+is "$r" "web-v2 $PXA" "an annotated L7 Service over IPv6 goes through the proxy too"
+is "$(lab_exec client "$PY" "$V6P" tcp 6n "$SIX" 80 1 | jq -r '(.errors | keys | join(",")) + (if .fail_ms < 1000 then " fast" else " slow" end)')" \
+	"ECONNREFUSED fast" "an IPv6 single-stack L7 Service refuses at once (the proxy is reached over IPv4)"
+"$ZH" get backends --lab $LAB 2>&1 | grep -q "default/six port 80: its IPv6 ClusterIP refuses"
+ok $? "... and get backends says why"
+
+out=$(printf "$routes" | req client "$V4")
+is "$(echo "$out" | head -1)" "peer v4 $V4:80" "the IPv4 ClusterIP of the same Service"
+is "$(echo "$out" | sed 1d | awk '{ print $1, $2 }' | tr '\n' ' ')" \
+	"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " "... is routed the same"
+done_testing
