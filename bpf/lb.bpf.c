@@ -62,13 +62,14 @@
  *     sendmsg4 hook, udpv6_sendmsg -> udp_sendmsg, with the IPv4 address:
  *     sendmsg6 handles whichever it is given.)
  *  9. A native IPv6 TCP connect to an L7 entry (ZH_LB_F_L7 on an IPv6
- *     ClusterIP) goes to the node proxy as a v4-mapped connection
- *     (::ffff:proxy): the entry's one backend is the Service's IPv4
- *     ClusterIP:port, recorded for the proxy as connect4 records it, so
- *     the proxy and the capture hand-over need no IPv6 path. getpeername6
- *     gives back the IPv6 ClusterIP. An entry without that backend (an
- *     IPv6 single-stack Service) refuses (ECONNREFUSED), as does a
- *     socket with IPV6_V6ONLY (the kernel: ENETUNREACH).
+ *     ClusterIP) goes to the node proxy: its IPv6 listener when the proxy
+ *     published one (zh_l7cap_cfg6), else its IPv4 address v4-mapped
+ *     (::ffff:proxy; a socket with IPV6_V6ONLY cannot connect there:
+ *     ENETUNREACH). The entry's one backend is the Service's IPv4
+ *     ClusterIP:port, recorded for the proxy as connect4 records it: the
+ *     proxy routes by IPv4 ClusterIPs only. getpeername6 gives back the
+ *     IPv6 ClusterIP. An entry without that backend (an IPv6 single-stack
+ *     Service) refuses (ECONNREFUSED).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -270,16 +271,19 @@ lb_pick6(const struct zh_lb_svc_key *k, struct zh_lb_svc_val **svcp)
 
 /* Invariant 9: connect6 to the IPv6 ClusterIP of an L7 port. Its entry's
  * one backend is the Service's IPv4 ClusterIP:port (the agent's rule 5),
- * the name the proxy routes by; the socket goes to the proxy v4-mapped
- * (::ffff:proxy), so the proxy, the capture hand-over (bpf/l7cap.bpf.c)
- * and the proxy's upstreams are the IPv4 ones. The socket's record keeps
- * the IPv6 ClusterIP for getpeername6. */
+ * the name the proxy routes by, recorded under the cookie as connect4
+ * records it. The socket goes to the proxy's IPv6 listener when it has
+ * one (zh_l7cap_cfg6[0]), else to its IPv4 address v4-mapped
+ * (::ffff:proxy). The socket's record keeps the IPv6 ClusterIP for
+ * getpeername6. */
 static __always_inline int lb_l7_redirect6(struct bpf_sock_addr *ctx, const struct zh_lb_svc_key *k,
 					   struct zh_lb_svc_val *svc)
 {
 	const struct zh_lb_backend *be;
 	struct zh_lb_backend px = {};
+	struct zh_l7cap_cfg6 *cfg6;
 	struct zh_lb_sock_val *sv;
+	__u32 zero = 0;
 
 	if (svc->count == 0)	/* no IPv4 ClusterIP to route by: refused (rule 5) */
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
@@ -288,6 +292,11 @@ static __always_inline int lb_l7_redirect6(struct bpf_sock_addr *ctx, const stru
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 	if (!lb_l7_target(ctx, lb_v4_of(be->addr), be->port, &px))
 		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	cfg6 = bpf_map_lookup_elem(&zh_l7cap_cfg6, &zero);
+	if (cfg6 && cfg6->proxy_port && !lb_is_zero6(cfg6->proxy_ip6)) {
+		__builtin_memcpy(px.addr, cfg6->proxy_ip6, 16);
+		px.port = cfg6->proxy_port;
+	}
 	sv = bpf_sk_storage_get(&lb_sock, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (sv) {
 		__builtin_memcpy(sv->vip, k->vip, 16);

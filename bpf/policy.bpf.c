@@ -106,8 +106,9 @@
  *     socket's cgroup (pol_cgpod: one hash lookup, then its IPv4 ipcache
  *     entry; for a pod without IPv4, pol_cgpod6 and its IPv6 entry) and
  *     the packet dropped, counted as a denial of its direction.
- *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. No L7
- *     admission (invariant 6) over IPv6: the node proxy has no IPv6 path.
+ *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. L7
+ *     admission (invariant 6) over IPv6 is the same with the proxy's IPv6
+ *     capture address (zh_l7cap_cfg6) and pol_sk6's flags.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -237,6 +238,25 @@ static __always_inline int l7cap_is_proxy(__u32 peer, __u16 pport)
 static __always_inline int l7cap_redirected(__u64 cookie, __u32 peer, __u16 pport)
 {
 	return l7cap_is_proxy(peer, pport) &&
+	       bpf_map_lookup_elem(&zh_l7cap_sock, &cookie) != NULL;
+}
+
+/* The same for a native IPv6 peer: the proxy's IPv6 listener. */
+static __always_inline int l7cap_is_proxy6(const __u32 peer[4], __u16 pport)
+{
+	struct zh_l7cap_cfg6 *cfg;
+	__u32 zero = 0, w[4];
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg6, &zero);
+	if (!cfg || !cfg->proxy_port || cfg->proxy_port != pport)
+		return 0;
+	__builtin_memcpy(w, cfg->proxy_ip6, 16);
+	return w[0] == peer[0] && w[1] == peer[1] && w[2] == peer[2] && w[3] == peer[3];
+}
+
+static __always_inline int l7cap_redirected6(__u64 cookie, const __u32 peer[4], __u16 pport)
+{
+	return l7cap_is_proxy6(peer, pport) &&
 	       bpf_map_lookup_elem(&zh_l7cap_sock, &cookie) != NULL;
 }
 
@@ -416,7 +436,7 @@ static __always_inline int parse6(struct __sk_buff *skb, struct pkt *p)
 /* One body for both families (invariant 10): v6 is a constant at each call
  * site, so the IPv4 program is the IPv4 code alone and the IPv6 one differs
  * only in its address-keyed tables (pol_ipc6, pol_cidr6, pol_sk6, pol_ct6)
- * and in having no L7 capture (the node proxy has no IPv6 path). */
+ * and in the proxy's capture address they admit (zh_l7cap_cfg6). */
 static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 state,
 				       const int v6)
 {
@@ -462,6 +482,7 @@ static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 st
 				orient = st6->orient;
 				prev_verdict = st6->verdict;
 				prev_reason = st6->reason;
+				skf = st6->flags & POL_SKF_L7CAP;
 				known = 1;
 			}
 		} else {
@@ -527,10 +548,16 @@ static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 st
 		prev_reason = POL_DROP_NONE;
 		/* invariant 6: judged once, on the SYN, whatever the isolation
 		 * now (a later policy may isolate the pod) */
-		skf = !v6 && use_sk && dir == POL_DIR_EGRESS &&
-		      l7cap_redirected(bpf_get_socket_cookie(skb), p.peer, p.pport) ?
-		      POL_SKF_L7CAP : 0;
-	} else if (!v6 && use_sk && prev_verdict == POL_V_NONE && l7cap_is_proxy(p.peer, p.pport)) {
+		if (v6)
+			skf = use_sk && dir == POL_DIR_EGRESS &&
+			      l7cap_redirected6(bpf_get_socket_cookie(skb), p.peer6, p.pport) ?
+			      POL_SKF_L7CAP : 0;
+		else
+			skf = use_sk && dir == POL_DIR_EGRESS &&
+			      l7cap_redirected(bpf_get_socket_cookie(skb), p.peer, p.pport) ?
+			      POL_SKF_L7CAP : 0;
+	} else if (use_sk && prev_verdict == POL_V_NONE &&
+		   (v6 ? l7cap_is_proxy6(p.peer6, p.pport) : l7cap_is_proxy(p.peer, p.pport))) {
 		/* a connection to this node's proxy whose SYN these programs
 		 * did not see (they are attached only while a pod of the node
 		 * is isolated: pol_load.c invariant 6). The proxy judges every
@@ -578,6 +605,7 @@ static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 st
 			st6->verdict = cv.verdict;
 			st6->orient = orient;
 			st6->reason = cv.reason;
+			st6->flags = skf;
 			__builtin_memcpy(st6->peer, p.peer6, 16);
 			st6->lport = p.lport;
 			st6->pport = p.pport;
@@ -717,6 +745,8 @@ int pol_connect6(struct bpf_sock_addr *ctx)
 	pv = bpf_map_lookup_elem(ipc6, p.peer6);
 	if (pv && (pv->flags & POL_F_VIP))
 		return 1;	/* judged on the chosen backend by cgroup_skb */
+	if (l7cap_redirected6(bpf_get_socket_cookie(ctx), p.peer6, p.pport))
+		return 1;	/* invariant 6: the proxy judges it per request */
 	if (allow_dir(&p, ep, ipc6, POL_DIR_EGRESS, p.pport, 1))
 		return 1;
 	count_drop(POL_DROP_EGRESS_DENIED, ep->pol[POL_DIR_EGRESS]);

@@ -36,6 +36,13 @@ static __always_inline int lb_is_v4mapped(const __u8 addr[16])
 	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
 }
 
+static __always_inline int lb_is_zero6(const __u8 addr[16])
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	return (w[0] | w[1] | w[2] | w[3]) == 0;
+}
+
 static __always_inline int lb_addr_eq(const __u8 a[16], const __u8 b[16])
 {
 	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;

@@ -219,6 +219,13 @@ struct px_decision {
  * once); the first call builds a sorted index. */
 const char *px_table_client_ns(const struct px_table *t, uint32_t ip);
 
+/* The IPv4 address (network order) of the pod whose IPv6 address is ip6 in
+ * t's state, or 0 (no such pod, or it has no IPv4): who a native IPv6
+ * client of the node proxy is, for policy, routes and metrics, which know
+ * pods by IPv4 (docs/ipv6.md "L7 over IPv6"). The first call builds a
+ * sorted index. */
+uint32_t px_table_ip4_of6(const struct px_table *t, const uint8_t ip6[16]);
+
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
  * for the weighted backend and endpoint choice. host is the request's Host
  * (for redirects), may be NULL. Always fills d; returns 0, or -ENAMETOOLONG
@@ -260,6 +267,9 @@ struct px_capture;	/* src/proxy/px_int.h */
 
 struct px_config {
 	const char *listen;	/* ADDR:PORT */
+	/* capture mode: [IPv6]:PORT of a second listener for native IPv6
+	 * clients (docs/ipv6.md "L7 over IPv6"), or NULL */
+	const char *listen6;
 	const char *service;	/* explicit mode: NS/NAME[:PORT] of every connection */
 	const char *state_dir;	/* state source directory (watched), or NULL */
 	char **files;		/* -f manifests (when no state_dir) */

@@ -7,7 +7,7 @@
  * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE):
  *   lb_svc lb_alias lb_sock lb_udprev lb_meta lb_stats  maps
  *   zh_l7cap_sock zh_l7cap_orig zh_l7cap_cfg   capture maps shared by name with
- *                                              the node proxy (abi/l7cap.h)
+ *   zh_l7cap_orig6 zh_l7cap_cfg6               the node proxy (abi/l7cap.h)
  *   lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
  *   lb_link_connect6 .._sendmsg6 .._recvmsg6 .._getpeername6           (AF_INET6
  *                         sockets: v4-mapped VIPs, bpf/lb.bpf.c invariant 7)
@@ -96,6 +96,7 @@ static const char *const link_names[LB_N_LINKS] = {
 static const char *const map_names[] = {
 	"lb_svc", "lb_alias", "lb_sock", "lb_udprev", "lb_meta", "lb_stats",
 	ZH_L7CAP_SOCK_MAP, ZH_L7CAP_ORIG_MAP, ZH_L7CAP_CFG_MAP,
+	ZH_L7CAP_ORIG6_MAP, ZH_L7CAP_CFG6_MAP,
 };
 #define N_MAPS ((int)(sizeof(map_names) / sizeof(map_names[0])))
 
@@ -310,6 +311,8 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 	maps[6] = lb->skel->maps.zh_l7cap_sock;
 	maps[7] = lb->skel->maps.zh_l7cap_orig;
 	maps[8] = lb->skel->maps.zh_l7cap_cfg;
+	maps[9] = lb->skel->maps.zh_l7cap_orig6;
+	maps[10] = lb->skel->maps.zh_l7cap_cfg6;
 	for (i = 0; i < N_MAPS; i++) {
 		ret = pin_path(path, sizeof(path), o->pin_dir, map_names[i]);
 		if (!ret)
@@ -431,6 +434,8 @@ void ag_lb_close(struct ag_lb *lb, bool unpin)
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_sock, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig, NULL);
 		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig6, NULL);
+		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg6, NULL);
 		rmdir(lb->pin_dir);	/* fails while accel pins remain: fine */
 	}
 	zh_lb__destroy(lb->skel);

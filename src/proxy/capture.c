@@ -24,14 +24,22 @@
 #include "l7cap.skel.h"
 #include "px_int.h"
 
+static bool ip6_set(const uint8_t *ip6)
+{
+	static const uint8_t zero[16];
+
+	return ip6 && memcmp(ip6, zero, 16);
+}
+
 int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
-		    struct px_capture *cap)
+		    const uint8_t *proxy_ip6, struct px_capture *cap)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
 	struct zh_l7cap *skel = NULL;
 	int cgfd = -1, rc;
 
 	memset(cap, 0, sizeof(*cap));
+	cap->orig6_fd = -1;
 	rc = zh_mkdir_p(pin, 0700);
 	if (rc) {
 		zh_err("proxy: capture: pin dir %s: %s", pin, strerror(-rc));
@@ -52,6 +60,10 @@ int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
 	}
 	skel->rodata->l7cap_cfg.proxy_ip = proxy_ip;
 	skel->rodata->l7cap_cfg.proxy_port = htons(ZH_L7CAP_PORT);
+	if (ip6_set(proxy_ip6)) {
+		memcpy(skel->rodata->l7cap_cfg6.proxy_ip6, proxy_ip6, 16);
+		skel->rodata->l7cap_cfg6.proxy_port = htons(ZH_L7CAP_PORT);
+	}
 	rc = zh_l7cap__load(skel);
 	if (rc) {
 		zh_err("proxy: capture: load l7cap: %s", strerror(-rc));
@@ -74,6 +86,25 @@ int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
 			       strerror(errno));
 			goto fail;
 		}
+	}
+	{	/* zero when there is no IPv6 listener: connect6 then goes v4-mapped */
+		struct zh_l7cap_cfg6 c6 = {};
+		uint32_t zero = 0;
+
+		if (ip6_set(proxy_ip6)) {
+			memcpy(c6.proxy_ip6, proxy_ip6, 16);
+			c6.proxy_port = htons(ZH_L7CAP_PORT);
+		}
+		if (bpf_map_update_elem(bpf_map__fd(skel->maps.zh_l7cap_cfg6), &zero, &c6, BPF_ANY)) {
+			rc = -errno;
+			zh_err("proxy: capture: write %s/%s: %s", pin, ZH_L7CAP_CFG6_MAP,
+			       strerror(errno));
+			goto fail;
+		}
+	}
+	if (ip6_set(proxy_ip6)) {
+		cap->orig6_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig6));
+		memcpy(cap->proxy_ip6, proxy_ip6, 16);
 	}
 	cap->orig_fd = dup(bpf_map__fd(skel->maps.zh_l7cap_orig));
 	cap->skel = skel;
@@ -101,7 +132,10 @@ void px_capture_close(struct px_capture *cap)
 		zh_l7cap__destroy(cap->skel);
 	if (cap->orig_fd > 0)
 		close(cap->orig_fd);
+	if (cap->orig6_fd > 0)
+		close(cap->orig6_fd);
 	memset(cap, 0, sizeof(*cap));
+	cap->orig6_fd = -1;
 }
 
 static uint32_t map_id(int fd)
@@ -131,7 +165,7 @@ int px_capture_refresh(struct px_capture *cap)
 	if (!pinned || pinned == map_id(bpf_map__fd(cap->skel->maps.zh_l7cap_cfg)))
 		return cap->orig_fd;
 	/* new first, then the old one: no moment without a sock_ops program */
-	if (px_capture_open(cap->pin_dir, cap->cgroup, cap->proxy_ip, &fresh)) {
+	if (px_capture_open(cap->pin_dir, cap->cgroup, cap->proxy_ip, cap->proxy_ip6, &fresh)) {
 		zh_warn("proxy: capture: the shared maps under %s were re-created; re-registering failed (retrying)",
 			pin);
 		return cap->orig_fd;

@@ -41,7 +41,10 @@ static void px_usage(FILE *f)
 		"  --hbone                  capture mode: also serve HBONE (mTLS tunnel) on\n"
 		"                           NODE_IP:15008, off by default (work in progress,\n"
 		"                           docs/mtls.md); also ZH_PROXY_HBONE=1\n"
-		"  --svid-dir DIR           the node's SVIDs for --hbone (the lab's naming)\n");
+		"  --svid-dir DIR           the node's SVIDs for --hbone (the lab's naming)\n"
+		"  --node-ip6 IP6           capture mode: also listen on [IP6]:15001 for native\n"
+		"                           IPv6 clients of L7 Services (a dual-stack lab's\n"
+		"                           node: its fabric IPv6, by default; docs/ipv6.md)\n");
 }
 
 static int px_size_opt(const char *name, const char *v, size_t *out)
@@ -115,15 +118,16 @@ int cli_proxy(int argc, char **argv)
 		{ "node-ip", required_argument, NULL, 13 },
 		{ "hbone", no_argument, NULL, 14 },
 		{ "svid-dir", required_argument, NULL, 15 },
+		{ "node-ip6", required_argument, NULL, 16 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct px_config cfg = { .capture_fd = -1 };
 	struct px_capture cap = { 0 };
 	const char *node = NULL, *lab = NULL, *cgroup = NULL, *pin_dir = NULL, *node_ip = NULL;
-	const char *svid_opt = NULL, *hb_env = getenv("ZH_PROXY_HBONE");
+	const char *svid_opt = NULL, *hb_env = getenv("ZH_PROXY_HBONE"), *node_ip6 = NULL;
 	bool hbone = hb_env && !strcmp(hb_env, "1"), hbone_flag = false;
-	char state[512], listen[64], hb_listen[64], svid_dir[300];
+	char state[512], listen[64], listen6[80], hb_listen[64], svid_dir[300];
 	struct rlimit rl;
 	int c, rc;
 
@@ -157,6 +161,7 @@ int cli_proxy(int argc, char **argv)
 		case 13: node_ip = optarg; break;
 		case 14: hbone = hbone_flag = true; break;
 		case 15: svid_opt = optarg; break;
+		case 16: node_ip6 = optarg; break;
 		case 8: {
 			size_t v;
 
@@ -212,9 +217,20 @@ int cli_proxy(int argc, char **argv)
 			"(or none: the lab's naming)\n");
 		goto bad;
 	}
+	if (node_ip6 && (cfg.service || !node)) {
+		fprintf(stderr, "zerohop proxy: --node-ip6 is for capture mode (--node, no --service)\n");
+		goto bad;
+	}
 	if (node && !cfg.service) {
 		char pin[256], cg[512];
+		struct in6_addr ip6 = IN6ADDR_ANY_INIT;
 		uint32_t ip4;
+
+		if (node_ip6 && (inet_pton(AF_INET6, node_ip6, &ip6) != 1 ||
+				 IN6_IS_ADDR_UNSPECIFIED(&ip6) || IN6_IS_ADDR_V4MAPPED(&ip6))) {
+			fprintf(stderr, "zerohop proxy: --node-ip6 %s: not an IPv6 address\n", node_ip6);
+			goto bad;
+		}
 
 		if (node_ip) {
 			/* A node of any kind: everything from the flags. */
@@ -245,10 +261,12 @@ int cli_proxy(int argc, char **argv)
 				goto fail;
 			}
 			ip4 = ln->ip;
+			if (!node_ip6)	/* a dual-stack lab's node: its fabric IPv6 */
+				ip6 = ln->ip6;
 			zh_pin_dir(pin, sizeof(pin), lab, node);
 			lab_node_cgroup_path(cg, sizeof(cg), lab, node);
 		}
-		rc = px_capture_open(pin, cg, ip4, &cap);
+		rc = px_capture_open(pin, cg, ip4, (const uint8_t *)&ip6, &cap);
 		if (rc)
 			goto fail;
 		cfg.capture_fd = cap.orig_fd;
@@ -259,6 +277,13 @@ int cli_proxy(int argc, char **argv)
 			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));
 			snprintf(listen, sizeof(listen), "%s:%d", ip, PX_OUTBOUND_PORT);
 			cfg.listen = listen;
+		}
+		if (!IN6_IS_ADDR_UNSPECIFIED(&ip6)) {
+			char ip[INET6_ADDRSTRLEN];
+
+			inet_ntop(AF_INET6, &ip6, ip, sizeof(ip));
+			snprintf(listen6, sizeof(listen6), "[%s]:%d", ip, PX_OUTBOUND_PORT);
+			cfg.listen6 = listen6;
 		}
 		if (hbone) {	/* WIP HBONE server, opt-in: docs/mtls.md */
 			char ip[INET_ADDRSTRLEN];

@@ -196,6 +196,27 @@ void px_conn_drain(struct px_server *s)
 
 /* ---- listener -------------------------------------------------------------- */
 
+/* A native IPv6 client accepted on the IPv6 listener: its original
+ * destination from zh_l7cap_orig6; the client known by its pod's IPv4. */
+static int px_capture_lookup6(struct px_server *s, struct px_conn *c,
+			      const struct sockaddr_in6 *sin6)
+{
+	struct zh_l7cap_client6 k = { .port = sin6->sin6_port };
+	struct zh_l7cap_dst v;
+
+	if (s->cap6_fd < 0)
+		return -ENOENT;
+	memcpy(k.ip, &sin6->sin6_addr, 16);
+	if (bpf_map_lookup_elem(s->cap6_fd, &k, &v))
+		return -errno;
+	bpf_map_delete_elem(s->cap6_fd, &k);
+	c->dst_ip = v.ip;
+	c->dst_port = ntohs(v.port);
+	c->peer_ip = px_table_ip4_of6(s->tbl, (const uint8_t *)&sin6->sin6_addr);
+	c->peer_port = ntohs(sin6->sin6_port);
+	return 0;
+}
+
 static int px_capture_lookup(struct px_server *s, struct px_conn *c)
 {
 	struct zh_l7cap_client k = { .ip = c->peer_ip, .port = htons(c->peer_port) };
@@ -238,7 +259,10 @@ void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
 			c->peer_ip = sin->sin_addr.s_addr;
 			c->peer_port = ntohs(sin->sin_port);
 		}
-		if (!s->explicit_mode && px_capture_lookup(s, c)) {
+		if (!s->explicit_mode &&
+		    (peer.ss.ss_family == AF_INET6 ?
+		     px_capture_lookup6(s, c, (const struct sockaddr_in6 *)&peer.ss) :
+		     px_capture_lookup(s, c))) {
 			zh_warn("proxy: no original destination for a client connection; closed");
 			close(cfd);
 			free(c);

@@ -46,16 +46,19 @@ struct px_capture {
 	struct zh_l7cap *skel;	/* owned */
 	struct bpf_link *link;	/* sock_ops on the node cgroup, owned */
 	int orig_fd;		/* zh_l7cap_orig map, owned dup */
+	int orig6_fd;		/* zh_l7cap_orig6 map, owned dup (-1: no IPv6) */
 	char pin_dir[256];	/* what it was opened for (px_capture_refresh) */
 	char cgroup[512];
 	uint32_t proxy_ip;
+	uint8_t proxy_ip6[16];	/* all zero: no IPv6 listener */
 };
 
 /* Load + pin (maps in pin_dir, shared with the agent) + attach (sock_ops
  * on the node cgroup) the capture program; proxy_ip is this proxy's
- * address, written to zh_l7cap_cfg. 0 or -errno. */
+ * address, written to zh_l7cap_cfg; proxy_ip6 (NULL or all zero: none)
+ * its IPv6 listener's, written to zh_l7cap_cfg6. 0 or -errno. */
 int px_capture_open(const char *pin_dir, const char *cgroup, uint32_t proxy_ip,
-		    struct px_capture *cap);
+		    const uint8_t *proxy_ip6, struct px_capture *cap);
 void px_capture_close(struct px_capture *cap);
 /* The shared maps were re-created under the pin dir (`agent --cleanup`, then
  * a new agent): open a new capture on them (registering the proxy there),
@@ -159,7 +162,7 @@ struct px_conn {
 	struct px_wr wr;	/* out's sends */
 	uint64_t rd_iter;	/* loop iteration whose batch already read it */
 	size_t last_len;	/* parser resume point */
-	uint32_t peer_ip;
+	uint32_t peer_ip;	/* an IPv6 client: its pod's IPv4 (identity), or 0 */
 	uint16_t peer_port;
 	uint32_t dst_ip;	/* captured original destination, 0 = explicit */
 	uint16_t dst_port;
@@ -274,6 +277,7 @@ struct px_server {
 	const struct px_up_ops *up_ops;	/* stream.c's px_stream_up_ops */
 	struct ev_loop *loop;
 	int lfd, sfd, stats_fd, watch_fd, cap_fd;
+	int lfd6, cap6_fd;	/* the IPv6 capture listener and its map, or -1 */
 	uint64_t reload_timer;
 	uint64_t cap_timer;	/* capture re-registration check (1 s) */
 	struct ss *ss;

@@ -292,6 +292,11 @@ struct px_client_ent {
 	const char *ns;
 };
 
+struct px_ip6_ent {		/* a pod's IPv6 -> its IPv4 (px_table_ip4_of6) */
+	uint8_t ip6[16];
+	uint32_t ip;
+};
+
 struct px_table {
 	int refs;
 	uint64_t gen;
@@ -309,6 +314,9 @@ struct px_table {
 	struct px_client_ent *clients;	/* pod ip -> namespace, sorted, lazily */
 	int n_clients;
 	bool clients_built;
+	struct px_ip6_ent *ip6s;	/* pod IPv6 -> IPv4, sorted, lazily */
+	int n_ip6s;
+	bool ip6s_built;
 };
 
 static uint64_t px_gen_counter;
@@ -886,6 +894,7 @@ static void px_table_free(struct px_table *t)
 		px_ab_free(t->abs[i]);
 	free(t->abs);
 	free(t->clients);
+	free(t->ip6s);
 	if (t->st)
 		md_state_free(t->st);
 	free(t);
@@ -1390,6 +1399,35 @@ const char *px_table_client_ns(const struct px_table *ct, uint32_t ip)
 	}
 	e = bsearch(&key, t->clients, t->n_clients, sizeof(key), px_client_cmp);
 	return e ? e->ns : NULL;
+}
+
+static int px_ip6_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct px_ip6_ent *)a)->ip6, ((const struct px_ip6_ent *)b)->ip6, 16);
+}
+
+uint32_t px_table_ip4_of6(const struct px_table *ct, const uint8_t ip6[16])
+{
+	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
+	struct px_ip6_ent key = {}, *e;
+	int i;
+
+	if (!t->ip6s_built) {
+		t->ip6s = zh_calloc(t->st->n_pods + 1, sizeof(*t->ip6s));
+		for (i = 0; i < t->st->n_pods; i++) {
+			const struct md_pod *p = &t->st->pods[i];
+
+			if (!p->ip || IN6_IS_ADDR_UNSPECIFIED(&p->ip6))
+				continue;
+			memcpy(t->ip6s[t->n_ip6s].ip6, &p->ip6, 16);
+			t->ip6s[t->n_ip6s++].ip = p->ip;
+		}
+		qsort(t->ip6s, t->n_ip6s, sizeof(*t->ip6s), px_ip6_cmp);
+		t->ip6s_built = true;
+	}
+	memcpy(key.ip6, ip6, 16);
+	e = bsearch(&key, t->ip6s, t->n_ip6s, sizeof(key), px_ip6_cmp);
+	return e ? e->ip : 0;
 }
 
 void px_route_repick(struct px_decision *d, uint64_t rnd)

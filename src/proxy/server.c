@@ -126,6 +126,7 @@ static void px_cap_cb(struct ev_loop *loop, uint64_t id, void *arg)
 
 	(void)id;
 	s->cap_fd = px_capture_refresh(s->cfg->capture);
+	s->cap6_fd = s->cfg->capture->orig6_fd;
 	s->cap_timer = ev_timer_add(loop, ev_now_ns() + PX_CAP_CHECK_NS, px_cap_cb, s);
 }
 
@@ -177,6 +178,24 @@ static void px_drain_cb(struct ev_loop *loop, uint64_t id, void *arg)
 		s->drain_timer = ev_timer_add(loop, ev_now_ns() + PX_DRAIN_TICK_NS, px_drain_cb, s);
 }
 
+/* Stop accepting on *lfd. Take what already completed the handshake first:
+ * closing a listener resets the connections still in its accept queue. */
+static void px_listener_close(struct px_server *s, int *lfd)
+{
+	if (*lfd < 0)
+		return;
+	for (int k = 0; k < 64; k++) {
+		uint64_t before = s->accepted;
+
+		px_accept_cb(s->loop, *lfd, EV_READ, s);
+		if (s->accepted - before < PX_ACCEPT_BATCH)
+			break;
+	}
+	ev_del(s->loop, *lfd);
+	close(*lfd);
+	*lfd = -1;
+}
+
 /* SIGTERM: stop accepting, let in-flight requests finish (their responses
  * say Connection: close), close idle client connections as they go quiet,
  * exit when none is left or at the deadline. */
@@ -184,20 +203,8 @@ static void px_drain_start(struct px_server *s)
 {
 	s->draining = true;
 	s->drain_deadline = ev_now_ns() + s->drain_ns;
-	if (s->lfd >= 0) {
-		/* take what already completed the handshake: closing a listener
-		 * resets the connections still in its accept queue */
-		for (int k = 0; k < 64; k++) {
-			uint64_t before = s->accepted;
-
-			px_accept_cb(s->loop, s->lfd, EV_READ, s);
-			if (s->accepted - before < PX_ACCEPT_BATCH)
-				break;
-		}
-		ev_del(s->loop, s->lfd);
-		close(s->lfd);
-		s->lfd = -1;
-	}
+	px_listener_close(s, &s->lfd);
+	px_listener_close(s, &s->lfd6);
 	zh_info("proxy: draining: %llu client connection(s), deadline %llu ms",
 		(unsigned long long)s->active, (unsigned long long)(s->drain_ns / PX_MS));
 	px_conn_drain(s);	/* HTTP/2 clients: GOAWAY */
@@ -248,7 +255,7 @@ int px_serve(const struct px_config *cfg)
 	int rc;
 
 	memset(&s, 0, sizeof(s));
-	s.lfd = s.sfd = s.stats_fd = s.watch_fd = s.cap_fd = -1;
+	s.lfd = s.sfd = s.stats_fd = s.watch_fd = s.cap_fd = s.lfd6 = s.cap6_fd = -1;
 	s.cfg = cfg;
 	s.up_ops = &px_stream_up_ops;
 	h1_limits_default(&s.lim);
@@ -332,6 +339,18 @@ int px_serve(const struct px_config *cfg)
 		goto out;
 	}
 	ev_add(s.loop, s.lfd, EV_READ, px_accept_cb, &s);
+	if (cfg->listen6 && !s.explicit_mode) {
+		/* native IPv6 clients of L7 Services (docs/ipv6.md "L7 over IPv6") */
+		rc = net_parse_addr(cfg->listen6, "::", PX_OUTBOUND_PORT, &a);
+		if (!rc)
+			rc = s.lfd6 = net_listen(&a, SOCK_STREAM, NET_REUSEPORT, 4096);
+		if (rc < 0) {
+			zh_err("proxy: listen on %s: %s", cfg->listen6, strerror(-rc));
+			goto out;
+		}
+		ev_add(s.loop, s.lfd6, EV_READ, px_accept_cb, &s);
+		s.cap6_fd = cfg->capture ? cfg->capture->orig6_fd : -1;
+	}
 	s.sweep_timer = ev_timer_add(s.loop, ev_now_ns() + s.sweep_ns, px_sweep_cb, &s);
 	if (!s.explicit_mode && cfg->capture)
 		s.cap_timer = ev_timer_add(s.loop, ev_now_ns() + PX_CAP_CHECK_NS, px_cap_cb, &s);
@@ -359,8 +378,8 @@ int px_serve(const struct px_config *cfg)
 	s.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (s.sfd >= 0)
 		ev_add(s.loop, s.sfd, EV_READ, px_signal_cb, &s);
-	zh_info("proxy: listening on %s (%s)", cfg->listen,
-		s.explicit_mode ? cfg->service : "capture");
+	zh_info("proxy: listening on %s%s%s (%s)", cfg->listen, s.lfd6 >= 0 ? " and " : "",
+		s.lfd6 >= 0 ? cfg->listen6 : "", s.explicit_mode ? cfg->service : "capture");
 	/* deferred sends (batch.c): one io_uring batch per loop turn, or send(2)
 	 * per socket where io_uring is unavailable */
 	if (getenv("ZEROHOP_NO_URING"))
@@ -389,6 +408,8 @@ out:
 		close(s.stats_fd);
 	if (s.lfd >= 0)
 		close(s.lfd);
+	if (s.lfd6 >= 0)
+		close(s.lfd6);
 	if (s.loop)
 		ev_loop_free(s.loop);
 	ioq_free(&s.sq);

@@ -16,10 +16,21 @@
 # channels spread over three backends, one backend per channel), and UDP
 # through getaddrinfo + sendto/recvfrom on both socket families.
 # docs/clients.md is the table this test proves.
+# MATRIX_DUAL=1 (tests/e2e/89-client-matrix-dual.t): the same on a
+# dual-stack lab (IPv6 preview, docs/ipv6.md) with dual-stack Services,
+# plus each client over IPv6: by name through AAAA where the client can
+# ask for IPv6 (curl -6, wget -6, Python AF_INET6), else by an [IPv6
+# ClusterIP] URL; the peer shown must then be [IPv6 ClusterIP]:80.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
-lab_test_setup t14mx curl wget
+DUAL=${MATRIX_DUAL:-}
+if [ -n "$DUAL" ]; then
+	lab_test_setup t14m6 curl wget
+	export ZEROHOP_IPV6_PREVIEW=1
+else
+	lab_test_setup t14mx curl wget
+fi
 CL=$(cd "$(dirname "$0")/../tools/clients" && pwd)
 PY=/usr/bin/python3
 HAVE_GRPC=$($PY -c 'import grpc' 2>/dev/null && echo 1)
@@ -34,8 +45,9 @@ if command -v go >/dev/null; then
 fi
 
 srv_pod() {	# NAME NODE: the echo server, a UDP who, and a gRPC server when there is grpcio
-	m_pod "$1" "$2" "app: $1, role: srv" "$(m_ctr http "" "$ZH" echo --http 8080 --tcp 0 --udp 0)" \
-		"$(m_ctr udp "" python3 "$PROBE" who-udp 5353)" \
+	m_pod "$1" "$2" "app: $1, role: srv" \
+		"$(m_ctr http "" "$ZH" echo --http "${DUAL:+[::]:}8080" --tcp 0 --udp 0)" \
+		"$(m_ctr udp "" python3 "$PROBE" who-udp 5353 ${DUAL:+6})" \
 		${HAVE_GRPC:+"$(m_ctr grpc "" "$PY" "$CL/pyclients.py" grpc-server 50051)"}
 }
 
@@ -70,6 +82,7 @@ NGX
 
 # the backends, the clients and the Services
 app_manifests() {
+	[ -n "$DUAL" ] && m_cluster t14m6 "node-a node-b" dual
 	srv_pod srv-a node-a
 	srv_pod srv-a2 node-a
 	srv_pod srv-b node-b
@@ -78,6 +91,7 @@ app_manifests() {
 		"$(m_ctr n "" "$HAVE_NGINX" -p "$TMP/ngx" -c "$TMP/ngx/nginx.conf" -g "daemon off;")"
 	[ -n "$HAVE_HAPROXY" ] && m_pod haproxy node-a "" "$(m_ctr h "" "$HAVE_HAPROXY" -db -f "$TMP/haproxy.cfg")"
 	L7='zerohop.io/l7: "true"'
+	local M_SPEC=${DUAL:+"ipFamilyPolicy: PreferDualStack"}
 	m_svc l4-near "app: srv-a" 80:8080
 	m_svc l4-far "app: srv-b" 80:8080
 	m_svc l7-near "app: srv-a" 80:8080 "" "$L7"
@@ -95,22 +109,35 @@ ok $? "lab up: backends srv-a, srv-a2 (node-a), srv-b (node-b); clients on node-
 	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
 
 x() { timeout 60 "$ZH" lab exec --lab $LAB client -- "$@"; }
-vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIP"; }
+vip() { "$ZH" get --lab $LAB services -o json | jq -r ".[] | select(.name==\"$1\") | .clusterIPs[${2:-0}]"; }
 podip() { "$ZH" get --lab $LAB pods -o json | jq -r ".[] | select(.name==\"$1\") | .ip"; }
-declare -A V
-for s in l4-near l4-far l7-near l7-far grpc udp-near udp-far; do V[$s]=$(vip $s); done
+declare -A V V6
+for s in l4-near l4-far l7-near l7-far grpc udp-near udp-far; do
+	V[$s]=$(vip $s)
+	[ -n "$DUAL" ] && V6[$s]=$(vip $s 1)
+done
 NAMES=(l4-near l4-far l7-near l7-far)
 WANT=(srv-a srv-b srv-a srv-b)
-URLS=(); URLS6=()
-for s in "${NAMES[@]}"; do URLS+=("http://$s/"); URLS6+=("http://[::ffff:${V[$s]}]/"); done
+URLS=(); URLS6=(); URLSN=()
+for s in "${NAMES[@]}"; do
+	URLS+=("http://$s/"); URLS6+=("http://[::ffff:${V[$s]}]/")
+	[ -n "$DUAL" ] && URLSN+=("http://[${V6[$s]}]/")
+done
 # the client resolves and reaches an L4 and an L7 Service (agents and proxy synced)
 far_and_l7_up() { x curl -s -m 2 -o /dev/null "http://l4-far/" && x curl -s -m 2 -o /dev/null "http://l7-near/"; }
 wait_until 20 far_and_l7_up
 
 TABLE=$TMP/table.md
+# a client that resolves by name and takes what getaddrinfo gives first:
+# IPv4 on an IPv4 lab; either family on the dual-stack one (curl and urllib
+# got the AAAA first there in our runs)
+BYNAME=4
+[ -n "$DUAL" ] && BYNAME=a
 ROW=()
 # check CLIENT PEERFMT: stdin = one line per NAMES entry, "<status> <host> [peer]";
-# PEERFMT 4: peer must be VIP:80; 6: [::ffff:VIP]:80; a: either; -: not shown
+# PEERFMT 4: peer must be VIP:80; 6: [::ffff:VIP]:80; a: either; n: the
+# IPv6 ClusterIP [VIP6]:80; -: not shown. On the dual-stack lab an AF_INET6
+# socket by name may get the AAAA: 6 and a also take [VIP6]:80 there.
 check() {
 	local client=$1 pf=$2 i=0 line st h p want cells=() good
 	while read -r st h p; do
@@ -122,8 +149,10 @@ check() {
 		6) want="[::ffff:${V[${NAMES[$i]}]}]:80" ;;
 		a) want="${V[${NAMES[$i]}]}:80"	# either family
 		   [ "$p" = "[::ffff:$want]" ] || [ "$p" = "[::ffff:${want%:80}]:80" ] && want=$p ;;
+		n) want="[${V6[${NAMES[$i]}]}]:80" ;;
 		*) want= ;;
 		esac
+		[ -n "$DUAL" ] && [ "$pf" != 4 ] && [ "$pf" != - ] && [ "$p" = "[${V6[${NAMES[$i]}]}]:80" ] && want=$p
 		[ -n "$want" ] && [ "$p" != "$want" ] && good=0
 		is "$good" 1 "$client -> ${NAMES[$i]}: 200 from ${WANT[$i]}${want:+, peer $want} (got '$st $h $p')"
 		if [ $good = 1 ]; then cells+=("ok${want:+ (peer $want)}"); else cells+=("FAIL: $st $h $p"); fi
@@ -169,9 +198,12 @@ printf '| client | L4 same node | L4 other node | L7 same node | L7 other node |
 
 # ---- curl by name and on an AF_INET6 socket
 case_curl() {
-	check "curl (by name)" 4 < <(curl_each -- "${URLS[@]}")
+	check "curl (by name)" $BYNAME < <(curl_each -- "${URLS[@]}")
 	check "curl -4 (by name)" 4 < <(curl_each -4 -- "${URLS[@]}")
 	check "curl -6 [::ffff:VIP] (AF_INET6)" 6 < <(curl_each -6 -g -- "${URLS6[@]}")
+	[ -n "$DUAL" ] || return 0
+	check "curl -6 (by name: AAAA, IPv6 ClusterIP)" n < <(curl_each -6 -- "${URLS[@]}")
+	check "curl [IPv6 ClusterIP]" n < <(curl_each -g -- "${URLSN[@]}")
 }
 
 # ---- wget
@@ -180,14 +212,19 @@ case_wget() {
 	# (not -6: wget -6 sets IPV6_V6ONLY, and a v6-only socket cannot reach a
 	# v4-mapped address at all: ENETUNREACH on any host, zerohop or not)
 	check "wget [::ffff:VIP] (AF_INET6)" - < <(wget_each -- "${URLS6[@]}")
+	[ -n "$DUAL" ] || return 0
+	check "wget -6 (by name: AAAA; an IPV6_V6ONLY socket)" - < <(wget_each -6 -- "${URLS[@]}")
 }
 
 # ---- Python socket and urllib
 case_python() {
 	check "Python socket AF_INET (getaddrinfo)" 4 < <(x $PY "$CL/pyclients.py" sock 4 "${URLS[@]}")
 	check "Python socket AF_INET6 (getaddrinfo AI_V4MAPPED)" 6 < <(x $PY "$CL/pyclients.py" sock 6 "${URLS[@]}")
-	check "Python urllib (by name)" 4 < <(x $PY "$CL/pyclients.py" urllib "${URLS[@]}")
+	check "Python urllib (by name)" $BYNAME < <(x $PY "$CL/pyclients.py" urllib "${URLS[@]}")
 	check "Python urllib [::ffff:VIP] (AF_INET6)" 6 < <(x $PY "$CL/pyclients.py" urllib "${URLS6[@]}")
+	[ -n "$DUAL" ] || return 0
+	check "Python socket AF_INET6 [IPv6 ClusterIP]" n < <(x $PY "$CL/pyclients.py" sock 6 "${URLSN[@]}")
+	check "Python urllib [IPv6 ClusterIP]" n < <(x $PY "$CL/pyclients.py" urllib "${URLSN[@]}")
 }
 
 # ---- the JVM's HttpClient (when java is installed)
@@ -197,6 +234,8 @@ case_jvm() {
 	check "JVM java.net.http.HttpClient (default: dual-stack sockets)" - < <(x java -Xshare:auto -XX:TieredStopAtLevel=1 "$CL/HttpGet.java" "${URLS[@]}" 2>"$TMP/java.err")
 	c1=$(v6n)
 	ok "$([ $((c1 - c0)) -ge 4 ]; echo $?)" "  the JVM connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
+	[ -n "$DUAL" ] || return 0
+	check "JVM HttpClient [IPv6 ClusterIP]" - < <(x java -Xshare:auto -XX:TieredStopAtLevel=1 "$CL/HttpGet.java" "${URLSN[@]}" 2>>"$TMP/java.err")
 }
 
 # ---- Node.js http and fetch (when node is installed)
@@ -204,12 +243,16 @@ case_node() {
 	[ -n "$HAVE_NODE" ] || return
 	check "Node.js http (socket.remoteAddress)" a < <(x node "$CL/http_get.js" http "${URLS[@]}")
 	check "Node.js fetch" - < <(x node "$CL/http_get.js" fetch "${URLS[@]}")
+	[ -n "$DUAL" ] || return 0
+	check "Node.js http [IPv6 ClusterIP]" n < <(x node "$CL/http_get.js" http "${URLSN[@]}")
+	check "Node.js fetch [IPv6 ClusterIP]" - < <(x node "$CL/http_get.js" fetch "${URLSN[@]}")
 }
 
 # ---- Go net/http (when go is installed)
 case_go() {
 	if [ -n "$GOBIN" ]; then
 		check "Go net/http (RemoteAddr)" a < <(x "$GOBIN" "${URLS[@]}")
+		[ -z "$DUAL" ] || check "Go net/http [IPv6 ClusterIP]" n < <(x "$GOBIN" "${URLSN[@]}")
 	else
 		diag "Go: not run (no go toolchain: apt-get install golang-go)"
 	fi
@@ -237,6 +280,15 @@ case_grpc() {
 	ok "$([ $((c1 - c0)) -ge 12 ]; echo $?)" "  gRPC connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
 	printf '| gRPC python3-grpcio (default, dual-stack), L4 `grpc:50051` | %s | 12 channels: %s of 3 backends, one per channel | not built: the node proxy has no HTTP/2 yet | |\n' \
 		"$([ "$nok" = 12 ] && echo ok || echo FAIL)" "$nb" >>"$TABLE"
+	[ -n "$DUAL" ] || return 0
+	r=$(x $PY "$CL/pyclients.py" grpc-client "[${V6[grpc]}]:50051" 12 2>>"$TMP/grpc.err")
+	read -r nok per <<<"$r"
+	nb=$(echo "$per" | jq 'unique | length')
+	is "$nok" 12 "gRPC -> [IPv6 ClusterIP]:50051: 12 channels, every call answered"
+	ok "$([ "${nb:-0}" -ge 2 ] && echo "$per" | jq -e 'all(.[]; test("^srv-[ab]2?$"))' >/dev/null; echo $?)" \
+		"  one backend per channel, spread over the backends ($nb of 3)"
+	printf '| gRPC python3-grpcio, L4 `[IPv6 ClusterIP]:50051` | %s | 12 channels: %s of 3 backends, one per channel | | |\n' \
+		"$([ "$nok" = 12 ] && echo ok || echo FAIL)" "$nb" >>"$TABLE"
 }
 
 # ---- UDP: getaddrinfo + sendto/recvfrom, both families ---------------------------
@@ -247,11 +299,14 @@ case_udp() {
 			r=$(x $PY "$CL/pyclients.py" udp $fam $s 53 5)
 			want=srv-a; [ $s = udp-far ] && want=srv-b
 			src="${V[$s]}:53"; [ $fam = 6 ] && src="[::ffff:${V[$s]}]:53"
+			# dual-stack: getaddrinfo(AF_INET6) finds the AAAA first
+			[ $fam = 6 ] && [ -n "$DUAL" ] && src="[${V6[$s]}]:53"
 			is "$r" "5 $want $src" "UDP AF_INET$([ $fam = 6 ] && echo 6) -> $s:53: 5 answers from $want, reply source $src"
 			[ "$r" = "5 $want $src" ] && cells+=("ok (source $src)") || cells+=("FAIL: $r")
 		done
 		printf '| UDP getaddrinfo + sendto/recvfrom AF_INET%s | %s | %s | (UDP: L4 only) | |\n' \
-			"$([ $fam = 6 ] && echo "6 (AI_V4MAPPED)")" "${cells[@]}" >>"$TABLE"
+			"$([ $fam = 6 ] && { [ -n "$DUAL" ] && echo "6 (AAAA: IPv6 ClusterIP)" || echo "6 (AI_V4MAPPED)"; })" \
+			"${cells[@]}" >>"$TABLE"
 	done
 }
 

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # 87-proxy-ipv6.t — L7 Services reached by their IPv6 ClusterIP (dual-stack
 # lab t87, 2 nodes, mesh on; docs/ipv6.md "L7 over IPv6"): connect6 sends a
-# native IPv6 client's connection to its node's proxy as a v4-mapped
-# connection (bpf/lb.bpf.c invariant 9) and the proxy routes each request
-# by the Service's HTTPRoute, as it does for IPv4:
+# native IPv6 client's connection to its node's proxy, which listens on the
+# node's IPv6 address too (bpf/lb.bpf.c invariant 9), and the proxy routes
+# each request by the Service's HTTPRoute, as it does for IPv4:
 #   header and path matches pick the backend over IPv6 from both nodes, by
 #   address and by name (the cluster DNS's AAAA); getpeername shows the IPv6
 #   ClusterIP; requests reach the backends from the proxy's address; an
 #   annotated (zerohop.io/l7) Service goes through the proxy too; an IPv6
 #   single-stack L7 Service refuses at once (ECONNREFUSED, never balanced
 #   behind the route's back); the IPv4 ClusterIP of the same Service is
-#   routed the same.
+#   routed the same; an IPV6_V6ONLY client socket (Python, as wget -6
+#   makes) reaches it too;
+#   NetworkPolicy: an egress-isolated client is admitted to the proxy's
+#   IPv6 listener only through the redirect and judged per request by the
+#   proxy (200 when its policy allows the backend, 403 when not), and
+#   connecting to [NODE_IP6]:15001 by hand is denied (EPERM).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t87 curl
@@ -39,10 +44,12 @@ dual() { M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc "$@"; }
 YAML
 	m_idle client node-a
 	m_idle client-b node-b
+	m_idle egok node-a
+	m_idle egno node-a
 } >"$TMP/m.yaml"
 
 lab_up "dual-stack, with the mesh" -f "$TMP/m.yaml"
-wait_until 30 lab_running 4 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
+wait_until 30 lab_running 6 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
 ok $? "pods run, both agents applied the state"
 
 "$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
@@ -108,6 +115,58 @@ is "$(lab_exec client "$PY" "$V6P" tcp 6n "$SIX" 80 1 | jq -r '(.errors | keys |
 	"ECONNREFUSED fast" "an IPv6 single-stack L7 Service refuses at once (the proxy is reached over IPv4)"
 "$ZH" get backends --lab $LAB 2>&1 | grep -q "default/six port 80: its IPv6 ClusterIP refuses"
 ok $? "... and get backends says why"
+
+cat >"$TMP/v6only.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.settimeout(5)
+s.connect((sys.argv[1], 80))
+s.sendall(b"GET /v2/ HTTP/1.0\r\nHost: web\r\n\r\n")
+d = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    d += b
+print(d.split(b" ")[1].decode(), b'"hostname":"web-v2' in d)
+PY
+is "$(lab_exec client "$PY" "$TMP/v6only.py" "$V6" 2>&1)" "200 True" \
+	"an IPV6_V6ONLY socket reaches the L7 Service by its IPv6 ClusterIP (the proxy's IPv6 listener)"
+
+# ---- NetworkPolicy: the kernel admits the redirected socket, the proxy judges
+egress() {	# NAME APP PORT: app=APP may reach app=web pods on PORT only
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: $1}
+spec:
+  podSelector: {matchLabels: {app: $2}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {app: web}}}]
+    ports: [{port: $3}]
+---
+YAML
+}
+{ egress eg-ok egok 8080; egress eg-no egno 9999; } >"$TMP/np.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np.yaml" >"$TMP/apply.out" 2>&1
+ok $? "apply egress policies (egok: app=web:8080, egno: app=web:9999)" || sed 's/^/# /' "$TMP/apply.out"
+sleep 1.2	# in force within 1 s
+code() { lab_exec "$1" curl -6 -s -o /dev/null -m 3 -w '%{http_code}' "http://[$V6]$2"; }
+is "$(code egok / ) $(code egok /v2/)" "200 200" \
+	"egress-isolated client allowed to app=web:8080: 200 over IPv6 through the proxy (admitted to its IPv6 listener)"
+is "$(code egno /)" "403" "egress-isolated client allowed only app=web:9999: 403 from the proxy (judged per request)"
+N6=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip6')
+r=$(lab_exec egno "$PY" -c "
+import socket
+s = socket.socket(socket.AF_INET6)
+s.settimeout(2)
+try:
+    s.connect(('$N6', 15001)); print('connected')
+except OSError as e:
+    print(e.strerror)")
+is "$r" "Operation not permitted" "egno connecting to [$N6]:15001 by hand (no redirect): denied at connect (EPERM)"
 
 out=$(printf "$routes" | req client "$V4")
 is "$(echo "$out" | head -1)" "peer v4 $V4:80" "the IPv4 ClusterIP of the same Service"

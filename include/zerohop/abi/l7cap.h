@@ -18,6 +18,14 @@
  *      client's final ACK is sent, so before the proxy can accept().
  *   3. The proxy, at accept(): look up zh_l7cap_orig by the peer address,
  *      delete it, and route as if connected to that ClusterIP:port.
+ * IPv6 (docs/ipv6.md "L7 over IPv6"): a proxy with an IPv6 address also
+ * writes it into zh_l7cap_cfg6[0] and listens there; connect6 then sends
+ * a native IPv6 client to it (the cookie entry as in step 1), sock_ops
+ * moves the entry to zh_l7cap_orig6[{client ip6, port}], and the proxy
+ * looks it up there for a connection accepted on its IPv6 listener.
+ * Without an IPv6 address (zh_l7cap_cfg6[0] zero) connect6 sends the
+ * native client to the IPv4 address v4-mapped. The IPv4 maps and their
+ * layout are unchanged: pins of an older agent or proxy stay valid.
  * Invariant: the proxy's own upstream sockets are never redirected: the
  * agent attaches connect4 to the node cgroup (so it applies to the pod
  * cgroups below it) and the proxy runs in the node's network namespace but
@@ -39,6 +47,8 @@
 #define ZH_L7CAP_SOCK_MAP	"zh_l7cap_sock"	/* pinned names, under the node pin dir */
 #define ZH_L7CAP_ORIG_MAP	"zh_l7cap_orig"
 #define ZH_L7CAP_CFG_MAP	"zh_l7cap_cfg"
+#define ZH_L7CAP_ORIG6_MAP	"zh_l7cap_orig6"
+#define ZH_L7CAP_CFG6_MAP	"zh_l7cap_cfg6"
 
 struct zh_l7cap_dst {		/* original destination (ClusterIP:port) */
 	__be32 ip;
@@ -63,6 +73,23 @@ struct zh_l7cap_cfg {
 	__u16 pad;
 };
 _Static_assert(sizeof(struct zh_l7cap_cfg) == 8, "zh_l7cap_cfg size");
+
+/* An IPv6 client as the proxy's IPv6 listener sees the peer. */
+struct zh_l7cap_client6 {
+	__u8 ip[16];
+	__be16 port;
+	__u16 pad;		/* zero */
+};
+_Static_assert(sizeof(struct zh_l7cap_client6) == 20, "zh_l7cap_client6 size");
+
+/* The proxy's IPv6 capture address: zh_l7cap_cfg6[0] and the rodata of
+ * bpf/l7cap.bpf.c. All-zero proxy_ip6: the proxy has no IPv6 listener. */
+struct zh_l7cap_cfg6 {
+	__u8 proxy_ip6[16];	/* node IPv6 address */
+	__be16 proxy_port;	/* htons(ZH_L7CAP_PORT) */
+	__u16 pad;
+};
+_Static_assert(sizeof(struct zh_l7cap_cfg6) == 20, "zh_l7cap_cfg6 size");
 
 #ifdef __bpf__
 /* zh_l7cap_sock: socket cookie -> original destination; written by connect4. */
@@ -93,6 +120,25 @@ struct {
 	__type(value, struct zh_l7cap_cfg);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } zh_l7cap_cfg SEC(".maps");
+
+/* zh_l7cap_orig6: IPv6 client {ip6, port} -> original destination (the
+ * IPv4 ClusterIP the proxy routes by); as zh_l7cap_orig. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ZH_L7CAP_MAX);
+	__type(key, struct zh_l7cap_client6);
+	__type(value, struct zh_l7cap_dst);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} zh_l7cap_orig6 SEC(".maps");
+
+/* zh_l7cap_cfg6: [0] = the node proxy's IPv6 capture address, or zero. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zh_l7cap_cfg6);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} zh_l7cap_cfg6 SEC(".maps");
 #endif
 
 #endif

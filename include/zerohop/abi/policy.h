@@ -200,7 +200,7 @@ struct pol_sk6 {
 	pol_u8 verdict;		/* enum pol_verdict */
 	pol_u8 orient;		/* enum pol_dir */
 	pol_u8 reason;		/* enum pol_drop_reason */
-	pol_u8 pad;
+	pol_u8 flags;		/* enum pol_sk_flags (was padding: same layout) */
 	pol_u32 peer[4];	/* network order */
 	pol_u16 lport;		/* network order */
 	pol_u16 pport;

@@ -4,7 +4,8 @@
 Servers (run as pod commands):
   who-tcp PORT            accept, send "HOSTNAME\\n", close
   stream-tcp PORT         send "HOSTNAME SEQ\\n" every 10 ms until the peer goes
-  who-udp PORT            answer every datagram with "HOSTNAME"
+  who-udp PORT [6]        answer every datagram with "HOSTNAME" (6: on a
+                          dual-stack [::] socket)
 Clients (run with `zerohop lab exec POD -- python3 lbprobe.py ...`), each
 prints one JSON object:
   conns HOST PORT N                 N sequential connections: counts per hostname,
@@ -62,9 +63,14 @@ def stream_tcp(port):
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
-def who_udp(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", port))
+def who_udp(port, fam="4"):
+    if fam == "6":  # dual-stack: [::], IPv4 clients as ::ffff:a.b.c.d
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", port))
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", port))
     while True:
         d, a = s.recvfrom(2048)
         s.sendto(hostname(), a)
@@ -192,7 +198,7 @@ def main(a):
     elif cmd == "stream-tcp":
         stream_tcp(int(a[1]))
     elif cmd == "who-udp":
-        who_udp(int(a[1]))
+        who_udp(int(a[1]), *a[2:3])
     elif cmd == "conns":
         conns(a[1], int(a[2]), int(a[3]))
     elif cmd == "loop":
