@@ -91,32 +91,10 @@ PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 ok $([ -e $PIN/zh_l7cap_sock ] && [ -e $PIN/zh_l7cap_orig ] && [ -e $PIN/zh_l7cap_cfg ]; echo $?) \
 	"capture maps pinned in $PIN"
 
-# The client: NAME HOST:PORT then request lines "PATH [HEADER: VALUE]" on one
-# keep-alive connection; prints the peer name, then per request "status
-# hostname remote".
-cat >"$TMP/cl.py" <<'PY'
-import http.client, json, sys
-host, port = sys.argv[1], int(sys.argv[2])
-c = http.client.HTTPConnection(host, port, timeout=5)
-c.connect()
-print("peer %s:%d" % c.sock.getpeername())
-for line in sys.stdin:
-    parts = line.split(None, 1)
-    hdrs = {}
-    if len(parts) > 1:
-        k, v = parts[1].split(":", 1)
-        hdrs[k.strip()] = v.strip()
-    c.request("GET", parts[0], headers=hdrs)
-    r = c.getresponse()
-    body = r.read()
-    try:
-        j = json.loads(body)
-        print(r.status, j.get("hostname", "-"), j.get("remote", "-").rsplit(":", 1)[0])
-    except ValueError:
-        print(r.status, "-", "-")
-PY
+# The client: request lines "PATH [HEADER: VALUE]" on one keep-alive
+# connection (tests/tools/clients/http_keepalive.py)
 req() {	# VIP then request lines on stdin
-	lab_exec client "$PY" "$TMP/cl.py" "$1" 80 2>>"$TMP/cl.err"
+	lab_exec client "$PY" "$ROOT/tests/tools/clients/http_keepalive.py" "$1" 80 2>>"$TMP/cl.err"
 }
 px_stat() {	# NODE METRIC: sum of the proxy's counter
 	"$ZH" lab exec --lab $LAB --node $1 -- curl -s -m 3 \

@@ -61,33 +61,12 @@ st() { "$ZH" lab status --lab $LAB -o json; }
 pxaddr() { st | jq -r ".nodes[] | select(.name==\"$1\") | .podCIDR" | awk -F'[./]' '{print $1"."$2"."$3"."$4+1}'; }
 PXA=$(pxaddr node-a) PXB=$(pxaddr node-b)
 
-# The client: HOST PORT, then request lines "PATH [HEADER: VALUE]" on one
-# keep-alive connection; prints the peer name, then per request "status
-# hostname remote" (the echo backend's JSON).
-cat >"$TMP/cl.py" <<'PY'
-import http.client, json, socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
-c = http.client.HTTPConnection(host, port, timeout=5)
-c.connect()
-p = c.sock.getpeername()
-print("peer %s %s:%d" % ("v6" if c.sock.family == socket.AF_INET6 else "v4", p[0], p[1]))
-for line in sys.stdin:
-    parts = line.split(None, 1)
-    hdrs = {}
-    if len(parts) > 1:
-        k, v = parts[1].split(":", 1)
-        hdrs[k.strip()] = v.strip()
-    c.request("GET", parts[0], headers=hdrs)
-    r = c.getresponse()
-    body = r.read()
-    try:
-        j = json.loads(body)
-        print(r.status, j.get("hostname", "-").rsplit("-", 2)[0], j.get("remote", "-").rsplit(":", 1)[0])
-    except ValueError:
-        print(r.status, "-", "-")
-PY
+# request lines "PATH [HEADER: VALUE]" on one keep-alive connection
+# (tests/tools/clients/http_keepalive.py); hostnames without the
+# Deployment's suffixes
 req() { # POD HOST, request lines on stdin
-	lab_exec "$1" "$PY" "$TMP/cl.py" "$2" 80 2>>"$TMP/cl.err"
+	lab_exec "$1" "$PY" "$ROOT/tests/tools/clients/http_keepalive.py" "$2" 80 2>>"$TMP/cl.err" |
+		awk 'NR > 1 { sub(/-[^-]*-[^-]*$/, "", $2) } { print }'
 }
 routes='/\n/v2/x\n/ x-version: canary\n/other x-version: stable\n'
 up6() { printf '/\n' | req client "$V6" | grep -q '^200 '; }
@@ -98,7 +77,7 @@ for pod in client client-b; do
 	px=$PXA
 	[ $pod = client-b ] && px=$PXB
 	out=$(printf "$routes" | req $pod "$V6")
-	is "$(echo "$out" | head -1)" "peer v6 $V6:80" "$pod: an AF_INET6 socket, getpeername shows the IPv6 ClusterIP"
+	is "$(echo "$out" | head -1)" "peer [$V6]:80" "$pod: an AF_INET6 socket, getpeername shows the IPv6 ClusterIP"
 	is "$(echo "$out" | sed 1d | awk '{ print $1, $2 }' | tr '\n' ' ')" \
 		"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " \
 		"$pod: / → v1, /v2/x → v2, x-version: canary → v2, other header → v1 (one keep-alive connection over IPv6)"
@@ -169,7 +148,7 @@ except OSError as e:
 is "$r" "Operation not permitted" "egno connecting to [$N6]:15001 by hand (no redirect): denied at connect (EPERM)"
 
 out=$(printf "$routes" | req client "$V4")
-is "$(echo "$out" | head -1)" "peer v4 $V4:80" "the IPv4 ClusterIP of the same Service"
+is "$(echo "$out" | head -1)" "peer $V4:80" "the IPv4 ClusterIP of the same Service"
 is "$(echo "$out" | sed 1d | awk '{ print $1, $2 }' | tr '\n' ' ')" \
 	"200 web-v1 200 web-v2 200 web-v2 200 web-v1 " "... is routed the same"
 done_testing
