@@ -38,8 +38,12 @@
  *     i.e. after it left ESTABLISHED, so the peer finds the value published.
  *  3. An event that finds the ring buffer full is counted (ZH_OBS_ST_LOST),
  *     never retried: metrics may undercount, the datapath never waits.
- *  4. Only IPv4 connections (AF_INET, or AF_INET6 with v4-mapped ends);
- *     native IPv6 is ignored like everywhere else in zerohop.
+ *  4. IPv4 connections (AF_INET, or AF_INET6 with v4-mapped ends) fill
+ *     saddr/daddr/vip; a native IPv6 one fills saddr6/daddr6/vip6 and
+ *     sets ZH_OBS_F_V6 (the IPv4 code path is what it was). Its CLOSE
+ *     carries its Service too (vip6 does not fit the agent's pairing
+ *     table, invariant 9), and it has no short-circuit bytes: the
+ *     same-node short-circuit takes IPv4 connections only.
  *  5. Never changes a verdict: every program returns 1 and touches no
  *     address; connect4/6 only read the retval of the hooks before them.
  *  7. Open and close events are written without waking the agent (one
@@ -129,16 +133,29 @@ static __always_inline void obs_count(__u32 idx)
 		*v += 1;	/* per-CPU slot */
 }
 
-static __always_inline struct zh_obs_event *obs_reserve(void)
+/* A zeroed record: struct zh_obs_event, or with v6 (a constant the
+ * verifier sees on each path: it bounds what the record may be written
+ * at) a struct zh_obs_event6 (invariant 4). */
+static __always_inline struct zh_obs_event *obs_reserve(const int v6)
 {
-	struct zh_obs_event *e = bpf_ringbuf_reserve(&obs_events, sizeof(*e), 0);
+	struct zh_obs_event *e;
 
+	if (v6) {
+		e = bpf_ringbuf_reserve(&obs_events, sizeof(struct zh_obs_event6), 0);
+		if (e)
+			__builtin_memset(e, 0, sizeof(struct zh_obs_event6));
+	} else {
+		e = bpf_ringbuf_reserve(&obs_events, sizeof(*e), 0);
+		if (e)
+			__builtin_memset(e, 0, sizeof(*e));
+	}
 	if (!e) {
 		obs_count(ZH_OBS_ST_LOST);	/* invariant 3 */
 		return NULL;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
 	e->ts_ns = bpf_ktime_get_ns();
+	if (v6)
+		e->flags = ZH_OBS_F_V6;
 	return e;
 }
 
@@ -154,51 +171,70 @@ static __always_inline void obs_submit(struct zh_obs_event *e)
 
 /* ---- sock_ops: open, close, fail ----------------------------------------- */
 
-/* Fill the addresses of e from skops; 0 for a native IPv6 connection. */
-static __always_inline int obs_addrs(struct zh_obs_event *e, struct bpf_sock_ops *skops)
+/* A TCP socket of either family we count (invariant 4)? */
+static __always_inline int obs_family_ok(struct bpf_sock_ops *skops)
 {
-	__u32 lip, rip;
+	__u32 f = skops->family;
 
-	if (!zh_sockops_v4(skops, &lip, &rip))
-		return 0;
-	e->saddr = lip;
-	e->daddr = rip;
-	e->sport = (__u16)skops->local_port;
-	e->dport = (__u16)bpf_ntohl(skops->remote_port);
-	return 1;
+	return f == ZH_AF_INET || f == ZH_AF_INET6;
 }
 
-/* An event of this socket: reserved, addresses and cookie filled; NULL for
- * a native IPv6 connection (invariant 4) or a full ring (invariant 3). */
-static __always_inline struct zh_obs_event *obs_reserve_sk(struct bpf_sock_ops *skops)
+/* An event of this socket: reserved, addresses and cookie filled; *v6
+ * set to 0 or 1 as a constant on each path (invariant 4); NULL for a
+ * full ring (invariant 3). */
+static __always_inline struct zh_obs_event *obs_reserve_sk(struct bpf_sock_ops *skops, int *v6)
 {
-	struct zh_obs_event *e = obs_reserve();
+	struct zh_obs_event *e;
+	__u32 lip, rip;
 
-	if (!e)
-		return NULL;
-	if (!obs_addrs(e, skops)) {
-		bpf_ringbuf_discard(e, 0);
-		return NULL;
+	if (zh_sockops_v4(skops, &lip, &rip)) {
+		*v6 = 0;
+		e = obs_reserve(0);
+		if (!e)
+			return NULL;
+		e->saddr = lip;
+		e->daddr = rip;
+	} else {
+		struct zh_obs_event6 *e6;
+
+		*v6 = 1;
+		e = obs_reserve(1);
+		if (!e)
+			return NULL;
+		e6 = (struct zh_obs_event6 *)e;
+		/* word by word through volatile reads: clang would merge two
+		 * context loads into one 8-byte load, which the verifier
+		 * refuses */
+		for (int i = 0; i < 4; i++) {
+			((__u32 *)e6->saddr6)[i] = *(volatile __u32 *)&skops->local_ip6[i];
+			((__u32 *)e6->daddr6)[i] = *(volatile __u32 *)&skops->remote_ip6[i];
+		}
 	}
+	e->sport = (__u16)skops->local_port;
+	e->dport = (__u16)bpf_ntohl(skops->remote_port);
 	e->cookie = bpf_get_socket_cookie(skops);
 	return e;
 }
 
 /* The Service a client socket asked for (lb_sock, written at connect). */
-static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk)
+static __always_inline void obs_svc(struct zh_obs_event *e, struct bpf_sock *sk, const int v6)
 {
 	struct zh_lb_sock_val *sv = bpf_sk_storage_get(&lb_sock, sk, 0, 0);
 
 	if (!sv)
 		return;
-	__builtin_memcpy(&e->vip, &sv->vip[12], 4);
+	if (v6)
+		__builtin_memcpy(((struct zh_obs_event6 *)e)->vip6, sv->vip, 16);
+	else
+		__builtin_memcpy(&e->vip, &sv->vip[12], 4);
 	e->vport = bpf_ntohs(sv->vport);
 	e->flags |= ZH_OBS_F_SVC;
 }
 
 /* ---- connect: refusals by the hooks before us -------------------------- */
 
-static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
+/* dst6: a native IPv6 destination (16 bytes), else NULL and dst. */
+static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst, const __u32 *dst6)
 {
 	struct zh_obs_event *e;
 	int rv;
@@ -208,9 +244,11 @@ static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
 	rv = bpf_get_retval();
 	if (rv >= 0)
 		return 1;
-	e = obs_reserve();
+	e = obs_reserve(dst6 != NULL);
 	if (!e)
 		return 1;
+	if (dst6)
+		__builtin_memcpy(((struct zh_obs_event6 *)e)->daddr6, dst6, 16);
 	e->type = ZH_OBS_EV_DROP;
 	e->role = ZH_OBS_ROLE_CLIENT;
 	e->reason = rv == -ECONNREFUSED ? ZH_OBS_R_NO_BACKEND :
@@ -220,7 +258,7 @@ static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
 	e->daddr = dst;
 	e->dport = bpf_ntohs((__u16)ctx->user_port);
 	if (ctx->sk)	/* the LB translated before policy refused: its VIP */
-		obs_svc(e, ctx->sk);
+		obs_svc(e, ctx->sk, dst6 != NULL);
 	obs_submit(e);
 	return 1;	/* invariant 5 */
 }
@@ -228,40 +266,38 @@ static __always_inline int obs_connect(struct bpf_sock_addr *ctx, __u32 dst)
 SEC("cgroup/connect4")
 int zh_obs_connect4(struct bpf_sock_addr *ctx)
 {
-	return obs_connect(ctx, ctx->user_ip4);
+	return obs_connect(ctx, ctx->user_ip4, NULL);
 }
 
 SEC("cgroup/connect6")
 int zh_obs_connect6(struct bpf_sock_addr *ctx)
 {
-	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2]))
-		return 1;	/* invariant 4 */
-	return obs_connect(ctx, ctx->user_ip6[3]);
+	if (!zh_is_v4mapped(ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2])) {
+		__u32 d[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
+			       ctx->user_ip6[3] };
+
+		return obs_connect(ctx, 0, d);	/* invariant 4 */
+	}
+	return obs_connect(ctx, ctx->user_ip6[3], NULL);
 }
 
 static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)
 {
 	struct bpf_sock *sk = skops->sk;
 	struct zh_obs_event *e;
-	__u32 lip, rip;
+	int v6;
 
-	/* native IPv6 (invariant 4): no event, no state callbacks (inv. 8) */
-	if (!sk || !zh_sockops_v4(skops, &lip, &rip))
+	if (!sk || !obs_family_ok(skops))
 		return;
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
-	e = obs_reserve();
+	e = obs_reserve_sk(skops, &v6);
 	if (!e)
 		return;	/* its CLOSE finds no OPEN in the agent: not counted */
-	e->saddr = lip;
-	e->daddr = rip;
-	e->sport = (__u16)skops->local_port;
-	e->dport = (__u16)bpf_ntohl(skops->remote_port);
-	e->cookie = bpf_get_socket_cookie(skops);
 	e->type = ZH_OBS_EV_OPEN;
 	e->role = role;
 	e->srtt_us = skops->srtt_us >> 3;
 	if (role == ZH_OBS_ROLE_CLIENT)
-		obs_svc(e, sk);
+		obs_svc(e, sk, v6);
 	obs_submit(e);
 }
 
@@ -318,22 +354,25 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 	struct zh_obs_event *e;
 	struct zh_accel_sk *as;
 	__u64 *rx;
+	int v6;
 
 	if (!sk)
 		return;
-	e = obs_reserve_sk(skops);
+	e = obs_reserve_sk(skops, &v6);
 	if (!e)
 		return;
 	if (old == TCP_SYN_SENT_STATE) {
 		e->type = ZH_OBS_EV_FAIL;
 		e->reason = ZH_OBS_R_REFUSED;
 		e->role = ZH_OBS_ROLE_CLIENT;
-		obs_svc(e, sk);
+		obs_svc(e, sk, v6);
 		obs_submit(e);
 		return;
 	}
 	e->type = ZH_OBS_EV_CLOSE;
-	e->flags = ZH_OBS_F_RAW;
+	e->flags |= ZH_OBS_F_RAW;
+	if (v6)
+		obs_svc(e, sk, 1);	/* invariant 4 */
 	e->srtt_us = skops->srtt_us >> 3;
 	e->bytes_sent = obs_sent_but_syn(skops, old);
 	e->bytes_recv = obs_payload_recv(skops, old);
@@ -355,18 +394,15 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 SEC("sockops")
 int zh_obs_sockops(struct bpf_sock_ops *skops)
 {
-	__u32 old, new, lip, rip;
+	__u32 old, new;
 
 	/* The op first (invariant 8): of the ~17 callbacks of a connection
 	 * (9 without the state ones, docs/observability.md "Cost"), 7 are
 	 * nothing to us; they return before any other context read. */
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		/* see SYN_SENT -> CLOSE (a failed connect); not on a native
-		 * IPv6 socket, which is never counted (invariant 4): the flag
-		 * would make every sock_ops program on the cgroup run on each
-		 * of its state changes for nothing */
-		if (zh_sockops_v4(skops, &lip, &rip))
+		/* see SYN_SENT -> CLOSE (a failed connect) */
+		if (obs_family_ok(skops))
 			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
 							 BPF_SOCK_OPS_STATE_CB_FLAG);
 		break;

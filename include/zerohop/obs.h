@@ -67,8 +67,9 @@ void ag_obs_set_agent_stats(struct ag_obs *ob, const struct ag_obs_agent_stats *
 /* Without the kernel (tests/unit/agent/test_obs_labels.c): an ag_obs with
  * its label and series tables only (no BPF, no listener; free with
  * ag_obs_close(ob, 0)); ag_obs_feed() takes one event as the ring buffer
- * would give it (labels resolved then, obs.c O3), ag_obs_write_metrics()
- * writes what GET /metrics answers. */
+ * would give it (labels resolved then, obs.c O3; a ZH_OBS_F_V6 event is
+ * the e of a struct zh_obs_event6), ag_obs_write_metrics() writes what
+ * GET /metrics answers. */
 struct ag_obs *ag_obs_new_detached(const char *node, int max_series);
 void ag_obs_feed(struct ag_obs *ob, const struct zh_obs_event *e);
 void ag_obs_write_metrics(struct ag_obs *ob, FILE *f);

@@ -67,6 +67,13 @@
  *      the ring lost), counted in zerohop_obs_unpaired_closes_total.
  *      Connections open when the agent (re)started are not counted at
  *      close either (their OPEN went to the agent before).
+ *  O12. A native IPv6 event (ZH_OBS_F_V6, bpf/obs.bpf.c invariant 4) is
+ *      labelled as the same pods and Services over IPv4 would be: a pod
+ *      by its IPv6 (ob->pods6, its IPv4 pod entry), a Service by its
+ *      IPv6 ClusterIP (an entry of ob->svcs with v6 set, the same names),
+ *      an endpoint as the pod's IPv4 one (O7); so a dual-stack Service's
+ *      connections of both families count in one series. Only the flow
+ *      log shows the IPv6 addresses.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -128,6 +135,8 @@ struct svc_ent {
 	uint32_t vip;
 	uint16_t port;		/* host order */
 	uint8_t l7;
+	uint8_t v6;		/* O12: an IPv6 ClusterIP, in vip6 (vip 0) */
+	uint8_t vip6[16];
 	const char *name, *ns;
 	const char *fqdn;	/* NAME.NS.svc.cluster.local: the metric label */
 };
@@ -139,10 +148,16 @@ struct ep_ent {
 	int svc;		/* index in ob->svcs, -1 when ambiguous */
 };
 
+/* O12: a pod's IPv6 -> its entry in ob->pods (sorted by ip6). */
+struct pod6_ent {
+	uint8_t ip6[16];
+	const struct pod_ent *p;
+};
+
 /* One flow-log entry: the event as the kernel gave it, formatted only when
  * someone reads it (O5). */
 struct flow {
-	struct zh_obs_event e;
+	struct zh_obs_event6 e;	/* an IPv4 event: its IPv6 fields zero */
 	uint32_t sip;		/* a drop's source, resolved from its cgroup */
 	double t;		/* wall-clock time of the event */
 };
@@ -185,6 +200,8 @@ struct ag_obs {
 	/* labels (O3) */
 	struct pod_ent *pods;
 	int n_pods;
+	struct pod6_ent *pods6;	/* O12 */
+	int n_pods6;
 	struct svc_ent *svcs;
 	int n_svcs;
 	struct ep_ent *eps;	/* O7, sorted by (ip, port), unique */
@@ -240,10 +257,27 @@ static int ep_cmp(const void *a, const void *b)
 static int svc_cmp(const void *a, const void *b)
 {
 	const struct svc_ent *x = a, *y = b;
+	int c;
 
+	if (x->v6 != y->v6)
+		return (int)x->v6 - (int)y->v6;
+	if (x->v6 && (c = memcmp(x->vip6, y->vip6, 16)))
+		return c;
 	if (x->vip != y->vip)
 		return x->vip < y->vip ? -1 : 1;
 	return (int)x->port - (int)y->port;
+}
+
+static int pod6_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct pod6_ent *)a)->ip6, ((const struct pod6_ent *)b)->ip6, 16);
+}
+
+static bool is_v4mapped(const uint8_t a[16])
+{
+	static const uint8_t pre[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(a, pre, sizeof(pre));
 }
 
 /* Append s to the arena at *at (sized by the caller's first pass); a
@@ -295,7 +329,9 @@ static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 		uint32_t vip;
 		int si;
 
-		if (s->key.proto != ZH_LB_TCP)
+		/* an IPv6 entry's endpoints are its pods' IPv6 addresses: an
+		 * IPv6 connection finds them as the pod's IPv4 ones (O12) */
+		if (s->key.proto != ZH_LB_TCP || !is_v4mapped(s->key.vip))
 			continue;
 		memcpy(&vip, &s->key.vip[12], 4);
 		si = svc_idx(ob, vip, ntohs(s->key.port));
@@ -397,6 +433,20 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		ob->n_pods = n;
 		qsort(ob->pods, (size_t)n, sizeof(*ob->pods), pod_cmp);
 	}
+	/* O12: pods by IPv6, pointing at their (now sorted) IPv4 entries */
+	free(ob->pods6);
+	ob->pods6 = zh_calloc((size_t)st->n_pods + 1, sizeof(*ob->pods6));
+	ob->n_pods6 = 0;
+	for (i = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+		const struct pod_ent *pe;
+
+		if (IN6_IS_ADDR_UNSPECIFIED(&p->ip6) || !(pe = pod_of(ob, p->ip)))
+			continue;
+		memcpy(ob->pods6[ob->n_pods6].ip6, &p->ip6, 16);
+		ob->pods6[ob->n_pods6++].p = pe;
+	}
+	qsort(ob->pods6, (size_t)ob->n_pods6, sizeof(*ob->pods6), pod6_cmp);
 	free(ob->svcs);
 	ob->svcs = NULL;
 	ob->n_svcs = 0;
@@ -412,7 +462,12 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 
 		if (s->key.proto != ZH_LB_TCP)
 			continue;
-		memcpy(&e->vip, &s->key.vip[12], 4);
+		if (is_v4mapped(s->key.vip)) {
+			memcpy(&e->vip, &s->key.vip[12], 4);
+		} else {	/* O12 */
+			e->v6 = 1;
+			memcpy(e->vip6, s->key.vip, 16);
+		}
 		e->port = ntohs(s->key.port);
 		e->l7 = !!(s->flags & ZH_LB_F_L7);
 		e->name = arena_put(&at, s->name, NULL);
@@ -456,6 +511,29 @@ static const struct svc_ent *svc_of(const struct ag_obs *ob, uint32_t vip, uint1
 	int i = svc_idx(ob, vip, port);
 
 	return i >= 0 ? &ob->svcs[i] : NULL;
+}
+
+/* O12: the Service of an IPv6 ClusterIP:port, and the pod of an IPv6. */
+static const struct svc_ent *svc_of6(const struct ag_obs *ob, const uint8_t vip6[16], uint16_t port)
+{
+	struct svc_ent k = { .v6 = 1, .port = port };
+
+	if (!ob->n_svcs)
+		return NULL;
+	memcpy(k.vip6, vip6, 16);
+	return bsearch(&k, ob->svcs, (size_t)ob->n_svcs, sizeof(k), svc_cmp);
+}
+
+static const struct pod_ent *pod_of6(const struct ag_obs *ob, const uint8_t ip6[16])
+{
+	struct pod6_ent k;
+	const struct pod6_ent *e;
+
+	if (!ob->n_pods6)
+		return NULL;
+	memcpy(k.ip6, ip6, 16);
+	e = bsearch(&k, ob->pods6, (size_t)ob->n_pods6, sizeof(k), pod6_cmp);
+	return e ? e->p : NULL;
 }
 
 /* O7: the one Service whose endpoint ip:port is, or NULL. */
@@ -570,12 +648,16 @@ static void follow_send(struct ag_obs *ob, const char *line, size_t len)
 	}
 }
 
-static void put_end(char *b, size_t n, size_t *o, const char *key, uint32_t ip, int port,
-		    const struct pod_ent *p, const struct svc_ent *svc)
+/* ip6: the end's IPv6 address (O12), else NULL and ip. */
+static void put_end(char *b, size_t n, size_t *o, const char *key, uint32_t ip,
+		    const uint8_t *ip6, int port, const struct pod_ent *p, const struct svc_ent *svc)
 {
-	char a[16];
+	char a[INET6_ADDRSTRLEN];
 
-	inet_ntop(AF_INET, &ip, a, sizeof(a));
+	if (ip6)
+		inet_ntop(AF_INET6, ip6, a, sizeof(a));
+	else
+		inet_ntop(AF_INET, &ip, a, sizeof(a));
 	*o += (size_t)snprintf(b + *o, n - *o, "\"%s\":{\"ip\":\"%s\",\"port\":%d", key, a, port);
 	if (p)
 		*o += (size_t)snprintf(b + *o, n - *o,
@@ -588,29 +670,47 @@ static void put_end(char *b, size_t n, size_t *o, const char *key, uint32_t ip, 
 
 /* Who the event is between, as Istio sees it (the client is the source). */
 struct ends {
-	uint32_t sip, dip;
+	uint32_t sip, dip;	/* IPv4, or (O12) the IPv6 ends' pods' IPv4 */
+	const uint8_t *sip6, *dip6;	/* O12: the IPv6 addresses, else NULL */
 	int sport, dport, client;
 	const struct pod_ent *sp, *dp;
 	const struct svc_ent *svc;
 };
 
-static void resolve(const struct ag_obs *ob, const struct zh_obs_event *e, uint32_t drop_sip,
+static void resolve(const struct ag_obs *ob, const struct zh_obs_event6 *w, uint32_t drop_sip,
 		    struct ends *x)
 {
+	const struct zh_obs_event *e = &w->e;
+	bool v6 = e->flags & ZH_OBS_F_V6;
+
 	x->client = e->role != ZH_OBS_ROLE_SERVER;
 	x->sip = x->client ? e->saddr : e->daddr;
 	x->sport = x->client ? e->sport : e->dport;
 	x->dip = x->client ? e->daddr : e->saddr;
 	x->dport = x->client ? e->dport : e->sport;
-	if (e->type == ZH_OBS_EV_DROP && !x->sip)
+	x->sip6 = x->dip6 = NULL;
+	if (v6) {	/* O12 */
+		x->sip6 = x->client ? w->saddr6 : w->daddr6;
+		x->dip6 = x->client ? w->daddr6 : w->saddr6;
+		x->sp = pod_of6(ob, x->sip6);
+		x->dp = pod_of6(ob, x->dip6);
+		x->sip = x->sp ? x->sp->ip : 0;
+		x->dip = x->dp ? x->dp->ip : 0;
+	}
+	if (e->type == ZH_OBS_EV_DROP && !x->sip) {
 		x->sip = drop_sip;
-	x->sp = pod_of(ob, x->sip);
-	x->dp = pod_of(ob, x->dip);
+		x->sip6 = NULL;
+	}
+	if (!v6 || (e->type == ZH_OBS_EV_DROP && !x->sip6)) {
+		x->sp = pod_of(ob, x->sip);
+		if (!v6)
+			x->dp = pod_of(ob, x->dip);
+	}
 	x->svc = NULL;
 	if (e->flags & ZH_OBS_F_SVC)
-		x->svc = svc_of(ob, e->vip, e->vport);
-	else if (e->type == ZH_OBS_EV_DROP)
-		x->svc = svc_of(ob, e->daddr, e->dport);	/* refused: never rewritten */
+		x->svc = v6 ? svc_of6(ob, w->vip6, e->vport) : svc_of(ob, e->vip, e->vport);
+	else if (e->type == ZH_OBS_EV_DROP)	/* refused: never rewritten */
+		x->svc = v6 ? svc_of6(ob, w->daddr6, e->dport) : svc_of(ob, e->daddr, e->dport);
 	else
 		x->svc = svc_of_ep(ob, x->dip, (uint16_t)x->dport);	/* O7 */
 }
@@ -619,11 +719,11 @@ static void resolve(const struct ag_obs *ob, const struct zh_obs_event *e, uint3
  * its length, or 0 when it does not fit. */
 static size_t flow_line(const struct ag_obs *ob, const struct flow *f, char *line, size_t n)
 {
-	const struct zh_obs_event *e = &f->e;
+	const struct zh_obs_event *e = &f->e.e;
 	struct ends x;
 	size_t o = 0;
 
-	resolve(ob, e, f->sip, &x);
+	resolve(ob, &f->e, f->sip, &x);
 	o += (size_t)snprintf(line + o, n - o,
 			      "{\"time\":%.6f,\"node\":\"%s\",\"type\":\"%s\",\"verdict\":\"%s\","
 			      "\"reason\":\"%s\",\"reporter\":\"%s\",",
@@ -631,9 +731,9 @@ static size_t flow_line(const struct ag_obs *ob, const struct flow *f, char *lin
 			      e->type == ZH_OBS_EV_DROP ? "DROPPED" :
 			      e->type == ZH_OBS_EV_FAIL ? "ERROR" : "FORWARDED",
 			      reason_name(e->reason), x.client ? "source" : "destination");
-	put_end(line, n, &o, "source", x.sip, x.sport, x.sp, NULL);
+	put_end(line, n, &o, "source", x.sip, x.sip6, x.sport, x.sp, NULL);
 	o += (size_t)snprintf(line + o, n - o, ",");
-	put_end(line, n, &o, "destination", x.dip, x.dport, x.dp, x.svc);
+	put_end(line, n, &o, "destination", x.dip, x.dip6, x.dport, x.dp, x.svc);
 	if (e->type == ZH_OBS_EV_CLOSE)
 		o += (size_t)snprintf(line + o, n - o,
 				      ",\"bytes_sent\":%llu,\"bytes_received\":%llu,\"srtt_us\":%u,"
@@ -675,8 +775,11 @@ static void open_put(struct ag_obs *ob, const struct zh_obs_event *e)
 
 /* Finish a kernel CLOSE (ZH_OBS_F_RAW) into *out from its OPEN; 0 when
  * the OPEN was not seen (the CLOSE is then not counted). */
-static int close_finish(struct ag_obs *ob, const struct zh_obs_event *e, struct zh_obs_event *out)
+static int close_finish(struct ag_obs *ob, const struct zh_obs_event6 *w, struct zh_obs_event6 *out6)
 {
+	const struct zh_obs_event *e = &w->e;
+	struct zh_obs_event *out = &out6->e;
+
 	size_t h = open_home(e->cookie);
 
 	for (int i = 0; i < OBS_OPEN_PROBE; i++) {
@@ -684,12 +787,15 @@ static int close_finish(struct ag_obs *ob, const struct zh_obs_event *e, struct 
 
 		if (!e->cookie || o->cookie != e->cookie)
 			continue;
-		*out = *e;
+		*out6 = *w;
 		out->role = o->role;
 		out->dur_ms = e->ts_ns > o->ts_ns ? (uint32_t)((e->ts_ns - o->ts_ns) / 1000000) : 0;
-		out->flags = (uint8_t)((e->flags & ~ZH_OBS_F_RAW) | (o->flags & ZH_OBS_F_SVC));
-		out->vip = o->vip;
-		out->vport = o->vport;
+		out->flags = (uint8_t)(e->flags & ~ZH_OBS_F_RAW);
+		if (!(e->flags & ZH_OBS_F_V6)) {	/* IPv6: the CLOSE has its Service */
+			out->flags |= o->flags & ZH_OBS_F_SVC;
+			out->vip = o->vip;
+			out->vport = o->vport;
+		}
 		/* the active opener's SYN (bpf/obs.bpf.c invariant 6) */
 		if (o->role == ZH_OBS_ROLE_CLIENT && out->bytes_sent)
 			out->bytes_sent--;
@@ -704,30 +810,36 @@ static int close_finish(struct ag_obs *ob, const struct zh_obs_event *e, struct 
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct ag_obs *ob = ctx;
-	const struct zh_obs_event *e = data;
+	struct zh_obs_event6 w, fin;	/* an IPv4 record: IPv6 fields zero */
+	const struct zh_obs_event6 *we = &w;
+	const struct zh_obs_event *e = &w.e;
 	struct flow *f;
 	struct ends x;
 	const char *ds, *dsn;
-	char a[16];
+	char a[INET6_ADDRSTRLEN];
 	uint32_t drop_sip = 0;
 
-	struct zh_obs_event fin;
-
-	if (len < sizeof(*e))
+	if (len < sizeof(w.e))
+		return 0;
+	memcpy(&w, data, len < sizeof(w) ? len : sizeof(w));
+	if (len < sizeof(w))
+		memset((char *)&w + len, 0, sizeof(w) - len);
+	if ((w.e.flags & ZH_OBS_F_V6) && len < sizeof(w))
 		return 0;
 	if (e->type == ZH_OBS_EV_OPEN)
 		open_put(ob, e);
 	else if (e->type == ZH_OBS_EV_CLOSE && (e->flags & ZH_OBS_F_RAW)) {
-		if (!close_finish(ob, e, &fin))
+		if (!close_finish(ob, &w, &fin))
 			return 0;	/* not seen open (O11) */
-		e = &fin;
+		we = &fin;
+		e = &fin.e;
 	}
 	if (e->type == ZH_OBS_EV_DROP && !e->saddr && ob->fd_cgpod >= 0) {
 		uint64_t cg = e->cgid;
 
 		bpf_map_lookup_elem(ob->fd_cgpod, &cg, &drop_sip);
 	}
-	resolve(ob, e, drop_sip, &x);
+	resolve(ob, we, drop_sip, &x);
 	if (x.svc) {
 		ds = x.svc->fqdn;
 		dsn = x.svc->ns;
@@ -735,7 +847,10 @@ static int on_event(void *ctx, void *data, size_t len)
 		ds = "unknown";
 		dsn = "unknown";
 	} else {
-		inet_ntop(AF_INET, &x.dip, a, sizeof(a));
+		if (x.dip6)
+			inet_ntop(AF_INET6, x.dip6, a, sizeof(a));
+		else
+			inet_ntop(AF_INET, &x.dip, a, sizeof(a));
 		ds = a;
 		dsn = "unknown";
 	}
@@ -797,7 +912,7 @@ static int on_event(void *ctx, void *data, size_t len)
 
 	/* flow log: kept raw, formatted when read (O5) */
 	f = &ob->ring[ob->ring_n++ % ZH_OBS_FLOW_RING];
-	f->e = *e;
+	f->e = *we;
 	f->sip = drop_sip;
 	f->t = ob->wall_off + (double)e->ts_ns / 1e9;	/* O9 */
 	if (ob->n_follow) {
@@ -1216,7 +1331,7 @@ void ag_obs_feed(struct ag_obs *ob, const struct zh_obs_event *e)
 		return;
 	if (!ob->wall_off)
 		wall_off_update(ob);
-	on_event(ob, (void *)e, sizeof(*e));
+	on_event(ob, (void *)e, (e->flags & ZH_OBS_F_V6) ? sizeof(struct zh_obs_event6) : sizeof(*e));
 }
 
 void ag_obs_write_metrics(struct ag_obs *ob, FILE *f)
@@ -1362,6 +1477,7 @@ void ag_obs_close(struct ag_obs *ob, int unpin)
 	free(ob->drops);
 	free(ob->opens);
 	free(ob->pods);
+	free(ob->pods6);
 	free(ob->svcs);
 	free(ob->eps);
 	free(ob->strs);

@@ -13,7 +13,8 @@
  *          (ZH_OBS_R_POLICY, bpf/policy.bpf.c pol_connect)
  *
  * Map overview (details and limits in docs/maps.md):
- *   obs_events  ringbuf                 struct zh_obs_event records
+ *   obs_events  ringbuf                 struct zh_obs_event records, or
+ *                                       struct zh_obs_event6 (ZH_OBS_F_V6)
  *   obs_stats   percpu array u32 (ZH_OBS_ST_*) -> u64 counters
  */
 #ifndef ZH_ABI_OBS_H
@@ -21,7 +22,7 @@
 
 #include <linux/types.h>
 
-#define ZH_OBS_RINGBUF_BYTES	(1 << 20)	/* 1 MiB: ~11,900 events of backlog */
+#define ZH_OBS_RINGBUF_BYTES	(1 << 20)	/* 1 MiB: ~11,900 IPv4 events of backlog */
 #define ZH_OBS_DRAIN_MS		100	/* the agent drains open/close events this often */
 
 enum zh_obs_ev_type {
@@ -56,6 +57,10 @@ enum zh_obs_flags {
 	 * cookie); bytes_sent still holds the active opener's SYN and not
 	 * sc_sent. The agent finishes the event and clears the flag. */
 	ZH_OBS_F_RAW = 1 << 3,
+	/* a native IPv6 connection: the record is a struct zh_obs_event6,
+	 * the addresses are its saddr6/daddr6 (and vip6 with F_SVC);
+	 * saddr/daddr/vip are 0 (bpf/obs.bpf.c invariant 4) */
+	ZH_OBS_F_V6 = 1 << 4,
 };
 
 struct zh_obs_event {
@@ -80,6 +85,18 @@ struct zh_obs_event {
 	__u32 dur_ms;		/* CLOSE: ms since OPEN (0 when OPEN was not seen) */
 };
 _Static_assert(sizeof(struct zh_obs_event) == 80, "zh_obs_event size");
+
+/* The record of a native IPv6 connection (ZH_OBS_F_V6): the IPv4 record
+ * and the three IPv6 addresses. A separate, longer record so that IPv4
+ * events keep their size (a 128-byte record for every event cost ~20 ns
+ * more per sock_ops run: docs/observability.md "IPv6"). */
+struct zh_obs_event6 {
+	struct zh_obs_event e;
+	__u8 saddr6[16];	/* as saddr */
+	__u8 daddr6[16];	/* as daddr */
+	__u8 vip6[16];		/* with F_SVC: as vip (a CLOSE carries it too) */
+};
+_Static_assert(sizeof(struct zh_obs_event6) == 128, "zh_obs_event6 size");
 
 /* obs_stats indices; also metric names (docs/maps.md). */
 enum zh_obs_stat {
