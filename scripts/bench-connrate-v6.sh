@@ -8,7 +8,7 @@
 #        DIRECT (1), PIN (1)
 # Default: AF_INET6 sockets to the v4-mapped ClusterIP (http://[::ffff:VIP]/:
 # connect6 of bpf/lb.bpf.c) vs AF_INET sockets (http://VIP/: connect4).
-# --dual-stack: a dual-stack lab (ZEROHOP_IPV6_PREVIEW=1) and Service, its
+# --dual-stack: a dual-stack lab and Service, its
 # IPv6 ClusterIP (http://[VIP6]/: the native branch of connect6,
 # docs/ipv6.md) vs its IPv4 ClusterIP (http://VIP4/: connect4).
 # DIRECT=1 adds a pair to the pod IP itself in every round (no Service,
@@ -40,7 +40,6 @@ DIRECT=${DIRECT:-1}
 source "$ROOT/scripts/lib/stats.sh"
 if [ "$DUAL" = 1 ]; then
 	LAB=${LAB:-Cip6}
-	export ZEROHOP_IPV6_PREVIEW=1
 	CLUSTER="apiVersion: zerohop.io/v1alpha1
 kind: Cluster
 metadata: {name: $LAB}

@@ -689,13 +689,6 @@ bool md_manifest_name(const char *name);
  * namespace is an error. NULL = "default" and no conflict check. The
  * string must outlive the adds. */
 void md_state_set_strict(struct md_state *st, bool strict);
-/* ipv6: a Cluster may configure IPv6 (podCIDRs / serviceCIDRs). Off by
- * default, so an IPv6 CIDR is an error naming the field until NetworkPolicy
- * covers native IPv6 (docs/ipv6.md "What is not done");
- * md_state_new() turns it on when the environment has
- * MD_IPV6_PREVIEW_ENV=1 (docs/ipv6.md "Preview"). */
-#define MD_IPV6_PREVIEW_ENV "ZEROHOP_IPV6_PREVIEW"
-void md_state_set_ipv6(struct md_state *st, bool ipv6);
 void md_state_set_namespace(struct md_state *st, const char *ns);
 
 /* Parse one file / buffer (multi-document YAML). All or nothing. */

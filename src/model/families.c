@@ -24,11 +24,11 @@
  *     its network address (nor, for IPv4, its broadcast address), not used
  *     twice; allocated addresses come from a hash of namespace/name, never
  *     from the first 16 offsets, so they do not depend on input order.
- * F5. Until NetworkPolicy covers native IPv6, an IPv6 CIDR in a Cluster
- *     is an error naming the field (md_state_set_ipv6, or the preview
- *     environment variable, lifts it): without an IPv6 service CIDR no
- *     Service can get an IPv6 ClusterIP (F3 refuses it), so no IPv6 traffic
- *     that policy would not see exists outside the preview.
+ * F5. A Cluster without an IPv6 CIDR is single-stack IPv4, as a
+ *     Kubernetes cluster configured so: no Service can get an IPv6
+ *     ClusterIP there (F3 refuses it naming the field). The data plane
+ *     serves every IPv6 part a Cluster can ask for (docs/ipv6.md); the lab
+ *     refuses, naming the field, what it does not build.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -152,11 +152,6 @@ static int parse_one(struct dctx *c, const struct yn *v, const char *field, int 
 		out->fam = MD_FAM_V4;
 	} else if (!parse_cidr6_loose(v->s, &out->v6, &out->len, &canon)) {
 		out->fam = MD_FAM_V6;
-		if (!md_priv(c->st)->ipv6)
-			return dc_fail(c, v, field, "IPv6 CIDR \"%s\": IPv6 is a preview (IPv6 connections "
-				       "are not in the L4 metrics yet; " MD_IPV6_PREVIEW_ENV
-				       "=1, docs/ipv6.md)",
-				       v->s);
 	} else {
 		return dc_fail(c, v, field, "invalid CIDR \"%s\"", v->s);
 	}

@@ -146,7 +146,6 @@ struct md_priv {
 	bool keep_tree;
 	/* input options (md_state_set_strict / md_state_set_namespace) */
 	bool strict;
-	bool ipv6;		/* md_state_set_ipv6 */
 	const char *default_ns;
 	/* capacities of the realloc'd top-level arrays */
 	int cap_ns, cap_cm, cap_pod, cap_dep, cap_svc, cap_split, cap_route, cap_np;

@@ -27,10 +27,6 @@ struct md_state *md_state_new(void)
 	struct md_state *st = zh_calloc(1, sizeof(*st));
 
 	st->priv = zh_calloc(1, sizeof(struct md_priv));
-	/* docs/ipv6.md "Preview": lifts the IPv6 switch in every process (the
-	 * agent's and DNS's state sources, the lab, the CLIs); off by default
-	 * while NetworkPolicy does not cover native IPv6 */
-	md_priv(st)->ipv6 = getenv(MD_IPV6_PREVIEW_ENV) && !strcmp(getenv(MD_IPV6_PREVIEW_ENV), "1");
 	return st;
 }
 
@@ -134,11 +130,6 @@ void md_state_set_strict(struct md_state *st, bool strict)
 	md_priv(st)->strict = strict;
 }
 
-void md_state_set_ipv6(struct md_state *st, bool ipv6)
-{
-	md_priv(st)->ipv6 = ipv6;
-}
-
 void md_state_set_namespace(struct md_state *st, const char *ns)
 {
 	md_priv(st)->default_ns = ns;
@@ -170,7 +161,6 @@ static struct md_state *staging_of(const struct md_state *st)
 	md_priv(stg)->ident_only = md_priv(st)->ident_only;
 	md_priv(stg)->keep_tree = md_priv(st)->keep_tree;
 	md_priv(stg)->strict = md_priv(st)->strict;
-	md_priv(stg)->ipv6 = md_priv(st)->ipv6;
 	md_priv(stg)->default_ns = md_priv(st)->default_ns;
 	return stg;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The nftables baseline over IPv6 (docs/ipv6.md, IPv6 preview): on a
+# The nftables baseline over IPv6 (docs/ipv6.md): on a
 # dual-stack lab with `--service-proxy nft`, each node namespace gets a
 # `table ip6 zerohop` beside `table ip zerohop`, with the Services' IPv6
 # ClusterIPs; curl -6 and Python AF_INET6 reach a dual-stack Service through
@@ -12,7 +12,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t09 curl nft
-export ZEROHOP_IPV6_PREVIEW=1
 V6P=$ROOT/tests/bpf/lib/v6probe.py
 
 mkdir -p "$TMP/a" "$TMP/b"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# A dual-stack lab (docs/ipv6.md, IPv6 preview): a Cluster with an IPv4 and
+# A dual-stack lab (docs/ipv6.md): a Cluster with an IPv4 and
 # an IPv6 pod CIDR gives every node a fabric IPv6 and a /64, every pod an
 # IPv6 /128 next to its IPv4 (same host byte), and plain L3 IPv6 routing
 # between nodes. curl -6 and a Python AF_INET6 socket reach a server pod by
 # its IPv6 on the same node and across nodes (the peer is the pod itself:
 # nothing translates native IPv6 yet), IPv4 still works, `lab status` shows
 # both families, the mesh serves a dual-stack Service on both ClusterIPs,
-# and the root network namespace gains nothing. Without the
-# preview, `lab up` refuses the Cluster naming the field.
+# and the root network namespace gains nothing. No switch is needed
+# (there was an IPv6 preview switch until every part had an IPv6 path).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t27 curl
@@ -26,16 +26,8 @@ root_net() {	# the root namespace's IPv6 addresses and routes
 }
 root_net >"$TMP/root.before"
 
-"$ZH" lab up --lab $LAB --no-mesh -f "$TMP/lab.yaml" >"$TMP/up0.out" 2>&1
-r=$?
-ok $((r == 0)) "without the preview, lab up refuses the dual-stack Cluster"
-grep -q 'lab.yaml:6: spec.podCIDRs\[1\]: IPv6 CIDR' "$TMP/up0.out"
-ok $? "naming the field ($(grep -m1 podCIDRs "$TMP/up0.out"))"
-"$ZH" lab down --lab $LAB >/dev/null 2>&1
-
-export ZEROHOP_IPV6_PREVIEW=1
 "$ZH" lab up --lab $LAB --no-mesh -f "$TMP/lab.yaml" >"$TMP/up.out" 2>&1
-ok $? "lab up with the preview: $(tail -1 "$TMP/up.out")"
+ok $? "lab up builds the dual-stack Cluster, no switch needed: $(tail -1 "$TMP/up.out")"
 wait_until 20 lab_running 3
 ok $? "three pods Running"
 

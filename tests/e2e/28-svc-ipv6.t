@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# IPv6 ClusterIPs through the socket load balancer (docs/ipv6.md, IPv6
-# preview): on a dual-stack lab, connect6 translates a Service's native
+# IPv6 ClusterIPs through the socket load balancer (docs/ipv6.md): on a dual-stack lab, connect6 translates a Service's native
 # IPv6 ClusterIP to the IPv6 address of a backend pod, with the same
 # weighted choice as IPv4 (both backends are used), same node and across
 # nodes; getpeername gives the ClusterIP back; clients reach it by name
@@ -12,7 +11,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t28 curl
-export ZEROHOP_IPV6_PREVIEW=1
 V6P=$ROOT/tests/bpf/lib/v6probe.py
 
 mkdir -p "$TMP/a" "$TMP/b"

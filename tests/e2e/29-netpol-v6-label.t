@@ -12,7 +12,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 lab_test_setup t29 curl
-export ZEROHOP_IPV6_PREVIEW=1
 
 web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP"; }
 cat >"$TMP/lab.yaml" <<EOF2

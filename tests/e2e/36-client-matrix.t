@@ -17,7 +17,7 @@
 # through getaddrinfo + sendto/recvfrom on both socket families.
 # docs/clients.md is the table this test proves.
 # MATRIX_DUAL=1 (tests/e2e/89-client-matrix-dual.t): the same on a
-# dual-stack lab (IPv6 preview, docs/ipv6.md) with dual-stack Services,
+# dual-stack lab (docs/ipv6.md) with dual-stack Services,
 # plus each client over IPv6: by name through AAAA where the client can
 # ask for IPv6 (curl -6, wget -6, Python AF_INET6), else by an [IPv6
 # ClusterIP] URL; the peer shown must then be [IPv6 ClusterIP]:80.
@@ -27,7 +27,6 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 DUAL=${MATRIX_DUAL:-}
 if [ -n "$DUAL" ]; then
 	lab_test_setup t14m6 curl wget
-	export ZEROHOP_IPV6_PREVIEW=1
 else
 	lab_test_setup t14mx curl wget
 fi

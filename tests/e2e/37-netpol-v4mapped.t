@@ -18,7 +18,6 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
 netpol_lab_setup t14np netpol_hold
-export ZEROHOP_IPV6_PREVIEW=1
 V6=$(cd "$(dirname "$0")/../bpf/lib" && pwd)/v6probe.py
 {
 	m_cluster t14np "node-a node-b" dual

@@ -15,7 +15,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/netpol_lab.sh"
 lab_test_setup t59 curl busybox
-export ZEROHOP_IPV6_PREVIEW=1
 
 srv() {
 	m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP"

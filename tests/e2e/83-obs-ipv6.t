@@ -13,7 +13,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t83 curl
-export ZEROHOP_IPV6_PREVIEW=1
 
 dual() { M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc "$@"; }
 {

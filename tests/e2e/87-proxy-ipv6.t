@@ -19,7 +19,6 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t87 curl
-export ZEROHOP_IPV6_PREVIEW=1
 V6P=$ROOT/tests/bpf/lib/v6probe.py
 
 echo_pod() { # NAME NODE VERSION

@@ -26,8 +26,7 @@
 #	m_cluster NAME NODES [DUAL]
 #		the lab's Cluster object: NODES a space-separated list; DUAL
 #		non-empty: dual-stack (IPv4 first) with the lab's default CIDRs
-#		and fd00:10:244::/56, fd00:10:96::/112 (docs/ipv6.md; needs
-#		ZEROHOP_IPV6_PREVIEW=1)
+#		and fd00:10:244::/56, fd00:10:96::/112 (docs/ipv6.md)
 #	m_idle NAME NODE
 #		a Pod labelled app: NAME on NODE that only sleeps: the client or
 #		intruder of most policy tests

@@ -5,7 +5,7 @@
 # agents enforce every policy `zerohop apply` writes; each step waits until
 # both agents have synced it), every pod probing every pod by Service
 # ClusterIP and by pod IP, TAP out, lab down (also on failure).
-# With 6: a dual-stack lab (ZEROHOP_IPV6_PREVIEW=1), the pods' servers on
+# With 6: a dual-stack lab, the pods' servers on
 # [::] and every probe over IPv6 (pod IPv6 addresses, IPv6 ClusterIPs of
 # PreferDualStack Services, IPv6 ipBlocks): docs/ipv6.md "NetworkPolicy".
 # Used by tests/e2e/50-netpol-conformance.t, 51-netpol-conformance.t and
@@ -25,7 +25,6 @@ trap cleanup EXIT
 "$ZH" lab down --lab "$LAB" >/dev/null 2>&1
 ECHO="$ZH echo --tcp 80 --tcp 81 --udp 80 --udp 81"
 if [ "$FAMILY" = 6 ]; then
-	export ZEROHOP_IPV6_PREVIEW=1
 	ECHO="$ZH echo --tcp [::]:80 --tcp [::]:81 --udp [::]:80 --udp [::]:81"
 fi
 python3 "$HERE/conformance.py" topology --family "$FAMILY" --echo "$ECHO" >"$TMP/topology.yaml"

@@ -87,7 +87,6 @@ int main(void)
 	char err[256], ebuf[512];
 	bool note = false;
 
-	md_state_set_ipv6(st, true);
 	if (md_state_add_buf(st, "t.yaml", yaml, strlen(yaml), &merr) || md_state_finish(st, &merr)) {
 		ok(0, "state: %s", md_err_str(&merr, ebuf, sizeof(ebuf)));
 		md_state_free(st);

@@ -377,10 +377,9 @@ static const struct ecase cases[] = {
 	  0, 3, "spec.podCIDR", "host bits set" },
 	{ "cluster overlap", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
 	  "spec: {podCIDR: 10.0.0.0/16, serviceCIDR: 10.0.0.0/24}\n", 0, 3, "spec.serviceCIDR", "overlaps" },
-	{ "cluster IPv6 off", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
-	  "spec: {podCIDRs: [10.0.0.0/16, \"fd00:10::/56\"]}\n", 0, 3, "spec.podCIDRs[1]",
-	  "IPv6 is a preview (IPv6 connections are not in the L4 metrics yet; "
-	  "ZEROHOP_IPV6_PREVIEW=1" },
+	{ "cluster IPv6 host bits", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\n"
+	  "spec: {podCIDRs: [10.0.0.0/16, \"fd00:10::1/56\"]}\n", 0, 3, "spec.podCIDRs[1]",
+	  "host bits set" },
 	{ "cluster dup node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [a, b, a]\n",
 	  0, 4, "spec.nodes[2]", "duplicate node name" },
 	{ "cluster bad node", "apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n  nodes: [{name: A}]\n",

@@ -27,7 +27,6 @@ static struct md_state *load2(const char *cluster, const char *svcs)
 {
 	struct md_state *st = md_state_new();
 
-	md_state_set_ipv6(st, true);
 	memset(&err, 0, sizeof(err));
 	if (md_state_add_buf(st, "c.yaml", cluster, strlen(cluster), &err) ||
 	    md_state_add_buf(st, "s.yaml", svcs, strlen(svcs), &err) || md_state_finish(st, &err)) {
