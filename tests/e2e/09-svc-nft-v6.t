@@ -34,9 +34,8 @@ lab_up "dual-stack, --service-proxy nft" --service-proxy nft -f "$TMP/lab.yaml"
 wait_until 30 lab_running 5
 ok $? "pods run"
 
-"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
-S() { jq -r ".[] | select(.name==\"$1\") | $2" "$TMP/svc.json"; }
-V4=$(S web '.clusterIPs[0]') V6=$(S web '.clusterIPs[1]') SIX=$(S six '.clusterIP') E6=$(S empty '.clusterIPs[1]')
+read -r V4 V6 <<<"$(lab_svc_ips web)"
+SIX=$(lab_svc_ips six) E6=$(lab_svc_ips empty | cut -d' ' -f2)
 case "$V6 $SIX $E6" in fd00:10:96::*\ fd00:10:96::*\ fd00:10:96::*) r=0 ;; *) r=1 ;; esac
 ok $r "IPv6 ClusterIPs allocated (web $V6, six $SIX, empty $E6)"
 

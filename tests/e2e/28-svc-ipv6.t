@@ -56,9 +56,8 @@ ok $? "dual-stack lab with the mesh: $(tail -1 "$TMP/up.out")"
 wait_until 30 lab_running 5 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
 ok $? "pods run, both agents applied the state"
 
-"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
-S() { jq -r ".[] | select(.name==\"$1\") | $2" "$TMP/svc.json"; }
-V4=$(S web '.clusterIPs[0]') V6=$(S web '.clusterIPs[1]') SIX=$(S six '.clusterIP') E6=$(S empty '.clusterIPs[1]')
+read -r V4 V6 <<<"$(lab_svc_ips web)"
+SIX=$(lab_svc_ips six) E6=$(lab_svc_ips empty | cut -d' ' -f2)
 case "$V6 $SIX $E6" in fd00:10:96::*\ fd00:10:96::*\ fd00:10:96::*) r=0 ;; *) r=1 ;; esac
 ok $r "IPv6 ClusterIPs allocated (web $V6, six $SIX, empty $E6)"
 
@@ -89,7 +88,7 @@ is "$(X client-b -- curl -4 -s --max-time 5 "http://$V4/index.html" | grep -c '^
 	"the IPv4 ClusterIP of the same Service still works"
 
 # ---- an SMI TrafficSplit over IPv6 ---------------------------------------------
-SP4=$(S split '.clusterIPs[0]') SP6=$(S split '.clusterIPs[1]')
+read -r SP4 SP6 <<<"$(lab_svc_ips split)"
 share_b() { # FAMILY ADDR: how many of 40 connections srv-b answered
 	for i in $(seq 1 40); do X client -- curl "-$1" -s --max-time 5 "http://$2/index.html"; done | grep -c '^srv-b$'
 }

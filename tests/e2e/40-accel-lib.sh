@@ -21,6 +21,19 @@ IP_A=10.213.0.1
 IP_B=10.213.0.2
 PIN=/sys/fs/bpf/zerohop/zhS$ACCEL_TAG/node
 
+# accel_test_setup TAG TOOL...: the shared harness (tests/lib/harness.sh:
+# root, TMP, cleanup trap) with this file's tools directory; OUT=$TMP.
+accel_test_setup() {
+	local tools=$TOOLS tag=$1
+
+	shift
+	source "$ROOT/tests/lib/harness.sh"
+	test_setup "$tag"
+	TOOLS=$tools	# this file's choice (B=...) wins over the harness's
+	test_tools "$@"
+	OUT=$TMP
+}
+
 accel_cgroot() {
 	local m
 	m=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)

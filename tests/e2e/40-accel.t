@@ -9,12 +9,7 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/40-accel-lib.sh"
 
-source "$(dirname "$0")/../lib/harness.sh"
-tools=$TOOLS	# 40-accel-lib.sh's choice (B=...) wins over the harness's
-test_setup S40
-TOOLS=$tools
-test_tools accel_check accel_ctl
-OUT=$TMP
+accel_test_setup S40 accel_check accel_ctl
 test_cleanup() { accel_teardown; }
 
 # Everything but splice_recv, which needs the opt-out (docs/accel.md).

@@ -9,15 +9,10 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/40-accel-lib.sh"
 
-source "$(dirname "$0")/../lib/harness.sh"
-tools=$TOOLS	# 40-accel-lib.sh's choice (B=...) wins over the harness's
-test_setup S41
-TOOLS=$tools
-test_tools accel_soak accel_ctl
+accel_test_setup S41 accel_soak accel_ctl
 SECS=${ZH_SOAK_SECS:-20}
 CONNS=${ZH_SOAK_CONNS:-64}
 
-OUT=$TMP
 SPID=
 test_cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; accel_teardown; }
 

@@ -50,16 +50,8 @@ svc() {	# NAME CLUSTERIP SELECTOR
 	m_svc "$1" "$3" "http=80:http" "$2"
 }
 egress() {	# NAME EG PORT: pods eg=EG may only open app=web:PORT
-	cat <<YAML
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: $1}
-spec:
-  podSelector: {matchLabels: {eg: $2}}
-  policyTypes: [Egress]
-  egress: [{to: [{podSelector: {matchLabels: {app: web}}}], ports: [{port: $3}]}]
-YAML
+	echo ---
+	m_egress_only "$1" "eg: $2" "app: web" "$3"
 }
 {
 	backend web-near node-a near
@@ -197,7 +189,7 @@ is "$(probe egno tcp:$NEAR:8080 tcp:10.96.0.59:80)" "fail fail" "egno: direct an
 
 # ---- a policy change: the connection to the proxy stays, the next request is
 # judged by the new policy ----------------------------------------------------------
-egress eg-ok ok 9999 | sed 1d >"$TMP/np2.yaml"
+m_egress_only eg-ok "eg: ok" "app: web" 9999 >"$TMP/np2.yaml"
 ( sleep 1; "$ZH" apply --lab $LAB -f "$TMP/np2.yaml" >"$TMP/apply2.out" 2>&1 ) &
 APPLY=$!
 out=$(printf '/near\nsleep 3\n/near\n/far\n' | req egok)

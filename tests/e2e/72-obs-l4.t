@@ -86,21 +86,13 @@ srtt=$(promq "sum(zerohop_tcp_srtt_microseconds_sum{$SRC}) / sum(zerohop_tcp_srt
 ok $(awk -v v="$srtt" 'BEGIN { exit !(v > 0 && v < 1000000) }'; echo $?) "mean srtt from the kernel: ${srtt} us"
 
 # drops: no endpoints, and policy
-cat >"$TMP/conn.py" <<'PY'
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], 80), timeout=3)
-    print("connected")
-except OSError as e:
-    print(e.errno)
-PY
 # a follower started before the drops sees them as they happen
 "$ZH" observe --lab $LAB --follow --timeout 8 --verdict DROPPED -o json >"$TMP/follow.json" &
 FPID=$!
 BG+=($FPID)
 sleep 0.5
-is "$(lab_exec deploy/client "$PY" "$TMP/conn.py" 10.96.0.74)" 111 "connect to empty: ECONNREFUSED"
-is "$(lab_exec blocked "$PY" "$TMP/conn.py" 10.96.0.72)" 1 "connect from blocked (egress denied): EPERM"
+is "$(lab_exec deploy/client "$PY" "$ROOT/tests/tools/clients/connect_errno.py" 10.96.0.74)" 111 "connect to empty: ECONNREFUSED"
+is "$(lab_exec blocked "$PY" "$ROOT/tests/tools/clients/connect_errno.py" 10.96.0.72)" 1 "connect from blocked (egress denied): EPERM"
 follow_has() { [ "$(jq -s 'map(.reason) | sort | join(",")' "$TMP/follow.json")" = '"no_backend,policy"' ]; }
 wait_until 8 follow_has
 ok $? "observe --follow streamed both drops as they happened: $(jq -s -c 'map(.reason)' "$TMP/follow.json")"

@@ -23,12 +23,7 @@ lab_test_more_cleanup() { tmux kill-session -t "$TMUX_S" 2>/dev/null; }
 obs_lab_up
 wait_until 10 lab_running 4
 
-lab_exec deploy/client "$ZH" bench -c 4 -qps 50 -t 12s --quiet 'http://10.96.0.75/?status=503:20' \
-	>/dev/null 2>&1 &
-BG+=($!)
-lab_exec deploy/client "$ZH" bench -c 2 -qps 20 -t 12s --keepalive=false --quiet http://10.96.0.76/ \
-	>/dev/null 2>&1 &
-BG+=($!)
+obs_load 12 'http://10.96.0.75/?status=503:20' 50 http://10.96.0.76/ 20
 sleep 1.5
 
 "$ZH" top --lab $LAB --interval 2 -o json >"$TMP/top.json"

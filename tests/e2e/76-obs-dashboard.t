@@ -28,21 +28,9 @@ lab_test_setup t76 curl chromium
 obs_lab_up
 wait_until 10 lab_running 5
 
-lab_exec deploy/client "$ZH" bench -c 4 -qps 40 -t 60s --quiet 'http://10.96.0.77/?status=503:20' \
-	>/dev/null 2>&1 &
-BG+=($!)
-lab_exec deploy/client "$ZH" bench -c 2 -qps 10 -t 60s --keepalive=false --quiet http://10.96.0.78/ \
-	>/dev/null 2>&1 &
-BG+=($!)
-cat >"$TMP/conn.py" <<'PY'
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], 80), timeout=3)
-except OSError:
-    pass
-PY
-lab_exec blocked "$PY" "$TMP/conn.py" 10.96.0.78
-lab_exec deploy/client "$PY" "$TMP/conn.py" 10.96.0.79
+obs_load 60 'http://10.96.0.77/?status=503:20' 40 http://10.96.0.78/ 10
+lab_exec blocked "$PY" "$ROOT/tests/tools/clients/connect_errno.py" 10.96.0.78
+lab_exec deploy/client "$PY" "$ROOT/tests/tools/clients/connect_errno.py" 10.96.0.79
 
 "$ZH" dashboard --lab $LAB --interval 1 >"$TMP/dash.out" 2>&1 &
 DPID=$!

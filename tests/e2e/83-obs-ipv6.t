@@ -26,10 +26,8 @@ lab_up "dual-stack, with the mesh" -f "$TMP/m.yaml"
 wait_until 30 lab_running 2 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
 ok $? "pods run, both agents applied the state"
 
-"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
-V4=$(jq -r '.[] | select(.name=="web") | .clusterIPs[0]' "$TMP/svc.json")
-V6=$(jq -r '.[] | select(.name=="web") | .clusterIPs[1]' "$TMP/svc.json")
-E6=$(jq -r '.[] | select(.name=="empty") | .clusterIPs[1]' "$TMP/svc.json")
+read -r V4 V6 <<<"$(lab_svc_ips web)"
+E6=$(lab_svc_ips empty | cut -d' ' -f2)
 
 # metric NODE NAME LABEL...: the sum of NAME's series on NODE's agent whose
 # labels include every LABEL (k="v")
@@ -84,15 +82,7 @@ flows=$("$ZH" observe --lab $LAB --service web --type close -o json 2>/dev/null)
 is "$(echo "$flows" | jq -s -r '[.[] | select(.reporter == "source" and (.source.ip | test(":")))][0].source.workload')" \
 	client "... whose source is the client pod by its IPv6 address"
 
-cat >"$TMP/conn.py" <<'PY'
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], 80), timeout=3)
-    print("connected")
-except OSError as e:
-    print(e.errno)
-PY
-is "$(lab_exec deploy/client "$PY" "$TMP/conn.py" "$E6")" 111 "connect to empty's IPv6 ClusterIP: ECONNREFUSED"
+is "$(lab_exec deploy/client "$PY" "$ROOT/tests/tools/clients/connect_errno.py" "$E6")" 111 "connect to empty's IPv6 ClusterIP: ECONNREFUSED"
 dropped() { [ "$(metric node-a zerohop_drops_total reason=\"no_backend\" source_workload=\"client\" destination_service=\"empty.default.svc.cluster.local\")" = 1 ]; }
 wait_until 10 dropped
 ok $? "zerohop_drops_total{reason=no_backend, destination_service=empty...} = 1 for the IPv6 connect"

@@ -51,9 +51,8 @@ lab_up "dual-stack, with the mesh" -f "$TMP/m.yaml"
 wait_until 30 lab_running 6 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
 ok $? "pods run, both agents applied the state"
 
-"$ZH" get services --lab $LAB -o json >"$TMP/svc.json"
-S() { jq -r ".[] | select(.name==\"$1\") | $2" "$TMP/svc.json"; }
-V4=$(S web '.clusterIPs[0]') V6=$(S web '.clusterIPs[1]') A6=$(S ann '.clusterIPs[1]') SIX=$(S six '.clusterIP')
+read -r V4 V6 <<<"$(lab_svc_ips web)"
+A6=$(lab_svc_ips ann | cut -d' ' -f2) SIX=$(lab_svc_ips six)
 case "$V6 $A6 $SIX" in fd00:10:96::*\ fd00:10:96::*\ fd00:10:96::*) r=0 ;; *) r=1 ;; esac
 ok $r "IPv6 ClusterIPs allocated (web $V6, ann $A6, six $SIX)"
 st() { "$ZH" lab status --lab $LAB -o json; }
@@ -113,21 +112,7 @@ is "$(lab_exec client "$PY" "$TMP/v6only.py" "$V6" 2>&1)" "200 True" \
 	"an IPV6_V6ONLY socket reaches the L7 Service by its IPv6 ClusterIP (the proxy's IPv6 listener)"
 
 # ---- NetworkPolicy: the kernel admits the redirected socket, the proxy judges
-egress() {	# NAME APP PORT: app=APP may reach app=web pods on PORT only
-	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: $1}
-spec:
-  podSelector: {matchLabels: {app: $2}}
-  policyTypes: [Egress]
-  egress:
-  - to: [{podSelector: {matchLabels: {app: web}}}]
-    ports: [{port: $3}]
----
-YAML
-}
-{ egress eg-ok egok 8080; egress eg-no egno 9999; } >"$TMP/np.yaml"
+{ m_egress_only eg-ok "app: egok" "app: web" 8080; m_egress_only eg-no "app: egno" "app: web" 9999; } >"$TMP/np.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np.yaml" >"$TMP/apply.out" 2>&1
 ok $? "apply egress policies (egok: app=web:8080, egno: app=web:9999)" || sed 's/^/# /' "$TMP/apply.out"
 sleep 1.2	# in force within 1 s

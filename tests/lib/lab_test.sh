@@ -15,6 +15,8 @@
 #	lab_up WHAT ARG...		lab up as one check; the test ends if it fails
 #	lab_exec POD CMD...		CMD inside POD (zerohop lab exec)
 #	lab_pod_ip POD			the pod's IP (lab status)
+#	lab_svc_ips NAME		a Service's clusterIPs, space-separated, in
+#					family order (get services)
 #	lab_agent_pid NODE, lab_proxy_pid NODE	the node daemons' PIDs
 #	lab_agent_replaced NODE OLD_PID	NODE runs a live agent other than
 #					OLD_PID (after a kill: for wait_until)
@@ -47,6 +49,11 @@ lab_exec() {
 	local pod=$1
 	shift
 	"$ZH" lab exec --lab "$LAB" "$pod" -- "$@"
+}
+
+lab_svc_ips() {
+	"$ZH" get services --lab "$LAB" -o json |
+		jq -r ".[] | select(.name==\"$1\") | .clusterIPs | join(\" \")"
 }
 
 lab_pod_ip() {

@@ -27,6 +27,9 @@
 #		the lab's Cluster object: NODES a space-separated list; DUAL
 #		non-empty: dual-stack (IPv4 first) with the lab's default CIDRs
 #		and fd00:10:244::/56, fd00:10:96::/112 (docs/ipv6.md)
+#	m_egress_only NAME SELECTOR TO PORT
+#		a NetworkPolicy: pods matching SELECTOR ("k: v") may open
+#		only pods matching TO ("k: v") on PORT (egress isolated)
 #	m_idle NAME NODE
 #		a Pod labelled app: NAME on NODE that only sleeps: the client or
 #		intruder of most policy tests
@@ -138,6 +141,19 @@ YAML
 m_who() {
 	local port=${4:-8080}
 	m_deploy "$1" "$2" "$3" "$(m_ctr who "http:$port" python3 "$PROBE" who-tcp "$port")"
+}
+
+m_egress_only() {
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: $1${M_NS:+, namespace: $M_NS}}
+spec:
+  podSelector: {matchLabels: {$2}}
+  policyTypes: [Egress]
+  egress: [{to: [{podSelector: {matchLabels: {$3}}}], ports: [{port: $4}]}]
+---
+YAML
 }
 
 m_idle() {

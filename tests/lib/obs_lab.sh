@@ -13,6 +13,10 @@
 #	promq QUERY				one PromQL instant query against the lab's
 #						Prometheus: the first value, or "none"
 #	prom_is EXPECTED QUERY			promq QUERY gives EXPECTED (for wait_until)
+#	obs_load SECS URL QPS URL2 QPS2		background load from deploy/client for SECS:
+#						bench -c 4 keep-alive at QPS to URL, and
+#						-c 2 a new connection per request at QPS2 to
+#						URL2 (PIDs in BG)
 
 m_echo() {
 	REPLICAS=1 m_deploy "$1" "$2" "app: $1" "$(m_ctr echo http:8080 "$ZH" echo --http 8080)"
@@ -60,3 +64,11 @@ promq() {
 }
 
 prom_is() { [ "$(promq "$2")" = "$1" ]; }
+
+obs_load() {
+	lab_exec deploy/client "$ZH" bench -c 4 -qps "$3" -t "$1s" --quiet "$2" >/dev/null 2>&1 &
+	BG+=($!)
+	lab_exec deploy/client "$ZH" bench -c 2 -qps "$5" -t "$1s" --keepalive=false --quiet "$4" \
+		>/dev/null 2>&1 &
+	BG+=($!)
+}
