@@ -48,15 +48,9 @@ YAML
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.4, phase: Running}\n'
 	lb_svc web web "$E"
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/f --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" 2>"$TMP/proxy.err" &
-PIDS+=($!)
-"$ZH" proxy --listen "127.0.0.1:$((B + 3))" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$((B + 4))" 2>"$TMP/proxy-web.err" &
-PIDS+=($!)
+lb_apply
+lb_proxy f $P $S
+lb_proxy web $((B + 3)) $((B + 4))
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$F" 1 1 >/dev/null 2>&1; }
 wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2 && wait_until 5 grpc_up 3 &&
 	wait_until 10 lb_http_up "$((B + 3))" "$S" "$((B + 4))"

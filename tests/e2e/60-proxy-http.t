@@ -86,18 +86,11 @@ route() { # W1 W2 W3 for /split
 YAML
 }
 route 1 2 3 >"$TMP/route.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/base.yaml" -f "$TMP/route.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied to a state directory"
+cat "$TMP/base.yaml" "$TMP/route.yaml" >"$TMP/m.yaml"
+lb_apply "manifests applied to a state directory"
 
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" 2>"$TMP/proxy.err" &
-PX=$!
-PIDS+=($PX)
-wait_until 10 lb_http_up $P $((B + 3))
-up=$?
-ok $up "proxy on 127.0.0.1:$P answers"
-[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+lb_proxy web $P $S --access-log "$TMP/access.log"
+lb_up "proxy on 127.0.0.1:$P answers" $P $((B + 3))
 U="http://127.0.0.1:$P"
 
 name() { curl -s "$@" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p'; }

@@ -53,14 +53,10 @@ YAML
     backendRefs: [{name: hole, port: 80}]
 YAML
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied" || cat "$TMP/apply.out"
+lb_apply
 
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" --connect-timeout 200ms \
-	--client-idle-timeout 400ms --upstream-idle-timeout 400ms 2>"$TMP/proxy.err" &
-PIDS+=($!)
+lb_proxy web $P $S --access-log "$TMP/access.log" --connect-timeout 200ms \
+	--client-idle-timeout 400ms --upstream-idle-timeout 400ms
 all_up() { lb_http_up $P $((B + 1)) && grep -q ready "$TMP/hole.out"; }
 wait_until 10 all_up
 up=$?

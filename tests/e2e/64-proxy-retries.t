@@ -34,14 +34,10 @@ YAML
     backendRefs: [{name: dead, port: 80}]
 YAML
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied" || cat "$TMP/apply.out"
+lb_apply
 
 start_proxy() { # PORT STATS
-	"$ZH" proxy --listen "127.0.0.1:$1" --service default/web --state "$TMP/state" \
-		--stats-addr "127.0.0.1:$2" 2>>"$TMP/proxy.err" &
-	PIDS+=($!)
+	lb_proxy web "$1" "$2"
 	wait_until 10 lb_http_up "$1" "$2"
 }
 start_proxy $P $S; ok $? "proxy up" || { cat "$TMP/proxy.err"; done_testing; }

@@ -27,17 +27,10 @@ touch "$TMP/bad.log"
   - backendRefs: [{name: web, port: 80}]
 YAML
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied" || cat "$TMP/apply.out"
+lb_apply
 
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --outlier-base-ejection 2s 2>"$TMP/proxy.err" &
-PIDS+=($!)
-wait_until 10 lb_http_up $S $((B + 1)) $((B + 2))
-up=$?
-ok $up "proxy and backends up"
-[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+lb_proxy web $P $S --outlier-base-ejection 2s
+lb_up "proxy and backends up" $S $((B + 1)) $((B + 2))
 U="http://127.0.0.1:$P"
 metric() { curl -s "http://127.0.0.1:$S/" | awk -v k="$1" '$1 == k { print $2 }'; }
 hits() { grep -c "^$1\$" "$TMP/bad.log"; }

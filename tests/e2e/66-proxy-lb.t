@@ -30,17 +30,10 @@ YAML
 	rt hh /hh 'zerohop.io/lb-policy: ring-hash, zerohop.io/hash-on: "header:x-user"'
 	rt hc /hc 'zerohop.io/lb-policy: ring-hash, zerohop.io/hash-on: "cookie:sess"'
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied" || cat "$TMP/apply.out"
+lb_apply
 
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" 2>"$TMP/proxy.err" &
-PIDS+=($!)
-wait_until 10 lb_http_up $S $((B + 1)) $((B + 2)) $((B + 3))
-up=$?
-ok $up "proxy and backends up"
-[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+lb_proxy web $P $S
+lb_up "proxy and backends up" $S $((B + 1)) $((B + 2)) $((B + 3))
 
 # names PATH N [HEADER...]: "name count" lines over N keep-alive requests
 names() {

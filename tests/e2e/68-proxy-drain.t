@@ -23,9 +23,7 @@ lb_echo e1 1
 lb_echo e2 2
 
 { lb_svc web web $((B + 1)); lb_pod web-1 web; } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied" || cat "$TMP/apply.out"
+lb_apply
 
 PROXY=
 start_proxy() { # STATS [extra args]: sets PROXY

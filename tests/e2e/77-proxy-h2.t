@@ -39,17 +39,9 @@ spec:
   - backendRefs: [{name: v1, port: 80}]
 YAML
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" 2>"$TMP/proxy.err" &
-PX=$!
-PIDS+=($PX)
-wait_until 10 lb_http_up $P $((B + 3))
-up=$?
-ok $up "proxy answers HTTP/1.1"
-[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+lb_apply
+lb_proxy web $P $S --access-log "$TMP/access.log"
+lb_up "proxy answers HTTP/1.1" $P $((B + 3))
 U="http://127.0.0.1:$P"
 H2=(curl -s --http2-prior-knowledge --max-time 10)
 name() { sed -n 's/.*"name":"\([^"]*\)".*/\1/p'; }

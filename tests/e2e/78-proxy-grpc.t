@@ -82,21 +82,11 @@ spec:
   - backendRefs: [{name: rr, port: 80}]
 YAML
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/g --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --access-log "$TMP/access.log" 2>"$TMP/proxy.err" &
-PIDS+=($!)
-"$ZH" proxy --listen "127.0.0.1:$((B + 2))" --service default/rr --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$((B + 6))" --upstream-idle-timeout 400ms 2>"$TMP/proxy-rr.err" &
-PIDS+=($!)
-"$ZH" proxy --listen "127.0.0.1:$((B + 4))" --service default/f --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$((B + 5))" 2>"$TMP/proxy-f.err" &
-PIDS+=($!)
-"$ZH" proxy --listen "127.0.0.1:$((B + 7))" --service default/f0 --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$((B + 8))" 2>"$TMP/proxy-f0.err" &
-PIDS+=($!)
+lb_apply
+lb_proxy g $P $S --access-log "$TMP/access.log"
+lb_proxy rr $((B + 2)) $((B + 6)) --upstream-idle-timeout 400ms
+lb_proxy f $((B + 4)) $((B + 5))
+lb_proxy f0 $((B + 7)) $((B + 8))
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$G" 1 1 >/dev/null 2>&1; }
 wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2 && wait_until 5 grpc_up 3
 ok $? "three gRPC servers answer directly"

@@ -58,14 +58,10 @@ YAML
 	printf 'spec: {selector: {app: greeter}, ports: [{name: grpc, port: 80, targetPort: %s}]}\n' $G
 	route 90 10
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests with a GRPCRoute applied"
+lb_apply "manifests with a GRPCRoute applied"
 grep -q '^grpcroute.gateway.networking.k8s.io/greeter created$' "$TMP/apply.out"
 ok $? "... reported as grpcroute.gateway.networking.k8s.io/greeter"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/greeter --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" 2>"$TMP/proxy.err" &
-PIDS+=($!)
+lb_proxy greeter $P $S
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$G" 1 1 >/dev/null 2>&1; }
 wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2
 ok $? "two gRPC server versions answer directly"

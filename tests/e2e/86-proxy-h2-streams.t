@@ -40,15 +40,9 @@ svc() { # NAME [ANNOTATIONS]
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: ng}\n'
 	printf 'spec: {selector: {app: ng}, ports: [{name: http2, port: 80, targetPort: %s}]}\n' $((B + 4))
 } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/wide --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" --upstream-idle-timeout 1500ms 2>"$TMP/proxy.err" &
-PIDS+=($!)
-"$ZH" proxy --listen "127.0.0.1:$((B + 2))" --service default/capped --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$((B + 3))" 2>"$TMP/proxy-capped.err" &
-PIDS+=($!)
+lb_apply
+lb_proxy wide $P $S --upstream-idle-timeout 1500ms
+lb_proxy capped $((B + 2)) $((B + 3))
 up() { "$GPY" "$PEER" spread "$1" 1 1 >/dev/null 2>&1; }
 wait_until 15 up "127.0.0.1:$G"
 ok $? "the gRPC server answers directly"

@@ -21,17 +21,9 @@ NR="$(dirname "$0")/../tools/clients/h2_nonreader.py"
 
 lb_echo v1 1
 { lb_svc web web $((B + 1)); lb_pod web-1 web; } >"$TMP/m.yaml"
-mkdir -p "$TMP/state"
-"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
-ok $? "manifests applied"
-"$ZH" proxy --listen "127.0.0.1:$P" --service default/web --state "$TMP/state" \
-	--stats-addr "127.0.0.1:$S" 2>"$TMP/proxy.err" &
-PX=$!
-PIDS+=($PX)
-wait_until 10 lb_http_up $P $((B + 1))
-up=$?
-ok $up "proxy answers"
-[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+lb_apply
+lb_proxy web $P $S
+lb_up "proxy answers" $P $((B + 1))
 U="http://127.0.0.1:$P"
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$PX/status"; }	# KiB
 served() { # both protocols answer 200 within a second

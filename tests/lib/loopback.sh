@@ -28,6 +28,15 @@
 #	lb_echo NAME K			`zerohop echo` named NAME on 127.0.0.1:B+K
 #					(stderr in $TMP/echoK.err; PID in PIDS)
 #	lb_http_up PORT...		every http://127.0.0.1:PORT/ answers
+# the proxy under test, on a state directory:
+#	lb_apply [WHAT]			apply $TMP/m.yaml to $TMP/state as one
+#					check ("manifests applied", or WHAT)
+#	lb_proxy SVC PORT STATS [ARG...]	`zerohop proxy --service default/SVC`
+#					on 127.0.0.1:PORT, stats on STATS, stderr in
+#					$TMP/proxy.err (PORT $P) or $TMP/proxy-SVC.err;
+#					PID in PX and PIDS
+#	lb_up WHAT PORT...		wait (10 s) until lb_http_up PORT... as one
+#					check; the test ends if not (proxy.err shown)
 source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/manifests.sh"
 
@@ -76,3 +85,29 @@ lb_echo() {
 	PIDS+=($!)
 }
 
+
+lb_apply() {
+	mkdir -p "$TMP/state"
+	"$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >"$TMP/apply.out" 2>&1
+	ok $? "${1:-manifests applied}" || cat "$TMP/apply.out"
+}
+
+lb_proxy() {
+	local svc=$1 port=$2 stats=$3 err
+	shift 3
+	err=$TMP/proxy-$svc.err
+	[ "$port" = "$P" ] && err=$TMP/proxy.err
+	"$ZH" proxy --listen "127.0.0.1:$port" --service "default/$svc" --state "$TMP/state" \
+		--stats-addr "127.0.0.1:$stats" "$@" 2>>"$err" &
+	PX=$!
+	PIDS+=($PX)
+}
+
+lb_up() {
+	local what=$1 up
+	shift
+	wait_until 10 lb_http_up "$@"
+	up=$?
+	ok $up "$what"
+	[ $up -eq 0 ] || { cat "$TMP/proxy.err"; done_testing; }
+}
