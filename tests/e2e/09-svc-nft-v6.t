@@ -14,17 +14,12 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t09 curl nft
 V6P=$ROOT/tests/bpf/lib/v6probe.py
 
-mkdir -p "$TMP/a" "$TMP/b"
-echo srv-a >"$TMP/a/index.html"
-echo srv-b >"$TMP/b/index.html"
-chmod -R a+rX "$TMP"
-web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP/$1"; }
 {
 	m_cluster t09 "node-a node-b" dual
 	m_idle client node-a
 	m_idle client-b node-b
-	m_pod srv-a node-a "app: srv" "$(web a)"
-	m_pod srv-b node-b "app: srv" "$(web b)"
+	m_pod srv-a node-a "app: srv" "$(m_http_dir a)"
+	m_pod srv-b node-b "app: srv" "$(m_http_dir b)"
 	M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc web "app: srv" "80:8080"
 	M_SPEC="ipFamilies: [IPv6]" m_svc six "app: srv" "80:8080"
 	M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc empty "app: nothing" "80:8080"

@@ -156,12 +156,7 @@ ok $? "run dir removed"
 ok $? "no BPF pin dir left"
 grep -q "/run/zerohop/$LAB\|/run/netns/$LAB-" /proc/self/mountinfo
 ok $((! $?)) "no mount of the lab left"
-alive=""
-for p in $LAB_PIDS; do
-	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
-	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
-done
-is "$alive" "" "no process of the lab left"
+is "$(pids_alive $LAB_PIDS)" "" "no process of the lab left"
 ip -o link | grep -q "@.*link-netns $LAB-\|p[0-9a-f]\{10\}"
 ok $((! $?)) "no veth of the lab in the root namespace"
 root_net >"$TMP/root.after"

@@ -61,12 +61,7 @@ sleep 0.2
 ok $(($? == 0)) "with its supervisor killed the lab is not up"
 "$ZH" lab up --lab $LAB --no-mesh -f "$TMP/lab.yaml" >"$TMP/up2.out" 2>&1
 ok $? "lab up after a killed supervisor works"
-alive=""
-for p in $OLD; do
-	s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
-	[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
-done
-is "$alive" "" "the old run's pod processes are gone"
+is "$(pids_alive $OLD)" "" "the old run's pod processes are gone"
 is "$(count_netns)" 11 "no stale namespaces"
 "$ZH" lab down --lab $LAB >/dev/null
 ok $? "lab down"

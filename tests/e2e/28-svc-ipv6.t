@@ -13,17 +13,12 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t28 curl
 V6P=$ROOT/tests/bpf/lib/v6probe.py
 
-mkdir -p "$TMP/a" "$TMP/b"
-echo srv-a >"$TMP/a/index.html"
-echo srv-b >"$TMP/b/index.html"
-chmod -R a+rX "$TMP"
-web() { m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP/$1"; }
 cat >"$TMP/lab.yaml" <<EOF
 $(m_cluster t28 "node-a node-b" dual)
 $(m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)")
 $(m_pod client-b node-b "app: client" "$(m_ctr c "" sleep 100000)")
-$(m_pod srv-a node-a "app: srv, who: a" "$(web a)")
-$(m_pod srv-b node-b "app: srv, who: b" "$(web b)")
+$(m_pod srv-a node-a "app: srv, who: a" "$(m_http_dir a)")
+$(m_pod srv-b node-b "app: srv, who: b" "$(m_http_dir b)")
 $(m_svc web "app: srv" "80:8080")
 $(m_svc six "app: srv" "80:8080")
 $(m_svc empty "app: nothing" "80:8080")

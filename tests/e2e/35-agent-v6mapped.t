@@ -41,14 +41,8 @@ who_pod() {	# NAME NODE: the backends, on both nodes
 	m_svc near6 "app: who-a" "echo=7:9093"
 	m_svc empty "app: nothing-here" "80:80"
 	m_svc web-l7 "svc: who" "web=80:web" "" 'zerohop.io/l7: "true"'
+	m_ingress_from dual-from-client "app: dual" "app: client"
 	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: dual-from-client}
-spec:
-  podSelector: {matchLabels: {app: dual}}
-  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
----
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: limited-dns-only}

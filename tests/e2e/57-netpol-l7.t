@@ -85,16 +85,7 @@ diag "node-a proxy address $PXA"
 # Policies: web admits app=good on 8080, nothing else (no node address);
 # egress policies for egok / egno.
 {
-	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: web-from-good}
-spec:
-  podSelector: {matchLabels: {app: web}}
-  ingress:
-  - from: [{podSelector: {matchLabels: {app: good}}}]
-    ports: [{port: 8080}]
-YAML
+	m_ingress_from web-from-good "app: web" "app: good" 8080
 	egress eg-ok ok 8080
 	egress eg-no no 9999
 } >"$TMP/np.yaml"

@@ -17,6 +17,8 @@
 # harness's `test_cleanup_hook` (lab_test.sh takes its lab down there), and
 # the removal of TMP (kept when $KEEP is set, for a look after a failure).
 #	test_tools TOOL...	skip unless each TOOL is built in $TOOLS
+#	pids_alive PID...	the PIDs that still run (not zombies), space-
+#				separated with a leading space; "" when none
 test_setup() {
 	local tag=$1 c root=1
 	shift
@@ -48,4 +50,13 @@ test_teardown() {
 	if [ -n "$TEST_REAP" ]; then for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done; fi
 	declare -F test_cleanup_hook >/dev/null && test_cleanup_hook
 	[ -n "$KEEP" ] || rm -rf "$TMP"
+}
+
+pids_alive() {
+	local p s alive=""
+	for p in "$@"; do
+		s=$(awk '{print $3}' /proc/$p/stat 2>/dev/null)
+		[ -n "$s" ] && [ "$s" != Z ] && alive="$alive $p"
+	done
+	echo "$alive"
 }

@@ -30,6 +30,13 @@
 #	m_egress_only NAME SELECTOR TO PORT
 #		a NetworkPolicy: pods matching SELECTOR ("k: v") may open
 #		only pods matching TO ("k: v") on PORT (egress isolated)
+#	m_ingress_from NAME SELECTOR FROM [PORT]
+#		a NetworkPolicy: pods matching SELECTOR ("k: v") admit only
+#		pods matching FROM ("k: v"), on PORT when given
+#	m_http_dir NAME
+#		one container serving $TMP/NAME on [::]:8080 (both families;
+#		python3 http.server), whose index.html says "srv-NAME" (made
+#		here, readable by the pods)
 #	m_idle NAME NODE
 #		a Pod labelled app: NAME on NODE that only sleeps: the client or
 #		intruder of most policy tests
@@ -154,6 +161,25 @@ spec:
   egress: [{to: [{podSelector: {matchLabels: {$3}}}], ports: [{port: $4}]}]
 ---
 YAML
+}
+
+m_ingress_from() {
+	cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: $1${M_NS:+, namespace: $M_NS}}
+spec:
+  podSelector: {matchLabels: {$2}}
+  ingress: [{from: [{podSelector: {matchLabels: {$3}}}]${4:+, ports: [{port: $4\}]}}]
+---
+YAML
+}
+
+m_http_dir() {
+	mkdir -p "$TMP/$1"
+	echo "srv-$1" >"$TMP/$1/index.html"
+	chmod -R a+rX "$TMP"
+	m_ctr web "8080" "$PY" -m http.server --bind :: 8080 --directory "$TMP/$1"
 }
 
 m_idle() {
