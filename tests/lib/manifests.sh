@@ -33,6 +33,8 @@
 #	m_ingress_from NAME SELECTOR FROM [PORT]
 #		a NetworkPolicy: pods matching SELECTOR ("k: v") admit only
 #		pods matching FROM ("k: v"), on PORT when given
+#	m_netpol_peer NAME SELECTOR ingress|egress PEER [PORT]
+#		the two above: one direction isolated, one peer allowed
 #	m_http_dir NAME
 #		one container serving $TMP/NAME on [::]:8080 (both families;
 #		python3 http.server), whose index.html says "srv-NAME" (made
@@ -150,30 +152,25 @@ m_who() {
 	m_deploy "$1" "$2" "$3" "$(m_ctr who "http:$port" python3 "$PROBE" who-tcp "$port")"
 }
 
-m_egress_only() {
+m_netpol_peer() {	# NAME SELECTOR ingress|egress PEER [PORT]
+	local k=to types=Egress
+
+	[ "$3" = ingress ] && { k=from; types=Ingress; }
 	cat <<YAML
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: $1${M_NS:+, namespace: $M_NS}}
 spec:
   podSelector: {matchLabels: {$2}}
-  policyTypes: [Egress]
-  egress: [{to: [{podSelector: {matchLabels: {$3}}}], ports: [{port: $4}]}]
+  policyTypes: [$types]
+  $3: [{$k: [{podSelector: {matchLabels: {$4}}}]${5:+, ports: [{port: $5\}]}}]
 ---
 YAML
 }
 
-m_ingress_from() {
-	cat <<YAML
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: $1${M_NS:+, namespace: $M_NS}}
-spec:
-  podSelector: {matchLabels: {$2}}
-  ingress: [{from: [{podSelector: {matchLabels: {$3}}}]${4:+, ports: [{port: $4\}]}}]
----
-YAML
-}
+m_egress_only() { m_netpol_peer "$1" "$2" egress "$3" "$4"; }
+
+m_ingress_from() { m_netpol_peer "$1" "$2" ingress "$3" "$4"; }
 
 m_http_dir() {
 	mkdir -p "$TMP/$1"
