@@ -72,6 +72,9 @@ for RT in $RUNTIMES; do
 			"podman: web-1 is a runc container under its pod's cgroup in node-a's ($(pm node-a ps -q | wc -l) containers on node-a)"
 	fi
 	wait_until 10 lab_running 5
+	# the Services' endpoints reach the agents just after the pods run:
+	# wait until both applied the state (seen flaky once under make check)
+	wait_until 20 lab_synced node-a && wait_until 20 lab_synced node-b
 	ip1=$(lab_pod_ip web-1); ip2=$(lab_pod_ip web-2)
 	is "$(http client "$ip2" 8080)" web-2 "$RT: node-a pod -> node-b pod by pod IP"
 	is "$(http client-b "$ip1" 8080)" web-1 "$RT: node-b pod -> node-a pod by pod IP"
