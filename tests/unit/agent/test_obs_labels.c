@@ -16,7 +16,11 @@
  * The index is rebuilt from a new compile (ag_obs_set_endpoints) when the
  * second Service goes away: the shared endpoint gets its one Service back.
  * O10: the agent's series cache never serves a label set of tables since
- * rebuilt, and never hides an overflowing event from the overflow count. */
+ * rebuilt, and never hides an overflowing event from the overflow count.
+ * O12: a native IPv6 event (struct zh_obs_event6) is labelled as the same
+ * pods and Service over IPv4: a dual-stack Service's two families count in
+ * one series, client side by its IPv6 ClusterIP, server side through the
+ * pod's endpoint; an IPv6 address nobody has is "unknown". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +158,42 @@ static long closed(const char *text, const char *rep, const char *sw, const char
 }
 
 #define FQDN(n) n ".default.svc.cluster.local"
+
+/* O12: a dual-stack cluster (pods with both addresses) */
+#define POD6(name, app, ip, ip6)                                                                \
+	"apiVersion: v1\nkind: Pod\nmetadata: {name: " name ", labels: {app: " app "}, "        \
+	"ownerReferences: [{kind: Deployment, name: " app "}]}\n"                                \
+	"spec: {nodeName: node-a, containers: [{name: c, image: x}]}\n"                         \
+	"status: {phase: Running, podIP: " ip ", podIPs: [{ip: " ip "}, {ip: \"" ip6 "\"}]}\n---\n"
+static const char *dual_yaml =
+	"apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nspec:\n"
+	"  podCIDRs: [10.244.0.0/16, \"fd00:10:244::/56\"]\n"
+	"  serviceCIDRs: [10.96.0.0/12, \"fd00:10:96::/112\"]\n---\n"
+	POD6("web-1", "web", "10.244.0.10", "fd00:10:244::10")
+	POD6("client-1", "client", "10.244.0.5", "fd00:10:244::5")
+	"apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ipFamilyPolicy: "
+	"PreferDualStack, clusterIPs: [10.96.0.30, \"fd00:10:96::30\"], selector: {app: web}, "
+	"ports: [{port: 80, targetPort: 8080}]}\n---\n";
+
+/* A CLOSE of a native IPv6 socket, as obs.bpf.c writes it (invariant 4). */
+static struct zh_obs_event6 ev6(int role, const char *local, int lport, const char *remote,
+				int rport, const char *vip6, uint64_t sent)
+{
+	struct zh_obs_event6 w = { .e = { .type = ZH_OBS_EV_CLOSE, .role = (uint8_t)role,
+					  .flags = ZH_OBS_F_V6 } };
+
+	inet_pton(AF_INET6, local, w.saddr6);
+	inet_pton(AF_INET6, remote, w.daddr6);
+	w.e.sport = (uint16_t)lport;
+	w.e.dport = (uint16_t)rport;
+	if (vip6) {
+		inet_pton(AF_INET6, vip6, w.vip6);
+		w.e.vport = 80;
+		w.e.flags |= ZH_OBS_F_SVC;
+	}
+	w.e.bytes_sent = sent;
+	return w;
+}
 
 int main(void)
 {
@@ -396,6 +436,42 @@ int main(void)
 			ok(0, "state loads");
 		}
 		free(web2);
+	}
+
+	/* O12 */
+	base = dual_yaml;
+	if (load("", &st, &c) == 0) {
+		struct zh_obs_event6 w;
+
+		ob = ag_obs_new_detached("node-a", 100);
+		ag_obs_set_state(ob, st, c);
+		w = ev6(ZH_OBS_ROLE_CLIENT, "fd00:10:244::5", 40030, "fd00:10:244::10", 8080,
+			"fd00:10:96::30", 7);
+		ag_obs_feed(ob, &w.e);
+		e = ev(ZH_OBS_ROLE_CLIENT, "10.244.0.5", 40031, "10.244.0.10", 8080, "10.96.0.30", 80, 3);
+		ag_obs_feed(ob, &e);
+		w = ev6(ZH_OBS_ROLE_SERVER, "fd00:10:244::10", 8080, "fd00:10:244::5", 40030, NULL, 5);
+		ag_obs_feed(ob, &w.e);
+		w = ev6(ZH_OBS_ROLE_SERVER, "fd00:10:244::10", 8080, "fd00:99::1", 40032, NULL, 1);
+		ag_obs_feed(ob, &w.e);
+		m = metrics(ob);
+		is_int(closed(m, "source", "client", "default", FQDN("web"), "default", "web", "default"),
+		       2, "O12: the IPv6 and the IPv4 close of one dual-stack Service: one series");
+		is_int(metric_val(m, "istio_tcp_received_bytes_total", "source", "client", "default",
+				  FQDN("web"), "default", "web", "default"),
+		       10, "O12: ... their bytes added up (7 over IPv6, 3 over IPv4)");
+		is_int(closed(m, "destination", "client", "default", FQDN("web"), "default", "web",
+			      "default"),
+		       1, "O12: the server side of an IPv6 connection: the pod's endpoint's Service");
+		is_int(closed(m, "destination", "unknown", "unknown", FQDN("web"), "default", "web",
+			      "default"),
+		       1, "O12: an IPv6 address nobody has is workload unknown");
+		free(m);
+		ag_obs_close(ob, 0);
+		ag_compiled_free(c);
+		md_state_free(st);
+	} else {
+		ok(0, "the dual-stack state loads");
 	}
 	return done_testing();
 }
