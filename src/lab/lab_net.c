@@ -131,19 +131,34 @@ static void vtep_mac(int i, char *buf)
 }
 
 /* Node i's IPv6 commands (invariant 7): fabric address, routes to the
- * other nodes' /64s. Returns the length written. */
+ * other nodes' /64s: via their fabric IPv6 (plain L3), or with --overlay
+ * into vxlan0 as for IPv4 (Flannel's layout: a peer's VTEP is the network
+ * address of its /64, its MAC static; the fdb entries, per MAC, serve both
+ * families). Returns the length written. */
 static int node6_cmds(const struct lab_topo *t, int i, char *cmds, size_t len)
 {
-	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN], mac[18];
 	int off;
 
 	off = lab_fmt(cmds, len, "addr add %s/64 dev eth0 nodad\n",
 		      inet_ntop(AF_INET6, &t->nodes[i].ip6, a, sizeof(a)));
-	for (int j = 0; j < t->n_nodes; j++)
-		if (j != i)
-			off += lab_fmt(cmds + off, len - off, "route add %s/64 via %s dev eth0\n",
-				       inet_ntop(AF_INET6, &t->nodes[j].pod_net6, a, sizeof(a)),
+	if (t->overlay)
+		off += lab_fmt(cmds + off, len - off, "addr add %s/128 dev vxlan0 nodad\n",
+			       inet_ntop(AF_INET6, &t->nodes[i].pod_net6, a, sizeof(a)));
+	for (int j = 0; j < t->n_nodes; j++) {
+		if (j == i)
+			continue;
+		inet_ntop(AF_INET6, &t->nodes[j].pod_net6, a, sizeof(a));
+		if (!t->overlay) {
+			off += lab_fmt(cmds + off, len - off, "route add %s/64 via %s dev eth0\n", a,
 				       inet_ntop(AF_INET6, &t->nodes[j].ip6, b, sizeof(b)));
+			continue;
+		}
+		vtep_mac(j, mac);
+		off += lab_fmt(cmds + off, len - off,
+			       "neigh add %s lladdr %s dev vxlan0 nud permanent\n"
+			       "route add %s/64 via %s dev vxlan0 onlink\n", a, mac, a, a);
+	}
 	return off;
 }
 
