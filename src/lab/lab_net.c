@@ -22,7 +22,8 @@
  *    its L7 proxy's upstream connections (never allocated to a pod; the
  *    node's pod range is already routed to it from every other node).
  * 7. Dual-stack (docs/ipv6.md) mirrors IPv4 exactly: a fabric IPv6 per node,
- *    a route to every other node's /64 via its fabric IPv6, a /128 and a
+ *    a route to every other node's /64 via its fabric IPv6 (with the
+ *    overlay: via the /64's network address into vxlan0), a /128 and a
  *    permanent neighbour per pod on the node, and in the pod a /128 with a
  *    default route via LAB_GW6 whose neighbour is permanent (LAB_GW_MAC).
  *    Addresses are added with nodad: no duplicate address detection delay
