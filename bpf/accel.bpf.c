@@ -100,6 +100,14 @@
  *     than the peer giving up on the FIN and leaving the reader waiting
  *     for an EOF forever. RST segments are never held. Counted in
  *     ZH_ACCEL_ST_FIN_HELD.
+ *     The other order: the peer closed first (its FIN took the socket to
+ *     CLOSE_WAIT with the answer still queued), then the owner shut down
+ *     writing (LAST_ACK) before reading, or both closed at once (CLOSING).
+ *     There the segment that would end the socket is the peer's ACK of the
+ *     owner's FIN; zh_accel_fin holds every non-RST segment in those states
+ *     the same way, and the owner's TCP retransmits its FIN until the queue
+ *     is drained (busybox nc, whose HTTP/1.0 answer and FIN arrive before
+ *     it reads its stdin's EOF and shuts down: tests/e2e/45-accel-halfclose.t).
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -450,24 +458,32 @@ static __always_inline int accel_queue_nonempty(struct bpf_sock *sk)
 }
 
 /* The peer's FIN reaches a socket that has shut down its own write side
- * (FIN_WAIT1/2): TCP would move it to TIME_WAIT, i.e. TCP_CLOSE, and the
- * kernel would drop its unread short-circuit queue with its psock. Drop
- * that segment while the queue holds bytes; the peer's TCP retransmits the
- * FIN (RTO, 200 ms and up) and it is accepted once the owner has read the
+ * (FIN_WAIT1/2), or the peer's ACK of our FIN reaches a socket whose peer
+ * had closed first (LAST_ACK, CLOSING): TCP would move it to TIME_WAIT or
+ * CLOSE, i.e. TCP_CLOSE, and the kernel would drop its unread short-circuit
+ * queue with its psock. Drop that segment while the queue holds bytes; the
+ * sender's TCP retransmits (RTO, 200 ms and up: the peer's FIN, or our FIN
+ * that the peer ACKs again) and it is accepted once the owner has read the
  * queue, so the owner reads every byte and then EOF, as on the normal path.
- * Bounded: after 30 s of holding, the FIN goes through (an owner that does
- * not read for that long gets the loss instead of a peer that gives up). */
+ * Bounded: after 30 s of holding, the segment goes through (an owner that
+ * does not read for that long gets the loss instead of a peer that gives
+ * up). Invariant 11. */
 SEC("cgroup_skb/ingress")
 int zh_accel_fin(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
 	struct zh_accel_sk *st;
 	__u8 ip[20], flags;
+	__u32 state;
 	__u64 now;
 
 	/* Every ingress packet of the node's pods comes here: the common case
 	 * leaves on the state, read from sock_common without a helper call. */
-	if (!sk || (sk->state != BPF_TCP_FIN_WAIT1 && sk->state != BPF_TCP_FIN_WAIT2) ||
+	if (!sk)
+		return 1;
+	state = sk->state;
+	if ((state != BPF_TCP_FIN_WAIT1 && state != BPF_TCP_FIN_WAIT2 &&
+	     state != BPF_TCP_LAST_ACK && state != BPF_TCP_CLOSING) ||
 	    skb->protocol != bpf_htons(0x0800))
 		return 1;
 	sk = bpf_sk_fullsock(sk);
@@ -481,7 +497,11 @@ int zh_accel_fin(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, 0, ip, sizeof(ip)) || ip[9] != 6 /* TCP */)
 		return 1;
 	if (bpf_skb_load_bytes(skb, (ip[0] & 0xf) * 4 + 13, &flags, 1) ||
-	    !(flags & ZH_TCP_FLAG_FIN) || (flags & ZH_TCP_FLAG_RST))
+	    (flags & ZH_TCP_FLAG_RST))
+		return 1;
+	/* FIN_WAIT: only the peer's FIN ends it; LAST_ACK/CLOSING: any ACK */
+	if ((state == BPF_TCP_FIN_WAIT1 || state == BPF_TCP_FIN_WAIT2) &&
+	    !(flags & ZH_TCP_FLAG_FIN))
 		return 1;
 	if (!accel_queue_nonempty(sk))
 		return 1;

@@ -45,7 +45,7 @@ struct ag_accel_stats {
 	uint64_t demoted;	/* sockets moved to the normal path by a policy generation change */
 	uint64_t released;	/* sockets taken out early, queue empty (half-close, SO_RCVLOWAT) */
 	uint64_t proxy;		/* of sockets: inserted as a node proxy leg (pod <-> proxy) */
-	uint64_t fin_held;	/* FINs held back until a half-closed reader drained its queue */
+	uint64_t fin_held;	/* FINs (or ACKs of ours) held back until a half-closed reader drained its queue */
 };
 
 struct zh_accel_proxy_ep;	/* abi/accel.h */

@@ -12,13 +12,17 @@
 # recv so the FIN always comes first (20 of 20 came back short without the
 # hold), and that the hold did happen; plus the port opt-out
 # (--accel-skip-ports) keeping such connections off the short-circuit.
+# The other order too: an HTTP/1.0 server answers and closes first, and the
+# client shuts down writing before it reads (busybox nc: the answer and the
+# server's FIN arrive before it reads its stdin's EOF); the ACK of the
+# client's FIN would end its socket, and is held the same way.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t45
 lab_test_tools accel_ctl
 
 {
-	m_pod srv node-a "app: srv" "$(m_ctr e "tcp:9000 tcp2:9001" "$ZH" echo --tcp 9000 --tcp 9001 --http 0 --udp 0)"
+	m_pod srv node-a "app: srv" "$(m_ctr e "tcp:9000 tcp2:9001 http:8080" "$ZH" echo --tcp 9000 --tcp 9001 --http 8080 --udp 0)"
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
 lab_up "--accel on --accel-skip-ports 9001" --accel on --accel-skip-ports 9001 -f "$TMP/app.yaml"
@@ -69,4 +73,36 @@ diag "  slowest of them, its own pauses subtracted: $(cat "$TMP/worst") (the FIN
 msgs=$(( $(stat msgs) - m0 )) held=$(( $(stat fin_held) - h0 ))
 ok $([ "$msgs" -ge 120 ]; echo $?) "  through the short-circuit ($msgs messages redirected)"
 ok $([ "$held" -ge 20 ]; echo $?) "  the server's FIN was held back until the reader had drained its queue ($held)"
+
+# server closes first: request, pause (answer + FIN arrive: CLOSE_WAIT),
+# shutdown (LAST_ACK), pause (the server's ACK arrives), then read
+cat >"$TMP/hc_srvfirst.py" <<'PY'
+import socket, sys, time
+ip, port, runs, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]) / 1000
+short = 0
+for i in range(runs):
+    s = socket.create_connection((ip, port), timeout=10)
+    s.sendall(b"GET / HTTP/1.0\r\nHost: srv\r\n\r\n")
+    time.sleep(pause)
+    s.shutdown(socket.SHUT_WR)
+    time.sleep(pause)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    if not (got.startswith(b"HTTP/1.1 200") and got.rstrip().endswith(b"}")):
+        short += 1
+print(short)
+PY
+m0=$(stat msgs) h0=$(stat fin_held)
+short=$(lab_exec cli "$PY" "$TMP/hc_srvfirst.py" "$ip" 8080 20 30)
+is "$short" 0 "server closes first, client shuts down before reading: 20 HTTP/1.0 answers, every one whole"
+msgs=$(( $(stat msgs) - m0 )) held=$(( $(stat fin_held) - h0 ))
+ok $([ "$msgs" -ge 40 ]; echo $?) "  through the short-circuit ($msgs messages redirected)"
+ok $([ "$held" -ge 20 ]; echo $?) "  the ACK of the client's FIN was held back until it had drained its queue ($held)"
+short=$(lab_exec cli busybox sh -c 'for i in $(seq 20); do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 "$0" 8080 | tail -1 | grep -q "}$" || echo x; done' "$ip" | grep -c x)
+is "$short" 0 "busybox nc (shuts down on its stdin's EOF): 20 HTTP/1.0 answers, every one whole"
 done_testing

@@ -50,7 +50,8 @@ enum zh_accel_stat {
 					 * (half-close, SO_RCVLOWAT) */
 	ZH_ACCEL_ST_PROXY,		/* of SOCKETS: inserted as a node proxy leg
 					 * (one end in accel_proxy) */
-	ZH_ACCEL_ST_FIN_HELD,		/* FIN segments held back while the receiving
+	ZH_ACCEL_ST_FIN_HELD,		/* FIN segments (or, peer closed first, ACKs
+					 * of our FIN) held back while the receiving
 					 * socket's short-circuit queue held unread
 					 * bytes (half-close; accel.bpf.c inv. 11) */
 	ZH_ACCEL_ST__MAX,
@@ -78,8 +79,9 @@ struct zh_accel_sk {
 	__u64 sc_tx;			/* bytes this socket sent through the short-circuit
 					 * (read at close by bpf/obs.bpf.c: the TCP
 					 * counters never see them) */
-	__u64 fin_held_ns;		/* when a FIN to this socket was first held
-					 * back (bpf_ktime_get_ns), 0: never */
+	__u64 fin_held_ns;		/* when a closing segment (FIN, or ACK of our
+					 * FIN) to this socket was first held back
+					 * (bpf_ktime_get_ns), 0: never */
 };
 _Static_assert(sizeof(struct zh_accel_sk) == 48, "zh_accel_sk layout");
 
