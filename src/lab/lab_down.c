@@ -283,6 +283,7 @@ int lab_down(const char *lab, bool verbose)
 				usleep(5000);
 		}
 	}
+	lab_podman_sweep(lab);	/* again: a pod's container started during the above */
 	n = collect_netns(lab, names, MAX_NS);
 	kill_netns_procs(names, n);
 	for (int i = 0; i < n; i++) {

@@ -99,6 +99,10 @@ void lab_supervisor(const struct lab_topo *t, int ready_fd) __attribute__((noret
  * removal of every container and cgroup it made (called by lab down). */
 int lab_podman(const char *lab, const char *node, char **args, int n);
 void lab_podman_down(const char *lab);
+/* libcni cache entries (and the netns files they name) of this lab's
+ * networks, whatever their state: once no process of the lab is left, to
+ * catch a container a dying `podman run` set up after lab_podman_down(). */
+void lab_podman_sweep(const char *lab);
 /* lab up --runtime podman: build the pod image, set up and import it on
  * every node. The argv (NULL-terminated, malloc'd strings) that runs one
  * pod's container in the foreground (podman run --rm) with the lab's

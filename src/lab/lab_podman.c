@@ -285,42 +285,58 @@ static void rmdir_tree(const char *path)
 
 /* After a crash podman cannot clean up what lives outside the lab's dirs:
  * its netns files (/run/netns/netns-*) and libcni's cache entries. Both are
- * found through the cache entries of this lab's two networks. */
+ * found through the cache entries of this lab's two networks, named
+ * NETWORK-CONTAINERID-IFNAME by libcni. */
 #define CNI_CACHE "/var/lib/cni/results"
 
-static void sweep_cni_cache(const char *lab)
+/* Is the cache entry NAME one of this lab's networks? By its name alone: an
+ * entry libcni was killed while writing (a crash during a pod's start) is
+ * not valid JSON and must go too. "zhlab-LAB-" followed by a container id
+ * or by "kubelet-" and one; another lab whose name starts with LAB has a
+ * different next character. */
+static bool cni_cache_ours(const char *name, const char *lab)
 {
-	char p[LAB_PATH * 2], net1[128], net2[160];
+	char pfx[128];
+	size_t n, hex;
+
+	n = (size_t)lab_fmt(pfx, sizeof(pfx), "zhlab-%s-", lab);
+	if (n >= sizeof(pfx) || strncmp(name, pfx, n))
+		return false;
+	name += n;
+	if (!strncmp(name, "kubelet-", 8))
+		name += 8;
+	hex = strspn(name, "0123456789abcdef");
+	return hex == 64 && name[hex] == '-';
+}
+
+void lab_podman_sweep(const char *lab)
+{
+	char p[LAB_PATH * 2];
 	struct dirent *de;
 	DIR *d = opendir(CNI_CACHE);
 
-	lab_fmt(net1, sizeof(net1), "zhlab-%s", lab);
-	lab_fmt(net2, sizeof(net2), "zhlab-%s-kubelet", lab);
 	while (d && (de = readdir(d))) {
-		const char *name, *ns;
+		const struct jv *ifs;
+		const char *ns;
 		struct jv *v;
 		size_t len;
 		char *text;
 		FILE *f;
 
-		if (strncmp(de->d_name, net1, strlen(net1)))
+		if (!cni_cache_ours(de->d_name, lab))
 			continue;
 		lab_fmt(p, sizeof(p), "%s/%s", CNI_CACHE, de->d_name);
 		f = fopen(p, "re");
-		if (!f)
-			continue;
-		fseek(f, 0, SEEK_END);
-		len = (size_t)ftell(f);
-		rewind(f);
-		text = zh_malloc(len + 1);
-		len = fread(text, 1, len, f);
-		fclose(f);
-		v = jv_parse(text, len, NULL, 0);
-		free(text);
-		name = jv_str(jv_get(v, "networkName"));
-		if (name && (!strcmp(name, net1) || !strcmp(name, net2))) {
-			const struct jv *ifs = jv_get(jv_get(v, "result"), "interfaces");
-
+		if (f) {
+			fseek(f, 0, SEEK_END);
+			len = (size_t)ftell(f);
+			rewind(f);
+			text = zh_malloc(len + 1);
+			len = fread(text, 1, len, f);
+			fclose(f);
+			v = jv_parse(text, len, NULL, 0);
+			free(text);
+			ifs = jv_get(jv_get(v, "result"), "interfaces");
 			for (int i = 0; ifs && i < ifs->n; i++) {
 				ns = jv_str(jv_get(jv_at(ifs, i), "sandbox"));
 				if (ns && !strncmp(ns, "/run/netns/netns-", 17)) {
@@ -328,9 +344,9 @@ static void sweep_cni_cache(const char *lab)
 					unlink(ns);
 				}
 			}
-			unlink(p);
+			jv_free(v);
 		}
-		jv_free(v);
+		unlink(p);
 	}
 	if (d)
 		closedir(d);
@@ -357,7 +373,7 @@ void lab_podman_down(const char *lab)
 	}
 	if (d)
 		closedir(d);
-	sweep_cni_cache(lab);
+	lab_podman_sweep(lab);
 	/* v1 hierarchies of a hybrid host: runc made zerohop-LAB there too;
 	 * conmon (in NODE/conmon) exits just after its container, so retry
 	 * for a while */

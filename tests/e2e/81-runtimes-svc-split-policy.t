@@ -128,7 +128,9 @@ done
 if [[ " $RUNTIMES " = *" podman "* ]]; then
 	left=""
 	for n in $netns; do [ -e "$n" ] && left="$left $n"; done
-	ls /var/lib/cni/results/ 2>/dev/null | grep -q "^zhlab-$LAB" && left="$left cni-cache"
+	for c in $(ls /var/lib/cni/results/ 2>/dev/null | grep "^zhlab-$LAB-"); do
+		left="$left cni-cache:$c($(head -c 80 "/var/lib/cni/results/$c" | tr -c '[:print:]' .))"
+	done
 	ls -d /sys/fs/cgroup/*/zerohop-$LAB 2>/dev/null | grep -q . && left="$left cgroups"
 	[ -e /run/zerohop/$LAB ] && left="$left rundir(ipam)"
 	ip -br link | grep -q '^zh' && left="$left veth-in-root"
