@@ -116,8 +116,9 @@ int lab_parse_drain(const char *s, int *ms);
 int lab_topo_write(const struct lab_topo *t);	/* RUNDIR/lab.conf, atomic */
 int lab_topo_read(const char *lab, struct lab_topo *t);	/* -ENOENT when the lab is not up */
 const struct lab_node *lab_topo_node(const struct lab_topo *t, const char *name);
-/* A pod's IPv6 on node n of a dual-stack lab: n's /64 + the host byte of
- * its IPv4 ip. */
+/* A pod's IPv6 on node n of a dual-stack lab: n's /64 + the host part of
+ * its IPv4 ip (its bits outside n's pod CIDR) in the low 32 bits, as
+ * zerohop-cni derives it from podCIDR6. */
 void lab_pod_ip6(const struct lab_node *n, uint32_t ip, struct in6_addr *out);
 /* DNS server address of the cluster: service CIDR base + 10, network order. */
 uint32_t lab_dns_ip(const struct lab_topo *t);

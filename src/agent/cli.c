@@ -647,6 +647,17 @@ static void get_pods(const struct md_state *st, bool json)
 		jstr(node);
 		printf(",\"ip\":");
 		jstr(ip);
+		/* status.podIPs: every family, IPv4 first (ip is the primary) */
+		printf(",\"ips\":[");
+		if (p->ip)
+			jstr(ip);
+		if (!IN6_IS_ADDR_UNSPECIFIED(&p->ip6)) {
+			char a6[INET6_ADDRSTRLEN];
+
+			printf("%s", p->ip ? "," : "");
+			jstr(inet_ntop(AF_INET6, &p->ip6, a6, sizeof(a6)));
+		}
+		printf("]");
 		printf(",\"phase\":");
 		jstr(phase_str(p->phase));
 		printf(",\"terminating\":%s", p->terminating ? "true" : "false");

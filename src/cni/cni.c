@@ -121,9 +121,20 @@ static void print_error(const struct cni_req *r, const struct cni_err *e)
 	zh_err("%s %s: %s: %s", r->cmd ? r->cmd : "-", r->id ? r->id : "-", e->msg, e->details);
 }
 
+void cni_ip6_of(const struct cni_req *r, uint32_t ip, struct in6_addr *out)
+{
+	uint32_t host = htonl(ntohl(ip) & ((1u << (32 - r->plen)) - 1)), low;
+
+	*out = r->net6;
+	memcpy(&low, &out->s6_addr[12], 4);
+	low |= host;
+	memcpy(&out->s6_addr[12], &low, 4);
+}
+
 static void print_result(const struct cni_req *r, const struct cni_rec *rec)
 {
-	char a[16], mac[18];
+	char a[16], a6[INET6_ADDRSTRLEN], mac[18];
+	struct in6_addr ip6;
 
 	cni_pod_mac(rec->ip, mac);
 	inet_ntop(AF_INET, &rec->ip, a, sizeof(a));
@@ -132,9 +143,18 @@ static void print_result(const struct cni_req *r, const struct cni_rec *rec)
 	json_put_str(stdout, rec->ifname);
 	printf(",\"mac\":\"%s\",\"sandbox\":", mac);
 	json_put_str(stdout, rec->netns);
-	printf("}],\"ips\":[{%s\"address\":\"%s/32\",\"gateway\":\"%s\",\"interface\":1}],"
-	       "\"routes\":[{\"dst\":\"0.0.0.0/0\",\"gw\":\"%s\"}],\"dns\":{}}\n",
-	       pre_1_0(r->version) ? "\"version\":\"4\"," : "", a, LAB_GW, LAB_GW);
+	printf("}],\"ips\":[{%s\"address\":\"%s/32\",\"gateway\":\"%s\",\"interface\":1}",
+	       pre_1_0(r->version) ? "\"version\":\"4\"," : "", a, LAB_GW);
+	if (r->plen6) {	/* dual-stack: the IPv6 beside it, IPv4 first (the lab's primary) */
+		cni_ip6_of(r, rec->ip, &ip6);
+		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
+		printf(",{%s\"address\":\"%s/128\",\"gateway\":\"%s\",\"interface\":1}",
+		       pre_1_0(r->version) ? "\"version\":\"6\"," : "", a6, LAB_GW6);
+	}
+	printf("],\"routes\":[{\"dst\":\"0.0.0.0/0\",\"gw\":\"%s\"}", LAB_GW);
+	if (r->plen6)
+		printf(",{\"dst\":\"::/0\",\"gw\":\"%s\"}", LAB_GW6);
+	printf("],\"dns\":{}}\n");
 }
 
 static void crash_hook(const char *step)
@@ -295,6 +315,36 @@ static int parse_range(struct cni_req *r, struct cni_err *e)
 	return 0;
 }
 
+/* podCIDR6 (optional): a dual-stack network. Each pod's IPv6 is derived
+ * from its IPv4 (cni_ip6_of), so the prefix leaves at least 32 host bits
+ * and is one pod CIDR per node as podCIDR is (a /64 in the lab). */
+static int parse_cidr6(struct cni_req *r, struct cni_err *e)
+{
+	char net[64], *slash;
+	const char *v;
+
+	if (conf_str(r, "podCIDR6", false, &v, e))
+		return -1;
+	if (!v)
+		return 0;
+	snprintf(net, sizeof(net), "%s", v);
+	slash = strchr(net, '/');
+	if (slash)
+		*slash++ = 0;
+	r->plen6 = slash ? atoi(slash) : -1;
+	if (!slash || inet_pton(AF_INET6, net, &r->net6) != 1 || r->plen6 < 16 || r->plen6 > 96)
+		goto bad;
+	for (int bit = r->plen6; bit < 128; bit++)
+		if (r->net6.s6_addr[bit / 8] & (0x80 >> (bit % 8)))
+			goto bad;
+	return 0;
+bad:
+	r->plen6 = 0;
+	return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+			"field 'podCIDR6': '%s' is not an IPv6 network from /16 to /96 (host bits zero; the low 32 bits carry the pod's IPv4 host part)",
+			v);
+}
+
 static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cni_err *e)
 {
 	const char *cidr, *dd, *want;
@@ -370,7 +420,9 @@ static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cn
 			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 					"runtimeConfig.ips: '%s' is not an IPv4 address", want);
 	}
-	return r->plen ? parse_range(r, e) : 0;
+	if (r->plen && (parse_range(r, e) || parse_cidr6(r, e)))
+		return -1;
+	return 0;
 }
 
 /* The variables each command needs (spec "Parameters"). */
@@ -442,7 +494,8 @@ static void rec_init(struct cni_rec *rec, const struct cni_req *r, uint32_t ip)
 
 /* Chained after an interface plugin (bridge, ptp, ...): its prevResult
  * has the address; publish the pod with it and pass the result on. No veth,
- * no address of ours. */
+ * no address of ours (so no podCIDR6 address either: its IPv4 is published
+ * alone). */
 static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err *e)
 {
 	const char *paddr = jv_str(jv_get(jv_at(jv_get(prev, "ips"), 0), "address"));
@@ -450,6 +503,7 @@ static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err 
 	char a[48], *sl;
 	uint32_t ip;
 
+	r->plen6 = 0;
 	snprintf(a, sizeof(a), "%s", paddr ? paddr : "");
 	sl = strchr(a, '/');
 	if (sl)

@@ -5,6 +5,7 @@
 #define ZH_CNI_INT_H
 
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,6 +32,8 @@ struct cni_req {
 	char data_dir[PATH_MAX];
 	uint32_t net;		/* podCIDR, network order */
 	int plen;
+	struct in6_addr net6;	/* podCIDR6 (dual-stack); plen6 0: IPv4 only */
+	int plen6;
 	uint32_t range_lo, range_hi;	/* rangeStart, rangeEnd (network order; 0: podCIDR's) */
 	int mtu;		/* 0: kernel default */
 	uint32_t want_ip;	/* runtimeConfig.ips[0] (network order; 0: none) */
@@ -50,6 +53,11 @@ struct cni_rec {
 	bool published;		/* the pod was written to the state source */
 	bool chained;		/* after another plugin: its interface, only published */
 };
+
+/* The pod's IPv6 on a dual-stack network: podCIDR6 with the IPv4's host
+ * part (its bits outside podCIDR) in the low 32 bits, so it needs no
+ * allocation or record of its own (the lab's rule too, lab_pod_ip6). */
+void cni_ip6_of(const struct cni_req *r, uint32_t ip, struct in6_addr *out);
 
 /* The whole of fd, NUL-terminated (zh_malloc); NULL on a read error. */
 char *cni_read_all(int fd, size_t *len);
@@ -77,7 +85,7 @@ int cni_rec_each(const struct cni_req *r, int (*fn)(void *arg, const char *id, c
 
 /* ---- cni_net.c: the veth, addresses and routes ---------------------- */
 void cni_veth_name(const char *id, const char *ifname, char out[16]);
-int cni_net_add(const struct cni_req *r, uint32_t ip, struct cni_err *e);
+int cni_net_add(const struct cni_req *r, uint32_t ip, struct cni_err *e);	/* + IPv6 if plen6 */
 void cni_net_del(const char *veth);	/* idempotent: a missing veth is fine */
 /* What CHECK finds wrong, as a human-readable list into buf ("" = none). */
 void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf, size_t len);

@@ -12,6 +12,10 @@
  * 3. Deleting the host end removes the pair, the pod's address, its /32
  *    route and neighbour at once, even while the container still runs.
  * 4. The result JSON owns stdout: every child's stdout goes to stderr.
+ * 5. Dual-stack (podCIDR6) mirrors IPv4 as the lab's lab_net.c does: the
+ *    pod's /128 (cni_ip6_of) with nodad, its default route via LAB_GW6 with
+ *    the same permanent neighbour MAC, and on the node a /128 route and a
+ *    permanent neighbour on the host end, removed with it (invariant 3).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -109,33 +113,49 @@ static int ip_batch(const char *netns, const char *cmds, bool quiet)
 
 int cni_net_add(const struct cni_req *r, uint32_t ip, struct cni_err *e)
 {
-	char cmds[2048], mac[18], a[16], mtu[24] = "";
-	int ret;
+	char cmds[2048], mac[18], a[16], a6[INET6_ADDRSTRLEN] = "", mtu[24] = "";
+	struct in6_addr ip6;
+	int ret, off;
 
 	cni_pod_mac(ip, mac);
 	inet_ntop(AF_INET, &ip, a, sizeof(a));
+	if (r->plen6) {
+		cni_ip6_of(r, ip, &ip6);
+		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
+	}
 	if (r->mtu)
 		snprintf(mtu, sizeof(mtu), " mtu %d", r->mtu);
-	snprintf(cmds, sizeof(cmds),
-		 "link add %s address %s%s type veth peer name %s address %s%s netns %s\n"
-		 "link set %s up\n"
-		 "route replace %s/32 dev %s scope link\n"
-		 "neigh replace %s lladdr %s dev %s nud permanent\n",
-		 r->veth, LAB_GW_MAC, mtu, r->ifname, mac, mtu, r->netns, r->veth, a, r->veth, a,
-		 mac, r->veth);
+	off = snprintf(cmds, sizeof(cmds),
+		       "link add %s address %s%s type veth peer name %s address %s%s netns %s\n"
+		       "link set %s up\n"
+		       "route replace %s/32 dev %s scope link\n"
+		       "neigh replace %s lladdr %s dev %s nud permanent\n",
+		       r->veth, LAB_GW_MAC, mtu, r->ifname, mac, mtu, r->netns, r->veth, a, r->veth,
+		       a, mac, r->veth);
+	if (r->plen6)	/* invariant 5 */
+		snprintf(cmds + off, sizeof(cmds) - off,
+			 "route replace %s/128 dev %s\n"
+			 "neigh replace %s lladdr %s dev %s nud permanent\n",
+			 a6, r->veth, a6, mac, r->veth);
 	ret = ip_batch(NULL, cmds, false);
 	if (ret)
 		return cni_fail(e, CNI_ERR_NETWORK, "cannot create the pod's veth",
 				"ip -batch in the node namespace exited %d: %s", ret, cmds);
-	snprintf(cmds, sizeof(cmds),
-		 "link set lo up\n"
-		 "addr add %s/32 dev %s\n"
-		 "link set %s up\n"
-		 "neigh replace %s lladdr %s dev %s nud permanent\n"
-		 "route add %s dev %s scope link\n"
-		 "route add default via %s dev %s\n",
-		 a, r->ifname, r->ifname, LAB_GW, LAB_GW_MAC, r->ifname, LAB_GW, r->ifname, LAB_GW,
-		 r->ifname);
+	off = snprintf(cmds, sizeof(cmds),
+		       "link set lo up\n"
+		       "addr add %s/32 dev %s\n"
+		       "link set %s up\n"
+		       "neigh replace %s lladdr %s dev %s nud permanent\n"
+		       "route add %s dev %s scope link\n"
+		       "route add default via %s dev %s\n",
+		       a, r->ifname, r->ifname, LAB_GW, LAB_GW_MAC, r->ifname, LAB_GW, r->ifname,
+		       LAB_GW, r->ifname);
+	if (r->plen6)
+		snprintf(cmds + off, sizeof(cmds) - off,
+			 "addr add %s/128 dev %s nodad\n"
+			 "neigh replace %s lladdr %s dev %s nud permanent\n"
+			 "route add ::/0 via %s dev %s\n",
+			 a6, r->ifname, LAB_GW6, LAB_GW_MAC, r->ifname, LAB_GW6, r->ifname);
 	ret = ip_batch(r->netns, cmds, false);
 	if (ret)
 		return cni_fail(e, CNI_ERR_NETWORK, "cannot configure the pod's interface",
@@ -171,22 +191,29 @@ static bool has_route(uint32_t dst, uint32_t mask, uint32_t gw, const char *dev)
 	return yes;
 }
 
-static bool has_addr(const char *dev, uint32_t ip)
+/* Does dev have ip (AF_INET) or ip6 (AF_INET6, when ip6 is not NULL)? */
+static bool has_addr(const char *dev, uint32_t ip, const struct in6_addr *ip6)
 {
 	struct ifaddrs *ifa, *i;
 	bool yes = false;
 
 	if (getifaddrs(&ifa))
 		return false;
-	for (i = ifa; i; i = i->ifa_next)
-		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !strcmp(i->ifa_name, dev) &&
+	for (i = ifa; i; i = i->ifa_next) {
+		if (!i->ifa_addr || strcmp(i->ifa_name, dev))
+			continue;
+		if (!ip6 && i->ifa_addr->sa_family == AF_INET &&
 		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == ip)
 			yes = true;
+		if (ip6 && i->ifa_addr->sa_family == AF_INET6 &&
+		    !memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, ip6, sizeof(*ip6)))
+			yes = true;
+	}
 	freeifaddrs(ifa);
 	return yes;
 }
 
-enum { BAD_NETNS = 1, BAD_IF = 2, BAD_ADDR = 4, BAD_DEFAULT = 8, BAD_DOWN = 16 };
+enum { BAD_NETNS = 1, BAD_IF = 2, BAD_ADDR = 4, BAD_DEFAULT = 8, BAD_DOWN = 16, BAD_ADDR6 = 32 };
 
 void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf, size_t len)
 {
@@ -194,10 +221,15 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 	size_t off = 0;
 	int bad = 0;
 	pid_t pid;
-	char a[16];
+	char a[16], a6[INET6_ADDRSTRLEN] = "";
+	struct in6_addr ip6;
 
 	inet_pton(AF_INET, LAB_GW, &gw);
 	inet_ntop(AF_INET, &rec->ip, a, sizeof(a));
+	if (r->plen6 && !rec->chained) {
+		cni_ip6_of(r, rec->ip, &ip6);
+		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
+	}
 	buf[0] = 0;
 #define ADD(...) off += (size_t)snprintf(buf + off, off < len ? len - off : 0, __VA_ARGS__)
 	if (rec->chained)	/* another plugin's interface: only the address is ours to check */
@@ -223,8 +255,10 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 			if (s >= 0 && !ioctl(s, SIOCGIFFLAGS, &ifr) && !(ifr.ifr_flags & IFF_UP))
 				bad |= BAD_DOWN;
 		}
-		if (!has_addr(rec->ifname, rec->ip))
+		if (!has_addr(rec->ifname, rec->ip, NULL))
 			bad |= BAD_ADDR;
+		if (a6[0] && !has_addr(rec->ifname, 0, &ip6))
+			bad |= BAD_ADDR6;
 		if (!rec->chained && !has_route(0, 0, gw, rec->ifname))
 			bad |= BAD_DEFAULT;
 		_exit(bad);
@@ -238,6 +272,8 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 		ADD("interface %s is down; ", rec->ifname);
 	if (bad & BAD_ADDR)
 		ADD("address %s/32 is missing on %s; ", a, rec->ifname);
+	if (bad & BAD_ADDR6)
+		ADD("address %s/128 is missing on %s; ", a6, rec->ifname);
 	if (bad & BAD_DEFAULT)
 		ADD("default route via %s on %s is missing; ", LAB_GW, rec->ifname);
 #undef ADD

@@ -154,6 +154,14 @@ int cni_pod_publish(const struct cni_req *r, uint32_t ip, struct cni_err *e)
 		CNI_ANN_NETNS, r->netns);
 	fprintf(f, "spec:\n  nodeName: %s\n  containers:\n  - name: main\n", r->node);
 	fprintf(f, "status:\n  phase: Running\n  podIP: %s\n", inet_ntop(AF_INET, &ip, a, sizeof(a)));
+	if (r->plen6) {	/* dual-stack: both, IPv4 first (as the lab's kubelet) */
+		char a6[INET6_ADDRSTRLEN];
+		struct in6_addr ip6;
+
+		cni_ip6_of(r, ip, &ip6);
+		fprintf(f, "  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a,
+			inet_ntop(AF_INET6, &ip6, a6, sizeof(a6)));
+	}
 	fclose(f);
 	ret = ss_open(r->state_dir, &s);
 	if (!ret) {

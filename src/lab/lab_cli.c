@@ -398,12 +398,6 @@ static int up_plan(const char *lab, const struct up_opts *o, struct md_state *st
 	t->zerohop[r] = 0;
 	if (topo_from_cluster(&st->cluster, t) || check_workloads(t, st))
 		return -1;
-	if (t->pod_cidr6_len && t->podman) {
-		lab_err("%s:%d: spec.podCIDRs: a dual-stack lab is built with the process runtime "
-			"only (not --runtime podman: docs/ipv6.md)", st->cluster.file,
-			st->cluster.line);
-		return -1;
-	}
 	return 0;
 }
 

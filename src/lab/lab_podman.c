@@ -88,6 +88,7 @@ static int cgroup_parent(const char *lab, const char *node, char *buf, size_t le
 static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const char *dir)
 {
 	char p[LAB_PATH + 64], text[4096], st[LAB_PATH], net[16], lo[16], hi[16];
+	char cidr6[INET6_ADDRSTRLEN + 32] = "";
 	int ret;
 
 	lab_fmt(p, sizeof(p), "%s/containers.conf", dir);
@@ -108,12 +109,20 @@ static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const ch
 		lab_err("podman: symlink %s: %s", p, strerror(errno));
 		return -errno;
 	}
+	/* dual-stack: each pod's IPv6 is derived from its IPv4 by the plugin
+	 * exactly as lab_pod_ip6() does for the kubelet's podIPs */
+	if (t->pod_cidr6_len) {
+		char a6[INET6_ADDRSTRLEN];
+
+		lab_fmt(cidr6, sizeof(cidr6), " \"podCIDR6\": \"%s/64\",",
+			inet_ntop(AF_INET6, &n->pod_net6, a6, sizeof(a6)));
+	}
 	lab_fmt(text, sizeof(text),
 		"{\"cniVersion\": \"1.0.0\", \"name\": \"zhlab-%s\", \"plugins\": [{\n"
-		"  \"type\": \"zerohop-cni\", \"node\": \"%s\", \"podCIDR\": \"%s/%d\",\n"
+		"  \"type\": \"zerohop-cni\", \"node\": \"%s\", \"podCIDR\": \"%s/%d\",%s\n"
 		"  \"rangeStart\": \"%s\", \"rangeEnd\": \"%s\",\n"
 		"  \"stateDir\": \"%s\", \"dataDir\": \"%s/ipam\", \"labelsDir\": \"%s/labels\"}]}\n",
-		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len,
+		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len, cidr6,
 		lab_ip4_str(htonl(ntohl(n->pod_net) + LAB_CNI_RANGE_LO), lo),
 		lab_ip4_str(htonl(ntohl(n->pod_net) + LAB_CNI_RANGE_HI), hi),
 		zh_state_dir(st, sizeof(st), t->lab), dir, dir);
@@ -124,10 +133,10 @@ static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const ch
 	 * the pod itself (invariant 5) */
 	lab_fmt(text, sizeof(text),
 		"{\"cniVersion\": \"1.0.0\", \"name\": \"zhlab-%s-kubelet\", \"plugins\": [{\n"
-		"  \"type\": \"zerohop-cni\", \"node\": \"%s\", \"podCIDR\": \"%s/%d\",\n"
+		"  \"type\": \"zerohop-cni\", \"node\": \"%s\", \"podCIDR\": \"%s/%d\",%s\n"
 		"  \"publish\": false, \"capabilities\": {\"ips\": true},\n"
 		"  \"stateDir\": \"%s\", \"dataDir\": \"%s/ipam\"}]}\n",
-		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len, st, dir);
+		t->lab, n->name, lab_ip4_str(n->pod_net, net), n->pod_len, cidr6, st, dir);
 	lab_fmt(p, sizeof(p), "%s/net.d/zerohop-kubelet.conflist", dir);
 	if ((ret = lab_write_str(p, text)))
 		return ret;

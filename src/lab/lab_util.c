@@ -430,8 +430,13 @@ static int parse_cidr6(const char *s, struct in6_addr *net, int *len)
 
 void lab_pod_ip6(const struct lab_node *n, uint32_t ip, struct in6_addr *out)
 {
+	/* the IPv4's host part in the low 32 bits (zerohop-cni's cni_ip6_of
+	 * derives the same for podman's pods) */
+	uint32_t host = ntohl(ip) & (n->pod_len > 0 ? (1u << (32 - n->pod_len)) - 1 : 0xff);
+
 	*out = n->pod_net6;
-	out->s6_addr[15] = (uint8_t)(ntohl(ip) & 0xff);
+	for (int i = 0; i < 4; i++)
+		out->s6_addr[15 - i] |= (uint8_t)(host >> (8 * i));
 }
 
 int lab_topo_read(const char *lab, struct lab_topo *t)

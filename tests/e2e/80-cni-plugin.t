@@ -10,6 +10,8 @@
 # inputs each answered with the spec's error JSON and a non-zero exit,
 # with nothing left behind. Then Debian's `tuning` plugin, chained after
 # ours, reads our result as its prevResult (a real consumer of our JSON).
+# A dual-stack network (podCIDR6): each pod gets an IPv6 derived from its
+# IPv4, with routes both ways, in the result, the published pod and CHECK.
 source "$(dirname "$0")/../lib/tap.sh"
 shopt -s lastpipe	# `conf ... | cni ...` sets OUT and RC here
 source "$(dirname "$0")/../lib/harness.sh"
@@ -18,7 +20,7 @@ CNI=$(dirname "$ZH")/zerohop-cni
 [ -x "$CNI" ] || skip_all "no $CNI (make first)"
 S=${ZH_TEST_LAB_SUFFIX:-}
 NODE=zh-t80$S-node
-PODS="a b c d e f"
+PODS="a b c d e f g h"
 test_cleanup() {
 	local p
 	for p in $PODS; do ip netns del zh-t80$S-$p 2>/dev/null; done
@@ -29,6 +31,7 @@ ip netns add $NODE
 ip -n $NODE link set lo up
 ip -n $NODE addr add 10.250.0.1/32 dev lo	# the node needs an IPv4 address (DESIGN.md 5)
 ip netns exec $NODE sysctl -qw net.ipv4.ip_forward=1
+ip netns exec $NODE sysctl -qw net.ipv6.conf.all.forwarding=1
 for p in $PODS; do ip netns add zh-t80$S-$p; done
 mkdir -p "$TMP/state" "$TMP/labels"
 printf '# pod a\napp=web\ntier = front\n' >"$TMP/labels/default_a"
@@ -267,6 +270,42 @@ case_chained_bridge() {
 		"chained: DEL of ours then bridge's leaves no pod and no interface"
 }
 
+# ---- dual-stack: podCIDR6
+case_dual_stack() {
+	local c6 ipg ipg6 ipg6b want h6
+	c6() { conf "${1:-1.0.0}" | jq '.podCIDR6 = "fd00:10:244::/64"'; }
+	c6 | cni ADD idg g
+	ipg=$(echo "$OUT" | jq -r '.ips[0].address') ipg6=$(echo "$OUT" | jq -r '.ips[1].address')
+	want=$(printf 'fd00:10:244::%x/128' "$(echo "${ipg%/32}" | cut -d. -f4)")
+	is "$RC:$ipg6:$(echo "$OUT" | jq -c '[.ips[1].gateway, .ips[1].interface, .routes[1].dst, .routes[1].gw]')" \
+		"0:$want:[\"fe80::1\",1,\"::/0\",\"fe80::1\"]" "ADD g (podCIDR6): IPv6 $ipg6 beside $ipg, its host part, with gateway and default route"
+	is "$(ip -n zh-t80$S-g -br -6 addr show dev eth0 scope global | awk '{print $3}')" "$ipg6" "the IPv6 is on eth0 in the pod namespace"
+	is "$(ip -n zh-t80$S-g -6 route show default | awk '{print $1, $2, $3}')" "default via fe80::1" "the pod's IPv6 default route via the lab gateway"
+	is "$(ip -n $NODE -6 route show ${ipg6%/128} | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}')" "$(echo "$OUT" | jq -r '.interfaces[0].name')" "the node routes the /128 to the host veth"
+	grep -q "podIPs: \[{ip: ${ipg%/32}}, {ip: \"${ipg6%/128}\"}\]" "$TMP/state/pods/default_g.yaml"
+	ok $? "pod default/g published with both podIPs, IPv4 first"
+	c6 0.4.0 | cni ADD idh h
+	is "$RC:$(echo "$OUT" | jq -c '[.ips[0].version, .ips[1].version]')" '0:["4","6"]' "ADD h with a 0.4.0 config: ips carry version 4 and 6"
+	h6=$(echo "$OUT" | jq -r '.ips[1].address')
+	nsenter --net=/run/netns/zh-t80$S-g busybox ping -6 -c1 -W2 -q ${h6%/128} >/dev/null
+	ok $? "pod g pings pod h over IPv6 through the node"
+	prev=$(c6 | jq --arg a "$ipg" '. + {prevResult: {cniVersion: "1.0.0", ips: [{address: $a}]}}')
+	echo "$prev" | cni CHECK idg g
+	is "$RC:$OUT" "0:" "CHECK g: clean"
+	ip -n zh-t80$S-g addr del $ipg6 dev eth0
+	echo "$prev" | cni CHECK idg g
+	error 101 "CHECK after deleting the IPv6 by hand"
+	echo "$OUT" | jq -r .details | grep -q "address ${ipg6} is missing"
+	ok $? "CHECK names the missing IPv6"
+	for bad in fd00:10:244::/120 fd00:10:244::1/64 10.0.0.0/8; do
+		conf 1.0.0 | jq --arg c "$bad" '.podCIDR6 = $c' | cni ADD idd d
+		error 7 "podCIDR6 '$bad'"
+	done
+	c6 | cni DEL idg g
+	c6 | cni DEL idh h
+	is "$RC:$(ip -n $NODE -6 route show ${ipg6%/128})" "0:" "DEL: the node's /128 route went with the veth"
+}
+
 # ---- GC (CNI 1.1): everything but a and b is stale
 case_gc_status() {
 	conf 1.1.0 | jq '. + {"cni.dev/valid-attachments": [{containerID: "ida", ifname: "eth0"}, {containerID: "idb", ifname: "eth0"}]}' | cni GC "" ""
@@ -291,5 +330,5 @@ case_del_everything() {
 run_cases case_version case_add case_add_twice case_check case_del_unknown_id \
 	case_del_after_failed_add case_del_after_crashed_adds case_bad_inputs \
 	case_exhausted_range case_range_start_end case_ips_capability \
-	case_chained_tuning case_chained_bridge case_gc_status case_del_everything
+	case_chained_tuning case_chained_bridge case_dual_stack case_gc_status case_del_everything
 done_testing
