@@ -47,9 +47,9 @@ test_teardown() {
 	if declare -F test_cleanup >/dev/null; then test_cleanup
 	elif declare -F lab_test_more_cleanup >/dev/null; then lab_test_more_cleanup; fi
 	for p in "${PIDS[@]}"; do kill -"${TEST_KILL_SIG:-TERM}" "$p" 2>/dev/null; done
-	if [ -n "$TEST_REAP" ]; then for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done; fi
+	if [ -n "${TEST_REAP:-}" ]; then for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done; fi
 	declare -F test_cleanup_hook >/dev/null && test_cleanup_hook
-	[ -n "$KEEP" ] || rm -rf "$TMP"
+	[ -n "${KEEP:-}" ] || rm -rf "$TMP"
 }
 
 pids_alive() {
