@@ -5,7 +5,8 @@
 # node (far); the answer must come from the right backend, and where the
 # client shows the peer (getpeername), it must be the Service address —
 # ClusterIP:80, or [::ffff:ClusterIP]:80 on a dual-stack (AF_INET6) socket.
-# Clients: curl and wget (-4 by name; AF_INET6 through a [::ffff:VIP] URL:
+# Clients: busybox nc (HTTP/1.0, shuts down writing before it reads),
+# curl and wget (-4 by name; AF_INET6 through a [::ffff:VIP] URL:
 # an IPv4 cluster has no AAAA record, so -6 by name cannot resolve, and
 # wget -6 makes its socket IPV6_V6ONLY, which excludes v4-mapped), Python
 # socket (AF_INET, AF_INET6 + AI_V4MAPPED) and urllib, the JVM
@@ -26,9 +27,9 @@ source "$(dirname "$0")/../lib/lab_test.sh"
 [ -x /usr/bin/python3 ] || skip_all "no /usr/bin/python3"
 DUAL=${MATRIX_DUAL:-}
 if [ -n "$DUAL" ]; then
-	lab_test_setup t14m6 curl wget
+	lab_test_setup t14m6 curl wget busybox
 else
-	lab_test_setup t14mx curl wget
+	lab_test_setup t14mx curl wget busybox
 fi
 CL=$(cd "$(dirname "$0")/../tools/clients" && pwd)
 PY=/usr/bin/python3
@@ -182,6 +183,16 @@ wget_each() {	# FLAGS... -- URL...
 		x sh -c 'b=$(wget -q -T 5 -t 1 -O - "$@") && echo "200 $(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p")" || echo "ERR $?"' sh "${flags[@]}" "$u"
 	done
 }
+# busybox nc: an HTTP/1.0 request from stdin, then shutdown(SHUT_WR) at
+# its EOF, then the answer (a client that shuts down before it reads)
+nc_each() {	# URL...
+	local u h
+	for u in "$@"; do
+		h=${u#http://}; h=${h%%/*}
+		x sh -c 'b=$(printf "GET / HTTP/1.0\r\nHost: %s\r\n\r\n" "$0" | busybox nc -w 5 "$0" 80)
+			echo "$(echo "$b" | head -n 1 | cut -d " " -f 2) $(echo "$b" | sed -n "s/.*\"hostname\":\"\([^\"]*\)\".*/\1/p" | head -n 1)"' "$h"
+	done
+}
 
 proxy_each() {	# POD BASEPORT
 	local ip i
@@ -203,6 +214,12 @@ case_curl() {
 	[ -n "$DUAL" ] || return 0
 	check "curl -6 (by name: AAAA, IPv6 ClusterIP)" n < <(curl_each -6 -- "${URLS[@]}")
 	check "curl [IPv6 ClusterIP]" n < <(curl_each -g -- "${URLSN[@]}")
+}
+
+# ---- busybox nc (shuts down writing before it reads: the short-circuit's
+# half-close case, bpf/accel.bpf.c invariant 11)
+case_nc() {
+	check "busybox nc (by name, HTTP/1.0)" - < <(nc_each "${URLS[@]}")
 }
 
 # ---- wget
@@ -309,7 +326,7 @@ case_udp() {
 	done
 }
 
-run_cases case_curl case_wget case_python case_jvm case_node case_go \
+run_cases case_curl case_nc case_wget case_python case_jvm case_node case_go \
 	case_reverse_proxies case_grpc case_udp
 sed 's/^/# /' "$TABLE"
 [ -n "${MATRIX_OUT:-}" ] && cp "$TABLE" "$MATRIX_OUT"
