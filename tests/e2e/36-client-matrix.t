@@ -294,7 +294,7 @@ case_grpc() {
 	nb=$(echo "$per" | jq 'unique | length')
 	ok "$([ "${nb:-0}" -ge 2 ]; echo $?)" "  channels spread over the backends ($nb of 3 seen over 12 channels)"
 	ok "$([ $((c1 - c0)) -ge 12 ]; echo $?)" "  gRPC connected from AF_INET6 sockets (v6_socket_v4mapped_service +$((c1 - c0)))"
-	printf '| gRPC python3-grpcio (default, dual-stack), L4 `grpc:50051` | %s | 12 channels: %s of 3 backends, one per channel | not built: the node proxy has no HTTP/2 yet | |\n' \
+	printf '| gRPC python3-grpcio (default, dual-stack), L4 `grpc:50051` | %s | 12 channels: %s of 3 backends, one per channel | not in this matrix: per-call balancing through an L7 Service is tests/e2e/79-proxy-grpc-lab.t | |\n' \
 		"$([ "$nok" = 12 ] && echo ok || echo FAIL)" "$nb" >>"$TABLE"
 	[ -n "$DUAL" ] || return 0
 	r=$(x $PY "$CL/pyclients.py" grpc-client "[${V6[grpc]}]:50051" 12 2>>"$TMP/grpc.err")
