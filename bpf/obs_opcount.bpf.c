@@ -11,8 +11,8 @@
  * BPF_ENABLE_STATS is what the accounting itself adds to every run (two
  * clock reads), the floor to take off the other programs' figures.
  *
- * opcount[op]                        op < 32 (BPF_SOCK_OPS_*)
- * opcount[32 + old * 16 + new]       each BPF_SOCK_OPS_STATE_CB transition
+ * obs_opcount[op]                        op < 32 (BPF_SOCK_OPS_*)
+ * obs_opcount[32 + old * 16 + new]       each BPF_SOCK_OPS_STATE_CB transition
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -27,7 +27,7 @@ struct {
 	__uint(max_entries, 32 + 16 * 16);
 	__type(key, __u32);
 	__type(value, __u64);
-} opcount SEC(".maps");
+} obs_opcount SEC(".maps");
 
 SEC("sockops")
 int zh_obs_opcount(struct bpf_sock_ops *skops)
@@ -39,7 +39,7 @@ int zh_obs_opcount(struct bpf_sock_ops *skops)
 		k = 32 + (skops->args[0] & 15) * 16 + (skops->args[1] & 15);
 	else if (k >= 32)
 		return 1;
-	v = bpf_map_lookup_elem(&opcount, &k);
+	v = bpf_map_lookup_elem(&obs_opcount, &k);
 	if (v)
 		__sync_fetch_and_add(v, 1);
 	return 1;

@@ -54,7 +54,7 @@ snap() {
 	bpftool prog show -j | jq -r '.[] | "\(.id) \(.name) \(.run_cnt // 0) \(.run_time_ns // 0)"' | sort |
 		join - <(labprogs | sort)
 }
-opsnap() { bpftool map dump pinned "$PIN/opcount" -j | jq -r '.[] | "\(.formatted.key) \(.formatted.value)"' 2>/dev/null; }
+opsnap() { bpftool map dump pinned "$PIN/obs_opcount" -j | jq -r '.[] | "\(.formatted.key) \(.formatted.value)"' 2>/dev/null; }
 
 # sock_ops op names (BPF_SOCK_OPS_* of <linux/bpf.h>) and TCP states (BPF_TCP_*)
 OPS=(VOID TIMEOUT_INIT RWND_INIT TCP_CONNECT ACTIVE_EST PASSIVE_EST NEEDS_ECN BASE_RTT RTO RETRANS STATE TCP_LISTEN RTT PARSE_HDR HDR_OPT_LEN WRITE_HDR)
