@@ -5,9 +5,10 @@
  * -----------
  * zh_accel_sockops runs on the node's cgroup (so for every pod of the node, in
  * the pods' own network namespaces), and on the node proxy's cgroup
- * (invariant 9). When an IPv4 TCP socket becomes
+ * (invariant 9). When a TCP socket becomes
  * established and both of its ends are on this node — both addresses in
- * accel_local (this node's pods), or loopback inside one netns — it gets a
+ * accel_local / accel_local6 (this node's pods), or loopback inside one
+ * netns — it gets a
  * per-socket record (accel_sk) and goes into accel_sockhash under its own key
  * (bpf/lib/accel_key.h). zh_accel_msg, attached to the sockhash, then runs on
  * every sendmsg of such a socket: it looks up the peer's key (the same
@@ -16,8 +17,9 @@
  * peer in the map, the message takes the normal TCP path.
  *
  * Invariants
- *  1. Only established IPv4 TCP sockets with both ends on this node are in
- *     accel_sockhash; each has an accel_sk record created before the insert.
+ *  1. Only established TCP sockets with both ends on this node are in
+ *     accel_sockhash (IPv4) or accel_sockhash6 (native IPv6, invariant 10);
+ *     each has an accel_sk record created before the insert.
  *  2. Per direction, bytes are delivered in order: a socket that once sent a
  *     message on the normal path (no peer yet, peer gone, demoted) carries
  *     ZH_ACCEL_SK_PASS and never redirects again — TCP-path bytes may still be
@@ -84,8 +86,17 @@
  *     v4-mapped (a dual-stack client or server with an IPv4 peer; on the
  *     wire the connection is IPv4): its key is the one an AF_INET socket of
  *     the same connection gets (lib/accel_key.h), so a v6 client and a v4
- *     server (or the reverse) short-circuit like two v4 sockets. Native
- *     IPv6 connections are never inserted.
+ *     server (or the reverse) short-circuit like two v4 sockets.
+ *     A native IPv6 connection (neither end v4-mapped) goes the same way
+ *     through twins of the maps keyed by struct zh_accel_key6:
+ *     accel_sockhash6, accel_local6, accel_closing6, accel_rx6; its
+ *     accel_sk record has ZH_ACCEL_SK_V6 and the peer's key in peer6. The
+ *     flag is set at insert and never changes, so every later step
+ *     (state callbacks, setsockopt, sk_msg, obs) picks one family's maps
+ *     from the record, and the IPv4 path only tests the flag. ::1 keys
+ *     carry the netns cookie like 127/8 ones. No node proxy leg over IPv6
+ *     (accel_proxy holds IPv4 endpoints). accel_nclosing counts both
+ *     closing sets (it is an upper bound either way).
  * 11. Half-close: a FIN arriving at a short-circuited socket in FIN_WAIT1/2
  *     (its owner shut down writing) would take it to TIME_WAIT, i.e.
  *     TCP_CLOSE, and the kernel would free its psock with the unread
@@ -160,27 +171,35 @@ static __always_inline __u64 *accel_nclosing_ptr(void)
 	return bpf_map_lookup_elem(&accel_nclosing, &zero);
 }
 
-/* Publish `key` in accel_closing; count it first if the entry is new. */
-static __always_inline void accel_closing_add(const struct zh_accel_key *key, __u32 state)
+/* The maps of one family (invariant 10): a socket's key, sockhash, closing
+ * and rx sets are all IPv4 (struct zh_accel_key) or all native IPv6
+ * (struct zh_accel_key6). The helpers below take them as arguments; every
+ * caller passes constant maps, so after inlining the verifier sees a known
+ * map on each path. */
+#define ACCEL_MAPS4 &accel_sockhash, &accel_closing, &accel_rx
+#define ACCEL_MAPS6 &accel_sockhash6, &accel_closing6, &accel_rx6
+
+/* Publish `key` in `closing`; count it first if the entry is new. */
+static __always_inline void accel_closing_add(void *closing, const void *key, __u32 state)
 {
 	__u64 *n = accel_nclosing_ptr();
 
-	if (bpf_map_lookup_elem(&accel_closing, key)) {
-		bpf_map_update_elem(&accel_closing, key, &state, BPF_EXIST);
+	if (bpf_map_lookup_elem(closing, key)) {
+		bpf_map_update_elem(closing, key, &state, BPF_EXIST);
 		return;
 	}
 	if (n)	/* always there (array); without it sk_msg always looks up */
 		__sync_fetch_and_add(n, 1);
-	if (bpf_map_update_elem(&accel_closing, key, &state, BPF_NOEXIST))
-		bpf_map_update_elem(&accel_closing, key, &state, BPF_ANY);	/* raced: still counted once more, harmless */
+	if (bpf_map_update_elem(closing, key, &state, BPF_NOEXIST))
+		bpf_map_update_elem(closing, key, &state, BPF_ANY);	/* raced: still counted once more, harmless */
 }
 
-/* Forget `key` in accel_closing; uncount it only if we deleted an entry. */
-static __always_inline void accel_closing_del(const struct zh_accel_key *key)
+/* Forget `key` in `closing`; uncount it only if we deleted an entry. */
+static __always_inline void accel_closing_del(void *closing, const void *key)
 {
 	__u64 *n = accel_nclosing_ptr();
 
-	if (bpf_map_delete_elem(&accel_closing, key) == 0 && n)
+	if (bpf_map_delete_elem(closing, key) == 0 && n)
 		__sync_fetch_and_add(n, -1);
 }
 
@@ -225,53 +244,97 @@ static __always_inline int accel_skipped_port(__u32 lport, __u32 rport)
 	       bpf_map_lookup_elem(&accel_skip, &rport);
 }
 
-static __always_inline void accel_insert(struct bpf_sock_ops *skops)
+/* accel_pair for a native IPv6 connection: both ends pods of this node
+ * (accel_local6), or ::1. The node proxy is reached over IPv4 only, so
+ * there is no proxy leg (2) here. */
+static __always_inline int accel_pair6(const struct zh_accel_key6 *k)
 {
-	struct zh_accel_key key = {};
-	struct zh_accel_sk *st;
-	struct bpf_sock *sk;
-	int pair;
+	if (accel_is_loopback6(k->local_ip6) || accel_is_loopback6(k->remote_ip6))
+		return 1;
+	return bpf_map_lookup_elem(&accel_local6, k->local_ip6) &&
+	       bpf_map_lookup_elem(&accel_local6, k->remote_ip6);
+}
 
-	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED))
-		return;
-	if (!accel_key_from_sockops(&key, skops))
-		return;
-	pair = accel_pair(&key);
-	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
-		return;
-	sk = skops->sk;
-	if (!sk)
-		return;
-	/* Record first (invariant 1): sk_msg relies on it for the sticky flag. */
-	st = bpf_sk_storage_get(&accel_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+/* The per-socket record, fresh (invariant 1: created before the insert,
+ * sk_msg relies on it for the sticky flag). NULL: counted as skipped. */
+static __always_inline struct zh_accel_sk *accel_sk_new(struct bpf_sock_ops *skops, __u32 flags)
+{
+	struct zh_accel_sk *st;
+
+	if (!skops->sk)
+		return NULL;
+	st = bpf_sk_storage_get(&accel_sk, skops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st) {
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
-		return;
+		return NULL;
 	}
-	accel_key_peer(&st->peer, &key);	/* once per socket (invariant 8) */
 	st->policy_gen = accel_cfg_get(ZH_ACCEL_CFG_POLICY_GEN);
-	st->flags = 0;
+	st->flags = flags;
 	st->sc_tx = 0;
 	st->fin_held_ns = 0;
+	return st;
+}
+
+/* Into `sockhash` under `key`, after clearing a reused tuple's marks; then
+ * ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
+static __always_inline void accel_hash_in(struct bpf_sock_ops *skops, void *sockhash, void *closing,
+					  void *rx, void *key, int pair)
+{
 	/* A reused 4-tuple must not inherit an old connection's marks. */
-	accel_closing_del(&key);
-	bpf_map_delete_elem(&accel_rx, &key);
-	if (bpf_sock_hash_update(skops, &accel_sockhash, &key, BPF_ANY)) {
+	accel_closing_del(closing, key);
+	bpf_map_delete_elem(rx, key);
+	if (bpf_sock_hash_update(skops, sockhash, key, BPF_ANY)) {
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
 		return;
 	}
-	/* Ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 	accel_count(ZH_ACCEL_ST_SOCKETS, 1);
 	if (pair == 2)
 		accel_count(ZH_ACCEL_ST_PROXY, 1);
 }
 
+static __always_inline void accel_insert6(struct bpf_sock_ops *skops)
+{
+	struct zh_accel_key6 key = {};
+	struct zh_accel_sk *st;
+
+	if (!accel_key6_from_sockops(&key, skops) || !accel_pair6(&key) ||
+	    accel_skipped_port(key.local_port, key.remote_port))
+		return;
+	st = accel_sk_new(skops, ZH_ACCEL_SK_V6);
+	if (!st)
+		return;
+	accel_key6_peer(&st->peer6, &key);	/* once per socket (invariant 8) */
+	accel_hash_in(skops, ACCEL_MAPS6, &key, 1);
+}
+
+static __always_inline void accel_insert(struct bpf_sock_ops *skops)
+{
+	struct zh_accel_key key = {};
+	struct zh_accel_sk *st;
+	int pair;
+
+	if (accel_cfg_get(ZH_ACCEL_CFG_DISABLED))
+		return;
+	if (!accel_key_from_sockops(&key, skops)) {
+		accel_insert6(skops);	/* native IPv6, or nothing of ours */
+		return;
+	}
+	pair = accel_pair(&key);
+	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
+		return;
+	st = accel_sk_new(skops, 0);
+	if (!st)
+		return;
+	accel_key_peer(&st->peer, &key);	/* once per socket (invariant 8) */
+	accel_hash_in(skops, ACCEL_MAPS4, &key, pair);
+}
+
 /* sock_ops only: the verifier allows sockhash deletes in sock_ops, not in
  * cgroup/setsockopt. */
-static __always_inline void accel_release_empty(const struct zh_accel_key *key)
+static __always_inline void accel_release_empty(void *sockhash, const void *key)
 {
-	if (bpf_map_delete_elem(&accel_sockhash, key) == 0)
+	if (bpf_map_delete_elem(sockhash, key) == 0)
 		accel_count(ZH_ACCEL_ST_RELEASED, 1);
 }
 
@@ -279,19 +342,36 @@ static __always_inline void accel_release_empty(const struct zh_accel_key *key)
  * and 7): peers demote on their next message. With an empty short-circuit
  * queue (never sent anything) it also leaves the sockhash at once, so from
  * now on it is a plain TCP socket, with every kernel semantic intact. */
-static __always_inline void accel_release(const struct zh_accel_key *key, __u32 state)
+static __always_inline void accel_release(void *sockhash, void *closing, void *rx,
+					  const void *key, __u32 state)
 {
-	accel_closing_add(key, state);
-	if (!bpf_map_lookup_elem(&accel_rx, key))
-		accel_release_empty(key);
+	accel_closing_add(closing, key, state);
+	if (!bpf_map_lookup_elem(rx, key))
+		accel_release_empty(sockhash, key);
+}
+
+/* The state change of one socket, once its key is built (accel_state). */
+static __always_inline void accel_state_key(void *sockhash, void *closing, void *rx,
+					    const void *key, __u32 state)
+{
+	if (state == BPF_TCP_CLOSE) {
+		accel_closing_del(closing, key);
+		bpf_map_delete_elem(rx, key);
+		if (bpf_map_delete_elem(sockhash, key) == 0)
+			accel_count(ZH_ACCEL_ST_REMOVED, 1);
+		return;
+	}
+	accel_release(sockhash, closing, rx, key, state);
 }
 
 /* STATE_CB: leaving ESTABLISHED -> release; TCP_CLOSE -> forget (inv. 4). */
 static __always_inline void accel_state(struct bpf_sock_ops *skops)
 {
+	struct zh_accel_key6 key6 = {};
 	struct zh_accel_key key = {};
 	__u32 old = skops->args[0], state = skops->args[1];
 	int closing = old == BPF_TCP_ESTABLISHED && state != BPF_TCP_ESTABLISHED;
+	struct zh_accel_sk *st;
 
 	/* Other programs on the cgroup (L4 signals, policy) ask for state
 	 * callbacks on every socket, so this runs for every transition of
@@ -301,18 +381,18 @@ static __always_inline void accel_state(struct bpf_sock_ops *skops)
 	 * invariant 1). */
 	if (state != BPF_TCP_CLOSE && !closing)
 		return;
-	if (!skops->sk || !bpf_sk_storage_get(&accel_sk, skops->sk, 0, 0))
+	if (!skops->sk)
 		return;
-	if (!accel_key_from_sockops(&key, skops))
+	st = bpf_sk_storage_get(&accel_sk, skops->sk, 0, 0);
+	if (!st)
 		return;
-	if (state == BPF_TCP_CLOSE) {
-		accel_closing_del(&key);
-		bpf_map_delete_elem(&accel_rx, &key);
-		if (bpf_map_delete_elem(&accel_sockhash, &key) == 0)
-			accel_count(ZH_ACCEL_ST_REMOVED, 1);
+	if (st->flags & ZH_ACCEL_SK_V6) {
+		if (accel_key6_from_sockops(&key6, skops))
+			accel_state_key(ACCEL_MAPS6, &key6, state);
 		return;
 	}
-	accel_release(&key, state);
+	if (accel_key_from_sockops(&key, skops))
+		accel_state_key(ACCEL_MAPS4, &key, state);
 }
 
 SEC("sockops")
@@ -320,14 +400,14 @@ int zh_accel_sockops(struct bpf_sock_ops *skops)
 {
 	/* The op first: this runs at every callback of every socket of the
 	 * node (~9 a connection, ~17 with the L4 signals' state callbacks:
-	 * bpf/obs.bpf.c invariant 8), and only three ops matter here. IPv4
-	 * connections only: AF_INET, or AF_INET6 with v4-mapped ends
-	 * (invariant 10); the key builder returns 0 for anything else. */
+	 * bpf/obs.bpf.c invariant 8), and only three ops matter here. TCP
+	 * of both families: AF_INET, AF_INET6 with v4-mapped ends, native
+	 * IPv6 (invariant 10); the key builders return 0 for anything else. */
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		if (skops->family == AF_INET || skops->family == ZH_AF_INET6)
-			accel_insert(skops);
+			accel_insert(skops);	/* IPv4 or native IPv6 */
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (skops->family == AF_INET || skops->family == ZH_AF_INET6)
@@ -344,9 +424,11 @@ int zh_accel_sockops(struct bpf_sock_ops *skops)
 SEC("cgroup/setsockopt")
 int zh_accel_setsockopt(struct bpf_sockopt *ctx)
 {
+	struct zh_accel_key6 key6 = {};
 	struct zh_accel_key key = {};
 	struct bpf_sock *sk = ctx->sk;
 	__u32 state = BPF_TCP_ESTABLISHED;
+	struct zh_accel_sk *st;
 	int *val;
 
 	if (!sk || ctx->level != SOL_SOCKET || ctx->optname != SO_RCVLOWAT)
@@ -357,14 +439,18 @@ int zh_accel_setsockopt(struct bpf_sockopt *ctx)
 	val = ctx->optval;
 	if ((void *)(val + 1) > ctx->optval_end || *val <= 1)
 		return 1;
-	if (!bpf_sk_storage_get(&accel_sk, sk, 0, 0))
+	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
+	if (!st)
 		return 1;	/* not ours */
-	if (!accel_key_from_sockopt(&key, ctx, sk))
-		return 1;
 	/* Peers stop redirecting; the socket keeps its psock (a sockhash
 	 * delete is not allowed here), whose queue stays empty, so reads and
 	 * readiness follow the normal receive queue and SO_RCVLOWAT. */
-	accel_closing_add(&key, state);
+	if (st->flags & ZH_ACCEL_SK_V6) {
+		if (accel_key6_from_sockopt(&key6, ctx, sk))
+			accel_closing_add(&accel_closing6, &key6, state);
+	} else if (accel_key_from_sockopt(&key, ctx, sk)) {
+		accel_closing_add(&accel_closing, &key, state);
+	}
 	return 1;
 }
 
@@ -374,6 +460,29 @@ static __always_inline int accel_fallback(struct zh_accel_sk *st)
 	if (st)
 		st->flags |= ZH_ACCEL_SK_PASS;
 	accel_count(ZH_ACCEL_ST_FALLBACKS, 1);
+	return SK_PASS;
+}
+
+/* zh_accel_msg's tail for a native IPv6 socket: the same steps on the ...6
+ * maps. Written out rather than shared with the IPv4 tail so that the IPv4
+ * fast path stays exactly what it was (invariant 8). */
+static __always_inline int accel_msg6(struct sk_msg_md *msg, struct zh_accel_sk *st, __u32 size)
+{
+	__u64 *nclosing = accel_nclosing_ptr();
+	__u8 one = 1;
+
+	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing6, &st->peer6))
+		return accel_fallback(st);
+	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
+		if (bpf_map_update_elem(&accel_rx6, &st->peer6, &one, BPF_ANY))
+			return accel_fallback(st);
+		st->flags |= ZH_ACCEL_SK_MARKED;
+	}
+	if (bpf_msg_redirect_hash(msg, &accel_sockhash6, &st->peer6, BPF_F_INGRESS) != SK_PASS)
+		return accel_fallback(st);
+	st->sc_tx += size;
+	accel_count(ZH_ACCEL_ST_MSGS, 1);
+	accel_count(ZH_ACCEL_ST_BYTES, size);
 	return SK_PASS;
 }
 
@@ -401,6 +510,8 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	/* Invariant 6: both ends must still be ESTABLISHED. */
 	if (sk->state != BPF_TCP_ESTABLISHED)
 		return accel_fallback(st);
+	if (st->flags & ZH_ACCEL_SK_V6)
+		return accel_msg6(msg, st, size);
 	nclosing = accel_nclosing_ptr();
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing, &st->peer))
 		return accel_fallback(st);
@@ -474,7 +585,7 @@ int zh_accel_fin(struct __sk_buff *skb)
 	struct bpf_sock *sk = skb->sk;
 	struct zh_accel_sk *st;
 	__u8 ip[20], flags;
-	__u32 state;
+	__u32 state, thoff;
 	__u64 now;
 
 	/* Every ingress packet of the node's pods comes here: the common case
@@ -482,9 +593,8 @@ int zh_accel_fin(struct __sk_buff *skb)
 	if (!sk)
 		return 1;
 	state = sk->state;
-	if ((state != BPF_TCP_FIN_WAIT1 && state != BPF_TCP_FIN_WAIT2 &&
-	     state != BPF_TCP_LAST_ACK && state != BPF_TCP_CLOSING) ||
-	    skb->protocol != bpf_htons(0x0800))
+	if (state != BPF_TCP_FIN_WAIT1 && state != BPF_TCP_FIN_WAIT2 &&
+	    state != BPF_TCP_LAST_ACK && state != BPF_TCP_CLOSING)
 		return 1;
 	sk = bpf_sk_fullsock(sk);
 	if (!sk)
@@ -494,10 +604,19 @@ int zh_accel_fin(struct __sk_buff *skb)
 	st = bpf_sk_storage_get(&accel_sk, sk, 0, 0);
 	if (!st)
 		return 1;
-	if (bpf_skb_load_bytes(skb, 0, ip, sizeof(ip)) || ip[9] != 6 /* TCP */)
+	/* The TCP header: after the IPv4 header, or right after the fixed
+	 * IPv6 one (a native IPv6 socket, invariant 10; a segment with
+	 * extension headers passes unheld, none of the kernel's own TCP
+	 * segments carries any). */
+	if (bpf_skb_load_bytes(skb, 0, ip, sizeof(ip)))
 		return 1;
-	if (bpf_skb_load_bytes(skb, (ip[0] & 0xf) * 4 + 13, &flags, 1) ||
-	    (flags & ZH_TCP_FLAG_RST))
+	if (skb->protocol == bpf_htons(0x0800) && ip[9] == 6 /* TCP */)
+		thoff = (ip[0] & 0xf) * 4;
+	else if (skb->protocol == bpf_htons(0x86DD) && ip[6] == 6)
+		thoff = 40;
+	else
+		return 1;
+	if (bpf_skb_load_bytes(skb, thoff + 13, &flags, 1) || (flags & ZH_TCP_FLAG_RST))
 		return 1;
 	/* FIN_WAIT: only the peer's FIN ends it; LAST_ACK/CLOSING: any ACK */
 	if ((state == BPF_TCP_FIN_WAIT1 || state == BPF_TCP_FIN_WAIT2) &&

@@ -42,8 +42,9 @@
  *     saddr/daddr/vip; a native IPv6 one fills saddr6/daddr6/vip6 and
  *     sets ZH_OBS_F_V6 (the IPv4 code path is what it was). Its CLOSE
  *     carries its Service too (vip6 does not fit the agent's pairing
- *     table, invariant 9), and it has no short-circuit bytes: the
- *     same-node short-circuit takes IPv4 connections only.
+ *     table, invariant 9). Its short-circuit bytes (a native IPv6
+ *     connection between two pods of the node) go through obs_scrx6,
+ *     keyed like accel's accel_sockhash6.
  *  5. Never changes a verdict: every program returns 1 and touches no
  *     address; connect4/6 only read the retval of the hooks before them.
  *  7. Open and close events are written without waking the agent (one
@@ -98,6 +99,14 @@ struct {
 	__type(key, struct zh_accel_key);
 	__type(value, __u64);
 } obs_scrx SEC(".maps");
+
+/* The same for native IPv6 sockets (accel's accel_sockhash6 twins). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct zh_accel_key6);
+	__type(value, __u64);
+} obs_scrx6 SEC(".maps");
 
 /* Per-CPU counters, enum zh_obs_stat. */
 struct {
@@ -315,7 +324,10 @@ static __always_inline void obs_publish_sc(struct bpf_sock_ops *skops)
 	if (!as || !as->sc_tx)
 		return;
 	v = as->sc_tx;
-	bpf_map_update_elem(&obs_scrx, &as->peer, &v, BPF_ANY);
+	if (as->flags & ZH_ACCEL_SK_V6)
+		bpf_map_update_elem(&obs_scrx6, &as->peer6, &v, BPF_ANY);
+	else
+		bpf_map_update_elem(&obs_scrx, &as->peer, &v, BPF_ANY);
 }
 
 /* Payload bytes through TCP (invariant 6). bytes_acked counts sequence
@@ -350,10 +362,11 @@ static __always_inline __u64 obs_payload_recv(struct bpf_sock_ops *skops, __u32 
 static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 {
 	struct bpf_sock *sk = skops->sk;
+	struct zh_accel_key6 key6 = {};
 	struct zh_accel_key key = {};
 	struct zh_obs_event *e;
 	struct zh_accel_sk *as;
-	__u64 *rx;
+	__u64 *rx = NULL;
 	int v6;
 
 	if (!sk)
@@ -380,7 +393,14 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 	if (as) {
 		e->flags |= ZH_OBS_F_SC;
 		e->sc_sent = as->sc_tx;	/* the agent adds it to bytes_sent */
-		if (accel_key_from_sockops(&key, skops)) {
+		if (as->flags & ZH_ACCEL_SK_V6) {
+			if (accel_key6_from_sockops(&key6, skops))
+				rx = bpf_map_lookup_elem(&obs_scrx6, &key6);
+			if (rx) {
+				e->bytes_recv += *rx;
+				bpf_map_delete_elem(&obs_scrx6, &key6);
+			}
+		} else if (accel_key_from_sockops(&key, skops)) {
 			rx = bpf_map_lookup_elem(&obs_scrx, &key);
 			if (rx) {
 				e->bytes_recv += *rx;

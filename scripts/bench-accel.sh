@@ -23,6 +23,10 @@
 #   tcp-svc    same, pod -> Service ClusterIP (backend on the same node)
 #   http-pod   HTTP/1.1 keep-alive, 1 KiB responses, 64 connections, max rate
 #   tcp-cross  TCP echo 1 KiB x 64, pod -> pod on the other node (must be >= 0.98)
+#   tcp-pod6, tcp-svc6  tcp-pod and tcp-svc over native IPv6 (pod IPv6, the
+#              Service's IPv6 ClusterIP; the server listens on [::]:8079): any
+#              *6 workload makes both labs dual-stack, and the reference
+#              redirect then loads its IPv6 pair too (accel_bare on ... 46)
 # Client `zerohop bench` (THREADS threads), server `zerohop echo` (one thread).
 # Usage: scripts/bench-accel.sh [PAIRS=5] [SECS=3]
 # Environment: B=build dir (build); MODES ("on off nomesh"; every non-base
@@ -84,7 +88,21 @@ cleanup() {
 trap cleanup EXIT INT TERM
 cleanup
 
-cat > "$OUT/app.yaml" <<YAML
+DUAL=0
+case " $WORKLOADS " in *6" "*) DUAL=1 ;; esac
+{
+if [ $DUAL = 1 ]; then cat <<YAML
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: bench}
+spec:
+  nodes: [node-a, node-b]
+  podCIDRs: [10.244.0.0/16, "fd00:10:244::/56"]
+  serviceCIDRs: [10.96.0.0/12, "fd00:10:96::/112"]
+---
+YAML
+fi
+cat <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: echo-a, labels: {app: echo-a}}
@@ -92,7 +110,7 @@ spec:
   nodeName: node-a
   containers:
     - name: e
-      command: ["$ZH", "echo", "--tcp", "8078", "--http", "8080"]
+      command: ["$ZH", "echo", "--tcp", "8078", "--tcp", "[::]:8079", "--http", "8080"]
 ---
 apiVersion: v1
 kind: Pod
@@ -116,11 +134,14 @@ apiVersion: v1
 kind: Service
 metadata: {name: echo-a}
 spec:
+  $([ $DUAL = 1 ] && echo "ipFamilyPolicy: PreferDualStack")
   selector: {app: echo-a}
   ports:
     - {name: tcp, port: 8078}
+    - {name: tcp6, port: 8079}
     - {name: http, port: 8080}
 YAML
+} > "$OUT/app.yaml"
 "$ZH" lab up --lab $LAB --accel on -f "$OUT/app.yaml" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log"; exit 1; }
 if [ $NOMESH = 1 ]; then
 	"$ZH" lab up --lab $LABN --no-mesh -f "$OUT/app.yaml" >"$OUT/up-n.log" 2>&1 ||
@@ -133,23 +154,29 @@ for l in $LAB $([ $NOMESH = 1 ] && echo $LABN); do
 	a=$(echo "$pods" | jq -r '.[] | select(.name=="echo-a") | .ip')
 	b=$(echo "$pods" | jq -r '.[] | select(.name=="echo-b") | .ip')
 	vip=$("$ZH" get --lab "$l" services -o json | jq -r '.[] | select(.name=="echo-a") | .clusterIP')
-	[ "$l" = "$LABN" ] && vip=$a	# no mesh, no ClusterIP translation: the pod itself
+	a6=$(echo "$pods" | jq -r '.[] | select(.name=="echo-a") | .ips[1] // empty')
+	vip6=$("$ZH" get --lab "$l" services -o json | jq -r '.[] | select(.name=="echo-a") | .clusterIPs[1] // empty')
+	[ "$l" = "$LABN" ] && vip=$a vip6=$a6	# no mesh, no ClusterIP translation: the pod itself
+	ADDR["$l tcp-pod6"]="tcp://[$a6]:8079"
+	ADDR["$l tcp-svc6"]="tcp://[$vip6]:8079"
 	ADDR["$l tcp-pod"]="tcp://$a:8078"
 	ADDR["$l tcp-svc"]="tcp://$vip:8078"
 	ADDR["$l http-pod"]="http://$a:8080/?size=1024"
 	ADDR["$l tcp-cross"]="tcp://$b:8078"
-	[ "$l" = "$LAB" ] && LOCAL_IPS=$(echo "$pods" | jq -r '.[] | select(.node=="node-a") | .ip')
+	[ "$l" = "$LAB" ] && LOCAL_IPS=$(echo "$pods" | jq -r '.[] | select(.node=="node-a") | .ips[]? // .ip')
 done
 for _ in $(seq 50); do [ -e "$PIN/accel_sockops_link" ] && break; sleep 0.1; done
 
+REFF=4	# the reference's families
+[ $DUAL = 1 ] && REFF=46
 lab_of() { case $1 in nomesh*) echo $LABN ;; *) echo $LAB ;; esac; }
 setmode() {	# MODE: the mesh lab's node as MODE asks; the no-mesh lab's too
 	case $1 in
 	on) "$REF" off "$PIN" && "$CTL" on "$CG" "$PIN" $LOCAL_IPS ;;
 	off) "$REF" off "$PIN" && "$CTL" off "$PIN" ;;
-	ref) "$CTL" off "$PIN" && "$REF" on "$CG" "$PIN" ;;
+	ref) "$CTL" off "$PIN" && "$REF" on "$CG" "$PIN" $REFF ;;
 	nomesh) "$REF" off "$PINN" ;;
-	nomesh-ref) "$REF" on "$CGN" "$PINN" ;;
+	nomesh-ref) "$REF" on "$CGN" "$PINN" $REFF ;;
 	esac
 }
 

@@ -9,7 +9,9 @@
  * An AF_INET6 socket whose ends are v4-mapped (a dual-stack client or
  * server talking to an IPv4 peer, lib/v4mapped.h) gets exactly the key an
  * AF_INET socket of the same connection would get, so either end may be of
- * either family. Native IPv6 connections get no key (the builders return 0).
+ * either family. Native IPv6 connections get no such key (the builders
+ * return 0); they get a struct zh_accel_key6 from the ...6 builders below,
+ * by the same rules (loopback ::1 carries the netns cookie).
  */
 #ifndef ZH_BPF_ACCEL_KEY_H
 #define ZH_BPF_ACCEL_KEY_H
@@ -80,6 +82,70 @@ static __always_inline int accel_key_from_sockopt(struct zh_accel_key *k, struct
 		return 0;
 	accel_key_make(k, bpf_get_netns_cookie(ctx), lip, rip, sk->src_port,
 		       bpf_ntohs(sk->dst_port));
+	return 1;
+}
+
+/* ---- Native IPv6 (struct zh_accel_key6) ---- */
+
+static __always_inline int accel_is_loopback6(const __u32 *w)
+{
+	return w[0] == 0 && w[1] == 0 && w[2] == 0 && w[3] == bpf_htonl(1);
+}
+
+static __always_inline void accel_key6_peer(struct zh_accel_key6 *peer, const struct zh_accel_key6 *k)
+{
+	peer->netns = k->netns;
+	__builtin_memcpy(peer->local_ip6, k->remote_ip6, 16);
+	__builtin_memcpy(peer->remote_ip6, k->local_ip6, 16);
+	peer->local_port = k->remote_port;
+	peer->remote_port = k->local_port;
+}
+
+/* Fill k for a native IPv6 connection (an AF_INET6 socket whose ends are
+ * not v4-mapped); 0 for anything else. Each context word is read on its
+ * own, with a constant offset (the verifier allows nothing else). */
+static __always_inline int accel_key6_from_sockops(struct zh_accel_key6 *k, struct bpf_sock_ops *ctx)
+{
+	if (ctx->family != ZH_AF_INET6)
+		return 0;
+	k->local_ip6[0] = ctx->local_ip6[0];
+	k->local_ip6[1] = ctx->local_ip6[1];
+	k->local_ip6[2] = ctx->local_ip6[2];
+	k->local_ip6[3] = ctx->local_ip6[3];
+	k->remote_ip6[0] = ctx->remote_ip6[0];
+	k->remote_ip6[1] = ctx->remote_ip6[1];
+	k->remote_ip6[2] = ctx->remote_ip6[2];
+	k->remote_ip6[3] = ctx->remote_ip6[3];
+	if (zh_is_v4mapped(k->local_ip6[0], k->local_ip6[1], k->local_ip6[2]) ||
+	    zh_is_v4mapped(k->remote_ip6[0], k->remote_ip6[1], k->remote_ip6[2]))
+		return 0;
+	k->local_port = ctx->local_port;
+	k->remote_port = bpf_ntohl(ctx->remote_port);
+	k->netns = (accel_is_loopback6(k->local_ip6) || accel_is_loopback6(k->remote_ip6)) ?
+		   bpf_get_netns_cookie(ctx) : 0;
+	return 1;
+}
+
+static __always_inline int accel_key6_from_sockopt(struct zh_accel_key6 *k, struct bpf_sockopt *ctx,
+						   struct bpf_sock *sk)
+{
+	if (sk->family != ZH_AF_INET6)
+		return 0;
+	k->local_ip6[0] = sk->src_ip6[0];
+	k->local_ip6[1] = sk->src_ip6[1];
+	k->local_ip6[2] = sk->src_ip6[2];
+	k->local_ip6[3] = sk->src_ip6[3];
+	k->remote_ip6[0] = sk->dst_ip6[0];
+	k->remote_ip6[1] = sk->dst_ip6[1];
+	k->remote_ip6[2] = sk->dst_ip6[2];
+	k->remote_ip6[3] = sk->dst_ip6[3];
+	if (zh_is_v4mapped(k->local_ip6[0], k->local_ip6[1], k->local_ip6[2]) ||
+	    zh_is_v4mapped(k->remote_ip6[0], k->remote_ip6[1], k->remote_ip6[2]))
+		return 0;
+	k->local_port = sk->src_port;
+	k->remote_port = bpf_ntohs(sk->dst_port);
+	k->netns = (accel_is_loopback6(k->local_ip6) || accel_is_loopback6(k->remote_ip6)) ?
+		   bpf_get_netns_cookie(ctx) : 0;
 	return 1;
 }
 

@@ -14,6 +14,15 @@ struct {
 	__type(value, __u64);
 } accel_sockhash SEC(".maps");
 
+/* The same for native IPv6 connections (struct zh_accel_key6). The sk_msg
+ * program is attached to both sockhashes; a socket is in one of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, ZH_ACCEL_MAX_SOCKS);
+	__type(key, struct zh_accel_key6);
+	__type(value, __u64);
+} accel_sockhash6 SEC(".maps");
+
 /* This node's pod IPv4s (network order) -> 1. Written by ag_accel_set_local. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -21,6 +30,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } accel_local SEC(".maps");
+
+/* This node's pod IPv6s (16 bytes, network order) -> 1. Written by
+ * ag_accel_set_local6. */
+struct zh_accel_ip6 {
+	__u32 w[4];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_LOCAL);
+	__type(key, struct zh_accel_ip6);
+	__type(value, __u8);
+} accel_local6 SEC(".maps");
 
 /* Sockets of accel_sockhash that have left ESTABLISHED (key -> new state).
  * sk_msg cannot hold a reference to the peer socket (no bpf_sk_release in
@@ -34,6 +55,14 @@ struct {
 	__type(value, __u32);
 } accel_closing SEC(".maps");
 
+/* accel_closing of accel_sockhash6's sockets (counted in accel_nclosing too). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_SOCKS);
+	__type(key, struct zh_accel_key6);
+	__type(value, __u32);
+} accel_closing6 SEC(".maps");
+
 /* Sockets that have ever been sent a redirected message (key -> 1), marked
  * once per connection by the sender. A socket without a mark has nothing in
  * its short-circuit queue, so it can leave accel_sockhash at any time without
@@ -44,6 +73,14 @@ struct {
 	__type(key, struct zh_accel_key);
 	__type(value, __u8);
 } accel_rx SEC(".maps");
+
+/* accel_rx of accel_sockhash6's sockets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_SOCKS);
+	__type(key, struct zh_accel_key6);
+	__type(value, __u8);
+} accel_rx6 SEC(".maps");
 
 /* Ports (host order) never short-circuited, on either end: an opt-out for
  * applications that read with splice(2) (docs/accel.md). */

@@ -2,7 +2,8 @@
  *
  * Two sockets whose both ends are on this node (pod <-> pod, or loopback inside
  * one pod) skip the TCP/IP stack: a sock_ops program on the node's cgroup puts
- * every such established IPv4 TCP socket in a sockhash, and an sk_msg program
+ * every such established TCP socket in a sockhash (IPv4, including v4-mapped
+ * ends of an AF_INET6 socket, or native IPv6: one sockhash each), and an sk_msg program
  * moves each sendmsg() straight into the peer socket's receive queue. Anything
  * else takes the normal path untouched. Design and invariants: bpf/accel.bpf.c;
  * user-facing behaviour: docs/accel.md.
@@ -17,9 +18,12 @@
  *				(ag_accel_attach_proxy), when given
  *	accel_sockops		sock_ops program
  *	accel_setsockopt	cgroup/setsockopt program
- *	accel_msg		sk_msg program (attached to accel_sockhash)
- *	accel_sockhash		the sockhash of short-circuited sockets
+ *	accel_fin		cgroup_skb ingress program (holds a FIN, inv. 11)
+ *	accel_msg		sk_msg program (attached to both sockhashes)
+ *	accel_sockhash		the sockhash of short-circuited IPv4 sockets
+ *	accel_sockhash6		the same for native IPv6 sockets
  *	accel_local		local endpoints (this node's pod IPv4s)
+ *	accel_local6		the same, this node's pod IPv6s
  *	accel_skip		ports never short-circuited (ag_accel_set_skip_ports)
  *	accel_proxy		the node proxy's endpoints (ag_accel_set_proxy)
  *	accel_stats		per-CPU counters (struct zh_accel_stats_v in abi/accel.h)
@@ -71,6 +75,11 @@ int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
  * are added (make-before-break). Sockets already established keep their state.
  * Returns 0 or -errno (-E2BIG if n exceeds the map size). */
 int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n);
+
+/* The same for this node's pod IPv6 addresses (accel_local6): native IPv6
+ * connections between two of them, or over ::1, are short-circuited too. */
+struct in6_addr;
+int ag_accel_set_local6(struct ag_accel *a, const struct in6_addr *ips, int n);
 
 /* Replace the set of ports (host order) never short-circuited, on either end
  * of a connection: the opt-out for applications that read with splice(2),

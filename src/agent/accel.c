@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -64,6 +65,8 @@ enum accel_obj {
 	AO_MSG,
 	AO_SOCKOPT,
 	AO_FIN,
+	AO_SOCKHASH6,
+	AO_LOCAL6,
 	AO__MAX,
 };
 static const char *const accel_pin_names[AO__MAX] = {
@@ -77,6 +80,8 @@ static const char *const accel_pin_names[AO__MAX] = {
 	[AO_MSG] = "accel_msg",
 	[AO_SOCKOPT] = "accel_setsockopt",
 	[AO_FIN] = "accel_fin",
+	[AO_SOCKHASH6] = "accel_sockhash6",
+	[AO_LOCAL6] = "accel_local6",
 };
 
 /* Which cgroup a link is on: the node's (pods below it) or the node
@@ -179,6 +184,8 @@ static int accel_load_and_pin(struct ag_accel *a)
 	fds[AO_MSG] = bpf_program__fd(skel->progs.zh_accel_msg);
 	fds[AO_SOCKOPT] = bpf_program__fd(skel->progs.zh_accel_setsockopt);
 	fds[AO_FIN] = bpf_program__fd(skel->progs.zh_accel_fin);
+	fds[AO_SOCKHASH6] = bpf_map__fd(skel->maps.accel_sockhash6);
+	fds[AO_LOCAL6] = bpf_map__fd(skel->maps.accel_local6);
 	for (i = 0; i < AO__MAX; i++) {
 		err = accel_path(p, sizeof(p), a->pin_dir, accel_pin_names[i]);
 		if (!err && bpf_obj_pin(fds[i], p))
@@ -382,9 +389,10 @@ int ag_accel_open(const char *cgroup_path, const char *pin_dir, int enable,
 		goto err_close;
 	/* Re-attaching the same program is harmless; bpftool's attach is not
 	 * used (on this kernel it reported success and the program never ran). */
-	if (bpf_prog_attach(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT, 0)) {
+	if (bpf_prog_attach(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT, 0) ||
+	    bpf_prog_attach(a->fd[AO_MSG], a->fd[AO_SOCKHASH6], BPF_SK_MSG_VERDICT, 0)) {
 		err = -errno;
-		zh_err("accel: attaching sk_msg to the sockhash: %s", strerror(-err));
+		zh_err("accel: attaching sk_msg to the sockhashes: %s", strerror(-err));
 		goto err_close;
 	}
 	err = accel_link(a, cgroup_path, AS_NODE);
@@ -401,49 +409,61 @@ err_free:
 	return err;
 }
 
-static int cmp_u32(const void *x, const void *y)
-{
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+static size_t cmp_len;	/* accel_set_addrs: the key size qsort/bsearch compare */
 
-	return a < b ? -1 : a > b;
+static int cmp_addr(const void *x, const void *y)
+{
+	return memcmp(x, y, cmp_len);
 }
 
-int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n)
+/* The address set of map fd becomes exactly ips[0..n) (keys of ksz bytes,
+ * 4 or 16): make before break, every new address is added before any stale
+ * one is deleted. */
+static int accel_set_addrs(int fd, const void *ips, int n, size_t ksz)
 {
-	uint32_t *sorted = NULL, key, next, *stale = NULL;
-	int fd = a->fd[AO_LOCAL], i, nstale = 0, err = 0;
+	unsigned char *sorted = NULL, *stale = NULL, key[16], next[16];
+	int i, nstale = 0, err = 0;
 	__u8 one = 1;
 
 	if (fd < 0)
 		return 0;	/* never loaded here (off from the start): nothing to update */
 	if (n < 0 || n > ZH_ACCEL_MAX_LOCAL)
 		return -E2BIG;
-	sorted = zh_malloc(sizeof(*sorted) * (n ? n : 1));
-	memcpy(sorted, ips, sizeof(*sorted) * n);
-	qsort(sorted, n, sizeof(*sorted), cmp_u32);
-	/* Make before break: add every new address first. */
+	sorted = zh_malloc(ksz * (n ? n : 1));
+	memcpy(sorted, ips, ksz * n);
+	cmp_len = ksz;
+	qsort(sorted, n, ksz, cmp_addr);
 	for (i = 0; i < n; i++) {
-		if (bpf_map_update_elem(fd, &sorted[i], &one, BPF_ANY)) {
+		if (bpf_map_update_elem(fd, sorted + i * ksz, &one, BPF_ANY)) {
 			err = -errno;
 			zh_err("accel: adding local endpoint: %s", strerror(-err));
 			goto out;
 		}
 	}
-	stale = zh_malloc(sizeof(*stale) * ZH_ACCEL_MAX_LOCAL);
-	for (err = bpf_map_get_next_key(fd, NULL, &next); !err;
-	     err = bpf_map_get_next_key(fd, &key, &next)) {
-		key = next;
-		if (!bsearch(&key, sorted, n, sizeof(*sorted), cmp_u32) &&
-		    nstale < ZH_ACCEL_MAX_LOCAL)
-			stale[nstale++] = key;
+	stale = zh_malloc(ksz * ZH_ACCEL_MAX_LOCAL);
+	for (err = bpf_map_get_next_key(fd, NULL, next); !err;
+	     err = bpf_map_get_next_key(fd, key, next)) {
+		memcpy(key, next, ksz);
+		if (!bsearch(key, sorted, n, ksz, cmp_addr) && nstale < ZH_ACCEL_MAX_LOCAL)
+			memcpy(stale + ksz * nstale++, key, ksz);
 	}
 	err = 0;
 	for (i = 0; i < nstale; i++)
-		bpf_map_delete_elem(fd, &stale[i]);
+		bpf_map_delete_elem(fd, stale + i * ksz);
 out:
 	free(stale);
 	free(sorted);
 	return err;
+}
+
+int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n)
+{
+	return accel_set_addrs(a->fd[AO_LOCAL], ips, n, sizeof(*ips));
+}
+
+int ag_accel_set_local6(struct ag_accel *a, const struct in6_addr *ips, int n)
+{
+	return accel_set_addrs(a->fd[AO_LOCAL6], ips, n, sizeof(*ips));
 }
 
 int ag_accel_set_skip_ports(struct ag_accel *a, const uint16_t *ports, int n)
@@ -563,10 +583,27 @@ int ag_accel_set_policy_gen(struct ag_accel *a, uint32_t gen)
 	return accel_cfg_set(a, ZH_ACCEL_CFG_POLICY_GEN, gen);
 }
 
-static int accel_read_stats(int stats_fd, int hash_fd, struct ag_accel_stats *out)
+/* Entries of a sockhash with keys of ksz bytes (the ground truth for
+ * "active"); 0 when fd < 0. */
+static __u64 accel_count_keys(int fd, size_t ksz)
+{
+	unsigned char key[sizeof(struct zh_accel_key6)], next[sizeof(struct zh_accel_key6)];
+	__u64 n = 0;
+	int err;
+
+	if (fd < 0)
+		return 0;
+	for (err = bpf_map_get_next_key(fd, NULL, next); !err;
+	     err = bpf_map_get_next_key(fd, key, next)) {
+		memcpy(key, next, ksz);
+		n++;
+	}
+	return n;
+}
+
+static int accel_read_stats(int stats_fd, int hash_fd, int hash6_fd, struct ag_accel_stats *out)
 {
 	__u64 sum[ZH_ACCEL_ST__MAX] = {}, *vals;
-	struct zh_accel_key key, next;
 	int ncpu, i, c, err = 0;
 	__u32 idx;
 
@@ -594,13 +631,9 @@ static int accel_read_stats(int stats_fd, int hash_fd, struct ag_accel_stats *ou
 	out->released = sum[ZH_ACCEL_ST_RELEASED];
 	out->proxy = sum[ZH_ACCEL_ST_PROXY];
 	out->fin_held = sum[ZH_ACCEL_ST_FIN_HELD];
-	/* The ground truth for "active": walk the sockhash itself. */
-	for (err = bpf_map_get_next_key(hash_fd, NULL, &next); !err;
-	     err = bpf_map_get_next_key(hash_fd, &key, &next)) {
-		key = next;
-		out->active++;
-	}
-	err = 0;
+	/* The ground truth for "active": walk the sockhashes themselves. */
+	out->active = accel_count_keys(hash_fd, sizeof(struct zh_accel_key)) +
+		      accel_count_keys(hash6_fd, sizeof(struct zh_accel_key6));
 out:
 	free(vals);
 	return err;
@@ -612,13 +645,13 @@ int ag_accel_stats(struct ag_accel *a, struct ag_accel_stats *out)
 		memset(out, 0, sizeof(*out));
 		return 0;	/* never loaded: all zero */
 	}
-	return accel_read_stats(a->fd[AO_STATS], a->fd[AO_SOCKHASH], out);
+	return accel_read_stats(a->fd[AO_STATS], a->fd[AO_SOCKHASH], a->fd[AO_SOCKHASH6], out);
 }
 
 int ag_accel_read_pinned_stats(const char *pin_dir, struct ag_accel_stats *out)
 {
 	char p[300];
-	int sfd = -1, hfd = -1, err;
+	int sfd = -1, hfd = -1, h6fd = -1, err;
 
 	err = accel_path(p, sizeof(p), pin_dir, accel_pin_names[AO_STATS]);
 	if (err)
@@ -631,8 +664,13 @@ int ag_accel_read_pinned_stats(const char *pin_dir, struct ag_accel_stats *out)
 		hfd = bpf_obj_get(p);
 		err = hfd < 0 ? -errno : 0;
 	}
+	/* an older layout has no accel_sockhash6: its sockets are all IPv4 */
+	if (!err && !accel_path(p, sizeof(p), pin_dir, accel_pin_names[AO_SOCKHASH6]))
+		h6fd = bpf_obj_get(p);
 	if (!err)
-		err = accel_read_stats(sfd, hfd, out);
+		err = accel_read_stats(sfd, hfd, h6fd, out);
+	if (h6fd >= 0)
+		close(h6fd);
 	if (hfd >= 0)
 		close(hfd);
 	close(sfd);
@@ -647,6 +685,8 @@ void ag_accel_close(struct ag_accel *a, int unpin)
 		accel_unlink(a->pin_dir);
 		if (a->fd[AO_MSG] >= 0 && a->fd[AO_SOCKHASH] >= 0)
 			bpf_prog_detach2(a->fd[AO_MSG], a->fd[AO_SOCKHASH], BPF_SK_MSG_VERDICT);
+		if (a->fd[AO_MSG] >= 0 && a->fd[AO_SOCKHASH6] >= 0)
+			bpf_prog_detach2(a->fd[AO_MSG], a->fd[AO_SOCKHASH6], BPF_SK_MSG_VERDICT);
 		accel_unpin_all(a->pin_dir);
 	}
 	accel_close_fds(a);

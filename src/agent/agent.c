@@ -170,6 +170,7 @@ static double now_ms(void)
 /* This node's pods with an IP: the local endpoints for acceleration. */
 static void set_local_pods(struct agent *a, const struct md_state *st)
 {
+	struct in6_addr *ip6s;
 	uint32_t *ips;
 	int i, n = 0, ret;
 
@@ -186,6 +187,19 @@ static void set_local_pods(struct agent *a, const struct md_state *st)
 	if (ret)
 		zh_warn("agent: accel local endpoints: %s", strerror(-ret));
 	free(ips);
+	/* and their IPv6 addresses (a dual-stack cluster) */
+	ip6s = zh_calloc(st->n_pods ? st->n_pods : 1, sizeof(*ip6s));
+	for (i = n = 0; i < st->n_pods; i++) {
+		const struct md_pod *p = &st->pods[i];
+
+		if (!IN6_IS_ADDR_UNSPECIFIED(&p->ip6) && p->spec.node_name &&
+		    !strcmp(p->spec.node_name, a->node))
+			ip6s[n++] = p->ip6;
+	}
+	ret = ag_accel_set_local6(a->acc, ip6s, n);
+	if (ret)
+		zh_warn("agent: accel local IPv6 endpoints: %s", strerror(-ret));
+	free(ip6s);
 }
 
 /* A8: the node proxy's endpoints into accel_proxy: its capture address

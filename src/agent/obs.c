@@ -107,8 +107,8 @@
 static const char *const link_pins[] = { "obs_link_connect4", "obs_link_connect6",
 					 "obs_link_sockops" };
 #define OBS_NLINKS 3
-static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx" };
-#define OBS_NMAPS 3
+static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx", "obs_scrx6" };
+#define OBS_NMAPS 4
 
 struct series {
 	uint8_t used;
@@ -1357,6 +1357,7 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 	maps[0] = ob->skel->maps.obs_events;
 	maps[1] = ob->skel->maps.obs_stats;
 	maps[2] = ob->skel->maps.obs_scrx;
+	maps[3] = ob->skel->maps.obs_scrx6;
 	for (i = 0; i < OBS_NMAPS; i++) {
 		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, map_pins[i]);
 		ret = bpf_map__set_pin_path(maps[i], path);

@@ -20,56 +20,26 @@ source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t45
 lab_test_tools accel_ctl
+HALFCLOSE=$ROOT/tests/tools/halfclose.py
 
 {
 	m_pod srv node-a "app: srv" "$(m_ctr e "tcp:9000 tcp2:9001 http:8080" "$ZH" echo --tcp 9000 --tcp 9001 --http 8080 --udp 0)"
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
 lab_up "--accel on --accel-skip-ports 9001" --accel on --accel-skip-ports 9001 -f "$TMP/app.yaml"
-cat >"$TMP/hc.py" <<'PY'
-import socket, sys, time
-ip, port, size, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-pause = float(sys.argv[5]) / 1000 if len(sys.argv) > 5 else 0
-# "http": an HTTP/1.0 request to a server that answers and closes first
-http = len(sys.argv) > 6 and sys.argv[6] == "http"
-data = b"GET / HTTP/1.0\r\nHost: srv\r\n\r\n" if http else bytes(range(256)) * (size // 256)
-short, worst = 0, 0.0
-for i in range(runs):
-    t0 = time.monotonic()
-    s = socket.create_connection((ip, port), timeout=10)
-    s.sendall(data)
-    if pause:   # the echo lands in our queue before we shut down ...
-        time.sleep(pause)
-    s.shutdown(socket.SHUT_WR)
-    if pause:   # ... and the server's FIN comes before we read it
-        time.sleep(pause)
-    got = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        got += b
-    s.close()
-    worst = max(worst, time.monotonic() - t0 - 2 * pause)
-    if (not (got.startswith(b"HTTP/1.1 200") and got.rstrip().endswith(b"}"))) if http else got != data:
-        short += 1
-print(short)
-if pause and not http:
-    print("%.0f ms" % (worst * 1000), file=sys.stderr)
-PY
 ip=$(lab_pod_ip srv)
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 stat() { "$TOOLS/accel_ctl" stats "$PIN" | awk -F= -v k="$1" '$1 == k {print $2}'; }
 s0=$(stat sockets)
-short=$(lab_exec cli "$PY" "$TMP/hc.py" "$ip" 9001 4096 100)
+short=$(lab_exec cli "$PY" "$HALFCLOSE" "$ip" 9001 4096 100)
 is "$short" 0 "port opted out: 100 half-closed connections, every answer whole"
 is "$(( $(stat sockets) - s0 ))" 0 "  and none of them entered the short-circuit"
 m0=$(stat msgs) h0=$(stat fin_held)
-short=$(lab_exec cli "$PY" "$TMP/hc.py" "$ip" 9000 4096 100)
+short=$(lab_exec cli "$PY" "$HALFCLOSE" "$ip" 9000 4096 100)
 is "$short" 0 "short-circuited port: 100 half-closed connections of 4 KiB, every answer whole"
-short=$(lab_exec cli "$PY" "$TMP/hc.py" "$ip" 9000 65536 20)
+short=$(lab_exec cli "$PY" "$HALFCLOSE" "$ip" 9000 65536 20)
 is "$short" 0 "short-circuited port: 20 half-closed connections of 64 KiB, every answer whole"
-short=$(lab_exec cli "$PY" "$TMP/hc.py" "$ip" 9000 4096 20 30 2>"$TMP/worst")
+short=$(lab_exec cli "$PY" "$HALFCLOSE" "$ip" 9000 4096 20 30 2>"$TMP/worst")
 is "$short" 0 "slow reader (the FIN comes before it reads): 20 connections, every answer whole"
 diag "  slowest of them, its own pauses subtracted: $(cat "$TMP/worst") (the FIN's retransmission)"
 msgs=$(( $(stat msgs) - m0 )) held=$(( $(stat fin_held) - h0 ))
@@ -79,7 +49,7 @@ ok $([ "$held" -ge 20 ]; echo $?) "  the server's FIN was held back until the re
 # server closes first: request, pause (answer + FIN arrive: CLOSE_WAIT),
 # shutdown (LAST_ACK), pause (the server's ACK arrives), then read
 m0=$(stat msgs) h0=$(stat fin_held)
-short=$(lab_exec cli "$PY" "$TMP/hc.py" "$ip" 8080 0 20 30 http)
+short=$(lab_exec cli "$PY" "$HALFCLOSE" "$ip" 8080 0 20 30 http)
 is "$short" 0 "server closes first, client shuts down before reading: 20 HTTP/1.0 answers, every one whole"
 msgs=$(( $(stat msgs) - m0 )) held=$(( $(stat fin_held) - h0 ))
 ok $([ "$msgs" -ge 40 ]; echo $?) "  through the short-circuit ($msgs messages redirected)"

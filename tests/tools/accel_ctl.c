@@ -1,6 +1,7 @@
 /* accel_ctl — drive src/agent/accel.c from tests until the agent calls it.
  *
  *   accel_ctl on CGROUP PIN_DIR [POD_IP ...]   load/adopt, attach, set local pods
+ *                                              (IPv4 and IPv6 addresses)
  *   accel_ctl off PIN_DIR                      detach (sockets demoted), keep pins
  *   accel_ctl cleanup PIN_DIR                  detach and unpin everything
  *   accel_ctl stats PIN_DIR                    counters as key=value lines (fresh process)
@@ -10,6 +11,7 @@
  *                                              (no PORT: any port; benchmarks)
  *   accel_ctl keys PIN_DIR                     sockhash keys, one socket a line:
  *                                              LOCAL_IP:PORT REMOTE_IP:PORT
+ *                                              ([LOCAL]:PORT [REMOTE]:PORT: IPv6)
  *
  * each tests/tools file is built alone, so this compiles the contract's
  * implementation in directly: exactly the code the agent links. */
@@ -34,23 +36,29 @@ int main(int argc, char **argv)
 {
 	struct ag_accel_stats s;
 	struct ag_accel *a = NULL;
+	static struct in6_addr ip6s[ZH_ACCEL_MAX_LOCAL];
 	uint32_t ips[ZH_ACCEL_MAX_LOCAL];
-	int i, n = 0, err;
+	int i, n = 0, n6 = 0, err;
 
 	zh_log_init("accel_ctl", ZH_INFO);
 	if (argc < 3)
 		return usage();
 	if (!strcmp(argv[1], "on") && argc >= 4) {
-		for (i = 4; i < argc && n < ZH_ACCEL_MAX_LOCAL; i++) {
-			if (inet_pton(AF_INET, argv[i], &ips[n]) != 1) {
-				fprintf(stderr, "accel_ctl: argument %d: bad IPv4 address '%s'\n", i, argv[i]);
+		for (i = 4; i < argc && n < ZH_ACCEL_MAX_LOCAL && n6 < ZH_ACCEL_MAX_LOCAL; i++) {
+			if (inet_pton(AF_INET, argv[i], &ips[n]) == 1)
+				n++;
+			else if (inet_pton(AF_INET6, argv[i], &ip6s[n6]) == 1)
+				n6++;
+			else {
+				fprintf(stderr, "accel_ctl: argument %d: bad IPv4 or IPv6 address '%s'\n", i, argv[i]);
 				return 2;
 			}
-			n++;
 		}
 		err = ag_accel_open(argv[2], argv[3], 1, &a);
 		if (!err)
 			err = ag_accel_set_local(a, ips, n);
+		if (!err)
+			err = ag_accel_set_local6(a, ip6s, n6);
 		ag_accel_close(a, 0);
 	} else if (!strcmp(argv[1], "off")) {
 		err = ag_accel_open(NULL, argv[2], 0, &a);
@@ -118,7 +126,9 @@ int main(int argc, char **argv)
 		ag_accel_close(a, 0);
 	} else if (!strcmp(argv[1], "keys")) {
 		struct zh_accel_key key, next;
+		struct zh_accel_key6 key6, next6;
 		char p[300], l[INET_ADDRSTRLEN], r[INET_ADDRSTRLEN];
+		char l6[INET6_ADDRSTRLEN], r6[INET6_ADDRSTRLEN];
 		int fd;
 
 		snprintf(p, sizeof(p), "%s/accel_sockhash", argv[2]);
@@ -130,6 +140,19 @@ int main(int argc, char **argv)
 			printf("%s:%u %s:%u\n", inet_ntop(AF_INET, &key.local_ip4, l, sizeof(l)),
 			       key.local_port, inet_ntop(AF_INET, &key.remote_ip4, r, sizeof(r)),
 			       key.remote_port);
+		}
+		if (fd >= 0)
+			close(fd);
+		/* native IPv6 sockets: [LOCAL]:PORT [REMOTE]:PORT (an older
+		 * layout without accel_sockhash6 has none) */
+		snprintf(p, sizeof(p), "%s/accel_sockhash6", argv[2]);
+		fd = err ? -1 : bpf_obj_get(p);
+		for (i = fd < 0 ? -1 : bpf_map_get_next_key(fd, NULL, &next6); !i;
+		     i = bpf_map_get_next_key(fd, &key6, &next6)) {
+			key6 = next6;
+			printf("[%s]:%u [%s]:%u\n", inet_ntop(AF_INET6, key6.local_ip6, l6, sizeof(l6)),
+			       key6.local_port, inet_ntop(AF_INET6, key6.remote_ip6, r6, sizeof(r6)),
+			       key6.remote_port);
 		}
 		if (fd >= 0)
 			close(fd);

@@ -8,7 +8,8 @@
 
 /* Map sizes. */
 #define ZH_ACCEL_MAX_SOCKS	65536	/* sockhash entries: established short-circuited sockets */
-#define ZH_ACCEL_MAX_LOCAL	4096	/* local endpoints (this node's pod IPv4s) */
+#define ZH_ACCEL_MAX_LOCAL	4096	/* local endpoints (this node's pod IPv4s; as
+					 * many IPv6s in accel_local6) */
 #define ZH_ACCEL_MAX_SKIP_PORTS	256	/* ports excluded from the short-circuit */
 #define ZH_ACCEL_MAX_PROXY	16	/* node proxy endpoints (accel_proxy) */
 
@@ -36,6 +37,19 @@ struct zh_accel_key {
 	__u32 remote_port;	/* host byte order */
 };
 _Static_assert(sizeof(struct zh_accel_key) == 24, "zh_accel_key layout");
+
+/* The same for a native IPv6 connection (accel_sockhash6): netns is the
+ * cookie when either end is ::1, addresses are __u32[4] words in network
+ * order as the contexts give them. A twin of zh_accel_key rather than one
+ * wide key, so the IPv4 fast path hashes 24 bytes, not 48. */
+struct zh_accel_key6 {
+	__u64 netns;		/* netns cookie (loopback only), else 0 */
+	__u32 local_ip6[4];	/* network byte order */
+	__u32 remote_ip6[4];	/* network byte order */
+	__u32 local_port;	/* host byte order */
+	__u32 remote_port;	/* host byte order */
+};
+_Static_assert(sizeof(struct zh_accel_key6) == 48, "zh_accel_key6 layout");
 
 /* Per-CPU counters, index = enum zh_accel_stat. */
 enum zh_accel_stat {
@@ -71,9 +85,14 @@ enum zh_accel_sk_flags {
 	ZH_ACCEL_SK_PASS = 1,		/* sticky: this socket sent on the normal path once;
 					 * it must never redirect again (ordering) */
 	ZH_ACCEL_SK_MARKED = 2,		/* this socket has marked its peer in accel_rx */
+	ZH_ACCEL_SK_V6 = 4,		/* a native IPv6 connection: peer6 is the key,
+					 * and the maps are the ...6 twins */
 };
 struct zh_accel_sk {
-	struct zh_accel_key peer;	/* key of the other end of this connection */
+	union {
+		struct zh_accel_key peer;	/* key of the other end of this connection */
+		struct zh_accel_key6 peer6;	/* the same, ZH_ACCEL_SK_V6 */
+	};
 	__u32 policy_gen;		/* generation when inserted */
 	__u32 flags;			/* enum zh_accel_sk_flags */
 	__u64 sc_tx;			/* bytes this socket sent through the short-circuit
@@ -83,6 +102,6 @@ struct zh_accel_sk {
 					 * FIN) to this socket was first held back
 					 * (bpf_ktime_get_ns), 0: never */
 };
-_Static_assert(sizeof(struct zh_accel_sk) == 48, "zh_accel_sk layout");
+_Static_assert(sizeof(struct zh_accel_sk) == 72, "zh_accel_sk layout");
 
 #endif
