@@ -86,6 +86,15 @@ struct lab_topo {
 	int svc_cidr_len;
 	struct in6_addr pod_cidr6;	/* IPv6 pod CIDR; len 0 = IPv4-only lab */
 	int pod_cidr6_len;
+	/* An IPv6-only lab (a Cluster with IPv6 CIDRs only, docs/ipv6.md):
+	 * pods get no IPv4 address (pod_cidr and each pod's ip still number
+	 * them inside the lab: the IPv6 is derived from that host part, the
+	 * veth and MAC are named after it), the cluster DNS is reached at
+	 * svc_cidr6 + 10. Nodes keep their IPv4 fabric: the lab's own
+	 * underlay, which no pod or Service address is taken from. */
+	bool v6only;
+	struct in6_addr svc_cidr6;	/* v6only: the IPv6 service CIDR */
+	int svc_cidr6_len;
 	bool overlay;		/* VXLAN between nodes */
 	bool mesh;		/* agents + cluster DNS */
 	int accel;		/* -1 agent default, 0 off, 1 on */
@@ -122,6 +131,13 @@ const struct lab_node *lab_topo_node(const struct lab_topo *t, const char *name)
 void lab_pod_ip6(const struct lab_node *n, uint32_t ip, struct in6_addr *out);
 /* DNS server address of the cluster: service CIDR base + 10, network order. */
 uint32_t lab_dns_ip(const struct lab_topo *t);
+/* The cluster DNS address as text (INET6_ADDRSTRLEN buf): the IPv6 service
+ * CIDR base + 10 on an IPv6-only lab, else lab_dns_ip(). */
+const char *lab_dns_str(const struct lab_topo *t, char *buf);
+/* A pod's primary address as text (INET6_ADDRSTRLEN buf): its IPv6 on an
+ * IPv6-only lab (n is its node), else its IPv4 ip. */
+const char *lab_pod_addr_str(const struct lab_topo *t, const struct lab_node *n, uint32_t ip,
+			     char *buf);
 
 /* ---- pods as the supervisor records them (RUNDIR/pods/NS_POD/info) ----- */
 

@@ -193,20 +193,26 @@ static void be_add_set(struct ag_svc *s, const struct md_service *via,
 		       const struct md_endpoint_set *set, double total)
 {
 	char *via_name;
-	int i;
+	int i, n4 = 0;
 
-	if (!set || set->n == 0 || !(total > 0))
+	/* an IPv6-only pod (ip 0) is no IPv4 backend: rule 5 has it */
+	for (i = 0; set && i < set->n; i++)
+		n4 += set->v[i].ip != 0;
+	if (!n4 || !(total > 0))
 		return;
 	via_name = nsname(&via->meta);
-	s->be = zh_realloc(s->be, (s->n_be + set->n) * sizeof(*s->be));
+	s->be = zh_realloc(s->be, (s->n_be + n4) * sizeof(*s->be));
 	for (i = 0; i < set->n; i++) {
-		struct ag_wbackend *w = &s->be[s->n_be++];
 		const struct md_endpoint *ep = &set->v[i];
+		struct ag_wbackend *w;
 
+		if (!ep->ip)
+			continue;
+		w = &s->be[s->n_be++];
 		memset(w, 0, sizeof(*w));
 		ag_v4_mapped(w->be.addr, ep->ip);
 		w->be.port = htons(ep->port);
-		w->weight = total / set->n;
+		w->weight = total / n4;
 		w->pod = ep->pod ? nsname(&ep->pod->meta) : zh_strdup("-");
 		w->via = zh_strdup(via_name);
 	}

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,7 +269,11 @@ int cli_dns(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	/* --addr IPv4, or IPv6 ("::" in an IPv6-only lab's DNS pod: a
+	 * dual-stack socket, it serves both families) */
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6 };
 	struct sockaddr_in sa = { .sin_family = AF_INET };
+	bool v6 = false;
 	struct dns_table t = {};
 	const char *state = NULL, *lab = NULL;
 	char dir[256];
@@ -293,8 +298,11 @@ int cli_dns(int argc, char **argv)
 			}
 			break;
 		case 'a':
-			if (inet_pton(AF_INET, optarg, &sa.sin_addr) != 1) {
-				fprintf(stderr, "zerohop dns: --addr: not an IPv4 address: '%s'\n", optarg);
+			if (inet_pton(AF_INET6, optarg, &sa6.sin6_addr) == 1) {
+				v6 = true;
+			} else if (inet_pton(AF_INET, optarg, &sa.sin_addr) != 1) {
+				fprintf(stderr, "zerohop dns: --addr: not an IPv4 or IPv6 address: '%s'\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -312,13 +320,16 @@ int cli_dns(int argc, char **argv)
 		return 1;
 	}
 	reload(s, &t);
-	sa.sin_port = htons(port);
-	ufd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	tfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sa.sin_port = sa6.sin6_port = htons(port);
+	ufd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	tfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (ufd < 0 || tfd < 0)
 		goto out;
 	setsockopt(tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(ufd, (struct sockaddr *)&sa, sizeof(sa)) || bind(tfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	if (bind(ufd, v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa,
+		 v6 ? sizeof(sa6) : sizeof(sa)) ||
+	    bind(tfd, v6 ? (struct sockaddr *)&sa6 : (struct sockaddr *)&sa,
+		 v6 ? sizeof(sa6) : sizeof(sa)) ||
 	    listen(tfd, 64)) {
 		fprintf(stderr, "zerohop dns: bind port %d: %s\n", port, strerror(errno));
 		goto out;
@@ -338,7 +349,7 @@ int cli_dns(int argc, char **argv)
 			reload(s, &t);
 		}
 		if (pfd[0].revents & POLLIN) {
-			struct sockaddr_in from;
+			struct sockaddr_storage from;
 			socklen_t fl = sizeof(from);
 			uint8_t q[1500], a[1024];
 			ssize_t n = recvfrom(ufd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);

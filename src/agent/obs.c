@@ -73,7 +73,11 @@
  *      IPv6 ClusterIP (an entry of ob->svcs with v6 set, the same names),
  *      an endpoint as the pod's IPv4 one (O7); so a dual-stack Service's
  *      connections of both families count in one series. Only the flow
- *      log shows the IPv6 addresses.
+ *      log shows the IPv6 addresses. A pod with no IPv4 (an IPv6-only
+ *      cluster) is keyed in ob->pods by a stand-in from 0.0.0.0/8
+ *      (pod_key: never a pod's address), and its Service's IPv6 entry
+ *      indexes its endpoints under that key (O7), so it is labelled the
+ *      same way.
  *  O4. HTTP never blocks the sync loop for long: one request per accept,
  *      read and answer with 1 s timeouts; followers are written
  *      non-blocking and dropped when they cannot keep up.
@@ -299,6 +303,24 @@ static const char *arena_put(char **at, const char *s, const char **prev)
 }
 
 static int svc_idx(const struct ag_obs *ob, uint32_t vip, uint16_t port);
+static const struct pod_ent *pod_of6(const struct ag_obs *ob, const uint8_t ip6[16]);
+static const struct svc_ent *svc_of6(const struct ag_obs *ob, const uint8_t vip6[16], uint16_t port);
+
+/* O12: the key of pod i of the state in ob->pods: its IPv4, or, for a pod
+ * with only an IPv6, a stand-in in 0.0.0.0/8 (no pod has such an
+ * address); 0: no address. */
+static uint32_t pod_key(const struct md_pod *p, int i)
+{
+	if (p->ip)
+		return p->ip;
+	return IN6_IS_ADDR_UNSPECIFIED(&p->ip6) ? 0 : htonl((uint32_t)i + 1);
+}
+
+static bool is_stand_in(uint32_t ip)
+{
+	return ip && (ntohl(ip) >> 24) == 0;
+}
+
 
 /* Is this backend the entry's own Service's endpoint (not one reached
  * through it: a TrafficSplit or HTTPRoute to another Service)? */
@@ -330,18 +352,33 @@ static void ep_index(struct ag_obs *ob, const struct ag_compiled *c)
 		int si;
 
 		/* an IPv6 entry's endpoints are its pods' IPv6 addresses: an
-		 * IPv6 connection finds them as the pod's IPv4 ones (O12) */
-		if (s->key.proto != ZH_LB_TCP || !is_v4mapped(s->key.vip))
+		 * IPv6 connection finds them as the pod's IPv4 ones (O12);
+		 * a pod without IPv4 only through this entry, by its
+		 * stand-in key */
+		if (s->key.proto != ZH_LB_TCP)
 			continue;
-		memcpy(&vip, &s->key.vip[12], 4);
-		si = svc_idx(ob, vip, ntohs(s->key.port));
+		if (is_v4mapped(s->key.vip)) {
+			memcpy(&vip, &s->key.vip[12], 4);
+			si = svc_idx(ob, vip, ntohs(s->key.port));
+		} else {
+			const struct svc_ent *se = svc_of6(ob, s->key.vip, ntohs(s->key.port));
+
+			si = se ? (int)(se - ob->svcs) : -1;
+		}
 		for (k = 0; si >= 0 && k < s->n_be; k++) {
+			const struct pod_ent *pe = NULL;
 			struct ep_ent *e;
 
 			if (!own_backend(s, &s->be[k]))
 				continue;
+			if (!is_v4mapped(s->key.vip) &&
+			    (!(pe = pod_of6(ob, s->be[k].be.addr)) || !is_stand_in(pe->ip)))
+				continue;
 			e = &ob->eps[n++];
-			memcpy(&e->ip, &s->be[k].be.addr[12], 4);
+			if (pe)
+				e->ip = pe->ip;
+			else
+				memcpy(&e->ip, &s->be[k].be.addr[12], 4);
 			e->port = ntohs(s->be[k].be.port);
 			e->svc = si;
 		}
@@ -372,7 +409,6 @@ void ag_obs_set_endpoints(struct ag_obs *ob, const struct ag_compiled *c)
 }
 
 static const struct pod_ent *pod_of(const struct ag_obs *ob, uint32_t ip);
-
 void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct ag_compiled *c)
 {
 	const char *pns = NULL, *pwl = NULL;
@@ -387,7 +423,7 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 	for (i = 0; i < st->n_pods; i++) {
 		const struct md_pod *p = &st->pods[i];
 
-		if (p->ip)
+		if (pod_key(p, i))
 			total += strlen(p->meta.name) + strlen(p->meta.ns ? p->meta.ns : "default") +
 				 strlen(p->owner ? p->owner : p->meta.name) + 3;
 	}
@@ -405,9 +441,8 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		const struct md_pod *p = &st->pods[i];
 		struct pod_ent *e = &ob->pods[n];
 
-		if (!p->ip)
+		if (!(e->ip = pod_key(p, i)))
 			continue;
-		e->ip = p->ip;
 		e->name = arena_put(&at, p->meta.name, NULL);
 		e->ns = arena_put(&at, p->meta.ns ? p->meta.ns : "default", &pns);
 		e->wl = arena_put(&at, p->owner ? p->owner : p->meta.name, &pwl);
@@ -441,7 +476,7 @@ void ag_obs_set_state(struct ag_obs *ob, const struct md_state *st, const struct
 		const struct md_pod *p = &st->pods[i];
 		const struct pod_ent *pe;
 
-		if (IN6_IS_ADDR_UNSPECIFIED(&p->ip6) || !(pe = pod_of(ob, p->ip)))
+		if (IN6_IS_ADDR_UNSPECIFIED(&p->ip6) || !(pe = pod_of(ob, pod_key(p, i))))
 			continue;
 		memcpy(ob->pods6[ob->n_pods6].ip6, &p->ip6, 16);
 		ob->pods6[ob->n_pods6++].p = pe;

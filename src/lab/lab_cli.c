@@ -110,28 +110,31 @@ static bool lab_leftovers(const char *lab)
 /* The system objects of a mesh lab: cluster DNS as a Pod behind a Service. */
 static int write_system_yaml(const struct lab_topo *t, const char *path)
 {
-	char sd[LAB_PATH], dns[16], buf[4096];
+	char sd[LAB_PATH], dns[INET6_ADDRSTRLEN], buf[4096];
 
 	zh_state_dir(sd, sizeof(sd), t->lab);
-	lab_ip4_str(lab_dns_ip(t), dns);
+	lab_dns_str(t, dns);
 	lab_fmt(buf, sizeof(buf),
 		"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-system\n---\n"
 		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: cluster-dns\n  namespace: kube-system\n"
 		"  labels:\n    k8s-app: kube-dns\nspec:\n  nodeName: %s\n  containers:\n"
-		"  - name: dns\n    image: zerohop/dns\n    command: [\"%s\", \"dns\", \"--state\", \"%s\"]\n"
+		"  - name: dns\n    image: zerohop/dns\n    command: [\"%s\", \"dns\", \"--state\", \"%s\"%s]\n"
 		"    ports:\n    - name: dns\n      containerPort: 53\n      protocol: UDP\n"
 		"    - name: dns-tcp\n      containerPort: 53\n      protocol: TCP\n---\n"
 		"apiVersion: v1\nkind: Service\nmetadata:\n  name: kube-dns\n  namespace: kube-system\n"
-		"spec:\n  clusterIP: %s\n  selector:\n    k8s-app: kube-dns\n  ports:\n"
+		"spec:\n  clusterIP: \"%s\"\n  selector:\n    k8s-app: kube-dns\n  ports:\n"
 		"  - name: dns\n    port: 53\n    protocol: UDP\n    targetPort: 53\n"
 		"  - name: dns-tcp\n    port: 53\n    protocol: TCP\n    targetPort: 53\n",
-		t->nodes[0].name, t->zerohop, sd, dns);
+		t->nodes[0].name, t->zerohop, sd,
+		t->v6only ? ", \"--addr\", \"::\"" : "",	/* its pod has only an IPv6 */
+		dns);
 	return lab_write_str(path, buf);
 }
 
 /* Dual-stack (docs/ipv6.md): node i gets the i-th /64 of the IPv6 pod
- * CIDR and fabric IPv6 LAB_FABRIC_NET6 + (i+1). The lab needs the IPv4
- * family too (the node proxy, DNS and agents are reached over IPv4). */
+ * CIDR and fabric IPv6 LAB_FABRIC_NET6 + (i+1). IPv6-only (no IPv4 pod
+ * CIDR): the same, and pods get no IPv4 (lab.h, struct lab_topo v6only);
+ * the nodes keep their IPv4 fabric, the lab's underlay. */
 static int topo6_from_cluster(const struct md_cluster *c, struct lab_topo *t)
 {
 	int len = c->pod_cidr6_len;
@@ -139,9 +142,20 @@ static int topo6_from_cluster(const struct md_cluster *c, struct lab_topo *t)
 	if (!len)
 		return 0;
 	if (!c->pod_cidr) {
-		lab_err("%s:%d: spec.podCIDRs: an IPv6-only lab is not built (give an IPv4 pod "
-			"CIDR too: docs/ipv6.md)", c->file, c->line);
-		return -EINVAL;
+		if (t->podman) {
+			lab_err("%s:%d: spec.podCIDRs: an IPv6-only lab runs its pods as processes: "
+				"not with --runtime podman yet (zerohop-cni derives a pod's IPv6 "
+				"from its IPv4: docs/cni.md)", c->file, c->line);
+			return -EINVAL;
+		}
+		if (!c->svc_cidr6_len || c->svc_cidr6_len > 120) {
+			lab_err("%s:%d: spec.serviceCIDRs: an IPv6-only lab needs an IPv6 service "
+				"CIDR of /120 or shorter", c->file, c->line);
+			return -EINVAL;
+		}
+		t->v6only = true;
+		t->svc_cidr6 = c->svc_cidr6;
+		t->svc_cidr6_len = c->svc_cidr6_len;
 	}
 	if (len > 56 || (len > 48 && (1L << (64 - len)) < t->n_nodes)) {
 		lab_err("%s:%d: spec.podCIDRs: IPv6 /%d holds fewer than %d /64 node ranges (at most /56)",
@@ -698,9 +712,12 @@ static int lab_status(const char *lab, bool json)
 			json_str(pods[i].name);
 			printf(",\"node\":");
 			json_str(pods[i].node);
+			/* "ip": the pod's primary address, its IPv6 when it has
+			 * no IPv4 (an IPv6-only lab), as status.podIP */
 			printf(",\"ip\":\"%s\",\"phase\":\"%s\",\"pid\":%d,\"restarts\":%d,\"owner\":",
-			       lab_ip4_str(pods[i].ip, a), pods[i].phase, pods[i].pid,
-			       pods[i].restarts);
+			       t.v6only ? inet_ntop(AF_INET6, &pods[i].ip6, a6, sizeof(a6)) :
+					  lab_ip4_str(pods[i].ip, a),
+			       pods[i].phase, pods[i].pid, pods[i].restarts);
 			if (pods[i].owner[0])
 				json_str(pods[i].owner);
 			else
@@ -714,8 +731,9 @@ static int lab_status(const char *lab, bool json)
 		}
 		printf("]");
 		if (t.pod_cidr6_len)
-			printf(",\"podCIDR6\":\"%s/%d\"",
-			       inet_ntop(AF_INET6, &t.pod_cidr6, a6, sizeof(a6)), t.pod_cidr6_len);
+			printf(",\"podCIDR6\":\"%s/%d\",\"ipv6Only\":%s",
+			       inet_ntop(AF_INET6, &t.pod_cidr6, a6, sizeof(a6)), t.pod_cidr6_len,
+			       t.v6only ? "true" : "false");
 		lab_etcd_status(lab, true);
 		printf("}\n");
 	} else {
@@ -764,7 +782,7 @@ static int lab_status(const char *lab, bool json)
 		       t.pod_cidr6_len ? "IPV6" : "");
 		for (int i = 0; i < n; i++) {
 			printf("%-14s %-40s %-12s %-15s %-11s %-8d %d", pods[i].ns, pods[i].name,
-			       pods[i].node, lab_ip4_str(pods[i].ip, a), pods[i].phase, pods[i].pid,
+			       pods[i].node, t.v6only ? "-" : lab_ip4_str(pods[i].ip, a), pods[i].phase, pods[i].pid,
 			       pods[i].restarts);
 			if (t.pod_cidr6_len)
 				printf("        %s", inet_ntop(AF_INET6, &pods[i].ip6, a6, sizeof(a6)));

@@ -298,12 +298,15 @@ int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
 	 * as Flannel configures it. */
 	if (t->overlay)
 		lab_fmt(mtu, sizeof(mtu), " mtu 1450");
-	lab_fmt(cmds, sizeof(cmds),
-		"link add %s address %s%s type veth peer name eth0 address %s%s netns %s\n"
-		"link set %s up\n"
-		"route add %s/32 dev %s scope link\n"
-		"neigh replace %s lladdr %s dev %s nud permanent\n",
-		veth, LAB_GW_MAC, mtu, mac, mtu, pns, veth, a, veth, a, mac, veth);
+	off = lab_fmt(cmds, sizeof(cmds),
+		      "link add %s address %s%s type veth peer name eth0 address %s%s netns %s\n"
+		      "link set %s up\n",
+		      veth, LAB_GW_MAC, mtu, mac, mtu, pns, veth);
+	if (!t->v6only)	/* an IPv6-only lab's pod has no IPv4 (lab.h) */
+		lab_fmt(cmds + off, sizeof(cmds) - off,
+			"route add %s/32 dev %s scope link\n"
+			"neigh replace %s lladdr %s dev %s nud permanent\n",
+			a, veth, a, mac, veth);
 	if (t->pod_cidr6_len) {
 		const struct lab_node *n = lab_topo_node(t, node);
 
@@ -319,14 +322,17 @@ int lab_net_pod_add(const struct lab_topo *t, const char *node, const char *ns,
 	ret = ip_batch(nsn, cmds);
 	if (ret)
 		return ret;
-	off = lab_fmt(cmds, sizeof(cmds),
-		      "link set lo up\n"
-		      "addr add %s/32 dev eth0\n"
-		      "link set eth0 up\n"
-		      "neigh replace %s lladdr %s dev eth0 nud permanent\n"
-		      "route add %s dev eth0 scope link\n"
-		      "route add default via %s dev eth0\n",
-		      a, LAB_GW, LAB_GW_MAC, LAB_GW, LAB_GW);
+	if (t->v6only)
+		off = lab_fmt(cmds, sizeof(cmds), "link set lo up\nlink set eth0 up\n");
+	else
+		off = lab_fmt(cmds, sizeof(cmds),
+			      "link set lo up\n"
+			      "addr add %s/32 dev eth0\n"
+			      "link set eth0 up\n"
+			      "neigh replace %s lladdr %s dev eth0 nud permanent\n"
+			      "route add %s dev eth0 scope link\n"
+			      "route add default via %s dev eth0\n",
+			      a, LAB_GW, LAB_GW_MAC, LAB_GW, LAB_GW);
 	if (t->pod_cidr6_len)
 		lab_fmt(cmds + off, sizeof(cmds) - off,
 			"addr add %s/128 dev eth0 nodad\n"

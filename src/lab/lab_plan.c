@@ -1,4 +1,5 @@
 /* lab_plan.c — pod spec -> processes, mounts and ports (see lab_plan.h). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -245,13 +246,19 @@ static int plan_volume(const struct md_state *st, const char *ns, const struct m
 static int write_net_files(const struct lab_topo *t, const char *ns, const char *name,
 			   uint32_t ip, const char *pod_dir, struct lab_plan *p)
 {
-	char path[LAB_PATH + 16], buf[1024], a[16];
+	char path[LAB_PATH + 16], buf[1024], a[INET6_ADDRSTRLEN];
+	const struct lab_node *node = NULL;
 	int ret;
 
+	/* the pod's node: the one whose pod range holds ip (an IPv6-only
+	 * lab's pod is named by its IPv6, derived from it) */
+	for (int i = 0; i < t->n_nodes && !node; i++)
+		if (((ip ^ t->nodes[i].pod_net) & htonl(~0U << (32 - t->nodes[i].pod_len))) == 0)
+			node = &t->nodes[i];
 	lab_fmt(path, sizeof(path), "%s/resolv.conf", pod_dir);
 	lab_fmt(buf, sizeof(buf),
 		"nameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
-		lab_ip4_str(lab_dns_ip(t), a), ns);
+		lab_dns_str(t, a), ns);
 	ret = lab_write_str(path, buf);
 	if (ret)
 		return ret;
@@ -259,7 +266,7 @@ static int write_net_files(const struct lab_topo *t, const char *ns, const char 
 	lab_fmt(path, sizeof(path), "%s/hosts", pod_dir);
 	lab_fmt(buf, sizeof(buf),
 		"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n",
-		lab_ip4_str(ip, a), name);
+		lab_pod_addr_str(t, node, ip, a), name);
 	ret = lab_write_str(path, buf);
 	if (ret)
 		return ret;

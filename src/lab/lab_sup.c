@@ -195,10 +195,16 @@ static void pod_publish(struct sup *s, struct sup_pod *pod, const char *phase, b
 	fprintf(f, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n%s%s",
 		pod->name, pod->ns, ts, pod->yaml_meta);
 	fprintf(f, "spec:\n  nodeName: %s\n%s", s->t.nodes[pod->node].name, pod->yaml_spec);
-	/* dual-stack: both addresses, IPv4 first (the lab's primary family) */
-	fprintf(f, "status:\n  phase: %s\n  podIP: %s\n", phase, lab_ip4_str(pod->ip, a));
-	if (pod_ip6_str(s, pod, a6))
-		fprintf(f, "  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a, a6);
+	/* dual-stack: both addresses, IPv4 first (the lab's primary family);
+	 * IPv6-only: the IPv6 alone (lab.h v6only) */
+	if (s->t.v6only && pod_ip6_str(s, pod, a6)) {
+		fprintf(f, "status:\n  phase: %s\n  podIP: \"%s\"\n  podIPs: [{ip: \"%s\"}]\n",
+			phase, a6, a6);
+	} else {
+		fprintf(f, "status:\n  phase: %s\n  podIP: %s\n", phase, lab_ip4_str(pod->ip, a));
+		if (pod_ip6_str(s, pod, a6))
+			fprintf(f, "  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a, a6);
+	}
 	fclose(f);
 	ret = ss_put_pod(s->ss, pod->ns, pod->name, y);
 	if (ret)

@@ -404,6 +404,10 @@ int lab_topo_write(const struct lab_topo *t)
 					t->nodes[i].name,
 					inet_ntop(AF_INET6, &t->nodes[i].ip6, c6, sizeof(c6)),
 					inet_ntop(AF_INET6, &t->nodes[i].pod_net6, d6, sizeof(d6)));
+		if (t->v6only)
+			off += lab_fmt(buf + off, sizeof(buf) - off, "v6only %s/%d\n",
+					inet_ntop(AF_INET6, &t->svc_cidr6, c6, sizeof(c6)),
+					t->svc_cidr6_len);
 	}
 	return lab_write_file(path, buf, off);
 }
@@ -476,6 +480,10 @@ int lab_topo_read(const char *lab, struct lab_topo *t)
 			ret = ret ?: parse_cidr(v1, &t->svc_cidr, &t->svc_cidr_len);
 		else if (!strcmp(k, "pod_cidr6"))
 			ret = ret ?: parse_cidr6(v1, &t->pod_cidr6, &t->pod_cidr6_len);
+		else if (!strcmp(k, "v6only")) {
+			t->v6only = true;
+			ret = ret ?: parse_cidr6(v1, &t->svc_cidr6, &t->svc_cidr6_len);
+		}
 		else if (!strcmp(k, "node6") && n == 4) {
 			struct lab_node *nd = NULL;
 			int l;
@@ -513,6 +521,28 @@ const struct lab_node *lab_topo_node(const struct lab_topo *t, const char *name)
 uint32_t lab_dns_ip(const struct lab_topo *t)
 {
 	return htonl(ntohl(t->svc_cidr) + 10);
+}
+
+const char *lab_dns_str(const struct lab_topo *t, char *buf)
+{
+	struct in6_addr a;
+
+	if (!t->v6only)
+		return lab_ip4_str(lab_dns_ip(t), buf);
+	a = t->svc_cidr6;
+	a.s6_addr[15] = (uint8_t)(a.s6_addr[15] + 10);
+	return inet_ntop(AF_INET6, &a, buf, INET6_ADDRSTRLEN);
+}
+
+const char *lab_pod_addr_str(const struct lab_topo *t, const struct lab_node *n, uint32_t ip,
+			     char *buf)
+{
+	struct in6_addr a;
+
+	if (!t->v6only || !n)
+		return lab_ip4_str(ip, buf);
+	lab_pod_ip6(n, ip, &a);
+	return inet_ntop(AF_INET6, &a, buf, INET6_ADDRSTRLEN);
 }
 
 /* ---- pod records ------------------------------------------------------------- */

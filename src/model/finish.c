@@ -398,11 +398,13 @@ static int cmp_pod_ip(const void *a, const void *b)
 	return r ? r : strcmp(x->meta.name, y->meta.name);
 }
 
-/* An endpoint: running, with an address, and not leaving (a terminating
- * pod is dropped from Endpoints at once, as in Kubernetes). */
+/* An endpoint: running, with an address of either family (an IPv6-only
+ * pod's endpoint has ip 0: its address is pod->ip6), and not leaving (a
+ * terminating pod is dropped from Endpoints at once, as in Kubernetes). */
 static bool pod_ready(const struct md_pod *p)
 {
-	return p->ip && p->phase == MD_PHASE_RUNNING && !p->terminating;
+	return (p->ip || !IN6_IS_ADDR_UNSPECIFIED(&p->ip6)) && p->phase == MD_PHASE_RUNNING &&
+	       !p->terminating;
 }
 
 /* Index every pod (ready or not: readiness may change in place, see

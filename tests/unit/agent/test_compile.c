@@ -368,6 +368,10 @@ static void test_limits(void)
 	free(services[0].endpoints[0].v);
 	services[0].endpoints[0].n = ZH_LB_MAX_BACKENDS + 1;
 	services[0].endpoints[0].v = calloc(ZH_LB_MAX_BACKENDS + 1, sizeof(struct md_endpoint));
+	for (int i = 0; i <= ZH_LB_MAX_BACKENDS; i++) {	/* IPv4 endpoints (ip 0: IPv6-only) */
+		services[0].endpoints[0].v[i].ip = htonl(0x0a000001u + (uint32_t)i);
+		services[0].endpoints[0].v[i].port = 80;
+	}
 	is_int(ag_compile(&st, &c, err, sizeof(err)), -E2BIG, "compile: too many backends -> E2BIG");
 	ok(strstr(err, "more than the limit") != NULL, "compile: limit error names the service: %s", err);
 	ok(c == NULL, "compile: nothing returned on error");

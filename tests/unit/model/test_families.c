@@ -417,9 +417,42 @@ static void test_pod_ips(void)
 	free(s);
 }
 
+/* An IPv6-only cluster's pod (podIP an IPv6, no IPv4) is an endpoint:
+ * readiness asks for an address of either family. */
+static void test_pod_ip6_only(void)
+{
+	const char *pods = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: web}}\n"
+			   "spec: {nodeName: node-a, containers: [{name: c}]}\nstatus:\n"
+			   "  phase: Running\n  podIP: \"fd00:10:244::5\"\n"
+			   "  podIPs: [{ip: \"fd00:10:244::5\"}]\n---\n"
+			   "apiVersion: v1\nkind: Pod\nmetadata: {name: q, labels: {app: web}}\n"
+			   "spec: {nodeName: node-a, containers: [{name: c}]}\nstatus:\n"
+			   "  phase: Pending\n  podIP: \"fd00:10:244::6\"\n---\n";
+	char *all, *s = svc("web", "");
+	struct md_state *st;
+
+	if (asprintf(&all, "%s%s", pods, s) < 0)
+		abort();
+	st = load2(V6ONLY, all);
+	if (ok(st != NULL, "IPv6-only pods load")) {
+		const struct md_pod *p = md_find_pod(st, NULL, "p");
+		const struct md_service *w = md_find_service(st, NULL, "web");
+
+		ok(p->ip == 0, "an IPv6-only pod has no IPv4");
+		ok(w->endpoints[0].n == 1 && w->endpoints[0].v[0].pod == p && w->endpoints[0].v[0].ip == 0,
+		   "the Running IPv6-only pod is the Service's one endpoint (ip 0, its address in pod->ip6)");
+		md_state_free(st);
+	} else {
+		diag("%s", md_err_str(&err, ebuf, sizeof(ebuf)));
+	}
+	free(all);
+	free(s);
+}
+
 int main(void)
 {
 	test_pod_ips();
+	test_pod_ip6_only();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		check(&cases[i]);
 	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++)

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# 08-lab-ipv6-only.t — an IPv6-only cluster (docs/ipv6.md "The IPv6-only
+# lab"): a Cluster whose pod and service CIDRs are IPv6 only. Pods get an
+# IPv6 and no IPv4 (eth0 has no inet address, status.podIPs one IPv6),
+# Services an IPv6 ClusterIP only, the cluster DNS answers at an IPv6
+# ClusterIP (resolv.conf) with AAAA; curl by Service name reaches both
+# backends across nodes, getpeername gives the ClusterIP back, a
+# NetworkPolicy by label holds between IPv6-only pods, the same-node
+# short-circuit takes their connections; an IPv4-only Service is refused
+# naming the field, and so is `--runtime podman` on such a Cluster.
+source "$(dirname "$0")/../lib/tap.sh"
+source "$(dirname "$0")/../lib/lab_test.sh"
+lab_test_setup t08 curl
+lab_test_tools accel_ctl
+
+cluster6() {
+	cat <<YAML
+apiVersion: zerohop.io/v1alpha1
+kind: Cluster
+metadata: {name: t08}
+spec:
+  nodes: [node-a, node-b]
+  podCIDRs: ["fd00:10:244::/56"]
+  serviceCIDRs: ["fd00:10:96::/112"]
+---
+YAML
+}
+{
+	cluster6
+	m_pod web-a node-a "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080")"
+	m_pod web-b node-b "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080")"
+	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
+	m_pod friend node-a "role: friend" "$(m_ctr c "" sleep 100000)"
+	m_svc web "app: web" "http=80:http"
+} >"$TMP/app.yaml"
+lab_up "an IPv6-only Cluster, --accel on" --accel on -f "$TMP/app.yaml"
+wait_until 30 lab_running 5 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
+ok $? "pods run (the cluster DNS too), both agents applied the state"
+
+case_addresses() {
+	local st cli6 pods
+	st=$("$ZH" lab status --lab "$LAB" -o json)
+	is "$(echo "$st" | jq -r .ipv6Only)" true "lab status: ipv6Only"
+	cli6=$(echo "$st" | jq -r '.pods[] | select(.name=="cli") | .ip')
+	case "$cli6" in fd00:10:244::*) r=0 ;; *) r=1 ;; esac
+	ok $r "a pod's address is an IPv6 of its node's /64 ($cli6)"
+	is "$(lab_exec cli ip -4 -o addr show dev eth0 | wc -l)" 0 "  its eth0 has no IPv4 address"
+	lab_exec cli ip -6 -o addr show dev eth0 | grep -q "inet6 $cli6/128"
+	ok $? "  and its IPv6 /128"
+	pods=$("$ZH" get pods --lab "$LAB" -o json)
+	is "$(echo "$pods" | jq -r '.[] | select(.name=="cli") | .ips | join(",")')" "$cli6" \
+		"status.podIPs: the IPv6 alone"
+	is "$(lab_svc_ips web | tr ' ' '\n' | grep -c .)" 1 "the Service has one ClusterIP ..."
+	V6=$(lab_svc_ips web)
+	case "$V6" in fd00:10:96::*) r=0 ;; *) r=1 ;; esac
+	ok $r "  ... an IPv6 one from the service CIDR ($V6)"
+}
+
+case_dns_and_service() {
+	local ns names
+	ns=$(lab_exec cli awk '$1 == "nameserver" { print $2 }' /etc/resolv.conf)
+	is "$ns" "fd00:10:96::a" "resolv.conf: the cluster DNS at an IPv6 ClusterIP"
+	is "$(lab_exec cli getent ahostsv6 web.default.svc.cluster.local | awk 'NR == 1 { print $1 }')" "$V6" \
+		"the Service name resolves (AAAA) to its ClusterIP"
+	names=$(for i in $(seq 20); do lab_exec cli curl -s -m 3 http://web/; echo; done |
+		jq -r .name | sort | uniq -c | awk '{ print $2 "=" $1 }' | tr '\n' ' ')
+	case "$names" in *web-a=*web-b=*) r=0 ;; *) r=1 ;; esac
+	ok $r "curl http://web/ 20 times: both backends answer, one per node ($names)"
+	is "$(lab_exec cli "$PY" -c "
+import socket
+s = socket.create_connection(('web.default.svc.cluster.local', 80), timeout=3)
+print(s.getpeername()[0])")" "$V6" "getpeername: the Service's IPv6 ClusterIP"
+}
+
+case_short_circuit() {
+	local PIN=/sys/fs/bpf/zerohop/$LAB/node-a s0 webA
+	webA=$("$ZH" lab status --lab "$LAB" -o json | jq -r '.pods[] | select(.name=="web-a") | .ip')
+	s0=$("$TOOLS/accel_ctl" stats "$PIN" | awk -F= '$1 == "sockets" { print $2 }')
+	is "$(lab_exec cli curl -s -m 3 "http://[$webA]:8080/?size=50000" | wc -c)" 50000 \
+		"same node, pod to pod: a 50,000-byte body whole"
+	ok $([ $(( $("$TOOLS/accel_ctl" stats "$PIN" | awk -F= '$1 == "sockets" { print $2 }') - s0 )) -ge 2 ]
+	     echo $?) "  through the same-node short-circuit"
+}
+
+case_policy() {
+	cat >"$TMP/np.yaml" <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-friends}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: friend}}}]
+YAML
+	"$ZH" apply --lab "$LAB" -f "$TMP/np.yaml" >/dev/null
+	denied() { ! lab_exec cli curl -s -m 1 -o /dev/null http://web/; }
+	wait_until 10 denied
+	ok $? "NetworkPolicy by label: an IPv6-only pod it does not select is kept out"
+	is "$(lab_exec friend curl -s -m 3 -o /dev/null -w '%{http_code}' http://web/)" 200 \
+		"  the selected one gets through"
+	"$ZH" delete --lab "$LAB" -f "$TMP/np.yaml" >/dev/null
+	allowed() { lab_exec cli curl -s -m 1 -o /dev/null http://web/; }
+	wait_until 10 allowed
+	ok $? "  its removal lets everyone in again"
+}
+
+case_refusals() {
+	local out
+	cat >"$TMP/v4svc.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: only4}
+spec: {ipFamilies: [IPv4], selector: {app: web}, ports: [{port: 81, targetPort: 8080}]}
+YAML
+	out=$("$ZH" apply --lab "$LAB" -f "$TMP/v4svc.yaml" 2>&1)
+	ok $([ $? -ne 0 ]; echo $?) "an IPv4-only Service on the IPv6-only cluster is refused"
+	echo "$out" | grep -q 'v4svc.yaml:[0-9]*.*ipFamilies'
+	ok $? "  naming the file and the field ($(echo "$out" | head -1))"
+	out=$("$ZH" lab up --lab "${LAB}p" --runtime podman -f "$TMP/app.yaml" 2>&1)
+	ok $([ $? -ne 0 ]; echo $?) "--runtime podman with an IPv6-only Cluster is refused"
+	echo "$out" | grep -q 'app.yaml:[0-9]*: spec.podCIDRs: an IPv6-only lab runs its pods as processes'
+	ok $? "  naming the Cluster and why ($(echo "$out" | head -1))"
+	"$ZH" lab down --lab "${LAB}p" >/dev/null 2>&1
+}
+
+case_signals() {	# the L4 signals name IPv6-only pods and Services
+	local m
+	opened() {	# NODE REPORTER MIN
+		m=$(curl -s -m 3 --unix-socket "/run/zerohop/$LAB/nodes/$1/agent.sock" http://x/metrics |
+			grep '^istio_tcp_connections_opened_total{' | grep "reporter=\"$2\"" |
+			grep 'source_workload="cli"' | grep 'destination_service="web.default.svc.cluster.local"' |
+			grep 'destination_workload="web-b"' | awk '{ s += $NF } END { print s + 0 }')
+		[ "$m" -ge "$3" ]
+	}
+	wait_until 10 opened node-a source 1
+	ok $? "L4 signals, client side: cli -> Service web -> pod web-b, by name ($m connections)"
+	wait_until 10 opened node-b destination 1
+	ok $? "  server side on node-b: the same labels ($m)"
+}
+
+case_overlay() {	# the same Cluster under --overlay vxlan: IPv6 pods across nodes
+	local L2=${LAB}x body
+	"$ZH" lab up --lab "$L2" --overlay vxlan -f "$TMP/app.yaml" >"$TMP/upx.log" 2>&1
+	ok $? "--overlay vxlan builds the IPv6-only Cluster too"
+	far() { body=$("$ZH" lab exec --lab "$L2" cli -- curl -s -m 2 "http://[$1]:8080/") && [ -n "$body" ]; }
+	wait_until 20 far "$("$ZH" lab status --lab "$L2" -o json | jq -r '.pods[] | select(.name=="web-b") | .ip')"
+	ok $? "  a pod on node-a reaches one on node-b through vxlan0 over IPv6"
+	"$ZH" lab down --lab "$L2" >/dev/null 2>&1
+}
+
+run_cases case_addresses case_dns_and_service case_signals case_short_circuit case_policy case_refusals case_overlay
+done_testing
