@@ -12,15 +12,16 @@
  *                      connect (ECONNREFUSED: Service without endpoints;
  *                      EPERM: NetworkPolicy) -> DROP event with the address
  *                      the application asked for (not rewritten: refused)
- *   sock_ops           TCP_CONNECT_CB      ask for state callbacks (so a
- *                                          connect that dies in SYN_SENT is seen)
- *                      ACTIVE/PASSIVE_ESTABLISHED_CB  OPEN (no per-socket
+ *   sock_ops           ACTIVE/PASSIVE_ESTABLISHED_CB  OPEN (no per-socket
  *                                          record: invariant 9)
- *                      STATE_CB ESTABLISHED -> other  publish short-circuit
- *                                          bytes for the peer (obs_scrx)
- *                      STATE_CB -> TCP_CLOSE  CLOSE (bytes, srtt; the agent
- *                                          adds role, duration, Service),
- *                                          or FAIL when it was SYN_SENT
+ *                      STATE_CB (short-circuited sockets only: accel asks
+ *                      for the callbacks on them, we never do; inv. 10)
+ *                        ESTABLISHED -> other  publish short-circuit bytes
+ *                                          for the peer (obs_scrx)
+ *                        -> TCP_CLOSE      CLOSE (bytes, srtt; the agent
+ *                                          adds role, duration, Service)
+ *   cgroup/sock_release the application closes a TCP socket: CLOSE, or
+ *                      FAIL when its SYN was never acked (invariant 10)
  *
  * Bytes: tp->bytes_acked / bytes_received count what went through TCP; the
  * same-node short-circuit (bpf/accel.bpf.c) moves bytes past TCP, counted by
@@ -55,11 +56,11 @@
  *     taken off by the state the socket closed from (measured in
  *     tests/e2e/72-obs-l4.t against the bytes the client wrote).
  *  8. Every sock_ops program on the node's cgroup runs at every callback
- *     of every socket, so the state callbacks this program asks for
- *     (BPF_SOCK_OPS_STATE_CB_FLAG: 4 more per end of a connection) cost
- *     four program runs each, ours included: the flag is set only on
- *     sockets we count, and every program returns on its op first
- *     (scripts/bench-obs-bpfcost.sh counts runs per program and op).
+ *     of every socket, so state callbacks (BPF_SOCK_OPS_STATE_CB_FLAG: 4
+ *     more per end of a connection) would cost every program a run each:
+ *     this program never asks for them (invariant 10), and every program
+ *     returns on its op first (scripts/bench-obs-bpfcost.sh counts runs
+ *     per program and op).
  *  9. No storage of our own on a socket: an sk_storage record (open time,
  *     role) cost ~0.5 us a connection to create, look up and free, a
  *     quarter of this program's time. The agent pairs CLOSE with the OPEN
@@ -67,12 +68,38 @@
  *     the open time, role and Service from there; CLOSE carries the
  *     bytes without the short-circuit's and with the active opener's SYN
  *     (ZH_OBS_F_RAW): the agent takes the SYN off by role and adds sc_sent.
+ * 10. Close without state callbacks: a socket's CLOSE (or FAIL) is sent
+ *     when its application closes it (cgroup/sock_release, one run per
+ *     socket, before tcp_close()), from the kernel's counters then:
+ *     sent = bytes_acked + (write_seq - snd_una) - our FIN, i.e. what
+ *     was acked plus what is written and still to leave (the data a
+ *     server writes just before close() counts though not acked yet);
+ *     received = bytes_received - the peer's FIN. Which FINs are in
+ *     those counters follows from the state at release (obs_fin_out,
+ *     obs_fin_in): a socket still owned by its application is CLOSE
+ *     without an error only after both FINs (FIN_WAIT2 or CLOSING went to
+ *     a timewait socket, or LAST_ACK was acked), with an error after a
+ *     reset. A socket whose SYN was never acked (bytes_acked 0) and that
+ *     connected (a destination port or address: a failed blocking
+ *     connect's tcp_disconnect() zeroes the port) is a FAIL. A socket
+ *     that gets state callbacks (tcp_sock's bpf_sock_ops_cb_flags: the
+ *     short-circuit asks for them on its sockets) is closed at TCP_CLOSE
+ *     by them instead: its peer publishes the short-circuit bytes only
+ *     when it leaves ESTABLISHED (invariant 2), which may come after this
+ *     end's release. The release context gives no addresses (the kernel
+ *     allows src_* fields at post_bind only) and no bpf_skc_to_tcp_sock:
+ *     the context is the socket itself, read as the kernel's types
+ *     through the bpf_rdonly_cast kfunc (plain guarded loads). Cost: no
+ *     callbacks added to any socket; the release runs once per socket of
+ *     every kind and returns at once for all but TCP (an accel_sk lookup
+ *     there cost ~330 ns a run: the flag is one load).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
 #include <linux/errno.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 
 #include "zerohop/abi/obs.h"
 #include "zerohop/abi/lb.h"
@@ -298,7 +325,6 @@ static __always_inline void obs_open(struct bpf_sock_ops *skops, __u8 role)
 
 	if (!sk || !obs_family_ok(skops))
 		return;
-	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 	e = obs_reserve_sk(skops, &v6);
 	if (!e)
 		return;	/* its CLOSE finds no OPEN in the agent: not counted */
@@ -411,6 +437,180 @@ static __always_inline void obs_close(struct bpf_sock_ops *skops, __u32 old)
 	obs_submit(e);
 }
 
+/* ---- sock_release: close and fail without state callbacks (inv. 10) ---- */
+
+/* The kernel objects read at release, by CO-RE (field offsets from the
+ * running kernel's BTF; the "___zh" suffix is ignored when matching). */
+struct in6_addr___zh {
+	union {
+		__u32 u6_addr32[4];
+	} in6_u;
+} __attribute__((preserve_access_index));
+struct sock_common___zh {
+	__u32 skc_daddr;
+	__u32 skc_rcv_saddr;
+	__u16 skc_dport;	/* network order */
+	__u16 skc_num;		/* host order */
+	unsigned char skc_state;
+	struct in6_addr___zh skc_v6_daddr;
+	struct in6_addr___zh skc_v6_rcv_saddr;
+} __attribute__((preserve_access_index));
+struct sock___zh {
+	struct sock_common___zh __sk_common;
+	int sk_err;
+} __attribute__((preserve_access_index));
+struct tcp_sock___zh {
+	__u64 bytes_received;
+	__u64 bytes_acked;
+	__u32 snd_una;
+	__u32 write_seq;
+	__u32 srtt_us;
+	__u8 bpf_sock_ops_cb_flags;
+} __attribute__((preserve_access_index));
+
+#define TCP_LISTEN_STATE 10	/* BPF_TCP_LISTEN */
+
+/* kfunc (kernel 6.3+): obj as a read-only pointer to the kernel type
+ * btf_id; loads through it are guarded by the verifier. */
+extern void *bpf_rdonly_cast(void *obj, __u32 btf_id) __ksym;
+
+/* Has this end's FIN entered the sequence space (our FIN), or did the
+ * peer's arrive (theirs)? By the state at release, before tcp_close()
+ * adds anything: a socket still owned by its application is CLOSE with no
+ * error only after both FINs (FIN_WAIT2 or CLOSING -> TIME_WAIT hands the
+ * connection to a timewait socket; LAST_ACK -> CLOSE), and CLOSE with an
+ * error after a reset (no FIN counted either way). */
+static __always_inline int obs_fin_out(__u32 st, int err)
+{
+	return st == BPF_TCP_FIN_WAIT1 || st == BPF_TCP_FIN_WAIT2 || st == BPF_TCP_CLOSING ||
+	       st == BPF_TCP_LAST_ACK || st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
+}
+
+static __always_inline int obs_fin_in(__u32 st, int err)
+{
+	return st == BPF_TCP_CLOSE_WAIT || st == BPF_TCP_LAST_ACK || st == BPF_TCP_CLOSING ||
+	       st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
+}
+
+/* Did this socket ever connect? A destination port, or, after a blocking
+ * connect that failed (the kernel's tcp_disconnect() zeroes the port but
+ * keeps the address), a destination address. */
+static __always_inline int obs_connected(struct sock_common___zh *skc, __u32 family)
+{
+	if (skc->skc_dport || skc->skc_daddr)
+		return 1;
+	if (family != ZH_AF_INET6)
+		return 0;
+	return skc->skc_v6_daddr.in6_u.u6_addr32[0] | skc->skc_v6_daddr.in6_u.u6_addr32[1] |
+	       skc->skc_v6_daddr.in6_u.u6_addr32[2] | skc->skc_v6_daddr.in6_u.u6_addr32[3];
+}
+
+/* An event of this socket at release, as obs_reserve_sk does from
+ * sock_ops. A cgroup/sock_release context exposes no addresses (the
+ * kernel allows src_* only at post_bind), so they are read from the
+ * socket itself: sock_common, by CO-RE. IPv4 for AF_INET and for an
+ * AF_INET6 socket with v4-mapped ends (skc_daddr and skc_rcv_saddr hold
+ * them then, lib/v4mapped.h), else IPv6. */
+static __always_inline struct zh_obs_event *obs_reserve_bsk(struct sock_common___zh *skc,
+							    __u32 family, int *v6)
+{
+	__u32 l6[4] = {}, r6[4] = {};
+	struct zh_obs_event *e;
+
+	if (family == ZH_AF_INET6)
+		for (int i = 0; i < 4; i++) {
+			l6[i] = skc->skc_v6_rcv_saddr.in6_u.u6_addr32[i];
+			r6[i] = skc->skc_v6_daddr.in6_u.u6_addr32[i];
+		}
+	if (family == ZH_AF_INET || (zh_is_v4mapped(l6[0], l6[1], l6[2]) &&
+				     zh_is_v4mapped(r6[0], r6[1], r6[2]))) {
+		*v6 = 0;
+		e = obs_reserve(0);
+		if (!e)
+			return NULL;
+		e->saddr = skc->skc_rcv_saddr;
+		e->daddr = skc->skc_daddr;
+	} else {
+		struct zh_obs_event6 *e6;
+
+		*v6 = 1;
+		e = obs_reserve(1);
+		if (!e)
+			return NULL;
+		e6 = (struct zh_obs_event6 *)e;
+		__builtin_memcpy(e6->saddr6, l6, 16);
+		__builtin_memcpy(e6->daddr6, r6, 16);
+	}
+	e->sport = skc->skc_num;
+	e->dport = bpf_ntohs(skc->skc_dport);
+	return e;
+}
+
+/* The application closes a TCP socket (cgroup/sock_release, before
+ * tcp_close): its CLOSE, or its FAIL when it never got established
+ * (invariant 10). A short-circuited socket is left to the state
+ * callbacks, which the short-circuit asked for on it (its peer's bytes
+ * are published only once the peer leaves ESTABLISHED). */
+SEC("cgroup/sock_release")
+int zh_obs_release(struct bpf_sock *sk)
+{
+	struct sock_common___zh *skc;
+	struct tcp_sock___zh *tp;
+	struct zh_obs_event *e;
+	__u32 st, una, wseq, srtt, family = sk->family;
+	__u64 acked, rcvd;
+	int v6, err;
+
+	if (sk->protocol != IPPROTO_TCP || (family != ZH_AF_INET && family != ZH_AF_INET6))
+		return 1;
+	/* The context is the kernel's struct sock of a TCP socket (checked
+	 * above), which struct sock_common and struct tcp_sock start at: read
+	 * as those kernel types through bpf_rdonly_cast (a kfunc: plain loads
+	 * the verifier guards, no helper call per field; a cgroup/sock
+	 * program has no bpf_skc_to_tcp_sock). */
+	skc = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock_common___zh));
+	tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock___zh));
+	st = skc->skc_state;
+	if (st == TCP_LISTEN_STATE || !obs_connected(skc, family))
+		return 1;	/* a listener, or never connected */
+	/* A socket that gets state callbacks (the short-circuit asked for
+	 * them) is closed there, at TCP_CLOSE; one load, where an
+	 * accel_sk lookup cost ~330 ns a run here. */
+	if (tp->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG)
+		return 1;
+	acked = tp->bytes_acked;
+	rcvd = tp->bytes_received;
+	una = tp->snd_una;
+	wseq = tp->write_seq;
+	srtt = tp->srtt_us;
+	err = ((struct sock___zh *)bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock___zh)))->sk_err;
+	e = obs_reserve_bsk(skc, family, &v6);
+	if (!e)
+		return 1;
+	e->cookie = bpf_get_socket_cookie(sk);
+	if (!acked && (st == BPF_TCP_SYN_SENT || st == BPF_TCP_CLOSE)) {
+		/* the SYN was never acked: a connect that failed */
+		e->type = ZH_OBS_EV_FAIL;
+		e->reason = ZH_OBS_R_REFUSED;
+		e->role = ZH_OBS_ROLE_CLIENT;
+		obs_svc(e, sk, v6);
+		obs_submit(e);
+		return 1;
+	}
+	e->type = ZH_OBS_EV_CLOSE;
+	e->flags |= ZH_OBS_F_RAW;
+	if (v6)
+		obs_svc(e, sk, 1);	/* invariant 4 */
+	e->srtt_us = srtt >> 3;
+	/* acked, plus what is written and not yet acked (it leaves after
+	 * close), without our FIN: payload plus the active opener's SYN,
+	 * which the agent takes off by role (invariant 9) */
+	e->bytes_sent = acked + (__u32)(wseq - una) - obs_fin_out(st, err);
+	e->bytes_recv = rcvd - (rcvd ? obs_fin_in(st, err) : 0);
+	obs_submit(e);
+	return 1;
+}
+
 SEC("sockops")
 int zh_obs_sockops(struct bpf_sock_ops *skops)
 {
@@ -420,12 +620,6 @@ int zh_obs_sockops(struct bpf_sock_ops *skops)
 	 * (9 without the state ones, docs/observability.md "Cost"), 7 are
 	 * nothing to us; they return before any other context read. */
 	switch (skops->op) {
-	case BPF_SOCK_OPS_TCP_CONNECT_CB:
-		/* see SYN_SENT -> CLOSE (a failed connect) */
-		if (obs_family_ok(skops))
-			bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-							 BPF_SOCK_OPS_STATE_CB_FLAG);
-		break;
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
 		obs_open(skops, ZH_OBS_ROLE_CLIENT);
 		break;
@@ -433,6 +627,9 @@ int zh_obs_sockops(struct bpf_sock_ops *skops)
 		obs_open(skops, ZH_OBS_ROLE_SERVER);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
+		/* only sockets another program asked the callbacks for (the
+		 * short-circuit, on its sockets) come here; they are closed
+		 * here, every other one at release (invariant 10) */
 		old = skops->args[0];
 		new = skops->args[1];
 		if (old == BPF_TCP_ESTABLISHED && new != BPF_TCP_ESTABLISHED)

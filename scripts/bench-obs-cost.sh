@@ -12,7 +12,10 @@
 # helpers' load on the shared machine does not add to; the cost as efficiency).
 #   usage: scripts/bench-obs-cost.sh [PAIRS=7] [SECONDS=3]
 #   env: ZH (binary), C (connections, 8), LAB_ON / LAB_OFF (lab names, Ob / Of),
-#        ONLY=new-conn|same-node-keepalive (one of the two measurements)
+#        ONLY=new-conn|same-node-keepalive (one of the two measurements),
+#        ZH_OFF (the binary of the second lab's agents; ZH) and METRICS_OFF
+#        (its signals: off) — ZH_OFF=OLD METRICS_OFF=on compares two builds
+#        with the signals on in both (the ratio is then ZH / ZH_OFF)
 # Not part of make check; docs/BENCHMARKS.md quotes it.
 set -u
 ZH=${ZH:-$(cd "$(dirname "$0")/.." && pwd)/build/zerohop}
@@ -23,7 +26,7 @@ LON=${LAB_ON:-Ob}
 LOFF=${LAB_OFF:-Of}
 TMP=$(mktemp -d /tmp/zh-bench-obs.XXXXXX)
 chmod 755 "$TMP"
-cleanup() { "$ZH" lab down --lab $LON >/dev/null 2>&1; "$ZH" lab down --lab $LOFF >/dev/null 2>&1; rm -rf "$TMP"; }
+cleanup() { "$ZH" lab down --lab $LON >/dev/null 2>&1; "${ZH_OFF:-$ZH}" lab down --lab $LOFF >/dev/null 2>&1; rm -rf "$TMP"; }
 trap cleanup EXIT
 
 cat >"$TMP/app.yaml" <<YAML
@@ -69,9 +72,12 @@ spec:
   containers: [{name: c, command: ["sleep", "100000"]}]
 YAML
 "$ZH" lab up --lab $LON -f "$TMP/app.yaml" >/dev/null || exit 1
-ZH_AGENT_METRICS=off "$ZH" lab up --lab $LOFF -f "$TMP/app.yaml" >/dev/null || exit 1
+MOFF=${METRICS_OFF:-off}
+ZH_AGENT_METRICS=$MOFF "${ZH_OFF:-$ZH}" lab up --lab $LOFF -f "$TMP/app.yaml" >/dev/null || exit 1
 [ -e /sys/fs/bpf/zerohop/$LON/node-a/obs_link_sockops ] || { echo "signals not on in $LON"; exit 1; }
-[ ! -e /sys/fs/bpf/zerohop/$LOFF/node-a/obs_link_sockops ] || { echo "signals not off in $LOFF"; exit 1; }
+if [ "$MOFF" = off ]; then
+	[ ! -e /sys/fs/bpf/zerohop/$LOFF/node-a/obs_link_sockops ] || { echo "signals not off in $LOFF"; exit 1; }
+fi
 
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }	# user nice system irq softirq (no idle, iowait, steal)
 # the lab's own CPU, microseconds (cgroup v2 usage of zerohop-LAB)

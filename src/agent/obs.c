@@ -109,8 +109,8 @@
 #define LBL 128	/* one label value (names are DNS labels, <= 63) */
 
 static const char *const link_pins[] = { "obs_link_connect4", "obs_link_connect6",
-					 "obs_link_sockops" };
-#define OBS_NLINKS 3
+					 "obs_link_sockops", "obs_link_release" };
+#define OBS_NLINKS 4
 static const char *const map_pins[] = { "obs_events", "obs_stats", "obs_scrx", "obs_scrx6" };
 #define OBS_NMAPS 4
 
@@ -1418,6 +1418,7 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 	progs[0] = ob->skel->progs.zh_obs_connect4;
 	progs[1] = ob->skel->progs.zh_obs_connect6;
 	progs[2] = ob->skel->progs.zh_obs_sockops;
+	progs[3] = ob->skel->progs.zh_obs_release;
 	for (i = 0; i < OBS_NLINKS; i++) {
 		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, link_pins[i]);
 		if (access(path, F_OK) == 0) {
