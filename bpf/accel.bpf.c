@@ -94,9 +94,10 @@
  *     flag is set at insert and never changes, so every later step
  *     (state callbacks, setsockopt, sk_msg, obs) picks one family's maps
  *     from the record, and the IPv4 path only tests the flag. ::1 keys
- *     carry the netns cookie like 127/8 ones. No node proxy leg over IPv6
- *     (accel_proxy holds IPv4 endpoints). accel_nclosing counts both
- *     closing sets (it is an upper bound either way).
+ *     carry the netns cookie like 127/8 ones. The node proxy's IPv6
+ *     endpoints are in accel_proxy6 (its IPv6 capture listener: the client
+ *     leg of an IPv6 client of an L7 Service, invariant 9). accel_nclosing
+ *     counts both closing sets (it is an upper bound either way).
  * 11. Half-close: a FIN arriving at a short-circuited socket in FIN_WAIT1/2
  *     (its owner shut down writing) would take it to TIME_WAIT, i.e.
  *     TCP_CLOSE, and the kernel would free its psock with the unread
@@ -244,15 +245,37 @@ static __always_inline int accel_skipped_port(__u32 lport, __u32 rport)
 	       bpf_map_lookup_elem(&accel_skip, &rport);
 }
 
+/* accel_is_proxy for an IPv6 endpoint (accel_proxy6). */
+static __always_inline int accel_is_proxy6(const __u32 *ip6, __u32 port)
+{
+	struct zh_accel_proxy_ep6 ep = { .port = port };
+
+	__builtin_memcpy(ep.ip6, ip6, 16);
+	if (bpf_map_lookup_elem(&accel_proxy6, &ep))
+		return 1;
+	ep.port = 0;
+	return bpf_map_lookup_elem(&accel_proxy6, &ep) != NULL;
+}
+
 /* accel_pair for a native IPv6 connection: both ends pods of this node
- * (accel_local6), or ::1. The node proxy is reached over IPv4 only, so
- * there is no proxy leg (2) here. */
+ * (accel_local6), or ::1 (1); a pod of this node and one of the node
+ * proxy's IPv6 endpoints (2: the client leg of an IPv6 client of an L7
+ * Service, invariant 9). */
 static __always_inline int accel_pair6(const struct zh_accel_key6 *k)
 {
+	int l, r;
+
 	if (accel_is_loopback6(k->local_ip6) || accel_is_loopback6(k->remote_ip6))
 		return 1;
-	return bpf_map_lookup_elem(&accel_local6, k->local_ip6) &&
-	       bpf_map_lookup_elem(&accel_local6, k->remote_ip6);
+	l = bpf_map_lookup_elem(&accel_local6, k->local_ip6) != NULL;
+	r = bpf_map_lookup_elem(&accel_local6, k->remote_ip6) != NULL;
+	if (l && r)
+		return 1;
+	if (l && accel_is_proxy6(k->remote_ip6, k->remote_port))
+		return 2;
+	if (r && accel_is_proxy6(k->local_ip6, k->local_port))
+		return 2;
+	return 0;
 }
 
 /* The per-socket record, fresh (invariant 1: created before the insert,
@@ -297,15 +320,18 @@ static __always_inline void accel_insert6(struct bpf_sock_ops *skops)
 {
 	struct zh_accel_key6 key = {};
 	struct zh_accel_sk *st;
+	int pair;
 
-	if (!accel_key6_from_sockops(&key, skops) || !accel_pair6(&key) ||
-	    accel_skipped_port(key.local_port, key.remote_port))
+	if (!accel_key6_from_sockops(&key, skops))
+		return;
+	pair = accel_pair6(&key);
+	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
 		return;
 	st = accel_sk_new(skops, ZH_ACCEL_SK_V6);
 	if (!st)
 		return;
 	accel_key6_peer(&st->peer6, &key);	/* once per socket (invariant 8) */
-	accel_hash_in(skops, ACCEL_MAPS6, &key, 1);
+	accel_hash_in(skops, ACCEL_MAPS6, &key, pair);
 }
 
 static __always_inline void accel_insert(struct bpf_sock_ops *skops)

@@ -102,6 +102,15 @@ struct {
 	__type(value, __u8);
 } accel_proxy SEC(".maps");
 
+/* The node L7 proxy's IPv6 endpoints (struct zh_accel_proxy_ep6 -> 1):
+ * its IPv6 capture listener. Written by ag_accel_set_proxy6. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_PROXY);
+	__type(key, struct zh_accel_proxy_ep6);
+	__type(value, __u8);
+} accel_proxy6 SEC(".maps");
+
 /* Counters, index enum zh_accel_stat. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

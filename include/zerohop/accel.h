@@ -26,6 +26,7 @@
  *	accel_local6		the same, this node's pod IPv6s
  *	accel_skip		ports never short-circuited (ag_accel_set_skip_ports)
  *	accel_proxy		the node proxy's endpoints (ag_accel_set_proxy)
+ *	accel_proxy6		its IPv6 endpoints (ag_accel_set_proxy6)
  *	accel_stats		per-CPU counters (struct zh_accel_stats_v in abi/accel.h)
  *	accel_cfg		runtime settings (enum zh_accel_cfg), e.g. policy generation
  * Ownership: the pins own the datapath; struct ag_accel only holds fds.
@@ -101,6 +102,11 @@ int ag_accel_attach_proxy(struct ag_accel *a, const char *cgroup_path);
  * The agent lists the capture listener (zh_l7cap_cfg[0]) and the proxy's
  * upstream source address. 0 / -errno (-E2BIG above ZH_ACCEL_MAX_PROXY). */
 int ag_accel_set_proxy(struct ag_accel *a, const struct zh_accel_proxy_ep *eps, int n);
+
+/* The same for the proxy's IPv6 endpoints (accel_proxy6): its IPv6 capture
+ * listener, so a native IPv6 client's leg to it is short-circuited too. */
+struct zh_accel_proxy_ep6;	/* abi/accel.h */
+int ag_accel_set_proxy6(struct ag_accel *a, const struct zh_accel_proxy_ep6 *eps, int n);
 
 /* Counters summed over CPUs; active is the current sockhash size. 0 / -errno. */
 int ag_accel_stats(struct ag_accel *a, struct ag_accel_stats *out);

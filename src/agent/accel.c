@@ -67,6 +67,7 @@ enum accel_obj {
 	AO_FIN,
 	AO_SOCKHASH6,
 	AO_LOCAL6,
+	AO_PROXY6,
 	AO__MAX,
 };
 static const char *const accel_pin_names[AO__MAX] = {
@@ -82,6 +83,7 @@ static const char *const accel_pin_names[AO__MAX] = {
 	[AO_FIN] = "accel_fin",
 	[AO_SOCKHASH6] = "accel_sockhash6",
 	[AO_LOCAL6] = "accel_local6",
+	[AO_PROXY6] = "accel_proxy6",
 };
 
 /* Which cgroup a link is on: the node's (pods below it) or the node
@@ -186,6 +188,7 @@ static int accel_load_and_pin(struct ag_accel *a)
 	fds[AO_FIN] = bpf_program__fd(skel->progs.zh_accel_fin);
 	fds[AO_SOCKHASH6] = bpf_map__fd(skel->maps.accel_sockhash6);
 	fds[AO_LOCAL6] = bpf_map__fd(skel->maps.accel_local6);
+	fds[AO_PROXY6] = bpf_map__fd(skel->maps.accel_proxy6);
 	for (i = 0; i < AO__MAX; i++) {
 		err = accel_path(p, sizeof(p), a->pin_dir, accel_pin_names[i]);
 		if (!err && bpf_obj_pin(fds[i], p))
@@ -570,6 +573,37 @@ int ag_accel_set_proxy(struct ag_accel *a, const struct zh_accel_proxy_ep *eps, 
 
 		for (j = 0; j < n && !keep; j++)
 			keep = eps[j].ip4 == old[i].ip4 && eps[j].port == old[i].port;
+		if (!keep)
+			bpf_map_delete_elem(fd, &old[i]);
+	}
+	return 0;
+}
+
+int ag_accel_set_proxy6(struct ag_accel *a, const struct zh_accel_proxy_ep6 *eps, int n)
+{
+	struct zh_accel_proxy_ep6 key, next, old[ZH_ACCEL_MAX_PROXY];
+	int fd = a->fd[AO_PROXY6], i, j, nold = 0, err;
+	__u8 one = 1;
+
+	if (fd < 0)
+		return 0;	/* never loaded here */
+	if (n < 0 || n > ZH_ACCEL_MAX_PROXY)
+		return -E2BIG;
+	for (err = bpf_map_get_next_key(fd, NULL, &next); !err && nold < ZH_ACCEL_MAX_PROXY;
+	     err = bpf_map_get_next_key(fd, &key, &next)) {
+		key = next;
+		old[nold++] = key;
+	}
+	for (i = 0; i < n; i++) {	/* make before break, as ag_accel_set_local */
+		key = eps[i];
+		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
+			return -errno;
+	}
+	for (i = 0; i < nold; i++) {
+		int keep = 0;
+
+		for (j = 0; j < n && !keep; j++)
+			keep = !memcmp(&eps[j], &old[i], sizeof(old[i]));
 		if (!keep)
 			bpf_map_delete_elem(fd, &old[i]);
 	}

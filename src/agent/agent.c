@@ -138,6 +138,7 @@ struct agent {
 	 * proxy's capture address is not known yet */
 	struct zh_accel_proxy_ep proxy_eps[2];
 	int n_proxy_eps;
+	struct zh_accel_proxy_ep6 proxy_ep6;	/* A8: its IPv6 listener, zero: none */
 	bool proxy_pending;
 	/* A9: --health-file, rewritten after every sync (health.h) */
 	const char *health_file;
@@ -202,6 +203,42 @@ static void set_local_pods(struct agent *a, const struct md_state *st)
 	free(ip6s);
 }
 
+/* A8: the node proxy's IPv6 capture listener (zh_l7cap_cfg6[0], written
+ * by the proxy on a dual-stack node) into accel_proxy6. */
+static void set_proxy_ep6(struct agent *a)
+{
+	struct zh_accel_proxy_ep6 ep = {};
+	struct zh_l7cap_cfg6 cfg = {};
+	char p[320], ip[INET6_ADDRSTRLEN];
+	uint32_t zero = 0;
+	int fd, ret;
+
+	if (a->proxy_cg[0]) {
+		snprintf(p, sizeof(p), "%s/%s", a->pin_dir, ZH_L7CAP_CFG6_MAP);
+		fd = bpf_obj_get(p);
+		if (fd >= 0) {
+			if (bpf_map_lookup_elem(fd, &zero, &cfg))
+				memset(&cfg, 0, sizeof(cfg));
+			close(fd);
+		}
+		if (cfg.proxy_port && memcmp(cfg.proxy_ip6, &in6addr_any, 16)) {
+			memcpy(ep.ip6, cfg.proxy_ip6, 16);
+			ep.port = ntohs(cfg.proxy_port);
+		}
+	}
+	if (!memcmp(&ep, &a->proxy_ep6, sizeof(ep)))
+		return;
+	ret = ag_accel_set_proxy6(a->acc, &ep, ep.port ? 1 : 0);
+	if (ret) {
+		zh_warn("agent: accel proxy IPv6 endpoint: %s", strerror(-ret));
+		return;
+	}
+	a->proxy_ep6 = ep;
+	if (ep.port)
+		zh_info("agent: accel proxy endpoint [%s]:%u",
+			inet_ntop(AF_INET6, ep.ip6, ip, sizeof(ip)), ep.port);
+}
+
 /* A8: the node proxy's endpoints into accel_proxy: its capture address
  * (zh_l7cap_cfg[0], written by the proxy when it starts) and its upstream
  * source address (.1 of this node's pod range). */
@@ -241,6 +278,7 @@ static void set_proxy_eps(struct agent *a)
 			break;
 		}
 	}
+	set_proxy_ep6(a);
 	if (n == a->n_proxy_eps && !memcmp(eps, a->proxy_eps, sizeof(eps[0]) * n))
 		return;
 	ret = ag_accel_set_proxy(a->acc, eps, n);

@@ -8,8 +8,10 @@
 # are in accel_sockhash6 (redirected messages counted) while a connection to
 # node-b is not; the half-close cases of 45 over IPv6 (a FIN held back until
 # the reader has drained its queue, both orders); the sockhashes empty once
-# every connection is closed; and the L4 signals count the short-circuited
-# bytes of an IPv6 connection (istio_tcp_*_bytes_total, as for IPv4).
+# every connection is closed; the L4 signals count the short-circuited
+# bytes of an IPv6 connection (istio_tcp_*_bytes_total, as for IPv4); and
+# an IPv6 client of an L7 Service has its leg to the node proxy's IPv6
+# listener short-circuited (accel_proxy6).
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t46 curl
@@ -25,6 +27,7 @@ ECHO="$ZH echo --tcp [::]:9000 --http [::]:8080"
 	m_pod cli node-a "app: cli" "$(m_ctr c "" sleep 100000)"
 	m_pod meter node-a "app: meter" "$(m_ctr c "" sleep 100000)"	# signals6's only
 	dual srv "app: srv" "tcp=9000:9000 http=80:8080"
+	dual srv7 "app: srv" "http=80:8080" "" 'zerohop.io/l7: "true"'
 } >"$TMP/app.yaml"
 lab_up "dual-stack, --accel on" --accel on -f "$TMP/app.yaml"
 wait_until 30 lab_running 4 && wait_until 30 lab_synced node-a
@@ -154,6 +157,31 @@ case_signals6() {	# short-circuited bytes are counted, as for IPv4
 		"  and its received bytes exactly the echoed ones"
 }
 
+case_proxy_leg6() {	# an IPv6 client of an L7 Service: its leg to the proxy's IPv6 listener
+	local p0 V7 body n
+	V7=$(lab_svc_ips srv7 | cut -d' ' -f2)
+	p0=$(stat proxy)
+	lab_exec cli "$PY" -c "
+import socket, time
+s = socket.create_connection(('$V7', 80), timeout=5)
+s.sendall(b'GET /?size=20000 HTTP/1.1\r\nHost: srv7\r\n\r\n')
+got = b''
+while b'\r\n\r\n' not in got or len(got.split(b'\r\n\r\n', 1)[1]) < 20000:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+print(len(got.split(b'\r\n\r\n', 1)[1]), flush=True)
+time.sleep(2)" >"$TMP/l7" &
+	wait_for_file 5 "$TMP/l7"
+	is "$(cat "$TMP/l7")" 20000 "L7 Service by its IPv6 ClusterIP from a pod: a 20,000-byte body through the node proxy"
+	n=$("$TOOLS/accel_ctl" keys "$PIN" | grep -c ':15001\]*:*[0-9]*$\|\]:15001')
+	ok $([ "$n" -ge 2 ]; echo $?) "  the client leg to the proxy's IPv6 listener is in accel_sockhash6, both ends ($n)"
+	"$TOOLS/accel_ctl" keys "$PIN" | grep '15001' | sed 's/^/# /'
+	ok $([ $(( $(stat proxy) - p0 )) -ge 2 ]; echo $?) "  counted as proxy legs ($(( $(stat proxy) - p0 )))"
+	wait
+}
+
 case_drained() {
 	drained() { [ "$(stat active)" = 0 ]; }
 	wait_until 10 drained
@@ -161,5 +189,5 @@ case_drained() {
 }
 
 run_cases case_pod_ip6 case_held_open case_service_ip6 case_loopback6 case_cross_node6 case_halfclose6 \
-	case_signals6 case_drained
+	case_signals6 case_drained case_proxy_leg6
 done_testing

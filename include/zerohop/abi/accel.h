@@ -24,6 +24,14 @@ struct zh_accel_proxy_ep {
 };
 _Static_assert(sizeof(struct zh_accel_proxy_ep) == 8, "zh_accel_proxy_ep layout");
 
+/* The same for the node proxy's IPv6 endpoints (accel_proxy6): its IPv6
+ * capture listener, reached by native IPv6 clients of L7 Services. */
+struct zh_accel_proxy_ep6 {
+	__u32 ip6[4];		/* network byte order */
+	__u32 port;		/* host byte order; 0: any */
+};
+_Static_assert(sizeof(struct zh_accel_proxy_ep6) == 20, "zh_accel_proxy_ep6 layout");
+
 /* Sockhash key: one socket, as seen from its own side. Built by ONE helper
  * (bpf/lib/accel_key.h) from a sock_ops or an sk_msg context.
  * netns is the socket's netns cookie for loopback (127.0.0.0/8: every pod
