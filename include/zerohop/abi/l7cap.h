@@ -53,8 +53,15 @@
 struct zh_l7cap_dst {		/* original destination (ClusterIP:port) */
 	__be32 ip;
 	__be16 port;
-	__u16 pad;
+	__u16 flags;		/* ZH_L7CAP_DST_*; was padding, always zero */
 };
+/* ip is the last 32 bits of an IPv6 ClusterIP, not an IPv4 one: connect6
+ * to an IPv6 single-stack L7 Service (bpf/lb.bpf.c invariant 9), which has
+ * no IPv4 ClusterIP to route by. The cluster's one IPv6 service CIDR is
+ * /108 or longer (docs/ipv6.md "The Cluster object"), so those bits name
+ * the ClusterIP, and the record keeps its 8 bytes: the pinned maps' layout
+ * is unchanged, no migration (the proxy: px_table_find_ip6low). */
+#define ZH_L7CAP_DST_V6LOW	1
 _Static_assert(sizeof(struct zh_l7cap_dst) == 8, "zh_l7cap_dst size");
 
 struct zh_l7cap_client {	/* client socket address as the proxy sees the peer */
