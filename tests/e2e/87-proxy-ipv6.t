@@ -32,6 +32,15 @@ echo_pod() { # NAME NODE VERSION
 }
 dual() { M_SPEC="ipFamilyPolicy: PreferDualStack" m_svc "$@"; }
 six() { M_SPEC="ipFamilies: [IPv6]" m_svc "$@"; }
+canary_route() { # PARENT: /v2... and x-version: canary -> PARENT-v2, the rest -> PARENT-v1
+	m_route "$1" "$1" <<YAML
+  - matches: [{path: {type: PathPrefix, value: /v2}}]
+    backendRefs: [{name: $1-v2, port: 80}]
+  - matches: [{headers: [{name: x-version, value: canary}]}]
+    backendRefs: [{name: $1-v2, port: 80}]
+  - backendRefs: [{name: $1-v1, port: 80}]
+YAML
+}
 echo6_pod() { # NAME NODE VERSION: the echo server on [::]:8080 (both families)
 	m_deploy "$1" "$2" "app: sx, version: $3" "$(m_ctr echo http:8080 "$ZH" echo --http "[::]:8080")"
 }
@@ -48,20 +57,8 @@ echo6_pod() { # NAME NODE VERSION: the echo server on [::]:8080 (both families)
 	six six "app: sx" "http=80:http" "" 'zerohop.io/l7: "true"'
 	six six-v1 "version: s1" "http=80:http"
 	six six-v2 "version: s2" "http=80:http"
-	m_route web web <<'YAML'
-  - matches: [{path: {type: PathPrefix, value: /v2}}]
-    backendRefs: [{name: web-v2, port: 80}]
-  - matches: [{headers: [{name: x-version, value: canary}]}]
-    backendRefs: [{name: web-v2, port: 80}]
-  - backendRefs: [{name: web-v1, port: 80}]
-YAML
-	m_route six six <<'YAML'
-  - matches: [{path: {type: PathPrefix, value: /v2}}]
-    backendRefs: [{name: six-v2, port: 80}]
-  - matches: [{headers: [{name: x-version, value: canary}]}]
-    backendRefs: [{name: six-v2, port: 80}]
-  - backendRefs: [{name: six-v1, port: 80}]
-YAML
+	canary_route web
+	canary_route six
 	m_idle client node-a
 	m_idle client-b node-b
 	m_idle egok node-a
