@@ -25,7 +25,9 @@
  * looks it up there for a connection accepted on its IPv6 listener.
  * Without an IPv6 address (zh_l7cap_cfg6[0] zero) connect6 sends the
  * native client to the IPv4 address v4-mapped. The IPv4 maps and their
- * layout are unchanged: pins of an older agent or proxy stay valid.
+ * layout are unchanged: pins of an older agent or proxy stay valid. An
+ * IPv6 single-stack Service (no IPv4 ClusterIP) is recorded by the last
+ * 32 bits of its IPv6 ClusterIP with ZH_L7CAP_DST_V6LOW in flags.
  * Invariant: the proxy's own upstream sockets are never redirected: the
  * agent attaches connect4 to the node cgroup (so it applies to the pod
  * cgroups below it) and the proxy runs in the node's network namespace but
@@ -129,7 +131,8 @@ struct {
 } zh_l7cap_cfg SEC(".maps");
 
 /* zh_l7cap_orig6: IPv6 client {ip6, port} -> original destination (the
- * IPv4 ClusterIP the proxy routes by); as zh_l7cap_orig. */
+ * name the proxy routes by: an IPv4 ClusterIP, or ZH_L7CAP_DST_V6LOW);
+ * as zh_l7cap_orig. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ZH_L7CAP_MAX);
