@@ -65,11 +65,13 @@
  *     ClusterIP) goes to the node proxy: its IPv6 listener when the proxy
  *     published one (zh_l7cap_cfg6), else its IPv4 address v4-mapped
  *     (::ffff:proxy; a socket with IPV6_V6ONLY cannot connect there:
- *     ENETUNREACH). The entry's one backend is the Service's IPv4
- *     ClusterIP:port, recorded for the proxy as connect4 records it: the
- *     proxy routes by IPv4 ClusterIPs only. getpeername6 gives back the
- *     IPv6 ClusterIP. An entry without that backend (an IPv6 single-stack
- *     Service) refuses (ECONNREFUSED).
+ *     ENETUNREACH). The entry's one backend is the name the proxy routes
+ *     by: the Service's IPv4 ClusterIP:port (v4-mapped), recorded as
+ *     connect4 records it, or, for an IPv6 single-stack Service, its IPv6
+ *     ClusterIP:port itself, recorded as its last 32 bits with
+ *     ZH_L7CAP_DST_V6LOW (abi/l7cap.h: the record keeps 8 bytes).
+ *     getpeername6 gives back the IPv6 ClusterIP. An entry without a
+ *     backend refuses (ECONNREFUSED).
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -178,13 +180,15 @@ static __always_inline void lb_set_ip4(struct bpf_sock_addr *ctx, int v6, __u32 
 }
 
 /* Invariant 6: TCP to an L7 service -> the node proxy. Records cookie ->
- * vip:vport (IPv4, the name the proxy routes by) for the proxy and fills
- * *px with the proxy's address (v4-mapped); 0 when there is no proxy
- * address yet or the record could not be written (refuse). */
+ * vip:vport (the name the proxy routes by: an IPv4 ClusterIP, or with
+ * flags ZH_L7CAP_DST_V6LOW the last 32 bits of an IPv6 one, invariant 9)
+ * for the proxy and fills *px with the proxy's address (v4-mapped); 0
+ * when there is no proxy address yet or the record could not be written
+ * (refuse). */
 static __always_inline int lb_l7_target(struct bpf_sock_addr *ctx, __u32 vip, __u32 vport,
-					struct zh_lb_backend *px)
+					__u16 flags, struct zh_lb_backend *px)
 {
-	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport };
+	struct zh_l7cap_dst d = { .ip = vip, .port = (__be16)vport, .flags = flags };
 	struct zh_l7cap_cfg *cfg;
 	__u32 zero = 0;
 	__u64 cookie;
@@ -205,7 +209,7 @@ static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
 {
 	struct zh_lb_backend px = {};
 
-	if (!lb_l7_target(ctx, vip, vport, &px))
+	if (!lb_l7_target(ctx, vip, vport, 0, &px))
 		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
 	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
 	lb_set_ip4(ctx, v6, lb_v4_of(px.addr), px.port);
@@ -270,9 +274,10 @@ lb_pick6(const struct zh_lb_svc_key *k, struct zh_lb_svc_val **svcp)
 }
 
 /* Invariant 9: connect6 to the IPv6 ClusterIP of an L7 port. Its entry's
- * one backend is the Service's IPv4 ClusterIP:port (the agent's rule 5),
- * the name the proxy routes by, recorded under the cookie as connect4
- * records it. The socket goes to the proxy's IPv6 listener when it has
+ * one backend is the name the proxy routes by (the agent's rule 5): the
+ * Service's IPv4 ClusterIP:port, recorded under the cookie as connect4
+ * records it, or (an IPv6 single-stack Service) its IPv6 ClusterIP:port,
+ * recorded by its last 32 bits with ZH_L7CAP_DST_V6LOW. The socket goes to the proxy's IPv6 listener when it has
  * one (zh_l7cap_cfg6[0]), else to its IPv4 address v4-mapped
  * (::ffff:proxy). The socket's record keeps the IPv6 ClusterIP for
  * getpeername6. */
@@ -285,12 +290,13 @@ static __always_inline int lb_l7_redirect6(struct bpf_sock_addr *ctx, const stru
 	struct zh_lb_sock_val *sv;
 	__u32 zero = 0;
 
-	if (svc->count == 0)	/* no IPv4 ClusterIP to route by: refused (rule 5) */
+	if (svc->count == 0)	/* no name to route by: refused (rule 5) */
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
 	be = lb_pick6(k, &svc);
 	if (!be)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
-	if (!lb_l7_target(ctx, lb_v4_of(be->addr), be->port, &px))
+	if (!lb_l7_target(ctx, lb_v4_of(be->addr), be->port,
+			  lb_is_v4mapped(be->addr) ? 0 : ZH_L7CAP_DST_V6LOW, &px))
 		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
 	cfg6 = bpf_map_lookup_elem(&zh_l7cap_cfg6, &zero);
 	if (cfg6 && cfg6->proxy_port && !lb_is_zero6(cfg6->proxy_ip6)) {

@@ -39,6 +39,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #include "zerohop/h1.h"
 #include "zerohop/model.h"
@@ -47,6 +49,67 @@
 
 struct px_table;
 struct px_svc;			/* one Service port in a table */
+
+/* An upstream endpoint's address, of either family (docs/ipv6.md "L7
+ * over IPv6"): IPv4 for the endpoints of IPv4 and dual-stack Services (as
+ * always), IPv6 for those of an IPv6 single-stack Service (its pods' IPv6,
+ * as its EndpointSlices are). The port stays beside it, as before, in every
+ * struct that has one (px_ep, px_decision, the proxy's hosts and upstream
+ * connections). Built by px_ip4() / px_ip6() (or zeroed: family 0 = no
+ * address); compared with px_ip_eq(). */
+struct px_ip {
+	uint8_t family;		/* AF_INET, AF_INET6, or 0 */
+	uint8_t pad[3];
+	union {
+		uint32_t v4;	/* network order */
+		uint8_t v6[16];
+	};
+};
+#define PX_IP_STRLEN	48	/* "[" INET6_ADDRSTRLEN "]:65535" */
+
+static inline struct px_ip px_ip4(uint32_t v4)	/* network order */
+{
+	struct px_ip a;
+
+	memset(&a, 0, sizeof(a));
+	a.family = AF_INET;
+	a.v4 = v4;
+	return a;
+}
+
+static inline struct px_ip px_ip6(const uint8_t v6[16])
+{
+	struct px_ip a;
+
+	memset(&a, 0, sizeof(a));
+	a.family = AF_INET6;
+	memcpy(a.v6, v6, 16);
+	return a;
+}
+
+static inline bool px_ip_eq(struct px_ip a, struct px_ip b)
+{
+	return a.family == b.family &&
+	       (a.family == AF_INET6 ? !memcmp(a.v6, b.v6, 16) : a.v4 == b.v4);
+}
+
+/* "10.0.0.1:80", "[fd00::1]:80" (port 0: the address alone, no
+ * brackets; family 0: "-") into b (PX_IP_STRLEN); returns b. */
+char *px_ip_fmt(struct px_ip a, uint16_t port, char *b, size_t len);
+
+/* 64 bits of a's address (a v4 address: itself, as the IPv4-only code
+ * always keyed endpoints by it; a v6 one: its bytes folded), e.g. for
+ * ring-hash keys and memo slots. */
+static inline uint64_t px_ip_bits(struct px_ip a)
+{
+	uint64_t x = 0;
+
+	if (a.family != AF_INET6)
+		return a.v4;
+	for (int i = 0; i < 16; i++)
+		x = x * 0x100000001b3ULL ^ a.v6[i];
+	return x;
+}
 struct px_rule;			/* one compiled rule */
 
 /* Constant strings (compare by pointer) for connection and request errors,
@@ -71,6 +134,13 @@ const struct md_state *px_table_state(const struct px_table *t);
 /* Lookups; NULL when absent. ip network order, port host order. port 0 in
  * find_name = the service's first port. */
 const struct px_svc *px_table_find_ip(const struct px_table *t, uint32_t ip, uint16_t port);
+/* The Service port whose IPv6 ClusterIP ends in the 32 bits low (network
+ * order), for a connection connect6 captured to an IPv6 single-stack L7
+ * Service (include/zerohop/abi/l7cap.h ZH_L7CAP_DST_V6LOW): the cluster's
+ * one IPv6 service CIDR is /108 or longer (docs/ipv6.md), so those bits
+ * name one ClusterIP. NULL when none, or when two Services would match
+ * (a state the model refuses; never guessed). */
+const struct px_svc *px_table_find_ip6low(const struct px_table *t, uint32_t low, uint16_t port);
 const struct px_svc *px_table_find_name(const struct px_table *t, const char *ns,
 					const char *name, uint16_t port);
 const char *px_svc_name(const struct px_svc *s);	/* "ns/name:port" */
@@ -175,7 +245,7 @@ extern const struct px_pool_policy px_pool_default;
 /* One mirror copy to send (RequestMirror): fire and forget. */
 struct px_mirror_to {
 	const char *backend_name;	/* "ns/svc" */
-	uint32_t ip;		/* network order */
+	struct px_ip ip;
 	uint16_t port;		/* host order */
 };
 
@@ -186,7 +256,7 @@ struct px_decision {
 	const struct px_rule *rule;	/* matched rule, or NULL */
 	const char *route_name;	/* "ns/name#rule" or "ns/svc#default" */
 	const char *backend_name;	/* "ns/svc" chosen, or NULL */
-	uint32_t ip;		/* backend endpoint, network order */
+	struct px_ip ip;	/* backend endpoint (family 0: none) */
 	uint16_t port;		/* host order */
 	int status;		/* PX_REDIRECT: 301/302/...; PX_NO_BACKEND: 500/503 */
 	/* Request rewrite: new path (with the original query appended) when
@@ -225,6 +295,10 @@ const char *px_table_client_ns(const struct px_table *t, uint32_t ip);
  * pods by IPv4 (docs/ipv6.md "L7 over IPv6"). The first call builds a
  * sorted index. */
 uint32_t px_table_ip4_of6(const struct px_table *t, const uint8_t ip6[16]);
+/* The reverse: the IPv6 address of the pod whose IPv4 is ip4, into ip6;
+ * false when there is none (no such pod, or it has no IPv6). The policy
+ * check of an IPv6 endpoint judges an IPv4 client by it (netpol.c). */
+bool px_table_ip6_of4(const struct px_table *t, uint32_t ip4, uint8_t ip6[16]);
 
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
  * for the weighted backend and endpoint choice. host is the request's Host
@@ -233,9 +307,9 @@ uint32_t px_table_ip4_of6(const struct px_table *t, const uint8_t ip6[16]);
 int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
 	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d);
 
-/* One endpoint of a backend (ip network order, port host order). */
+/* One endpoint of a backend (port host order). */
 struct px_ep {
-	uint32_t ip;
+	struct px_ip ip;
 	uint16_t port;
 };
 
@@ -243,12 +317,12 @@ struct px_ep {
  * re-picking; a view into the table. Returns their number (0 otherwise). */
 int px_route_eps(const struct px_decision *d, const struct px_ep **eps);
 
-/* Whether ip:port (network / host order) is an endpoint of any backend of
+/* Whether ip:port (port host order) is an endpoint of any backend of
  * any rule of table t. Used on route reloads (endpoints that went away:
  * their pooled connections are closed, their state pruned) and when a
  * stream routed with an older table returns its upstream. The first call
  * builds a sorted index (O(n log n)); later calls are O(log n). */
-bool px_table_has_ep(const struct px_table *t, uint32_t ip, uint16_t port);
+bool px_table_has_ep(const struct px_table *t, struct px_ip ip, uint16_t port);
 
 /* Round robin: the next index (0..n-1) of d's backend's rotation; the
  * counter lives in the table's backend (the proxy is single-threaded). */

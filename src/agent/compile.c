@@ -29,11 +29,11 @@
  *     (each backend Service's share split evenly over those of its pods
  *     that have one). What needs the L7 proxy (rule 3's L7 routes, SMI
  *     matches, rule 4) gets ZH_LB_F_L7 on its IPv6 entry too, with one
- *     backend: the Service's IPv4 ClusterIP:port, under which the node
- *     proxy routes it (connect6 sends the socket to the proxy v4-mapped,
- *     bpf/lb.bpf.c invariant 9). An IPv6 single-stack Service has no such
- *     name: its L7 entry has no backend (connections refused, never
- *     balanced behind the route's back) and a note says so.
+ *     backend: the name the node proxy routes it by (connect6 sends the
+ *     socket to the proxy and records that name, bpf/lb.bpf.c invariant
+ *     9): the Service's IPv4 ClusterIP:port, or, for an IPv6 single-stack
+ *     Service (no IPv4 ClusterIP), its IPv6 ClusterIP:port itself, which
+ *     the proxy looks up and routes to the pods' IPv6 addresses.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -316,10 +316,12 @@ static void be_add_share(struct ag_svc *e, const struct md_service *bs, int bp, 
 		be_add_set(e, bs, set, total);
 }
 
-/* Rule 5: the IPv6 entry e of port sp of svc needs the L7 proxy. The
- * proxy is reached over IPv4 (bpf/lb.bpf.c invariant 9): e's one backend
- * is svc's IPv4 ClusterIP:port, the name the proxy routes by. An IPv6
- * single-stack Service has none: e refuses, and a note says why. */
+/* Rule 5: the IPv6 entry e of port sp of svc needs the L7 proxy. e's one
+ * backend is the name the proxy routes by (bpf/lb.bpf.c invariant 9):
+ * svc's IPv4 ClusterIP:port, as an IPv4 client's connection is routed
+ * (a dual-stack Service keeps its IPv4 endpoints), else (an IPv6
+ * single-stack Service) its IPv6 ClusterIP:port, by which the proxy finds
+ * it (px_table_find_ip6low) and reaches its pods over IPv6. */
 static void l7_v6(struct cbuild *b, struct ag_svc *e, const struct md_service *svc,
 		  const struct md_service_port *sp, const char *why)
 {
@@ -328,16 +330,17 @@ static void l7_v6(struct cbuild *b, struct ag_svc *e, const struct md_service *s
 	be_clear(e);
 	if (sp->proto != MD_PROTO_TCP)
 		return;
-	if (!svc->cluster_ip) {
-		add_note(b, "Service %s/%s port %u: its IPv6 ClusterIP refuses connections "
-			 "(%s needs the node L7 proxy, which an IPv6 single-stack Service cannot "
-			 "reach yet: docs/ipv6.md)", e->ns, e->name, ntohs(e->key.port), why);
-		return;
-	}
 	e->be = zh_realloc(e->be, sizeof(*e->be));
 	w = &e->be[e->n_be++];
 	memset(w, 0, sizeof(*w));
-	ag_v4_mapped(w->be.addr, svc->cluster_ip);
+	if (svc->cluster_ip) {
+		ag_v4_mapped(w->be.addr, svc->cluster_ip);
+	} else {
+		memcpy(w->be.addr, &svc->cluster_ip6, 16);
+		add_note(b, "Service %s/%s port %u: IPv6 single-stack, %s: the node L7 proxy "
+			 "routes it by its IPv6 ClusterIP to its pods' IPv6 addresses",
+			 e->ns, e->name, ntohs(e->key.port), why);
+	}
 	w->be.port = htons(sp->port);
 	w->weight = 1;
 	w->pod = zh_strdup("-");

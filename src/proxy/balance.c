@@ -9,7 +9,7 @@
 
 /* ---- outlier detection (invariants 13-14) -------------------------------------- */
 
-struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bool add)
+struct px_host *px_host_find(struct px_server *s, struct px_ip ip, uint16_t port, bool add)
 {
 	int i;
 
@@ -17,9 +17,9 @@ struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bo
 	struct px_host *h;
 
 	for (i = 0; i < s->n_hosts; i++) {
-		if (s->hosts[i].ip == ip && s->hosts[i].port == port)
+		if (px_ip_eq(s->hosts[i].ip, ip) && s->hosts[i].port == port)
 			return &s->hosts[i];
-		if (free_slot < 0 && !s->hosts[i].ip && !s->hosts[i].port)
+		if (free_slot < 0 && !s->hosts[i].ip.family && !s->hosts[i].port)
 			free_slot = i;
 	}
 	if (!add)
@@ -36,7 +36,7 @@ struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bo
 }
 
 /* Route reload: forget endpoints that left (invariant 16: a record with a
- * try in flight stays until a later reload; a freed record is 0.0.0.0:0 and
+ * try in flight stays until a later reload; a freed record is all zero and
  * is reused by px_host_find, so indices held by streams never move). */
 void px_hosts_prune(struct px_server *s)
 {
@@ -45,7 +45,7 @@ void px_hosts_prune(struct px_server *s)
 	for (i = 0; i < s->n_hosts; i++) {
 		struct px_host *h = &s->hosts[i];
 
-		if ((!h->ip && !h->port) || h->inflight || h->n_conns || h->n_pending ||
+		if ((!h->ip.family && !h->port) || h->inflight || h->n_conns || h->n_pending ||
 		    px_table_has_ep(s->tbl, h->ip, h->port))
 			continue;
 		if (h->until)
@@ -58,17 +58,19 @@ void px_hosts_prune(struct px_server *s)
 
 bool px_host_out(struct px_server *s, struct px_host *h, uint64_t now)
 {
+	char ip[PX_IP_STRLEN];
+
 	if (!h || !h->until)
 		return false;
 	if (now < h->until)
 		return true;
 	h->until = 0;	/* ejection over: back in service */
 	s->n_ejected--;
-	zh_info("proxy: outlier %08x:%u back in service", ntohl(h->ip), h->port);
+	zh_info("proxy: outlier %s back in service", px_ip_fmt(h->ip, h->port, ip, sizeof(ip)));
 	return false;
 }
 
-bool px_ep_out(struct px_server *s, uint32_t ip, uint16_t port, uint64_t now)
+bool px_ep_out(struct px_server *s, struct px_ip ip, uint16_t port, uint64_t now)
 {
 	return s->n_ejected && px_host_out(s, px_host_find(s, ip, port, false), now);
 }
@@ -81,7 +83,7 @@ void px_outlier_note(struct px_stream *st, bool failed)
 	uint64_t now = ev_now_ns();
 	const struct px_ep *eps;
 	int i, n, out = 0;
-	char ip[INET_ADDRSTRLEN];
+	char ip[PX_IP_STRLEN];
 
 	if (!failed) {
 		h->consec = 0;
@@ -100,8 +102,8 @@ void px_outlier_note(struct px_stream *st, bool failed)
 	h->until = now + s->eject_base_ns * h->n_ejections;
 	s->n_ejected++;
 	s->n_ejections++;
-	inet_ntop(AF_INET, &h->ip, ip, sizeof(ip));
-	zh_info("proxy: outlier %s:%u of %s ejected for %llu ms (ejection %u)", ip, h->port,
+	zh_info("proxy: outlier %s of %s ejected for %llu ms (ejection %u)",
+		px_ip_fmt(h->ip, h->port, ip, sizeof(ip)),
 		st->d.backend_name ? st->d.backend_name : "-",
 		(unsigned long long)(s->eject_base_ns * h->n_ejections / PX_MS), h->n_ejections);
 }
@@ -211,7 +213,7 @@ void px_stream_pick(struct px_stream *st, bool retry)
 		return;
 	for (i = 0; i < n && nc < PX_PICK_MAX; i++)
 		if (!px_ep_out(s, eps[i].ip, eps[i].port, now) &&
-		    !(retry && eps[i].ip == st->d.ip && eps[i].port == st->d.port))
+		    !(retry && px_ip_eq(eps[i].ip, st->d.ip) && eps[i].port == st->d.port))
 			cand[nc++] = i;
 	if (!nc)
 		return;	/* keep the router's choice */
@@ -223,7 +225,7 @@ void px_stream_pick(struct px_stream *st, bool retry)
 		for (i = 0; i < nc; i++) {
 			const struct px_ep *e = &eps[cand[i]];
 			uint64_t sc = px_mix64(st->hash_key ^
-					       px_mix64(((uint64_t)e->ip << 16) | e->port));
+					       px_mix64(px_ip_bits(e->ip) << 16 ^ e->port));
 
 			if (k < 0 || sc > best) {
 				best = sc;

@@ -197,7 +197,10 @@ void px_conn_drain(struct px_server *s)
 /* ---- listener -------------------------------------------------------------- */
 
 /* A native IPv6 client accepted on the IPv6 listener: its original
- * destination from zh_l7cap_orig6; the client known by its pod's IPv4. */
+ * destination from zh_l7cap_orig6 (an IPv4 ClusterIP, or the last 32 bits
+ * of an IPv6 single-stack Service's IPv6 ClusterIP: ZH_L7CAP_DST_V6LOW);
+ * the client known by its pod's IPv4 (identity) and its own IPv6 address
+ * (policy towards IPv6 endpoints, logs when it has no IPv4). */
 static int px_capture_lookup6(struct px_server *s, struct px_conn *c,
 			      const struct sockaddr_in6 *sin6)
 {
@@ -212,6 +215,8 @@ static int px_capture_lookup6(struct px_server *s, struct px_conn *c,
 	bpf_map_delete_elem(s->cap6_fd, &k);
 	c->dst_ip = v.ip;
 	c->dst_port = ntohs(v.port);
+	c->dst_v6low = v.flags & ZH_L7CAP_DST_V6LOW;
+	memcpy(c->peer_ip6, &sin6->sin6_addr, 16);
 	c->peer_ip = px_table_ip4_of6(s->tbl, (const uint8_t *)&sin6->sin6_addr);
 	c->peer_port = ntohs(sin6->sin6_port);
 	return 0;
@@ -229,6 +234,8 @@ static int px_capture_lookup(struct px_server *s, struct px_conn *c)
 	bpf_map_delete_elem(s->cap_fd, &k);
 	c->dst_ip = v.ip;
 	c->dst_port = ntohs(v.port);
+	/* an IPv6 socket sent to the IPv4 listener v4-mapped (no IPv6 listener) */
+	c->dst_v6low = v.flags & ZH_L7CAP_DST_V6LOW;
 	return 0;
 }
 

@@ -145,7 +145,9 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	s2->vc.one_req = true;
 	s2->vc.peer_ip = c->peer_ip;
 	s2->vc.peer_port = c->peer_port;
+	memcpy(s2->vc.peer_ip6, c->peer_ip6, 16);
 	s2->vc.dst_ip = c->dst_ip;
+	s2->vc.dst_v6low = c->dst_v6low;
 	s2->vc.dst_port = c->dst_port;
 	s2->vc.last_active = ev_now_ns();
 	px_wr_init(&s2->vc.wr, PX_WR_CONN, NULL);	/* never queued: no socket */

@@ -149,7 +149,7 @@ static void px_mirror_cb(struct ev_loop *loop, int fd, int events, void *arg)
 }
 
 /* One mirror connection to ip:port carrying a copy of data. */
-static void px_mirror_launch(struct px_server *s, uint32_t ip, uint16_t port, const char *data,
+static void px_mirror_launch(struct px_server *s, struct px_ip ip, uint16_t port, const char *data,
 			     size_t len)
 {
 	struct px_mirror_conn *m;
@@ -224,8 +224,7 @@ void px_mirror_done(struct px_stream *st)
 
 		/* the mirror is traffic from the client to the mirror backend:
 		 * NetworkPolicy judges it as it would the request itself */
-		if (s->pol && !pol_eval(s->pol, st->c->peer_ip, t->ip, t->port, MD_PROTO_TCP,
-					&reason, &pol_id)) {
+		if (!px_netpol_allows(s, st->c, t->ip, t->port, &reason, &pol_id)) {
 			s->n_mirror_dropped[PX_MIRROR_POLICY]++;
 			continue;
 		}

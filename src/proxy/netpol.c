@@ -46,6 +46,14 @@
  *     admits on ingress (bpf/policy.bpf.c invariant 7): the request was
  *     judged here, so a backend on another node must not judge the proxy
  *     as an outside address. Explicit-mode proxies keep the node's address.
+ *     IPv6 endpoints (an IPv6 single-stack Service's pods) are reached
+ *     from the address the kernel picks (the node's): the model has no
+ *     proxy IPv6 address yet (pol_node_proxy_ip is IPv4 only).
+ *  7. An IPv6 endpoint is judged with the IPv6 tables (pol_eval6, the same
+ *     identities: pol_compile.c invariant 7): the client by the address it
+ *     came from when that is IPv6, else by its pod's IPv6 (the same
+ *     identity), else (no such pod) v4-mapped, which only an IPv6 ipBlock
+ *     could name, as no IPv4 address matches an IPv6 block.
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -115,7 +123,7 @@ void px_netpol_swap(struct px_server *s, struct pol_compiled *pc)
 	s->pol = pc;
 }
 
-int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port)
+int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port)
 {
 	struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr.s_addr = s->src_ip };
 	struct net_addr na = { .len = sizeof(struct sockaddr_in) };
@@ -123,8 +131,22 @@ int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port)
 	struct sockaddr_in *sin = (struct sockaddr_in *)&na.ss;
 	int fd, one = 1, err;
 
+	if (ip.family == AF_INET6) {	/* invariant 6: the kernel's source */
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&na.ss;
+
+		na.len = sizeof(*sin6);
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, ip.v6, 16);
+		sin6->sin6_port = htons(port);
+		fd = net_connect(a);
+		if (fd >= 0)
+			net_set_nodelay(fd);
+		return fd;
+	}
+	if (ip.family != AF_INET)
+		return -EAFNOSUPPORT;
 	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = ip;
+	sin->sin_addr.s_addr = ip.v4;
 	sin->sin_port = htons(port);
 	if (!s->src_ip) {
 		fd = net_connect(a);
@@ -157,6 +179,24 @@ static const char *px_netpol_name(const struct pol_compiled *c, uint32_t pol_id)
 	return "-";
 }
 
+bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip ip,
+		      uint16_t port, uint32_t *reason, uint32_t *pol_id)
+{
+	static const uint8_t zero[16];
+	uint8_t src[16] = { [10] = 0xff, [11] = 0xff };	/* ::ffff:peer_ip */
+
+	if (!s->pol)
+		return true;
+	if (ip.family != AF_INET6)
+		return pol_eval(s->pol, c->peer_ip, ip.v4, port, MD_PROTO_TCP, reason, pol_id);
+	/* invariant 7 */
+	if (memcmp(c->peer_ip6, zero, 16))
+		memcpy(src, c->peer_ip6, 16);
+	else if (!px_table_ip6_of4(s->tbl, c->peer_ip, src))
+		memcpy(src + 12, &c->peer_ip, 4);
+	return pol_eval6(s->pol, src, ip.v6, port, MD_PROTO_TCP, reason, pol_id);
+}
+
 bool px_netpol_check(struct px_stream *st)
 {
 	struct px_conn *c = st->c;
@@ -164,19 +204,17 @@ bool px_netpol_check(struct px_stream *st)
 	uint32_t reason, pol_id;
 	int dir;
 
-	if (!s->pol || pol_eval(s->pol, c->peer_ip, st->d.ip, st->d.port, MD_PROTO_TCP,
-				&reason, &pol_id))
+	if (px_netpol_allows(s, c, st->d.ip, st->d.port, &reason, &pol_id))
 		return true;
 	dir = reason == POL_DROP_EGRESS_DENIED ? POL_DIR_EGRESS : POL_DIR_INGRESS;
 	s->n_pol_denied[dir]++;
 	st->err = dir == POL_DIR_EGRESS ? px_err_policy_egress : px_err_policy_ingress;
 	{
 		/* only denials pay for this (zh_log drops it below --debug) */
-		char a[INET_ADDRSTRLEN], b[INET_ADDRSTRLEN];
+		char a[PX_IP_STRLEN], b[PX_IP_STRLEN];
 
-		inet_ntop(AF_INET, &c->peer_ip, a, sizeof(a));
-		inet_ntop(AF_INET, &st->d.ip, b, sizeof(b));
-		zh_dbg("proxy: %s -> %s:%u %s (%s)", a, b, st->d.port, st->err,
+		zh_dbg("proxy: %s -> %s %s (%s)", px_ip_fmt(px_conn_peer(c), 0, a, sizeof(a)),
+		       px_ip_fmt(st->d.ip, st->d.port, b, sizeof(b)), st->err,
 		       px_netpol_name(s->pol, pol_id));
 	}
 	return false;	/* the stream answers 403 */

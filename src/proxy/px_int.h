@@ -133,7 +133,7 @@ struct px_up {
 	struct buf in, out;
 	struct px_wr wr;	/* out's sends */
 	uint64_t rd_iter;	/* loop iteration whose batch already read it */
-	uint32_t ip;		/* network order */
+	struct px_ip ip;	/* the endpoint, either family (proxy.h) */
 	uint16_t port;
 	bool connecting;
 	bool eof;
@@ -164,8 +164,11 @@ struct px_conn {
 	size_t last_len;	/* parser resume point */
 	uint32_t peer_ip;	/* an IPv6 client: its pod's IPv4 (identity), or 0 */
 	uint16_t peer_port;
+	uint8_t peer_ip6[16];	/* an IPv6 client: its address; else zero */
 	uint32_t dst_ip;	/* captured original destination, 0 = explicit */
 	uint16_t dst_port;
+	bool dst_v6low;		/* dst_ip is the last 32 bits of an IPv6 ClusterIP
+				 * (ZH_L7CAP_DST_V6LOW: an IPv6 single-stack Service) */
 	bool rd_eof;
 	bool closing;		/* close once out is flushed */
 	struct px_stream *st;
@@ -228,7 +231,7 @@ struct px_stream {
 };
 
 struct px_host {		/* outlier state of one endpoint */
-	uint32_t ip;
+	struct px_ip ip;	/* family 0 and port 0: a free record */
 	uint16_t port;
 	uint32_t consec;	/* consecutive failed tries */
 	uint32_t n_ejections;
@@ -323,7 +326,8 @@ struct px_server {
 	/* NetworkPolicy per request (netpol.c design note) */
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
 	uint64_t n_pol_denied[2];	/* by enum pol_dir */
-	uint32_t src_ip;	/* upstream source: this node's proxy address, 0 = any */
+	uint32_t src_ip;	/* IPv4 upstream source: this node's proxy address, 0 = any
+				 * (IPv6 upstreams: the kernel's choice, netpol.c invariant 6) */
 	/* deferred sends (batch.c design note) */
 	struct ioq sq;
 	struct px_wr **wq, **wq_run;	/* queued; the batch being sent */
@@ -375,6 +379,19 @@ static inline uint64_t px_rand(struct px_server *s)
 	return s->rng * 0x2545F4914F6CDD1DULL;
 }
 
+/* Who c's client is, for metrics and logs: its IPv4 (an IPv6 client's
+ * pod's IPv4) when known, else its IPv6 address, else family 0. */
+static inline struct px_ip px_conn_peer(const struct px_conn *c)
+{
+	static const uint8_t zero[16];
+
+	if (c->peer_ip)
+		return px_ip4(c->peer_ip);
+	if (memcmp(c->peer_ip6, zero, 16))
+		return px_ip6(c->peer_ip6);
+	return (struct px_ip){ .family = 0 };
+}
+
 /* h's name is `name` (lower case), ignoring case. */
 static inline bool px_name_is(const struct h1_header *h, const char *name)
 {
@@ -416,9 +433,9 @@ void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
 void px_istio_record(struct px_server *s, const struct px_stream *st);
 
 /* balance.c: outlier detection and endpoint choice (invariants 13-16). */
-struct px_host *px_host_find(struct px_server *s, uint32_t ip, uint16_t port, bool add);
+struct px_host *px_host_find(struct px_server *s, struct px_ip ip, uint16_t port, bool add);
 bool px_host_out(struct px_server *s, struct px_host *h, uint64_t now);
-bool px_ep_out(struct px_server *s, uint32_t ip, uint16_t port, uint64_t now);
+bool px_ep_out(struct px_server *s, struct px_ip ip, uint16_t port, uint64_t now);
 void px_outlier_note(struct px_stream *st, bool failed);	/* one try ended */
 void px_try_end(struct px_stream *st);		/* in-flight and latency */
 uint64_t px_hash_key(struct px_stream *st, const struct h1_header *h, size_t n);
@@ -436,10 +453,16 @@ int px_netpol_compile(const struct md_state *st, struct pol_compiled **out);
  * and (capture mode) pick s->src_ip: the node proxy address pc knows that
  * is an address of this network namespace, else 0. */
 void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
-/* Non-blocking TCP connect to ip:port (network / host order), from
- * s->src_ip when set, TCP_NODELAY on (net_connect's contract: fd, or
- * -errno). */
-int px_netpol_connect(struct px_server *s, uint32_t ip, uint16_t port);
+/* Non-blocking TCP connect to ip:port (port host order) in ip's family:
+ * IPv4 from s->src_ip when set; IPv6 from the address the kernel picks
+ * (netpol.c invariant 6). TCP_NODELAY on (net_connect's contract: fd, or
+ * -errno; -EAFNOSUPPORT for family 0). */
+int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port);
+/* Whether NetworkPolicy lets c's client reach ip:port (TCP), pol_eval's
+ * *reason / *pol_id. An IPv6 endpoint is judged with the IPv6 tables:
+ * the client by its IPv6 address, or its pod's (px_table_ip6_of4). */
+bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip ip,
+		      uint16_t port, uint32_t *reason, uint32_t *pol_id);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);

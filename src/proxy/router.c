@@ -280,7 +280,9 @@ struct px_svc {
 	char *name;		/* "ns/name:port" */
 	const struct md_service *svc;
 	int port_idx;
-	uint32_t ip;
+	uint32_t ip;		/* IPv4 ClusterIP, 0 = none */
+	uint32_t ip6low;	/* last 32 bits of its IPv6 ClusterIP (px_table_find_ip6low) */
+	bool has_ip6;		/* it has an IPv6 ClusterIP */
 	uint16_t port;
 	struct px_match *matches;
 	int n_matches;
@@ -292,7 +294,7 @@ struct px_client_ent {
 	const char *ns;
 };
 
-struct px_ip6_ent {		/* a pod's IPv6 -> its IPv4 (px_table_ip4_of6) */
+struct px_ip6_ent {		/* a pod's IPv6 <-> its IPv4 (px_table_ip4_of6, _ip6_of4) */
 	uint8_t ip6[16];
 	uint32_t ip;
 };
@@ -305,7 +307,7 @@ struct px_table {
 	int n_svcs;
 	struct px_rule **rules;	/* all rules, owned, for freeing */
 	int n_rules;
-	uint64_t *ep_keys;	/* sorted ip<<16|port of every endpoint, built on
+	struct px_ep *ep_keys;	/* every endpoint, sorted (px_ep_cmp), built on
 				 * first px_table_has_ep (lazily: a reload-time cost) */
 	int n_ep_keys;
 	struct px_ab **abs;	/* compiled split matches, owned */
@@ -315,6 +317,7 @@ struct px_table {
 	int n_clients;
 	bool clients_built;
 	struct px_ip6_ent *ip6s;	/* pod IPv6 -> IPv4, sorted, lazily */
+	struct px_ip6_ent *ip4s;	/* the same pairs sorted by IPv4 (px_table_ip6_of4) */
 	int n_ip6s;
 	bool ip6s_built;
 };
@@ -408,11 +411,22 @@ static bool px_port_h2c(const struct md_service_port *sp)
 		     !strncmp(n, "http2-", 6));
 }
 
+/* Whether svc's endpoints are reached over IPv6: an IPv6 single-stack
+ * Service's are (its EndpointSlices hold its pods' IPv6 addresses, as
+ * Kubernetes'); an IPv4 or dual-stack Service's over IPv4, as always (a
+ * pod without an IPv4 address is then left out, as the agent's rule 5
+ * leaves it out of IPv4 entries). */
+static bool px_svc_v6(const struct md_service *svc)
+{
+	return svc->n_families == 1 && svc->families[0] == MD_FAM_V6;
+}
+
 static void px_backend_fill(struct px_backend *b, const struct md_service *svc, int pidx,
 			    uint64_t weight)
 {
+	bool v6 = px_svc_v6(svc);
 	char e[8];
-	int i;
+	int i, n;
 
 	b->name = px_asprintf("%s/%s", svc->meta.ns, svc->meta.name);
 	if (px_pool_parse(svc, &b->pool, e, sizeof(e)))	/* validated in px_table_build */
@@ -423,11 +437,20 @@ static void px_backend_fill(struct px_backend *b, const struct md_service *svc, 
 		return;
 	}
 	b->pool.h2c = px_port_h2c(&svc->ports[pidx]);
-	b->n_eps = svc->endpoints[pidx].n;
-	b->eps = zh_calloc(b->n_eps ? b->n_eps : 1, sizeof(*b->eps));
-	for (i = 0; i < b->n_eps; i++) {
-		b->eps[i].ip = svc->endpoints[pidx].v[i].ip;
-		b->eps[i].port = svc->endpoints[pidx].v[i].port;
+	n = svc->endpoints[pidx].n;
+	b->eps = zh_calloc(n ? n : 1, sizeof(*b->eps));
+	for (i = 0; i < n; i++) {
+		const struct md_endpoint *ep = &svc->endpoints[pidx].v[i];
+		struct px_ep *x = &b->eps[b->n_eps];
+
+		if (v6 && ep->pod && !IN6_IS_ADDR_UNSPECIFIED(&ep->pod->ip6))
+			x->ip = px_ip6(ep->pod->ip6.s6_addr);
+		else if (!v6 && ep->ip)
+			x->ip = px_ip4(ep->ip);
+		else
+			continue;	/* no address of the family */
+		x->port = ep->port;
+		b->n_eps++;
 	}
 }
 
@@ -895,6 +918,7 @@ static void px_table_free(struct px_table *t)
 	free(t->abs);
 	free(t->clients);
 	free(t->ip6s);
+	free(t->ip4s);
 	if (t->st)
 		md_state_free(t->st);
 	free(t);
@@ -926,6 +950,8 @@ int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t
 			ps->svc = s;
 			ps->port_idx = j;
 			ps->ip = s->cluster_ip;
+			ps->has_ip6 = !IN6_IS_ADDR_UNSPECIFIED(&s->cluster_ip6);
+			memcpy(&ps->ip6low, &s->cluster_ip6.s6_addr[12], 4);
 			ps->port = s->ports[j].port;
 			ps->name = px_asprintf("%s/%s:%u", s->meta.ns, s->meta.name, ps->port);
 			if ((rc = px_build_svc(t, ps, err, errlen)))
@@ -970,6 +996,41 @@ const struct px_svc *px_table_find_ip(const struct px_table *t, uint32_t ip, uin
 		if (t->svcs[i].ip == ip && t->svcs[i].port == port && ip)
 			return &t->svcs[i];
 	return NULL;
+}
+
+const struct px_svc *px_table_find_ip6low(const struct px_table *t, uint32_t low, uint16_t port)
+{
+	const struct px_svc *found = NULL;
+
+	for (int i = 0; i < t->n_svcs; i++) {
+		const struct px_svc *ps = &t->svcs[i];
+
+		if (!ps->has_ip6 || ps->ip6low != low || ps->port != port)
+			continue;
+		if (found && found->svc != ps->svc)
+			return NULL;	/* two Services: ambiguous, never guessed */
+		found = found ? found : ps;
+	}
+	return found;
+}
+
+char *px_ip_fmt(struct px_ip a, uint16_t port, char *b, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (!a.family) {
+		snprintf(b, len, "-");
+		return b;
+	}
+	inet_ntop(a.family, a.family == AF_INET6 ? (const void *)a.v6 : (const void *)&a.v4, ip,
+		  sizeof(ip));
+	if (!port)
+		snprintf(b, len, "%s", ip);
+	else if (a.family == AF_INET6)
+		snprintf(b, len, "[%s]:%u", ip, port);
+	else
+		snprintf(b, len, "%s:%u", ip, port);
+	return b;
 }
 
 const struct px_svc *px_table_find_name(const struct px_table *t, const char *ns,
@@ -1269,7 +1330,7 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	d->rule = NULL;
 	d->route_name = NULL;
 	d->backend_name = NULL;
-	d->ip = 0;
+	memset(&d->ip, 0, sizeof(d->ip));
 	d->port = 0;
 	d->status = 404;
 	d->path_set = false;
@@ -1406,28 +1467,57 @@ static int px_ip6_cmp(const void *a, const void *b)
 	return memcmp(((const struct px_ip6_ent *)a)->ip6, ((const struct px_ip6_ent *)b)->ip6, 16);
 }
 
+static int px_ip4_cmp(const void *a, const void *b)
+{
+	uint32_t x = ntohl(((const struct px_ip6_ent *)a)->ip), y = ntohl(((const struct px_ip6_ent *)b)->ip);
+
+	return x < y ? -1 : x > y;
+}
+
+/* Both indexes of the pods that have both families (built once a table). */
+static void px_ip6s_build(struct px_table *t)
+{
+	int i;
+
+	if (t->ip6s_built)
+		return;
+	t->ip6s = zh_calloc(t->st->n_pods + 1, sizeof(*t->ip6s));
+	for (i = 0; i < t->st->n_pods; i++) {
+		const struct md_pod *p = &t->st->pods[i];
+
+		if (!p->ip || IN6_IS_ADDR_UNSPECIFIED(&p->ip6))
+			continue;
+		memcpy(t->ip6s[t->n_ip6s].ip6, &p->ip6, 16);
+		t->ip6s[t->n_ip6s++].ip = p->ip;
+	}
+	t->ip4s = zh_calloc(t->n_ip6s + 1, sizeof(*t->ip4s));
+	memcpy(t->ip4s, t->ip6s, t->n_ip6s * sizeof(*t->ip6s));
+	qsort(t->ip6s, t->n_ip6s, sizeof(*t->ip6s), px_ip6_cmp);
+	qsort(t->ip4s, t->n_ip6s, sizeof(*t->ip4s), px_ip4_cmp);
+	t->ip6s_built = true;
+}
+
 uint32_t px_table_ip4_of6(const struct px_table *ct, const uint8_t ip6[16])
 {
 	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
 	struct px_ip6_ent key = {}, *e;
-	int i;
 
-	if (!t->ip6s_built) {
-		t->ip6s = zh_calloc(t->st->n_pods + 1, sizeof(*t->ip6s));
-		for (i = 0; i < t->st->n_pods; i++) {
-			const struct md_pod *p = &t->st->pods[i];
-
-			if (!p->ip || IN6_IS_ADDR_UNSPECIFIED(&p->ip6))
-				continue;
-			memcpy(t->ip6s[t->n_ip6s].ip6, &p->ip6, 16);
-			t->ip6s[t->n_ip6s++].ip = p->ip;
-		}
-		qsort(t->ip6s, t->n_ip6s, sizeof(*t->ip6s), px_ip6_cmp);
-		t->ip6s_built = true;
-	}
+	px_ip6s_build(t);
 	memcpy(key.ip6, ip6, 16);
 	e = bsearch(&key, t->ip6s, t->n_ip6s, sizeof(key), px_ip6_cmp);
 	return e ? e->ip : 0;
+}
+
+bool px_table_ip6_of4(const struct px_table *ct, uint32_t ip4, uint8_t ip6[16])
+{
+	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
+	struct px_ip6_ent key = { .ip = ip4 }, *e;
+
+	px_ip6s_build(t);
+	e = ip4 ? bsearch(&key, t->ip4s, t->n_ip6s, sizeof(key), px_ip4_cmp) : NULL;
+	if (e)
+		memcpy(ip6, e->ip6, 16);
+	return e != NULL;
 }
 
 void px_route_repick(struct px_decision *d, uint64_t rnd)
@@ -1445,7 +1535,7 @@ void px_route_repick(struct px_decision *d, uint64_t rnd)
 		return;
 	k = px_mix(rnd) % (b->n_eps - 1);
 	for (i = 0; i < b->n_eps; i++) {
-		if (b->eps[i].ip == d->ip && b->eps[i].port == d->port)
+		if (px_ip_eq(b->eps[i].ip, d->ip) && b->eps[i].port == d->port)
 			continue;
 		if (!k--) {
 			d->ip = b->eps[i].ip;
@@ -1471,17 +1561,22 @@ int px_route_eps(const struct px_decision *d, const struct px_ep **eps)
 	return 0;
 }
 
-static int px_u64_cmp(const void *a, const void *b)
+/* Total order of endpoints: family, address bytes, port. */
+static int px_ep_cmp(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const struct px_ep *x = a, *y = b;
+	int c = (int)x->ip.family - (int)y->ip.family;
 
-	return x < y ? -1 : x > y;
+	if (!c)
+		c = x->ip.family == AF_INET6 ? memcmp(x->ip.v6, y->ip.v6, 16) :
+		    memcmp(&x->ip.v4, &y->ip.v4, 4);
+	return c ? c : (int)x->port - (int)y->port;
 }
 
-bool px_table_has_ep(const struct px_table *ct, uint32_t ip, uint16_t port)
+bool px_table_has_ep(const struct px_table *ct, struct px_ip ip, uint16_t port)
 {
 	struct px_table *t = (struct px_table *)ct;	/* lazy index only */
-	uint64_t key = (uint64_t)ip << 16 | port;
+	struct px_ep key = { .ip = ip, .port = port };
 	int i, j, n = 0;
 
 	if (!t->ep_keys) {
@@ -1494,12 +1589,11 @@ bool px_table_has_ep(const struct px_table *ct, uint32_t ip, uint16_t port)
 				const struct px_backend *b = &t->rules[i]->backends[j];
 
 				for (int k = 0; k < b->n_eps; k++)
-					t->ep_keys[t->n_ep_keys++] =
-						(uint64_t)b->eps[k].ip << 16 | b->eps[k].port;
+					t->ep_keys[t->n_ep_keys++] = b->eps[k];
 			}
-		qsort(t->ep_keys, t->n_ep_keys, sizeof(*t->ep_keys), px_u64_cmp);
+		qsort(t->ep_keys, t->n_ep_keys, sizeof(*t->ep_keys), px_ep_cmp);
 	}
-	return bsearch(&key, t->ep_keys, t->n_ep_keys, sizeof(key), px_u64_cmp) != NULL;
+	return bsearch(&key, t->ep_keys, t->n_ep_keys, sizeof(key), px_ep_cmp) != NULL;
 }
 
 uint32_t px_route_rr_next(const struct px_decision *d)

@@ -73,8 +73,8 @@ struct px_istio_series {
 	double ms_sum, bq_sum, bs_sum;
 };
 
-struct px_istio_pod {
-	uint32_t ip;
+struct px_istio_pod {		/* one address of a pod (a dual-stack pod has two) */
+	struct px_ip ip;
 	const char *ns, *wl;	/* owned by the table's md_state */
 };
 
@@ -85,7 +85,7 @@ struct px_istio_pod {
 #define PX_ISTIO_MEMO 64
 struct px_istio_memo {
 	uint64_t gen;
-	uint32_t peer, ep;
+	struct px_ip peer, ep;
 	const char *be;
 	int code, grpc;
 	struct px_istio_series *x;
@@ -109,7 +109,7 @@ static struct {
 struct px_flow {
 	double t;			/* wall clock at the request's end */
 	const struct px_istio_series *x;
-	uint32_t cip, eip;		/* client, endpoint (network order) */
+	struct px_ip cip, eip;		/* client, endpoint */
 	uint16_t cport, eport;
 	int status;
 	double ms;
@@ -202,7 +202,7 @@ static void px_flow_note(const struct px_stream *st, const struct px_istio_serie
 	 * step after start shifts these times; the durations are not affected) */
 	f->t = wall_off + (double)ev_now_ns() / 1e9;
 	f->x = x;
-	f->cip = st->c->peer_ip;
+	f->cip = px_conn_peer(st->c);
 	f->cport = st->c->peer_port;
 	f->eip = st->d.ip;
 	f->eport = st->d.port;
@@ -229,11 +229,12 @@ static void px_flows_render(struct buf *b)
 static void px_flow_line(struct buf *b, const struct px_flow *f)
 {
 	const struct px_istio_series *x = f->x;
-	char c[INET_ADDRSTRLEN], e[INET_ADDRSTRLEN];
+	char c[PX_IP_STRLEN], e[PX_IP_STRLEN];
 	int bad = f->status == 0 || f->status >= 500;
 
-	inet_ntop(AF_INET, &f->cip, c, sizeof(c));
-	inet_ntop(AF_INET, &f->eip, e, sizeof(e));
+	/* the address alone (port 0), 0.0.0.0 for none as before */
+	px_ip_fmt(f->cip.family ? f->cip : px_ip4(0), 0, c, sizeof(c));
+	px_ip_fmt(f->eip.family ? f->eip : px_ip4(0), 0, e, sizeof(e));
 	buf_printf(b, "{\"time\":%.6f,\"type\":\"request\",\"verdict\":\"%s\","
 		   "\"reason\":\"%s\",\"reporter\":\"source\",\"source\":{\"ip\":\"%s\","
 		   "\"port\":%u,\"namespace\":\"%s\",\"workload\":\"%s\"},"
@@ -256,9 +257,12 @@ static void px_flow_line(struct buf *b, const struct px_flow *f)
 
 static int px_istio_pod_cmp(const void *a, const void *b)
 {
-	uint32_t x = ((const struct px_istio_pod *)a)->ip, y = ((const struct px_istio_pod *)b)->ip;
+	const struct px_ip *x = &((const struct px_istio_pod *)a)->ip,
+			   *y = &((const struct px_istio_pod *)b)->ip;
 
-	return x < y ? -1 : x > y;
+	if (x->family != y->family)
+		return x->family < y->family ? -1 : 1;
+	return x->family == AF_INET6 ? memcmp(x->v6, y->v6, 16) : memcmp(&x->v4, &y->v4, 4);
 }
 
 static void px_istio_index(const struct px_table *t)
@@ -269,22 +273,27 @@ static void px_istio_index(const struct px_table *t)
 	if (px_istio.pods && px_istio.idx_gen == px_table_generation(t))
 		return;
 	free(px_istio.pods);
-	px_istio.pods = zh_calloc((size_t)ms->n_pods + 1, sizeof(*px_istio.pods));
+	px_istio.pods = zh_calloc(2 * (size_t)ms->n_pods + 1, sizeof(*px_istio.pods));
 	px_istio.n_pods = 0;
 	for (i = 0; i < ms->n_pods; i++) {
 		const struct md_pod *p = &ms->pods[i];
+		struct px_istio_pod e = { .ns = p->meta.ns ? p->meta.ns : "default",
+					  .wl = p->owner ? p->owner : p->meta.name };
 
-		if (!p->ip)
-			continue;
-		px_istio.pods[px_istio.n_pods++] = (struct px_istio_pod){
-			.ip = p->ip, .ns = p->meta.ns ? p->meta.ns : "default",
-			.wl = p->owner ? p->owner : p->meta.name };
+		if (p->ip) {
+			e.ip = px_ip4(p->ip);
+			px_istio.pods[px_istio.n_pods++] = e;
+		}
+		if (!IN6_IS_ADDR_UNSPECIFIED(&p->ip6)) {	/* an IPv6 endpoint or client */
+			e.ip = px_ip6(p->ip6.s6_addr);
+			px_istio.pods[px_istio.n_pods++] = e;
+		}
 	}
 	qsort(px_istio.pods, (size_t)px_istio.n_pods, sizeof(*px_istio.pods), px_istio_pod_cmp);
 	px_istio.idx_gen = px_table_generation(t);
 }
 
-static const struct px_istio_pod *px_istio_pod(uint32_t ip)
+static const struct px_istio_pod *px_istio_pod(struct px_ip ip)
 {
 	struct px_istio_pod k = { .ip = ip };
 
@@ -325,6 +334,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	struct px_istio_series k = {}, *x = NULL;
 	const char *be = st->d.backend_name, *sl;
 	uint64_t gen = st->tbl ? px_table_generation(st->tbl) : 0;
+	struct px_ip peer = px_conn_peer(st->c);
 	struct px_istio_memo *m;
 	int grpc;
 	double ms;
@@ -339,17 +349,17 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	if (!on)
 		return;
 	grpc = px_istio_grpc(st);
-	m = &px_istio.memo[(gen * 31 + st->c->peer_ip * 17 + st->d.ip + (uintptr_t)be +
+	m = &px_istio.memo[(gen * 31 + px_ip_bits(peer) * 17 + px_ip_bits(st->d.ip) + (uintptr_t)be +
 			    (unsigned)st->status + (unsigned)grpc * 7) % PX_ISTIO_MEMO];
-	if (m->x && m->gen == gen && m->peer == st->c->peer_ip && m->ep == st->d.ip && m->be == be &&
+	if (m->x && m->gen == gen && px_ip_eq(m->peer, peer) && px_ip_eq(m->ep, st->d.ip) && m->be == be &&
 	    m->code == st->status && m->grpc == grpc) {
 		x = m->x;
 		goto count;
 	}
 	if (st->tbl) {
 		px_istio_index(st->tbl);
-		sp = px_istio_pod(st->c->peer_ip);
-		dp = st->d.ip ? px_istio_pod(st->d.ip) : NULL;
+		sp = peer.family ? px_istio_pod(peer) : NULL;
+		dp = st->d.ip.family ? px_istio_pod(st->d.ip) : NULL;
 	}
 	snprintf(k.sw, sizeof(k.sw), "%s", sp ? sp->wl : "unknown");
 	snprintf(k.sns, sizeof(k.sns), "%s", sp ? sp->ns : "unknown");
@@ -398,7 +408,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	} else {
 		/* backend_name lives as long as its table (gen): a new table
 		 * never matches an old entry */
-		*m = (struct px_istio_memo){ .gen = gen, .peer = st->c->peer_ip, .ep = st->d.ip,
+		*m = (struct px_istio_memo){ .gen = gen, .peer = peer, .ep = st->d.ip,
 					    .be = be, .code = st->status, .grpc = grpc, .x = x };
 	}
 count:
@@ -627,18 +637,18 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 	}
 	buf_printf(b, "# TYPE zerohop_proxy_endpoint_inflight gauge\n");
 	for (i = 0; i < s->n_hosts; i++) {
-		char ip[INET_ADDRSTRLEN];
+		char ep[PX_IP_STRLEN];
 
-		if (!s->hosts[i].ip && !s->hosts[i].port)
+		if (!s->hosts[i].ip.family && !s->hosts[i].port)
 			continue;	/* a pruned record */
-		inet_ntop(AF_INET, &s->hosts[i].ip, ip, sizeof(ip));
-		buf_printf(b, "zerohop_proxy_endpoint_inflight{endpoint=\"%s:%u\"} %u\n"
-			   "zerohop_proxy_endpoint_latency_ewma_seconds{endpoint=\"%s:%u\"} %.6f\n"
-			   "zerohop_proxy_endpoint_connections{endpoint=\"%s:%u\"} %u\n"
-			   "zerohop_proxy_endpoint_pending{endpoint=\"%s:%u\"} %u\n",
-			   ip, s->hosts[i].port, s->hosts[i].inflight, ip, s->hosts[i].port,
-			   s->hosts[i].ewma_ns / 1e9, ip, s->hosts[i].port, s->hosts[i].n_conns, ip,
-			   s->hosts[i].port, s->hosts[i].n_pending);
+		/* a.b.c.d:port, [IPv6]:port */
+		px_ip_fmt(s->hosts[i].ip, s->hosts[i].port, ep, sizeof(ep));
+		buf_printf(b, "zerohop_proxy_endpoint_inflight{endpoint=\"%s\"} %u\n"
+			   "zerohop_proxy_endpoint_latency_ewma_seconds{endpoint=\"%s\"} %.6f\n"
+			   "zerohop_proxy_endpoint_connections{endpoint=\"%s\"} %u\n"
+			   "zerohop_proxy_endpoint_pending{endpoint=\"%s\"} %u\n",
+			   ep, s->hosts[i].inflight, ep, s->hosts[i].ewma_ns / 1e9, ep,
+			   s->hosts[i].n_conns, ep, s->hosts[i].n_pending);
 	}
 	buf_printf(b, "# TYPE zerohop_proxy_request_duration_seconds summary\n");
 	for (i = 0; i < s->n_stats; i++) {

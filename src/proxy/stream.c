@@ -155,7 +155,8 @@ static void px_mods_emit(struct buf *b, const struct md_header_mod *const *mods,
 
 static void px_log_access(struct px_server *s, struct px_stream *st)
 {
-	char ip[INET_ADDRSTRLEN], up[INET_ADDRSTRLEN] = "-";
+	char ip[PX_IP_STRLEN], up[PX_IP_STRLEN];
+	struct px_ip peer = px_conn_peer(st->c);
 	struct timespec ts;
 	struct tm tm;
 	char tbuf[40];
@@ -165,16 +166,19 @@ static void px_log_access(struct px_server *s, struct px_stream *st)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	inet_ntop(AF_INET, &st->c->peer_ip, ip, sizeof(ip));
-	if (st->d.ip)
-		inet_ntop(AF_INET, &st->d.ip, up, sizeof(up));
-	fprintf(s->alog, "%s.%03ldZ %s:%u \"%s %s HTTP/1.%d\" %d %llu %llu %llu %s %s %s:%u %s \"%s\"\n",
-		tbuf, ts.tv_nsec / 1000000, ip, st->c->peer_port, st->method, st->target,
+	/* IPv4 as a.b.c.d:port, IPv6 as [addr]:port, no endpoint as -:0 */
+	px_ip_fmt(peer.family ? peer : px_ip4(0), st->c->peer_port, ip, sizeof(ip));
+	if (st->d.ip.family)
+		px_ip_fmt(st->d.ip, st->d.port, up, sizeof(up));
+	else
+		snprintf(up, sizeof(up), "-:%u", st->d.port);
+	fprintf(s->alog, "%s.%03ldZ %s \"%s %s HTTP/1.%d\" %d %llu %llu %llu %s %s %s %s \"%s\"\n",
+		tbuf, ts.tv_nsec / 1000000, ip, st->method, st->target,
 		st->client_minor, st->status, (unsigned long long)st->bytes_in,
 		(unsigned long long)st->bytes_out,
 		(unsigned long long)((ev_now_ns() - st->t0) / 1000),
 		st->d.route_name ? st->d.route_name : "-",
-		st->d.backend_name ? st->d.backend_name : "-", up, st->d.port,
+		st->d.backend_name ? st->d.backend_name : "-", up,
 		st->reqid[0] ? st->reqid : "-", st->err ? st->err : "-");
 }
 
@@ -333,6 +337,8 @@ static const struct px_svc *px_dest_svc(struct px_server *s, struct px_conn *c)
 {
 	if (s->explicit_mode)
 		return px_table_find_name(s->tbl, s->svc_ns, s->svc_name, s->svc_port);
+	if (c->dst_v6low)	/* an IPv6 single-stack Service (conn.c) */
+		return px_table_find_ip6low(s->tbl, c->dst_ip, c->dst_port);
 	return px_table_find_ip(s->tbl, c->dst_ip, c->dst_port);
 }
 
@@ -355,10 +361,9 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 	else if (hi >= 0)
 		px_put_hdr(b, "Host", 4, h[hi].value, h[hi].value_len);
 	else {
-		char ip[INET_ADDRSTRLEN];
+		char ip[PX_IP_STRLEN];
 
-		inet_ntop(AF_INET, &d->ip, ip, sizeof(ip));
-		buf_printf(b, "Host: %s:%u\r\n", ip, d->port);
+		buf_printf(b, "Host: %s\r\n", px_ip_fmt(d->ip, d->port, ip, sizeof(ip)));
 	}
 	for (i = 0; i < n; i++) {
 		if (px_name_is(&h[i], "host") || px_name_is(&h[i], "expect") ||

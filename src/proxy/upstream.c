@@ -58,12 +58,12 @@ static void px_pool_remove(struct px_server *s, struct px_up *u)
 }
 
 /* An idle pooled upstream to ip:port, taken out of the pool, or NULL. */
-static struct px_up *px_up_take_idle(struct px_server *s, uint32_t ip, uint16_t port)
+static struct px_up *px_up_take_idle(struct px_server *s, struct px_ip ip, uint16_t port)
 {
 	struct px_up **pp, *u;
 
 	for (pp = &s->idle; *pp; pp = &(*pp)->next)
-		if ((*pp)->ip == ip && (*pp)->port == port) {
+		if (px_ip_eq((*pp)->ip, ip) && (*pp)->port == port) {
 			u = *pp;
 			*pp = u->next;
 			s->n_idle--;
@@ -80,7 +80,7 @@ static int px_up_connect(struct px_server *s, int host, struct px_up **out)
 	struct px_up *u;
 	int fd;
 
-	fd = px_netpol_connect(s, h->ip, h->port);	/* from the node proxy address */
+	fd = px_netpol_connect(s, h->ip, h->port);	/* IPv4: from the node proxy address */
 	if (fd < 0)
 		return fd;
 	u = zh_calloc(1, sizeof(*u));

@@ -25,7 +25,9 @@
  * looks it up there for a connection accepted on its IPv6 listener.
  * Without an IPv6 address (zh_l7cap_cfg6[0] zero) connect6 sends the
  * native client to the IPv4 address v4-mapped. The IPv4 maps and their
- * layout are unchanged: pins of an older agent or proxy stay valid.
+ * layout are unchanged: pins of an older agent or proxy stay valid. An
+ * IPv6 single-stack Service (no IPv4 ClusterIP) is recorded by the last
+ * 32 bits of its IPv6 ClusterIP with ZH_L7CAP_DST_V6LOW in flags.
  * Invariant: the proxy's own upstream sockets are never redirected: the
  * agent attaches connect4 to the node cgroup (so it applies to the pod
  * cgroups below it) and the proxy runs in the node's network namespace but
@@ -53,8 +55,15 @@
 struct zh_l7cap_dst {		/* original destination (ClusterIP:port) */
 	__be32 ip;
 	__be16 port;
-	__u16 pad;
+	__u16 flags;		/* ZH_L7CAP_DST_*; was padding, always zero */
 };
+/* ip is the last 32 bits of an IPv6 ClusterIP, not an IPv4 one: connect6
+ * to an IPv6 single-stack L7 Service (bpf/lb.bpf.c invariant 9), which has
+ * no IPv4 ClusterIP to route by. The cluster's one IPv6 service CIDR is
+ * /108 or longer (docs/ipv6.md "The Cluster object"), so those bits name
+ * the ClusterIP, and the record keeps its 8 bytes: the pinned maps' layout
+ * is unchanged, no migration (the proxy: px_table_find_ip6low). */
+#define ZH_L7CAP_DST_V6LOW	1
 _Static_assert(sizeof(struct zh_l7cap_dst) == 8, "zh_l7cap_dst size");
 
 struct zh_l7cap_client {	/* client socket address as the proxy sees the peer */
@@ -122,7 +131,8 @@ struct {
 } zh_l7cap_cfg SEC(".maps");
 
 /* zh_l7cap_orig6: IPv6 client {ip6, port} -> original destination (the
- * IPv4 ClusterIP the proxy routes by); as zh_l7cap_orig. */
+ * name the proxy routes by: an IPv4 ClusterIP, or ZH_L7CAP_DST_V6LOW);
+ * as zh_l7cap_orig. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ZH_L7CAP_MAX);

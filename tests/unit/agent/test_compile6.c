@@ -3,8 +3,9 @@
  * endpoints' pods; a TrafficSplit splits the IPv6 entry with the
  * backends' IPv6 addresses; an L7 port and an L7 route's parent go to
  * the node proxy over IPv6 too (ZH_LB_F_L7, one backend: the IPv4
- * ClusterIP the proxy routes by), an IPv6 single-stack L7 Service refuses
- * (no backend, a note) instead of balancing behind the proxy's back; the
+ * ClusterIP the proxy routes by), an IPv6 single-stack L7 Service too (one
+ * backend: its IPv6 ClusterIP itself, the name the proxy routes it by,
+ * and a note); the
  * incremental compile builds the same entries. States come from manifests
  * through the model, with the IPv6 switch on. */
 #include <errno.h>
@@ -110,10 +111,17 @@ int main(void)
 	e = entry(c, "::ffff:10.96.0.40", 80, ZH_LB_TCP);
 	ok(e && (e->flags & ZH_LB_F_L7), "... as its IPv4 entry does");
 	e = entry(c, "fd00:10:96::70", 80, ZH_LB_TCP);
-	ok(e && e->n_be == 0 && (e->flags & ZH_LB_F_L7) == 0, "an IPv6 single-stack L7 Service refuses");
+	ok(e && (e->flags & ZH_LB_F_L7), "an IPv6 single-stack L7 Service goes to the proxy");
+	is_str(addrs(e), "fd00:10:96::70:80",
+	       "... its one backend: its own IPv6 ClusterIP, the name the proxy routes it by");
 	for (int i = 0; i < c->n_notes; i++)
-		note |= strstr(c->notes[i], "default/l7six port 80: its IPv6 ClusterIP refuses") != NULL;
-	ok(note, "and a note says why");
+		note |= strstr(c->notes[i], "default/l7six port 80: IPv6 single-stack, the zerohop.io/l7 "
+				"annotation: the node L7 proxy routes it by its IPv6 ClusterIP") != NULL;
+	ok(note, "and a note says how");
+	note = false;
+	for (int i = 0; i < c->n_notes; i++)
+		note |= strstr(c->notes[i], "refuses") != NULL;
+	ok(!note, "no note says a ClusterIP refuses");
 	e = entry(c, "fd00:10:96::50", 80, ZH_LB_TCP);
 	is_str(addrs(e), "fd00:10:244::5:8080 fd00:10:244:1::6:8080 fd00:10:244::5:8080 fd00:10:244:1::6:8080",
 	       "a TrafficSplit root's IPv6 entry: the backend Services' pods' IPv6 addresses");

@@ -157,9 +157,9 @@ int main(void)
 	is_int((int)d.pool->max_connections, 1024, "pool default: 1024 connections");
 	is_int((int)d.pool->max_pending, 1024, "pool default: 1024 pending");
 	is_int((int)d.pool->max_requests_per_conn, 0, "pool default: unlimited requests per connection");
-	ok(px_table_has_ep(t, htonl(0x0af40002), 8080), "px_table_has_ep: 10.244.0.2:8080");
-	ok(!px_table_has_ep(t, htonl(0x0af40002), 8081), "… not another port");
-	ok(!px_table_has_ep(t, htonl(0x0af40009), 8080), "… not another ip");
+	ok(px_table_has_ep(t, px_ip4(htonl(0x0af40002)), 8080), "px_table_has_ep: 10.244.0.2:8080");
+	ok(!px_table_has_ep(t, px_ip4(htonl(0x0af40002)), 8081), "… not another port");
+	ok(!px_table_has_ep(t, px_ip4(htonl(0x0af40009)), 8080), "… not another ip");
 	px_table_unref(t);
 
 	/* pool annotations on the destination Service */
