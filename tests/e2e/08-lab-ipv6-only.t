@@ -5,7 +5,8 @@
 # Services an IPv6 ClusterIP only, the cluster DNS answers at an IPv6
 # ClusterIP (resolv.conf) with AAAA; curl by Service name reaches both
 # backends across nodes, getpeername gives the ClusterIP back, a
-# NetworkPolicy by label holds between IPv6-only pods, the same-node
+# NetworkPolicy by label holds between IPv6-only pods, an HTTPRoute is
+# routed by the node proxy to IPv6 backends, the same-node
 # short-circuit takes their connections; an IPv4-only Service is refused
 # naming the field, and so is `--runtime podman` on such a Cluster.
 source "$(dirname "$0")/../lib/tap.sh"
@@ -29,12 +30,27 @@ YAML
 	cluster6
 	m_pod web-a node-a "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080")"
 	m_pod web-b node-b "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080")"
+	m_pod solo node-b "app: solo" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080")"
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 	m_pod friend node-a "role: friend" "$(m_ctr c "" sleep 100000)"
 	m_svc web "app: web" "http=80:http"
+	m_svc solo "app: solo" "http=80:http"
+	cat <<'YAML'
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web7}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web7, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /b}}]
+    backendRefs: [{name: solo, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+---
+YAML
+	m_svc web7 "app: web" "http=80:http"
 } >"$TMP/app.yaml"
 lab_up "an IPv6-only Cluster, --accel on" --accel on -f "$TMP/app.yaml"
-wait_until 30 lab_running 5 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
+wait_until 30 lab_running 6 && wait_until 30 lab_synced node-a && wait_until 30 lab_synced node-b
 ok $? "pods run (the cluster DNS too), both agents applied the state"
 
 case_addresses() {
@@ -138,6 +154,14 @@ case_signals() {	# the L4 signals name IPv6-only pods and Services
 	ok $? "  server side on node-b: the same labels ($m)"
 }
 
+case_l7() {	# an HTTPRoute over IPv6 only: the node proxy routes by the IPv6 ClusterIP
+	local got
+	got=$(for i in 1 2 3 4; do lab_exec cli curl -s -m 3 http://web7/b/x | jq -r .name; done | sort -u | tr '\n' ' ')
+	is "$got" "solo " "L7: /b goes to Service solo through the node proxy (IPv6 backends)"
+	got=$(for i in $(seq 12); do lab_exec cli curl -s -m 3 http://web7/; echo; done | jq -r .name | sort -u | tr '\n' ' ')
+	is "$got" "web-a web-b " "  the rest is spread over both pods, both nodes"
+}
+
 case_overlay() {	# the same Cluster under --overlay vxlan: IPv6 pods across nodes
 	local L2=${LAB}x body
 	"$ZH" lab up --lab "$L2" --overlay vxlan -f "$TMP/app.yaml" >"$TMP/upx.log" 2>&1
@@ -148,5 +172,5 @@ case_overlay() {	# the same Cluster under --overlay vxlan: IPv6 pods across node
 	"$ZH" lab down --lab "$L2" >/dev/null 2>&1
 }
 
-run_cases case_addresses case_dns_and_service case_signals case_short_circuit case_policy case_refusals case_overlay
+run_cases case_addresses case_dns_and_service case_signals case_short_circuit case_policy case_l7 case_refusals case_overlay
 done_testing
