@@ -27,6 +27,12 @@
  *  H4 A connection that has not finished its TLS handshake (and ALPN h2)
  *     within handshake_ms of its accept is closed and counted as refused,
  *     so a peer cannot hold connections open without authenticating.
+ *  H5 An authenticated connection with no stream open for idle_ms (since
+ *     its handshake or its last stream's end) is closed (GOAWAY, then the
+ *     socket) and counted in idle_closed: a peer's idle tunnels do not
+ *     hold file descriptors and buffers for ever.
+ *  H6 At most max_conns connections are open at once; one more is closed
+ *     at its accept, before any TLS work, and counted in cap_refused.
  */
 #ifndef ZH_HBONE_H
 #define ZH_HBONE_H
@@ -36,6 +42,8 @@
 #define HB_PORT 15008	/* Istio's HBONE port */
 #define HB_HIGH 65536	/* per-stream buffer high watermark */
 #define HB_HANDSHAKE_MS 10000	/* H4 default */
+#define HB_IDLE_MS 300000	/* H5 default: 5 min, as ztunnel's pool idle timeout */
+#define HB_MAX_CONNS 1024	/* H6 default */
 
 struct ev_loop;
 struct hb_server;
@@ -55,10 +63,14 @@ struct hb_opts {
 	hb_authorize_fn *authorize;
 	void *arg;
 	int handshake_ms;		/* H4; <= 0: HB_HANDSHAKE_MS */
+	int idle_ms;			/* H5; <= 0: HB_IDLE_MS */
+	int max_conns;			/* H6; <= 0: HB_MAX_CONNS */
 };
 
 struct hb_stats {
 	uint64_t conns, tls_refused, streams, denied, connect_failed, bytes_up, bytes_down;
+	uint64_t idle_closed, cap_refused;	/* H5, H6 */
+	uint64_t open;				/* connections open now */
 };
 
 /* Listen and serve on o->loop. 0 or -errno (err: a line). */

@@ -29,6 +29,8 @@ struct hb_conn {
 	SSL *ssl;
 	bool h2;			/* handshake done, session made */
 	uint64_t hs_timer;		/* H4: the handshake's deadline, 0 once done */
+	uint64_t idle_timer;		/* H5: armed while no stream is open, else 0 */
+	bool closing;			/* conn_close is freeing its streams */
 	nghttp2_session *sess;
 	struct buf out;			/* frames waiting for SSL_write */
 	char peer[256];			/* verified SPIFFE ID */
@@ -49,7 +51,7 @@ struct hb_stream {
 
 struct hb_server {
 	struct hb_opts o;
-	int lfd, port, hs_ms;
+	int lfd, port, hs_ms, idle_ms, max_conns;
 	SSL_CTX *ctx;
 	struct hb_stats st;
 	struct hb_conn *conns;
@@ -57,6 +59,7 @@ struct hb_server {
 
 static void conn_close(struct hb_conn *c);
 static void conn_flush(struct hb_conn *c);
+static void idle_arm(struct hb_conn *c);
 
 /* ---- the destination side of a stream --------------------------------------- */
 
@@ -66,6 +69,7 @@ static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *dst, size_t l
 
 static void stream_free(struct hb_stream *s)	/* H3 */
 {
+	struct hb_conn *c = s->c;
 	struct hb_stream **pp;
 
 	for (pp = &s->c->streams; *pp && *pp != s; pp = &(*pp)->next)
@@ -79,6 +83,8 @@ static void stream_free(struct hb_stream *s)	/* H3 */
 	buf_free(&s->up);
 	buf_free(&s->down);
 	free(s);
+	if (!c->streams && !c->closing)
+		idle_arm(c);	/* H5: the last stream ended */
 }
 
 static void respond(struct hb_stream *s, const char *status, bool body)
@@ -245,6 +251,10 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	buf_init(&s->down, 0);
 	s->next = c->streams;
 	c->streams = s;
+	if (c->idle_timer) {	/* H5: busy again */
+		ev_timer_del(c->srv->o.loop, c->idle_timer);
+		c->idle_timer = 0;
+	}
 	nghttp2_session_set_stream_user_data(sess, s->id, s);
 	return 0;
 }
@@ -414,6 +424,7 @@ static void conn_io(struct ev_loop *loop, int fd, int events, void *arg)
 		}
 		ev_timer_del(loop, c->hs_timer);	/* H4: done in time */
 		c->hs_timer = 0;
+		idle_arm(c);	/* H5: no stream yet */
 	}
 	for (;;) {
 		int n = SSL_read(c->ssl, in, sizeof(in));
@@ -443,10 +454,14 @@ static void conn_close(struct hb_conn *c)
 {
 	struct hb_server *srv = c->srv;
 
+	c->closing = true;
 	while (c->streams)	/* H3: nghttp2_session_del calls no callback */
 		stream_free(c->streams);
 	if (c->hs_timer)
 		ev_timer_del(srv->o.loop, c->hs_timer);
+	if (c->idle_timer)
+		ev_timer_del(srv->o.loop, c->idle_timer);
+	srv->st.open--;
 	ev_del(srv->o.loop, c->fd);
 	close(c->fd);
 	nghttp2_session_del(c->sess);
@@ -472,6 +487,35 @@ static void hs_timeout(struct ev_loop *loop, uint64_t id, void *arg)
 	conn_close(c);
 }
 
+/* H5: no stream for idle_ms: GOAWAY (best effort), then close. */
+static void idle_timeout(struct ev_loop *loop, uint64_t id, void *arg)
+{
+	struct hb_conn *c = arg;
+
+	const uint8_t *p;
+	ssize_t n;
+
+	c->idle_timer = 0;
+	c->srv->st.idle_closed++;
+	zh_info("hbone: %s: idle for %d ms, closed", c->peer, c->srv->idle_ms);
+	/* GOAWAY, one best-effort write (not conn_flush: it may close c) */
+	nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
+	while ((n = nghttp2_session_mem_send(c->sess, &p)) > 0)
+		buf_append(&c->out, p, (size_t)n);
+	if (c->out.data)
+		SSL_write(c->ssl, buf_head(&c->out), (int)c->out.data);
+	ERR_clear_error();
+	conn_close(c);
+}
+
+static void idle_arm(struct hb_conn *c)
+{
+	if (c->idle_timer)
+		ev_timer_del(c->srv->o.loop, c->idle_timer);
+	c->idle_timer = ev_timer_add(c->srv->o.loop, ev_now_ns() + c->srv->idle_ms * 1000000ULL,
+				     idle_timeout, c);
+}
+
 static void accept_io(struct ev_loop *loop, int fd, int events, void *arg)
 {
 	struct hb_server *srv = arg;
@@ -482,6 +526,13 @@ static void accept_io(struct ev_loop *loop, int fd, int events, void *arg)
 
 		if (cfd < 0)
 			return;
+		if (srv->st.open >= (uint64_t)srv->max_conns) {	/* H6 */
+			srv->st.cap_refused++;
+			zh_info("hbone: %llu connections open (the cap): one more refused",
+				(unsigned long long)srv->st.open);
+			close(cfd);
+			continue;
+		}
 		c = calloc(1, sizeof(*c));
 		if (!c || !(c->ssl = SSL_new(srv->ctx))) {
 			free(c);
@@ -489,6 +540,7 @@ static void accept_io(struct ev_loop *loop, int fd, int events, void *arg)
 			continue;
 		}
 		srv->st.conns++;
+		srv->st.open++;
 		net_set_nodelay(cfd);
 		c->srv = srv;
 		c->fd = cfd;
@@ -518,6 +570,8 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 	srv->o = *o;
 	srv->lfd = -1;
 	srv->hs_ms = o->handshake_ms > 0 ? o->handshake_ms : HB_HANDSHAKE_MS;
+	srv->idle_ms = o->idle_ms > 0 ? o->idle_ms : HB_IDLE_MS;
+	srv->max_conns = o->max_conns > 0 ? o->max_conns : HB_MAX_CONNS;
 	srv->ctx = o->pod ? id_tls_ctx(o->svid_dir, o->ns, o->pod, true, &ie) :
 			    id_tls_ctx_sni(o->svid_dir, &ie);
 	if (!srv->ctx) {

@@ -160,4 +160,12 @@ void px_hbone_render(const struct px_server *s, struct buf *b)
 	for (int i = 0; i < HB_N; i++)
 		buf_printf(b, "zerohop_proxy_hbone_denied_total{reason=\"%s\"} %llu\n",
 			   hb_reason_label[i], (unsigned long long)hb_denied[i]);
+	buf_printf(b, "# TYPE zerohop_proxy_hbone_connections_open gauge\n"
+		   "zerohop_proxy_hbone_connections_open %llu\n"
+		   "# TYPE zerohop_proxy_hbone_idle_closed_total counter\n"
+		   "zerohop_proxy_hbone_idle_closed_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_cap_refused_total counter\n"
+		   "zerohop_proxy_hbone_cap_refused_total %llu\n",
+		   (unsigned long long)st->open, (unsigned long long)st->idle_closed,
+		   (unsigned long long)st->cap_refused);
 }

@@ -6,14 +6,21 @@
 #   STATUS <code> LEN <bytes received> SHA <sha256 of them> SENT <sha256 sent>
 #   TLSERR <reason>        the handshake (or the first read) failed
 #   ... PEER <the server's URI SAN>
+#   (HB_LINGER=MS: the stream stays open and quiet that long before its
+#   END_STREAM)
+#   IDLE <ms>              HB_IDLE=1: after the handshake and the HTTP/2
+#                          preface, no stream; how long until the server
+#                          closed the connection (up to 20 s)
 # usage: hbone_client.py HOST PORT CA CERT|- KEY|- AUTHORITY PAYLOAD_BYTES [SNI]
-import hashlib, os, socket, ssl, sys
+import hashlib, os, socket, ssl, sys, time
 import h2.config, h2.connection, h2.events
 
 host, port, ca, cert, key, authority, nbytes = sys.argv[1:8]
 sni = sys.argv[8] if len(sys.argv) > 8 else "hbone"
 # HB_PAYLOAD: send this text instead of random bytes (a marker to look for
 # on the wire)
+# HB_LINGER=MS: wait that long, stream open, before END_STREAM
+linger = int(os.environ.get("HB_LINGER", "0")) / 1000
 payload = os.environ["HB_PAYLOAD"].encode() if os.environ.get("HB_PAYLOAD") else os.urandom(int(nbytes))
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.minimum_version = ssl.TLSVersion.TLSv1_3
@@ -28,6 +35,18 @@ try:
     peer = [v for k, v in t.getpeercert().get("subjectAltName", ()) if k == "URI"]
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, validate_outbound_headers=False))
     c.initiate_connection()
+    if os.environ.get("HB_IDLE"):
+        t.sendall(c.data_to_send())
+        print("READY", flush=True)
+        t0 = time.monotonic()
+        t.settimeout(20)
+        try:
+            while t.recv(65536):
+                pass
+        except (ssl.SSLError, ConnectionError, OSError):
+            pass
+        print("IDLE %d" % ((time.monotonic() - t0) * 1000))
+        sys.exit(0)
     sid = c.get_next_available_stream_id()
     c.send_headers(sid, [(":method", "CONNECT"), (":authority", authority)])
     t.sendall(c.data_to_send())
@@ -53,6 +72,10 @@ try:
                 c.send_data(sid, payload[sent:sent + room])
                 sent += room
             if sent == len(payload):
+                if linger:  # HB_LINGER: the stream stays open, quiet
+                    t.sendall(c.data_to_send())
+                    time.sleep(linger)
+                    linger = 0
                 c.end_stream(sid)
                 ended = True
             if room <= 0:

@@ -69,7 +69,8 @@ static const char *deny_evil(void *arg, const char *peer, const char *sni, uint3
 	return strstr(peer, "/sa/evil") ? "denied by a DENY policy" : NULL;
 }
 
-static pid_t server(int *port, bool sni)
+/* A server in a child process; idle_ms/max_conns 0: the defaults. */
+static pid_t server_with(int *port, bool sni, int idle_ms, int max_conns, const char *logname)
 {
 	int p[2];
 	pid_t pid;
@@ -81,14 +82,15 @@ static pid_t server(int *port, bool sni)
 		struct ev_loop *loop = ev_loop_new(64);
 		struct hb_opts o = { .loop = loop, .listen = "127.0.0.1:0", .svid_dir = out,
 				     .ns = sni ? NULL : "default", .pod = sni ? NULL : "srv",
-				     .authorize = deny_evil, .handshake_ms = 1500 };
+				     .authorize = deny_evil, .handshake_ms = 1500,
+				     .idle_ms = idle_ms, .max_conns = max_conns };
 		struct hb_server *s;
 		char err[300];
 		int port0 = -1;
 
 		char log[400];
 
-		snprintf(log, sizeof(log), "%s/server%s.log", root, sni ? "-sni" : "");
+		snprintf(log, sizeof(log), "%s/%s.log", root, logname);
 		if (!freopen(log, "w", stderr))
 			_exit(1);
 		setvbuf(stderr, NULL, _IOLBF, 0);
@@ -108,6 +110,42 @@ static pid_t server(int *port, bool sni)
 		*port = -1;
 	close(p[0]);
 	return pid;
+}
+
+static pid_t server(int *port, bool sni)
+{
+	return server_with(port, sni, 0, 0, sni ? "server-sni" : "server");
+}
+
+/* HB_IDLE=1 client (no stream after the preface), started; returns once it
+ * printed READY (the handshake done), with its pipe to read IDLE <ms>. */
+static FILE *idle_client(int port)
+{
+	char cmd[1200], l[200] = "";
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "HB_IDLE=1 /usr/bin/python3 tests/tools/hbone_client.py 127.0.0.1 %d %s/bundle.pem "
+		 "%s/default_cli.crt %s/default_cli.key 127.0.0.1:%d 0 2>&1", port, out, out, out,
+		 echo_port);
+	f = popen(cmd, "r");
+	if (f && (!fgets(l, sizeof(l), f) || strncmp(l, "READY", 5)))
+		diag("idle client: %s", l);
+	return f;
+}
+
+static long idle_result(FILE *f)
+{
+	char l[200] = "";
+	long ms = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(l, sizeof(l), f))
+		if (sscanf(l, "IDLE %ld", &ms) == 1)
+			break;
+	pclose(f);
+	return ms;
 }
 
 /* One client run: its output line into buf. */
@@ -172,8 +210,8 @@ int main(void)
 	struct md_state *st;
 	char line[600];
 	pthread_t th;
-	int lfd, port, port_sni, before;
-	pid_t pid, pid_sni;
+	int lfd, port, port_sni, before, p3;
+	pid_t pid, pid_sni, pid3;
 
 	if (access("/usr/bin/python3", X_OK) ||
 	    system("/usr/bin/python3 -c 'import h2' 2>/dev/null")) {
@@ -197,6 +235,7 @@ int main(void)
 	echo_port = ntohs(a.sin_port);
 	pid = server(&port, false);	/* fork before any thread: malloc stays sane */
 	pid_sni = server(&port_sni, true);
+	pid3 = server_with(&p3, false, 400, 2, "server-cap");	/* H5, H6 below */
 	pthread_create(&th, NULL, echo_main, (void *)(long)lfd);
 	if (!ok(pid > 0 && port > 0, "HBONE server on 127.0.0.1:%d", port))
 		return done_testing();
@@ -249,6 +288,32 @@ int main(void)
 	}
 	ok(echoed(client(port, out, "cli", 5, line, sizeof(line)), 5),
 	   "... and the server still serves (%s)", line);
+	{	/* H5, H6: a server closing idle tunnels after 400 ms, at most 2 */
+		FILE *fa = idle_client(p3), *fb = idle_client(p3);
+		long ma, mb;
+		char cmd[600];
+
+		client(p3, out, "cli", 5, line, sizeof(line));
+		ok(!strncmp(line, "TLSERR", 6), "a third connection while two are open: closed at accept (H6: %s)",
+		   line);
+		ma = idle_result(fa);
+		mb = idle_result(fb);
+		ok(ma >= 300 && ma < 5000 && mb >= 300 && mb < 5000,
+		   "two tunnels without a stream closed by the server after ~400 ms idle (H5: %ld, %ld ms)",
+		   ma, mb);
+		ok(echoed(client(p3, out, "cli", 5, line, sizeof(line)), 5),
+		   "with them gone, a new tunnel is served (%s)", line);
+		setenv("HB_LINGER", "1000", 1);	/* open and quiet for 1 s > 400 ms */
+		ok(echoed(client(p3, out, "cli", 1 << 20, line, sizeof(line)), 1 << 20),
+		   "an open stream keeps its tunnel past the idle time: 1 MiB, 1 s quiet, then the end (%s)",
+		   line);
+		unsetenv("HB_LINGER");
+		kill(pid3, SIGTERM);
+		waitpid(pid3, NULL, 0);
+		snprintf(cmd, sizeof(cmd), "grep -q 'idle for 400 ms, closed' %s/server-cap.log && "
+			 "grep -q 'connections open (the cap): one more refused' %s/server-cap.log", root, root);
+		ok(system(cmd) == 0, "both logged with their reason");
+	}
 	kill(pid_sni, SIGTERM);
 	waitpid(pid_sni, NULL, 0);
 	kill(pid, SIGTERM);
