@@ -119,6 +119,11 @@ void pol_compiled_free(struct pol_compiled *c);
  * Services"). 0 when the plan has no such address (pod CIDR longer than /24
  * or i beyond it). */
 uint32_t pol_node_proxy_ip(const struct md_cluster *cl, int i);
+/* The same for IPv6: ::1 of node i's /64 of the IPv6 pod CIDR (the lab's
+ * plan: node i's /64 is the CIDR with i added to its 8th byte, a pod's
+ * IPv6 carries its IPv4 host part, so this is the IPv6 of .1). false when
+ * the cluster has no IPv6 pod CIDR of /56 or shorter, or i is beyond it. */
+bool pol_node_proxy_ip6(const struct md_cluster *cl, int i, struct in6_addr *out);
 
 /* Verdict for one new connection (or UDP flow) src -> dst:dport/proto as the
  * compiled maps decide it, with the same algorithm as the BPF slow path:

@@ -138,7 +138,8 @@ struct agent {
 	 * proxy's capture address is not known yet */
 	struct zh_accel_proxy_ep proxy_eps[2];
 	int n_proxy_eps;
-	struct zh_accel_proxy_ep6 proxy_ep6;	/* A8: its IPv6 listener, zero: none */
+	struct zh_accel_proxy_ep6 proxy_eps6[2];	/* A8: its IPv6 listener and source */
+	int n_proxy_eps6;
 	bool proxy_pending;
 	/* A9: --health-file, rewritten after every sync (health.h) */
 	const char *health_file;
@@ -203,15 +204,16 @@ static void set_local_pods(struct agent *a, const struct md_state *st)
 	free(ip6s);
 }
 
-/* A8: the node proxy's IPv6 capture listener (zh_l7cap_cfg6[0], written
- * by the proxy on a dual-stack node) into accel_proxy6. */
+/* A8: the node proxy's IPv6 endpoints into accel_proxy6: its capture
+ * listener (zh_l7cap_cfg6[0], written by the proxy on a dual-stack node)
+ * and its IPv6 upstream source (pol_node_proxy_ip6 of this node). */
 static void set_proxy_ep6(struct agent *a)
 {
-	struct zh_accel_proxy_ep6 ep = {};
+	struct zh_accel_proxy_ep6 eps[2] = {};
 	struct zh_l7cap_cfg6 cfg = {};
 	char p[320], ip[INET6_ADDRSTRLEN];
 	uint32_t zero = 0;
-	int fd, ret;
+	int fd, ret, n = 0;
 
 	if (a->proxy_cg[0]) {
 		snprintf(p, sizeof(p), "%s/%s", a->pin_dir, ZH_L7CAP_CFG6_MAP);
@@ -222,21 +224,33 @@ static void set_proxy_ep6(struct agent *a)
 			close(fd);
 		}
 		if (cfg.proxy_port && memcmp(cfg.proxy_ip6, &in6addr_any, 16)) {
-			memcpy(ep.ip6, cfg.proxy_ip6, 16);
-			ep.port = ntohs(cfg.proxy_port);
+			memcpy(eps[n].ip6, cfg.proxy_ip6, 16);
+			eps[n++].port = ntohs(cfg.proxy_port);
+		}
+		for (int i = 0; a->st && i < a->st->cluster.n_nodes; i++) {
+			const char *name = a->st->cluster.nodes[i].name;
+			struct in6_addr pip;
+
+			if (!name || strcmp(name, a->node))
+				continue;
+			if (pol_node_proxy_ip6(&a->st->cluster, i, &pip))
+				memcpy(eps[n++].ip6, pip.s6_addr, 16);	/* port 0: any */
+			break;
 		}
 	}
-	if (!memcmp(&ep, &a->proxy_ep6, sizeof(ep)))
+	if (n == a->n_proxy_eps6 && !memcmp(eps, a->proxy_eps6, sizeof(eps[0]) * n))
 		return;
-	ret = ag_accel_set_proxy6(a->acc, &ep, ep.port ? 1 : 0);
+	ret = ag_accel_set_proxy6(a->acc, eps, n);
 	if (ret) {
-		zh_warn("agent: accel proxy IPv6 endpoint: %s", strerror(-ret));
+		zh_warn("agent: accel proxy IPv6 endpoints: %s", strerror(-ret));
 		return;
 	}
-	a->proxy_ep6 = ep;
-	if (ep.port)
-		zh_info("agent: accel proxy endpoint [%s]:%u",
-			inet_ntop(AF_INET6, ep.ip6, ip, sizeof(ip)), ep.port);
+	memcpy(a->proxy_eps6, eps, sizeof(eps));
+	a->n_proxy_eps6 = n;
+	for (int i = 0; i < n; i++)
+		zh_info("agent: accel proxy endpoint [%s]%s%.0u",
+			inet_ntop(AF_INET6, eps[i].ip6, ip, sizeof(ip)), eps[i].port ? ":" : " (any port)",
+			eps[i].port);
 }
 
 /* A8: the node proxy's endpoints into accel_proxy: its capture address

@@ -141,8 +141,16 @@ static int node6_cmds(const struct lab_topo *t, int i, char *cmds, size_t len)
 	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN], mac[18];
 	int off;
 
+	struct in6_addr px = t->nodes[i].pod_net6;
+
 	off = lab_fmt(cmds, len, "addr add %s/64 dev eth0 nodad\n",
 		      inet_ntop(AF_INET6, &t->nodes[i].ip6, a, sizeof(a)));
+	/* the node L7 proxy's IPv6 upstream source: ::1 of the node's /64
+	 * (the IPv6 of .1, never a pod's), as .1 is on lo for IPv4
+	 * (pol_node_proxy_ip6) */
+	px.s6_addr[15] = 1;
+	off += lab_fmt(cmds + off, len - off, "addr add %s/128 dev lo nodad\n",
+		       inet_ntop(AF_INET6, &px, a, sizeof(a)));
 	if (t->overlay)
 		off += lab_fmt(cmds + off, len - off, "addr add %s/128 dev vxlan0 nodad\n",
 			       inet_ntop(AF_INET6, &t->nodes[i].pod_net6, a, sizeof(a)));

@@ -30,9 +30,10 @@
  *     match a named egress port; ANY expands to every identity that has it).
  *  5. Output arrays are sorted and deduplicated, so the same state compiles
  *     to byte-identical tables (diffable, and the loader may skip no-ops).
- *  6. Every node's L7 proxy source address (pol_node_proxy_ip) is in the
- *     ipcache as POL_ID_PROXY / POL_F_PROXY, on every node, unless a pod
- *     holds that address (a pod always wins). Ingress admits it like the
+ *  6. Every node's L7 proxy source address (pol_node_proxy_ip, and its
+ *     IPv6 pol_node_proxy_ip6 in ipc6) is in the ipcache as POL_ID_PROXY /
+ *     POL_F_PROXY, on every node, unless a pod holds that address (a pod
+ *     always wins). Ingress admits it like the
  *     node itself (docs/policy.md "L7 Services").
  *  7. IPv6 (docs/ipv6.md "NetworkPolicy"): a pod with an IPv6 address has
  *     it in ipc6 with exactly the value of its IPv4 entry (same identity,
@@ -729,7 +730,8 @@ static void build_ipc6(const struct cc *cc, struct pol_compiled *c, const struct
 	const struct md_state *st = cc->st;
 	int n = 0;
 
-	c->ipc6 = zh_calloc((size_t)cc->n_pods + (size_t)st->n_services + 1, sizeof(*c->ipc6));
+	c->ipc6 = zh_calloc((size_t)cc->n_pods + (size_t)st->n_services +
+				    (size_t)st->cluster.n_nodes + 1, sizeof(*c->ipc6));
 	for (int i = 0; i < cc->n_pods; i++) {
 		if (!ip6_set(&cc->pods[i].pod->ip6))
 			continue;
@@ -745,14 +747,26 @@ static void build_ipc6(const struct cc *cc, struct pol_compiled *c, const struct
 		c->ipc6[c->n_ipc6++].val = (struct pol_ipc_val){ .id = POL_ID_WORLD,
 								 .flags = POL_F_VIP };
 	}
+	/* the node proxies' IPv6 upstream source addresses (invariant 6) */
+	for (int i = 0; i < st->cluster.n_nodes; i++) {
+		struct in6_addr pip;
+
+		if (!pol_node_proxy_ip6(&st->cluster, i, &pip))
+			continue;
+		memcpy(c->ipc6[c->n_ipc6].ip, pip.s6_addr, 16);
+		c->ipc6[c->n_ipc6++].val = (struct pol_ipc_val){ .id = POL_ID_PROXY,
+								 .flags = POL_F_PROXY };
+	}
 	sort(c->ipc6, c->n_ipc6, sizeof(*c->ipc6), pol_cmp_ipc6);
 	for (int i = 0; i < c->n_ipc6; i++) {
 		if (n && !memcmp(c->ipc6[n - 1].ip, c->ipc6[i].ip, 16)) {
 			char a[INET6_ADDRSTRLEN];
 
-			if ((c->ipc6[n - 1].val.flags & POL_F_VIP) && !(c->ipc6[i].val.flags & POL_F_VIP))
+			uint32_t rsv = POL_F_VIP | POL_F_PROXY;
+
+			if ((c->ipc6[n - 1].val.flags & rsv) && !(c->ipc6[i].val.flags & rsv))
 				c->ipc6[n - 1] = c->ipc6[i];	/* a pod wins over a VIP */
-			else if (!(c->ipc6[i].val.flags & POL_F_VIP)) {
+			else if (!(c->ipc6[i].val.flags & rsv)) {
 				inet_ntop(AF_INET6, c->ipc6[i].ip, a, sizeof(a));
 				zh_warn("policy: two pods share IP %s; using the first", a);
 			}
@@ -924,6 +938,20 @@ out:
 	free(cc.pols);
 	free(cc.pol_ids);
 	return ret;
+}
+
+bool pol_node_proxy_ip6(const struct md_cluster *cl, int i, struct in6_addr *out)
+{
+	int len = cl->pod_cidr6_len;
+
+	/* a /56 or shorter holds 256 /64s or more: node i's is byte 7 + i */
+	if (!len || len > 56 || i < 0 || i > 255)
+		return false;
+	*out = cl->pod_cidr6;
+	out->s6_addr[7] = (uint8_t)(out->s6_addr[7] + i);
+	memset(&out->s6_addr[8], 0, 7);
+	out->s6_addr[15] = 1;
+	return true;
 }
 
 uint32_t pol_node_proxy_ip(const struct md_cluster *cl, int i)

@@ -47,8 +47,9 @@
  *     judged here, so a backend on another node must not judge the proxy
  *     as an outside address. Explicit-mode proxies keep the node's address.
  *     IPv6 endpoints (an IPv6 single-stack Service's pods) are reached
- *     from the address the kernel picks (the node's): the model has no
- *     proxy IPv6 address yet (pol_node_proxy_ip is IPv4 only).
+ *     from the proxy's IPv6 address the same way (::1 of the node's /64 on
+ *     lo, pol_node_proxy_ip6, POL_F_PROXY in every node's IPv6 ipcache),
+ *     else from the address the kernel picks.
  *  7. An IPv6 endpoint is judged with the IPv6 tables (pol_eval6, the same
  *     identities: pol_compile.c invariant 7): the client by the address it
  *     came from when that is IPv6, else by its pod's IPv6 (the same
@@ -108,15 +109,61 @@ static uint32_t px_netpol_find_src(const struct pol_compiled *c)
 	return found;
 }
 
+/* The same for IPv6: an IPv6 address of this namespace that pc's IPv6
+ * ipcache maps to POL_F_PROXY (pol_node_proxy_ip6), into out; else zero. */
+static void px_netpol_find_src6(const struct pol_compiled *c, uint8_t out[16])
+{
+	struct ifaddrs *ifa, *i;
+
+	memset(out, 0, 16);
+	if (getifaddrs(&ifa))
+		return;
+	for (i = ifa; i; i = i->ifa_next) {
+		const uint8_t *ip;
+
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6)
+			continue;
+		ip = ((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr.s6_addr;
+		for (int k = 0; k < c->n_ipc6; k++)
+			if (!memcmp(c->ipc6[k].ip, ip, 16) && (c->ipc6[k].val.flags & POL_F_PROXY)) {
+				memcpy(out, ip, 16);
+				freeifaddrs(ifa);
+				return;
+			}
+	}
+	freeifaddrs(ifa);
+}
+
 void px_netpol_swap(struct px_server *s, struct pol_compiled *pc)
 {
 	uint32_t src = pc && !s->explicit_mode ? px_netpol_find_src(pc) : 0;
+	uint8_t src6[16] = { 0 };
+	bool changed;
 
 	if (src != s->src_ip) {
 		char a[INET_ADDRSTRLEN];
 
 		inet_ntop(AF_INET, &src, a, sizeof(a));
 		zh_info("proxy: upstream source address %s", src ? a : "(the node's)");
+	}
+
+	if (pc && !s->explicit_mode)
+		px_netpol_find_src6(pc, src6);
+	changed = src != s->src_ip || memcmp(src6, s->src_ip6, 16);
+	if (memcmp(src6, s->src_ip6, 16)) {
+		char a[INET6_ADDRSTRLEN];
+		static const uint8_t none[16];
+
+		inet_ntop(AF_INET6, src6, a, sizeof(a));
+		zh_info("proxy: upstream IPv6 source address %s", memcmp(src6, none, 16) ? a : "(the kernel's)");
+		memcpy(s->src_ip6, src6, 16);
+	}
+	/* idle upstreams opened from the previous source would keep it (a
+	 * Cluster's IPv6 CIDR can arrive after the first requests): closed,
+	 * the next request opens one from the new source */
+	if (changed) {
+		px_pool_close_all(s);
+		px_h2up_close_idle(s, UINT64_MAX, false);
 	}
 	s->src_ip = src;
 	pol_compiled_free(s->pol);
@@ -131,36 +178,48 @@ int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port)
 	struct sockaddr_in *sin = (struct sockaddr_in *)&na.ss;
 	int fd, one = 1, err;
 
-	if (ip.family == AF_INET6) {	/* invariant 6: the kernel's source */
+	static const uint8_t none[16];
+	struct sockaddr_in6 src6 = { .sin6_family = AF_INET6 };
+	const struct sockaddr *sa = (const struct sockaddr *)&src;
+	socklen_t salen = sizeof(src);
+
+	if (ip.family == AF_INET6) {	/* invariant 6: from s->src_ip6 when set */
 		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&na.ss;
 
 		na.len = sizeof(*sin6);
 		sin6->sin6_family = AF_INET6;
 		memcpy(&sin6->sin6_addr, ip.v6, 16);
 		sin6->sin6_port = htons(port);
-		fd = net_connect(a);
-		if (fd >= 0)
-			net_set_nodelay(fd);
-		return fd;
-	}
-	if (ip.family != AF_INET)
+		if (!memcmp(s->src_ip6, none, 16)) {
+			fd = net_connect(a);
+			if (fd >= 0)
+				net_set_nodelay(fd);
+			return fd;
+		}
+		memcpy(&src6.sin6_addr, s->src_ip6, 16);
+		sa = (const struct sockaddr *)&src6;
+		salen = sizeof(src6);
+	} else if (ip.family != AF_INET) {
 		return -EAFNOSUPPORT;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = ip.v4;
-	sin->sin_port = htons(port);
-	if (!s->src_ip) {
-		fd = net_connect(a);
-		if (fd >= 0)
-			net_set_nodelay(fd);
-		return fd;
+	} else {
+		sin->sin_family = AF_INET;
+		sin->sin_addr.s_addr = ip.v4;
+		sin->sin_port = htons(port);
+		if (!s->src_ip) {
+			fd = net_connect(a);
+			if (fd >= 0)
+				net_set_nodelay(fd);
+			return fd;
+		}
 	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(ip.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* the port is chosen at connect() by the whole 4-tuple, not reserved
-	 * at bind(): bind-before-connect must not shrink the port space */
+	 * at bind(): bind-before-connect must not shrink the port space
+	 * (IP_BIND_ADDRESS_NO_PORT is an IPPROTO_IP option for both families) */
 	if (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) < 0 ||
-	    bind(fd, (const struct sockaddr *)&src, sizeof(src)) < 0 ||
+	    bind(fd, sa, salen) < 0 ||
 	    (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0 && errno != EINPROGRESS)) {
 		err = -errno;
 		close(fd);

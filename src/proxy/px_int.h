@@ -326,8 +326,9 @@ struct px_server {
 	/* NetworkPolicy per request (netpol.c design note) */
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
 	uint64_t n_pol_denied[2];	/* by enum pol_dir */
-	uint32_t src_ip;	/* IPv4 upstream source: this node's proxy address, 0 = any
-				 * (IPv6 upstreams: the kernel's choice, netpol.c invariant 6) */
+	uint32_t src_ip;	/* IPv4 upstream source: this node's proxy address, 0 = any */
+	uint8_t src_ip6[16];	/* IPv6 upstream source: its IPv6 (pol_node_proxy_ip6),
+				 * all zero = the kernel's choice (netpol.c invariant 6) */
 	/* deferred sends (batch.c design note) */
 	struct ioq sq;
 	struct px_wr **wq, **wq_run;	/* queued; the batch being sent */
@@ -450,12 +451,13 @@ extern const char px_err_policy_ingress[];	/* 403: the backend's ingress denies 
  * the reason logged; *out is the caller's (px_netpol_swap takes it). */
 int px_netpol_compile(const struct md_state *st, struct pol_compiled **out);
 /* Install pc (owned from now on, may be NULL), freeing the previous one,
- * and (capture mode) pick s->src_ip: the node proxy address pc knows that
- * is an address of this network namespace, else 0. */
+ * and (capture mode) pick s->src_ip and s->src_ip6: the node proxy
+ * addresses pc knows that are addresses of this network namespace, else
+ * 0 / all zero. */
 void px_netpol_swap(struct px_server *s, struct pol_compiled *pc);
 /* Non-blocking TCP connect to ip:port (port host order) in ip's family:
- * IPv4 from s->src_ip when set; IPv6 from the address the kernel picks
- * (netpol.c invariant 6). TCP_NODELAY on (net_connect's contract: fd, or
+ * IPv4 from s->src_ip, IPv6 from s->src_ip6 when set, else from the
+ * address the kernel picks (netpol.c invariant 6). TCP_NODELAY on (net_connect's contract: fd, or
  * -errno; -EAFNOSUPPORT for family 0). */
 int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port);
 /* Whether NetworkPolicy lets c's client reach ip:port (TCP), pol_eval's

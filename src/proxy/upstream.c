@@ -309,6 +309,7 @@ void px_pool_close_all(struct px_server *s)
 		struct px_up *u = s->idle;
 
 		s->idle = u->next;
+		s->n_idle--;
 		px_up_close(u);
 	}
 }

@@ -126,12 +126,12 @@ for pod in client client-b; do
 		"$pod: / → sx-v1, /v2/x → sx-v2, x-version: canary → sx-v2, other header → sx-v1 (HTTPRoute over IPv6)"
 	node=node-a
 	[ $pod = client-b ] && node=node-b
-	n6=$(st | jq -r ".nodes[] | select(.name==\"$node\") | .ip6")
-	# the proxy has no IPv6 source of its own (docs/ipv6.md): the kernel
-	# picks its node's IPv6; a request that bypassed it would show the
+	# the proxy's IPv6 source: ::1 of its node's /64 (pol_node_proxy_ip6,
+	# on the node's lo); a request that bypassed it would show the
 	# client's address ($(pod6 $pod))
+	n6=$(st | jq -r ".nodes[] | select(.name==\"$node\") | .podCIDR6" | sed 's|/64$|1|')
 	is "$(echo "$out" | sed 1d | awk '{ print $3 }' | sort -u | tr '\n' ' ')" "[$n6] " \
-		"$pod: every request reached its backend over IPv6 from its node's proxy ([$n6])"
+		"$pod: every request reached its backend over IPv6 from its node's proxy address ([$n6])"
 done
 r=$(lab_exec client curl -6 -s --max-time 5 http://six.default.svc.cluster.local/v2/ |
 	jq -r '.hostname + " " + .remote' | sed 's/-[^-]*-[^-]* / /; s/\]:[0-9]*$/]/')
@@ -184,6 +184,17 @@ code6() { lab_exec "$1" curl -6 -s -o /dev/null -m 3 -w '%{http_code}' "http://[
 is "$(code6 egsx /) $(code6 egsx /v2/)" "200 200" \
 	"egress-isolated client allowed to app=sx:8080: 200 from the IPv6 single-stack Service (IPv6 endpoints judged with the IPv6 tables)"
 is "$(code6 egok /)" "403" "egress-isolated client allowed only app=web:8080: 403 for the IPv6 single-stack Service's backends"
+# the backends' own ingress policy: only egsx may reach app=sx. The proxy
+# judges that per request; the backend's node admits the proxy's IPv6
+# source (POL_F_PROXY), so a cross-node IPv6 upstream is not refused as
+# an outside address (before pol_node_proxy_ip6 it was: the node's IPv6)
+m_ingress_from sx-in "app: sx" "app: egsx" 8080 >"$TMP/np2.yaml"
+"$ZH" apply --lab $LAB -f "$TMP/np2.yaml" >"$TMP/apply2.out" 2>&1
+ok $? "apply an ingress policy on the IPv6 backends (only app=egsx)" || sed 's/^/# /' "$TMP/apply2.out"
+sleep 1.2
+is "$(code6 egsx /v2/) $(code6 egsx /)" "200 200" \
+	"the allowed client: 200 from sx-v2 on the other node and sx-v1 on its own (the proxy's IPv6 source admitted)"
+is "$(code6 client /v2/)" "403" "a client the backends' ingress does not allow: 403 from the proxy"
 N6=$(st | jq -r '.nodes[] | select(.name=="node-a") | .ip6')
 r=$(lab_exec egno "$PY" -c "
 import socket

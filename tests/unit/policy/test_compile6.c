@@ -157,5 +157,30 @@ int main(void)
 	pol_compiled_free(c);
 	pol_compiled_free(c2);
 	md_state_free(st);
+	{	/* invariant 6: each node proxy's IPv6 source, ::1 of its /64 */
+		static const char *cl =
+			"apiVersion: zerohop.io/v1alpha1\nkind: Cluster\nmetadata: {name: c}\n"
+			"spec:\n  nodes: [node-a, node-b]\n"
+			"  podCIDRs: [10.244.0.0/16, \"fd00:10:244::/56\"]\n"
+			"  serviceCIDRs: [10.96.0.0/12, \"fd00:10:96::/112\"]\n---\n";
+		struct in6_addr p6;
+		int found = 0;
+
+		st = pm_load(cl, "");
+		if (!st || pol_compile(st, "node-a", NULL, &c, &err)) {
+			ok(0, "compile with a Cluster: %s", st ? err.msg : "model");
+			return done_testing();
+		}
+		ok(pol_node_proxy_ip6(&st->cluster, 1, &p6) &&
+		   !memcmp(p6.s6_addr, a6("fd00:10:244:1::1"), 16),
+		   "pol_node_proxy_ip6: node 1's is fd00:10:244:1::1 (::1 of its /64)");
+		for (int i = 0; i < c->n_ipc6; i++)
+			found += (c->ipc6[i].val.flags & POL_F_PROXY) &&
+				 (!memcmp(c->ipc6[i].ip, a6("fd00:10:244::1"), 16) ||
+				  !memcmp(c->ipc6[i].ip, a6("fd00:10:244:1::1"), 16));
+		is_int(found, 2, "both nodes' proxy IPv6 sources are in the IPv6 ipcache as POL_F_PROXY");
+		pol_compiled_free(c);
+		md_state_free(st);
+	}
 	return done_testing();
 }
