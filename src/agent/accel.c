@@ -412,42 +412,43 @@ err_free:
 	return err;
 }
 
-static size_t cmp_len;	/* accel_set_addrs: the key size qsort/bsearch compare */
+static size_t cmp_len;	/* accel_set_keys: the key size qsort/bsearch compare */
 
 static int cmp_addr(const void *x, const void *y)
 {
 	return memcmp(x, y, cmp_len);
 }
 
-/* The address set of map fd becomes exactly ips[0..n) (keys of ksz bytes,
- * 4 or 16): make before break, every new address is added before any stale
- * one is deleted. */
-static int accel_set_addrs(int fd, const void *ips, int n, size_t ksz)
+/* The key set of the hash map fd (value 1) becomes exactly keys[0..n),
+ * keys of ksz bytes (at most 32, no padding: compared as bytes), at most
+ * max of them: make before break, every new key is added before any
+ * stale one is deleted. The local addresses and the proxy endpoints. */
+static int accel_set_keys(int fd, const void *keys, int n, size_t ksz, int max)
 {
-	unsigned char *sorted = NULL, *stale = NULL, key[16], next[16];
+	unsigned char *sorted = NULL, *stale = NULL, key[32], next[32];
 	int i, nstale = 0, err = 0;
 	__u8 one = 1;
 
 	if (fd < 0)
 		return 0;	/* never loaded here (off from the start): nothing to update */
-	if (n < 0 || n > ZH_ACCEL_MAX_LOCAL)
+	if (n < 0 || n > max || ksz > sizeof(key))
 		return -E2BIG;
 	sorted = zh_malloc(ksz * (n ? n : 1));
-	memcpy(sorted, ips, ksz * n);
+	memcpy(sorted, keys, ksz * n);
 	cmp_len = ksz;
 	qsort(sorted, n, ksz, cmp_addr);
 	for (i = 0; i < n; i++) {
 		if (bpf_map_update_elem(fd, sorted + i * ksz, &one, BPF_ANY)) {
 			err = -errno;
-			zh_err("accel: adding local endpoint: %s", strerror(-err));
+			zh_err("accel: adding a local or proxy endpoint: %s", strerror(-err));
 			goto out;
 		}
 	}
-	stale = zh_malloc(ksz * ZH_ACCEL_MAX_LOCAL);
+	stale = zh_malloc(ksz * (size_t)max);
 	for (err = bpf_map_get_next_key(fd, NULL, next); !err;
 	     err = bpf_map_get_next_key(fd, key, next)) {
 		memcpy(key, next, ksz);
-		if (!bsearch(key, sorted, n, ksz, cmp_addr) && nstale < ZH_ACCEL_MAX_LOCAL)
+		if (!bsearch(key, sorted, n, ksz, cmp_addr) && nstale < max)
 			memcpy(stale + ksz * nstale++, key, ksz);
 	}
 	err = 0;
@@ -461,12 +462,12 @@ out:
 
 int ag_accel_set_local(struct ag_accel *a, const uint32_t *ips, int n)
 {
-	return accel_set_addrs(a->fd[AO_LOCAL], ips, n, sizeof(*ips));
+	return accel_set_keys(a->fd[AO_LOCAL], ips, n, sizeof(*ips), ZH_ACCEL_MAX_LOCAL);
 }
 
 int ag_accel_set_local6(struct ag_accel *a, const struct in6_addr *ips, int n)
 {
-	return accel_set_addrs(a->fd[AO_LOCAL6], ips, n, sizeof(*ips));
+	return accel_set_keys(a->fd[AO_LOCAL6], ips, n, sizeof(*ips), ZH_ACCEL_MAX_LOCAL);
 }
 
 int ag_accel_set_skip_ports(struct ag_accel *a, const uint16_t *ports, int n)
@@ -549,65 +550,12 @@ int ag_accel_attach_proxy(struct ag_accel *a, const char *cgroup_path)
 
 int ag_accel_set_proxy(struct ag_accel *a, const struct zh_accel_proxy_ep *eps, int n)
 {
-	struct zh_accel_proxy_ep key, next, old[ZH_ACCEL_MAX_PROXY];
-	int fd = a->fd[AO_PROXY], i, j, nold = 0, err;
-	__u8 one = 1;
-
-	if (fd < 0)
-		return 0;	/* never loaded here */
-	if (n < 0 || n > ZH_ACCEL_MAX_PROXY)
-		return -E2BIG;
-	for (err = bpf_map_get_next_key(fd, NULL, &next); !err && nold < ZH_ACCEL_MAX_PROXY;
-	     err = bpf_map_get_next_key(fd, &key, &next)) {
-		key = next;
-		old[nold++] = key;
-	}
-	/* Make before break, as ag_accel_set_local. */
-	for (i = 0; i < n; i++) {
-		key = eps[i];
-		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
-			return -errno;
-	}
-	for (i = 0; i < nold; i++) {
-		int keep = 0;
-
-		for (j = 0; j < n && !keep; j++)
-			keep = eps[j].ip4 == old[i].ip4 && eps[j].port == old[i].port;
-		if (!keep)
-			bpf_map_delete_elem(fd, &old[i]);
-	}
-	return 0;
+	return accel_set_keys(a->fd[AO_PROXY], eps, n, sizeof(*eps), ZH_ACCEL_MAX_PROXY);
 }
 
 int ag_accel_set_proxy6(struct ag_accel *a, const struct zh_accel_proxy_ep6 *eps, int n)
 {
-	struct zh_accel_proxy_ep6 key, next, old[ZH_ACCEL_MAX_PROXY];
-	int fd = a->fd[AO_PROXY6], i, j, nold = 0, err;
-	__u8 one = 1;
-
-	if (fd < 0)
-		return 0;	/* never loaded here */
-	if (n < 0 || n > ZH_ACCEL_MAX_PROXY)
-		return -E2BIG;
-	for (err = bpf_map_get_next_key(fd, NULL, &next); !err && nold < ZH_ACCEL_MAX_PROXY;
-	     err = bpf_map_get_next_key(fd, &key, &next)) {
-		key = next;
-		old[nold++] = key;
-	}
-	for (i = 0; i < n; i++) {	/* make before break, as ag_accel_set_local */
-		key = eps[i];
-		if (bpf_map_update_elem(fd, &key, &one, BPF_ANY))
-			return -errno;
-	}
-	for (i = 0; i < nold; i++) {
-		int keep = 0;
-
-		for (j = 0; j < n && !keep; j++)
-			keep = !memcmp(&eps[j], &old[i], sizeof(old[i]));
-		if (!keep)
-			bpf_map_delete_elem(fd, &old[i]);
-	}
-	return 0;
+	return accel_set_keys(a->fd[AO_PROXY6], eps, n, sizeof(*eps), ZH_ACCEL_MAX_PROXY);
 }
 
 int ag_accel_set_policy_gen(struct ag_accel *a, uint32_t gen)
