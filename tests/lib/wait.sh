@@ -7,6 +7,13 @@
 # condition in a small function. Its output is not captured.
 #	wait_for_file SECONDS FILE	a non-empty FILE
 #	wait_pid_gone SECONDS PID	process PID has exited
+#	seen_within TRIES WANT CMD [ARG...]
+# runs CMD up to TRIES times and prints the distinct lines it printed, sorted
+# and space-joined ("a b "), stopping as soon as that equals WANT. For "new
+# connections reach every backend": a random choice over k backends misses
+# one in n tries with p <= k(1-1/k)^n, so give TRIES for p < 1e-6 (two
+# backends: 21; three: 36) and the check still costs one try per backend
+# when all is well.
 wait_until() {
 	local secs=$1 end
 	shift
@@ -24,3 +31,13 @@ wait_for_file() { wait_until "$1" test -s "$2"; }
 
 wait_pid_gone() { wait_until "$1" wait_pid_gone_ "$2"; }
 wait_pid_gone_() { ! kill -0 "$1" 2>/dev/null; }
+
+seen_within() {
+	local tries=$1 want=$2 seen="" i
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		seen=$( { printf '%s' "$seen" | tr ' ' '\n'; "$@"; } | sed '/^$/d' | sort -u | tr '\n' ' ')
+		[ "$seen" = "$want" ] && break
+	done
+	printf '%s' "$seen"
+}
