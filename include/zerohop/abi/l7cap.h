@@ -64,6 +64,12 @@ struct zh_l7cap_dst {		/* original destination (ClusterIP:port) */
  * the ClusterIP, and the record keeps its 8 bytes: the pinned maps' layout
  * is unchanged, no migration (the proxy: px_table_find_ip6low). */
 #define ZH_L7CAP_DST_V6LOW	1
+/* ip:port is a pod's own address on another node, not a ClusterIP, and
+ * that pod's port is under STRICT mutual TLS (docs/mtls.md "Client side"):
+ * connect4 sent the connection to the proxy so that it carries it in an
+ * HBONE tunnel to the pod's node; the proxy does not route it as an L7
+ * Service. */
+#define ZH_L7CAP_DST_HBONE	2
 _Static_assert(sizeof(struct zh_l7cap_dst) == 8, "zh_l7cap_dst size");
 
 struct zh_l7cap_client {	/* client socket address as the proxy sees the peer */
