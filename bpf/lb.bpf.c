@@ -38,7 +38,8 @@
  *     a flip and was preempted; lb_pick_fresh then re-reads the service.
  *  3. count == 0 means "service without ready endpoints": connect and
  *     sendmsg fail at once with ECONNREFUSED (bpf_set_retval), never hang.
- *  4. Sockets whose destination is not a service are never touched.
+ *  4. Sockets whose destination is not a service are never touched, but for
+ *     a TCP connect to a STRICT pod of another node (invariant 10).
  *  5. Reverse translation happens only when the observed peer equals the
  *     backend this socket was given (a socket re-connected elsewhere keeps
  *     its real peer).
@@ -72,6 +73,17 @@
  *     ZH_L7CAP_DST_V6LOW (abi/l7cap.h: the record keeps 8 bytes).
  *     getpeername6 gives back the IPv6 ClusterIP. An entry without a
  *     backend refuses (ECONNREFUSED).
+ * 10. mTLS (docs/mtls.md "Client side"): a TCP connect whose backend (or,
+ *     for a destination that is no Service, the destination itself) is
+ *     {pod, port} of another node under STRICT (lb_mtls: the port's entry,
+ *     else the pod's) goes to the node proxy with ZH_L7CAP_DST_HBONE and
+ *     the pod's address:port recorded, when the proxy carries HBONE
+ *     (zh_l7cap_cfg[0].flags ZH_L7CAP_CFG_HBONE); the proxy tunnels it to
+ *     the pod's node. getpeername shows what the application asked for
+ *     (the ClusterIP, or the pod). If the record cannot be written the
+ *     connect is refused (ECONNREFUSED), never sent in plain text. Without
+ *     an HBONE proxy nothing changes (one array lookup per TCP connect).
+ *     IPv4 and v4-mapped only: a native IPv6 connection is not tunneled.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -214,6 +226,41 @@ static __always_inline int lb_l7_redirect(struct bpf_sock_addr *ctx, int v6,
 	lb_sock_record(ctx, vip, vport, &px, svc->svc_id);
 	lb_set_ip4(ctx, v6, lb_v4_of(px.addr), px.port);
 	lb_count(ZH_LB_STAT_L7_REDIRECT);
+	return 1;
+}
+
+/* Invariant 10: does a TCP connection to pod ip4:port (network order) go
+ * through the HBONE tunnel? Only when this node's proxy carries HBONE. */
+static __always_inline int lb_mtls_strict(__u32 ip4, __u32 port)
+{
+	struct zh_lb_mtls_key k = { .ip = ip4, .port = (__be16)port };
+	struct zh_l7cap_cfg *cfg;
+	__u32 zero = 0;
+	__u8 *m;
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
+	if (!cfg || !(cfg->flags & ZH_L7CAP_CFG_HBONE))
+		return 0;
+	m = bpf_map_lookup_elem(&lb_mtls, &k);
+	if (!m) {
+		k.port = 0;	/* no exception for the port: the pod's own mode */
+		m = bpf_map_lookup_elem(&lb_mtls, &k);
+	}
+	return m && *m == ZH_LB_MTLS_STRICT;
+}
+
+/* Invariant 10: vip:vport (what the application asked for) reaches pod
+ * ip4:port through the node proxy's tunnel. */
+static __always_inline int lb_hbone_redirect(struct bpf_sock_addr *ctx, int v6, __u32 vip,
+					     __u32 vport, __u32 ip4, __u32 port, __u32 svc_id)
+{
+	struct zh_lb_backend px = {};
+
+	if (!lb_l7_target(ctx, ip4, port, ZH_L7CAP_DST_HBONE, &px))
+		return lb_refuse(ZH_LB_STAT_L7_NOPROXY);
+	lb_sock_record(ctx, vip, vport, &px, svc_id);
+	lb_set_ip4(ctx, v6, lb_v4_of(px.addr), px.port);
+	lb_count(ZH_LB_STAT_HBONE_REDIRECT);
 	return 1;
 }
 
@@ -404,8 +451,11 @@ static __always_inline int lb_connect(struct bpf_sock_addr *ctx, int v6)
 	if (!lb_get_ip4(ctx, v6, &vip))
 		return 1;
 	svc = lb_svc_of(vip, vport, ctx->protocol);
-	if (!svc)
+	if (!svc) {	/* not a Service: only a STRICT pod is ours (invariant 4, 10) */
+		if (ctx->protocol == IPPROTO_TCP && lb_mtls_strict(vip, vport))
+			return lb_hbone_redirect(ctx, v6, vip, vport, vip, vport, 0);
 		return 1;
+	}
 	if (v6)
 		lb_count(ZH_LB_STAT_V6_MAPPED);
 	if ((svc->flags & ZH_LB_F_L7) && ctx->protocol == IPPROTO_TCP)
@@ -415,6 +465,9 @@ static __always_inline int lb_connect(struct bpf_sock_addr *ctx, int v6)
 	be = lb_pick_fresh(&svc, vip, vport, ctx->protocol);
 	if (!be)
 		return lb_refuse(ZH_LB_STAT_CONNECT_NOBACKEND);
+	if (ctx->protocol == IPPROTO_TCP && lb_mtls_strict(lb_v4_of(be->addr), be->port))
+		return lb_hbone_redirect(ctx, v6, vip, vport, lb_v4_of(be->addr), be->port,
+					 svc->svc_id);
 
 	lb_sock_record(ctx, vip, vport, be, svc->svc_id);
 	lb_set_ip4(ctx, v6, lb_v4_of(be->addr), be->port);

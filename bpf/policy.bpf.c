@@ -109,6 +109,18 @@
  *     Loopback and ICMPv6 (neighbour discovery) pass, as ICMP does. L7
  *     admission (invariant 6) over IPv6 is the same with the proxy's IPv6
  *     capture address (zh_l7cap_cfg6) and pol_sk6's flags.
+ * 11. mTLS STRICT (docs/mtls.md): a TCP connection opened towards a local
+ *     pod flagged POL_F_MTLS, on a port whose mode is STRICT (the rule
+ *     trie's {pod id, POL_ID_MTLS, ingress, TCP, port} entry, longest
+ *     match: pol_compile.c invariant 8), is refused unless its peer is of
+ *     this node (a local pod, or POL_F_NODE: the node and its proxy, which
+ *     delivers what arrived through the HBONE tunnel), however the
+ *     NetworkPolicies judge it: STRICT is a requirement on top of them,
+ *     not an allow of its own. Counted as POL_DROP_MTLS_PLAINTEXT. Only
+ *     while this node's proxy carries HBONE (zh_l7cap_cfg[0].flags
+ *     ZH_L7CAP_CFG_HBONE): without a tunnel there is no way to be
+ *     STRICT, and the mode stays recorded, not enforced. Judged when the
+ *     verdict is made (the SYN, or a generation change), like the rest.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -222,6 +234,38 @@ static __always_inline int allow_orient(const struct pkt *p, const struct pol_ip
 {
 	/* the connection's destination port: the peer's if we opened it */
 	return allow_dir(p, ep, ipc, o, o == POL_DIR_EGRESS ? p->pport : p->lport, v6);
+}
+
+/* Invariant 11: may the peer that opened a TCP connection to the STRICT-
+ * flagged local pod ep send it plain text? ipc: the packet family's ipcache. */
+static __always_inline int mtls_admits(const struct pkt *p, const struct pol_ipc_val *ep,
+				       void *ipc, const int v6)
+{
+	struct pol_rule_key k = {
+		.prefixlen = POL_PLEN_FULL,
+		.local = bpf_htonl(ep->id),
+		.peer = bpf_htonl(POL_ID_MTLS),
+		.dir = POL_DIR_INGRESS,
+		.proto = IPPROTO_TCP,
+		.port = p->lport,
+	};
+	struct pol_ipc_val *pv;
+	struct pol_rule_val *mode;
+	struct zh_l7cap_cfg *cfg;
+	__u32 zero = 0;
+	void *rules;
+
+	cfg = bpf_map_lookup_elem(&zh_l7cap_cfg, &zero);
+	if (!cfg || !(cfg->flags & ZH_L7CAP_CFG_HBONE))
+		return 1;	/* no tunnel on this node: recorded, not enforced */
+	pv = v6 ? bpf_map_lookup_elem(ipc, p->peer6) : bpf_map_lookup_elem(ipc, &p->peer);
+	if (pv && (pv->flags & (POL_F_LOCAL | POL_F_NODE)))
+		return 1;	/* never left this node */
+	rules = table(&pol_rules, p->slot);
+	if (!rules)
+		return 0;
+	mode = bpf_map_lookup_elem(rules, &k);
+	return !mode || mode->pol != POL_MTLS_STRICT;
 }
 
 /* Invariant 6: was this socket (cookie) redirected by the LB to this
@@ -587,7 +631,10 @@ static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 st
 		}
 	}
 
-	if (allowed)
+	if (allowed && orient == POL_DIR_INGRESS && p.proto == IPPROTO_TCP &&
+	    (ep->flags & POL_F_MTLS) && !mtls_admits(&p, ep, ipc, v6))
+		reason = POL_DROP_MTLS_PLAINTEXT, allowed = 0;	/* invariant 11 */
+	else if (allowed)
 		reason = POL_DROP_NONE;
 	else if (prev_verdict == POL_V_ALLOW || prev_reason == POL_DROP_REVOKED)
 		reason = POL_DROP_REVOKED;
@@ -629,7 +676,8 @@ static __always_inline int pol_skb_fam(struct __sk_buff *skb, __u8 dir, __u32 st
 	}
 	if (allowed)
 		return PASS;
-	count_drop(reason, ep->pol[orient & 1]);	/* orient is a direction here */
+	/* orient is a direction here; STRICT is no NetworkPolicy's doing */
+	count_drop(reason, reason == POL_DROP_MTLS_PLAINTEXT ? 0 : ep->pol[orient & 1]);
 	return DROP;
 }
 

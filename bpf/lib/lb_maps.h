@@ -59,6 +59,15 @@ struct {
 	__type(value, __u64);
 } lb_meta SEC(".maps");
 
+/* {pod IPv4, port} of another node -> enum zh_lb_mtls_mode (abi/lb.h):
+ * where connect4 sends a connection into the HBONE tunnel (invariant 10). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ZH_LB_MAX_MTLS);
+	__type(key, struct zh_lb_mtls_key);
+	__type(value, __u8);
+} lb_mtls SEC(".maps");
+
 /* Per-CPU counters indexed by enum zh_lb_stat. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -101,6 +101,12 @@ struct ag_sync_stats {
 int ag_lb_sync(struct ag_lb *lb, const struct ag_compiled *c, uint64_t generation,
 	       struct ag_sync_stats *st);
 
+/* mTLS (src/agent/mtls.c, M1-M2): make the pinned lb_mtls map (fd) hold
+ * the STRICT {pod, port} of the pods of other nodes than node. ag_lb_mtls_fd
+ * gives the loaded map's fd. 0/-errno (previous entries kept). */
+int ag_mtls_sync(int fd, const struct md_state *st, const char *node);
+int ag_lb_mtls_fd(const struct ag_lb *lb);
+
 /* Remember, on each sync, which backends were removed from every service
  * (for --destroy-stale); ag_lb_gone() returns them (valid until the next
  * sync or close). */

@@ -604,6 +604,15 @@ struct md_authzpol {
 enum md_mtls_mode md_mtls_mode_of(const struct md_state *st, const struct md_pod *p,
 				  uint16_t port);
 
+/* Where pod p is STRICT, as the datapath keys it (lb_mtls, the policy
+ * rules): when some port of p is STRICT, calls fn(arg, 0, strict) for the
+ * pod's own mode (md_mtls_mode_of at a port no portLevelMtls names), then
+ * fn(arg, port, strict) for each portLevelMtls port whose mode differs
+ * from it (duplicates possible); returns true. Else calls nothing and
+ * returns false. */
+bool md_mtls_strict_ports(const struct md_state *st, const struct md_pod *p,
+			  void (*fn)(void *arg, uint16_t port, bool strict), void *arg);
+
 /* AuthorizationPolicy for a connection to pod dst on port from a peer:
  * principal "TD/ns/NS/sa/SA" or NULL for plain text (then no source field
  * matches, as in Istio). NULL: allowed; else the reason (a constant,

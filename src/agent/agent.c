@@ -448,6 +448,8 @@ static int sync_once(struct agent *a)
 	}
 	if (!incr || d.pol_relevant)
 		set_local_pods(a, a->st);
+	if (a->lb)	/* mtls.c M1: rewritten at every sync (entries of STRICT pods only) */
+		ag_mtls_sync(ag_lb_mtls_fd(a->lb), a->st, a->node);
 	set_proxy_eps(a);
 	if (a->destroy_stale && a->lb) {
 		const struct zh_lb_backend *gone;

@@ -6,6 +6,7 @@
  * ------------------------------
  * Under the pin dir (e.g. /sys/fs/bpf/zerohop/LAB/NODE):
  *   lb_svc lb_alias lb_sock lb_udprev lb_meta lb_stats  maps
+ *   lb_mtls (STRICT pods of other nodes: ag_lb_set_mtls, src/agent/mtls.c)
  *   zh_l7cap_sock zh_l7cap_orig zh_l7cap_cfg   capture maps shared by name with
  *   zh_l7cap_orig6 zh_l7cap_cfg6               the node proxy (abi/l7cap.h)
  *   lb_link_connect4 .._sendmsg4 .._recvmsg4 .._getpeername4           links
@@ -96,8 +97,8 @@ static const char *const link_names[LB_N_LINKS] = {
 static const char *const map_names[] = {
 	"lb_svc", "lb_alias", "lb_sock", "lb_udprev", "lb_meta", "lb_stats",
 	ZH_L7CAP_SOCK_MAP, ZH_L7CAP_ORIG_MAP, ZH_L7CAP_CFG_MAP,
-	ZH_L7CAP_ORIG6_MAP, ZH_L7CAP_CFG6_MAP,
-};
+	ZH_L7CAP_ORIG6_MAP, ZH_L7CAP_CFG6_MAP, "lb_mtls",
+};	/* in the order of ag_lb_open's maps[] */
 #define N_MAPS ((int)(sizeof(map_names) / sizeof(map_names[0])))
 
 static const char *const stat_names[ZH_LB_STAT_MAX] = {
@@ -112,6 +113,7 @@ static const char *const stat_names[ZH_LB_STAT_MAX] = {
 	[ZH_LB_STAT_L7_NOPROXY] = "connect_l7_refused_no_proxy",
 	[ZH_LB_STAT_V6_MAPPED] = "v6_socket_v4mapped_service",
 	[ZH_LB_STAT_V6_NATIVE] = "v6_native_passed",
+	[ZH_LB_STAT_HBONE_REDIRECT] = "connect_hbone_redirect",
 };
 
 const char *ag_lb_stat_name(int stat)
@@ -276,6 +278,11 @@ static void stats_pin_check(const char *pin_dir)
 	close(fd);
 }
 
+int ag_lb_mtls_fd(const struct ag_lb *lb)
+{
+	return bpf_map__fd(lb->skel->maps.lb_mtls);
+}
+
 int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 {
 	struct bpf_program *progs[LB_N_LINKS];
@@ -313,6 +320,7 @@ int ag_lb_open(const struct ag_lb_opts *o, struct ag_lb **out)
 	maps[8] = lb->skel->maps.zh_l7cap_cfg;
 	maps[9] = lb->skel->maps.zh_l7cap_orig6;
 	maps[10] = lb->skel->maps.zh_l7cap_cfg6;
+	maps[11] = lb->skel->maps.lb_mtls;
 	for (i = 0; i < N_MAPS; i++) {
 		ret = pin_path(path, sizeof(path), o->pin_dir, map_names[i]);
 		if (!ret)
@@ -425,17 +433,11 @@ void ag_lb_close(struct ag_lb *lb, bool unpin)
 		bpf_link__destroy(lb->links[i]);	/* pinned: stays attached */
 	}
 	if (lb->skel && unpin) {
-		bpf_map__unpin(lb->skel->maps.lb_svc, NULL);
-		bpf_map__unpin(lb->skel->maps.lb_alias, NULL);
-		bpf_map__unpin(lb->skel->maps.lb_sock, NULL);
-		bpf_map__unpin(lb->skel->maps.lb_udprev, NULL);
-		bpf_map__unpin(lb->skel->maps.lb_meta, NULL);
-		bpf_map__unpin(lb->skel->maps.lb_stats, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_l7cap_sock, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_l7cap_orig6, NULL);
-		bpf_map__unpin(lb->skel->maps.zh_l7cap_cfg6, NULL);
+		struct bpf_map *m;
+
+		bpf_object__for_each_map(m, lb->skel->obj)	/* every pin ag_lb_open set */
+			if (bpf_map__pin_path(m))
+				bpf_map__unpin(m, NULL);
 		rmdir(lb->pin_dir);	/* fails while accel pins remain: fine */
 	}
 	zh_lb__destroy(lb->skel);

@@ -110,8 +110,9 @@ int md_decode_peerauth(struct dctx *c, const struct yn *root, struct md_meta *me
 		return -EINVAL;
 	if (pa->mode == MD_MTLS_STRICT || pa->mode == MD_MTLS_DISABLE || pa->n_ports)
 		dc_warn(c, mtls ? mtls : plm, mtls ? "mtls.mode" : "portLevelMtls",
-			"validated but not enforced yet: the HBONE tunnel (issue 20) is not built, "
-			"traffic between nodes is plain text (docs/mtls.md)");
+			"enforced only on nodes whose proxy carries the HBONE tunnel (`zerohop proxy "
+			"--hbone`, ZH_PROXY_HBONE=1; off by default): elsewhere traffic between "
+			"nodes stays plain text (docs/mtls.md)");
 	dc_pop(c, old);
 	return 0;
 }
@@ -249,7 +250,8 @@ int md_decode_authzpol(struct dctx *c, const struct yn *root, struct md_meta *me
 	az->action = MD_AUTHZ_ALLOW;
 	if (!spec) {	/* Istio: an empty ALLOW policy denies every request */
 		dc_warn(c, root, "spec", "an empty AuthorizationPolicy denies all traffic to its "
-			"namespace (as in Istio); validated but not enforced yet (docs/mtls.md)");
+			"namespace (as in Istio); enforced only on connections through the HBONE "
+			"tunnel (docs/mtls.md)");
 		return 0;
 	}
 	old = dc_push(c, "spec");
@@ -267,8 +269,9 @@ int md_decode_authzpol(struct dctx *c, const struct yn *root, struct md_meta *me
 	if (dc_seq_each(c, spec, "rules", sizeof(*az->rules), (void **)&az->rules, &az->n_rules,
 			az_rule, NULL))
 		return -EINVAL;
-	dc_warn(c, spec, NULL, "validated but not enforced yet: the HBONE tunnel (issue 20) that "
-		"checks identities is not built (docs/mtls.md)");
+	dc_warn(c, spec, NULL, "enforced only on connections through the HBONE tunnel (to STRICT "
+		"pods, on nodes whose proxy carries it): plain-text connections are not "
+		"checked (docs/mtls.md)");
 	dc_pop(c, old);
 	return 0;
 }

@@ -58,6 +58,37 @@ enum md_mtls_mode md_mtls_mode_of(const struct md_state *st, const struct md_pod
 	return MD_MTLS_PERMISSIVE;
 }
 
+/* A port no portLevelMtls names gives the pod's own mode; 0 is never a
+ * container port (the decoder refuses it). */
+bool md_mtls_strict_ports(const struct md_state *st, const struct md_pod *p,
+			  void (*fn)(void *arg, uint16_t port, bool strict), void *arg)
+{
+	bool own = md_mtls_mode_of(st, p, 0) == MD_MTLS_STRICT, any = own;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			if (!any)
+				return false;
+			fn(arg, 0, own);
+		}
+		for (int i = 0; i < st->n_peerauths; i++) {
+			const struct md_peerauth *pa = &st->peerauths[i];
+
+			for (int j = 0; j < pa->n_ports; j++) {
+				bool s = md_mtls_mode_of(st, p, pa->ports[j].port) == MD_MTLS_STRICT;
+
+				if (s == own)
+					continue;
+				if (pass == 0)
+					any = true;
+				else
+					fn(arg, pa->ports[j].port, s);
+			}
+		}
+	}
+	return true;
+}
+
 /* Istio's string match: exact, "prefix*", "*suffix", "*". */
 static bool str_match(const char *pat, const char *v)
 {

@@ -43,6 +43,13 @@
  *     numbered after the IPv4 classes; a block of one family never
  *     matches an address of the other (Kubernetes: an IPv4 cidr does not
  *     contain any IPv6 address).
+ *  8. mTLS (bpf/policy.bpf.c invariant 11): an identity with a local pod
+ *     and some port under STRICT (md_mtls_strict_ports) has POL_F_MTLS
+ *     and rule entries {id, POL_ID_MTLS, ingress, TCP}: /80 its own mode,
+ *     /96 each port whose mode differs; the longest match is the port's
+ *     mode (enum pol_mtls_mode in the entry's pol). Exact per identity:
+ *     PeerAuthentication selects by namespace and labels (invariant 1),
+ *     and portLevelMtls names port numbers.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -686,6 +693,32 @@ static void compile_policy(struct cc *cc, int p)
 	free(sel);
 }
 
+/* ---- mTLS modes (invariant 8) ----------------------------------------- */
+
+struct mtls_emit {
+	struct cc *cc;
+	uint32_t id;
+};
+
+static void mtls_port(void *arg, uint16_t port, bool strict)
+{
+	struct mtls_emit *m = arg;
+
+	emit(m->cc, m->id, POL_ID_MTLS, POL_DIR_INGRESS, IPPROTO_TCP, port,
+	     port ? POL_PLEN_FULL : POL_PLEN_ANY_PORT, strict ? POL_MTLS_STRICT : POL_MTLS_PLAIN);
+}
+
+static void compile_mtls(struct cc *cc)
+{
+	for (int i = 0; i < cc->n_ids; i++) {
+		struct cc_ident *id = &cc->ids[i];
+		struct mtls_emit m = { cc, id->id };
+
+		if (id->local && md_mtls_strict_ports(cc->st, id->pod, mtls_port, &m))
+			id->flags |= POL_F_MTLS;
+	}
+}
+
 int pol_cmp_rule(const void *a, const void *b)
 {
 	const struct pol_rule *x = a, *y = b;
@@ -821,6 +854,7 @@ int pol_compile(const struct md_state *st, const char *node, const struct pol_li
 		goto out;
 	for (int p = 0; p < cc.n_pols; p++)
 		compile_policy(&cc, p);
+	compile_mtls(&cc);
 	if (cc.overflow) {
 		snprintf(err->field, sizeof(err->field), "NetworkPolicy");
 		snprintf(err->msg, sizeof(err->msg),

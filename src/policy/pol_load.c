@@ -146,6 +146,7 @@ static const char *const drop_names[POL_DROP__MAX] = {
 	[POL_DROP_INGRESS_DENIED] = "ingress_denied",
 	[POL_DROP_EGRESS_DENIED] = "egress_denied",
 	[POL_DROP_REVOKED] = "revoked",
+	[POL_DROP_MTLS_PLAINTEXT] = "mtls_plaintext",
 };
 
 const char *pol_drop_reason_name(uint32_t reason)
@@ -216,10 +217,11 @@ static void detach_one(struct pol *p, int i)
 	unlink(path);	/* an earlier opener's pin we did not adopt */
 }
 
-/* Invariant 6: does any pod of this node need the per-packet programs? */
+/* Invariant 6: does any pod of this node need the per-packet programs?
+ * (isolated, or STRICT: policy.bpf.c invariant 11) */
 static bool any_isolated(const struct pol_compiled *c)
 {
-	const uint32_t iso = POL_F_ISO_INGRESS | POL_F_ISO_EGRESS;
+	const uint32_t iso = POL_F_ISO_INGRESS | POL_F_ISO_EGRESS | POL_F_MTLS;
 
 	for (int i = 0; i < c->n_ipc; i++)
 		if ((c->ipc[i].val.flags & POL_F_LOCAL) && (c->ipc[i].val.flags & iso))
@@ -254,6 +256,29 @@ static int skb_links(struct pol *p, bool want)
 	return 0;
 }
 
+/* pol_drops is sized by the number of drop reasons: a pin of an older
+ * version (fewer reasons) cannot be reused by libbpf and would fail the
+ * whole load. Counters are the one map whose content may be dropped, so the
+ * old pin is replaced (per-policy drops in pol_pdrops are kept). */
+static void drops_pin_check(const char *pin_dir)
+{
+	struct bpf_map_info info = {};
+	uint32_t len = sizeof(info);
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/pol_drops", pin_dir);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != POL_DROP__MAX) {
+		zh_info("policy: pinned drop counters of another version (%u, now %d): replaced",
+			info.max_entries, POL_DROP__MAX);
+		unlink(path);
+	}
+	close(fd);
+}
+
 int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
 {
 	struct pol *p = zh_calloc(1, sizeof(*p));
@@ -276,6 +301,7 @@ int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
 		zh_err("policy: open BPF object: %s", strerror(-ret));
 		goto fail;
 	}
+	drops_pin_check(pin_dir);
 	bpf_object__for_each_map(map, p->skel->obj) {
 		char path[PATH_MAX + 64];
 
@@ -411,15 +437,20 @@ static int node_ips6(struct in6_addr **out)
 }
 
 /* The same for IPv6 (merge_node_ips): into ipc6, a pod address is never
- * the node's. */
+ * the node's; this node's proxy address is. */
 static int merge_node_ips6(struct pol_compiled *c, const struct in6_addr *nips, int n,
 			   struct md_err *err)
 {
 	int added = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (pol_ipc6_find(c, nips[i].s6_addr))
+		struct pol_ipc_val *e = (struct pol_ipc_val *)pol_ipc6_find(c, nips[i].s6_addr);
+
+		if (e) {
+			if (e->flags & POL_F_PROXY)
+				e->flags |= POL_F_NODE;
 			continue;
+		}
 		if ((uint32_t)(c->n_ipc6 + n) > POL_MAX_IPCACHE)
 			return fail_err(err, -E2BIG, "pods", "IPv6 ipcache full with the node's addresses");
 		c->ipc6 = zh_realloc(c->ipc6, (size_t)(c->n_ipc6 + 1) * sizeof(*c->ipc6));
@@ -489,8 +520,15 @@ static int merge_node_ips(struct pol_compiled *c, const uint32_t *nips, int n, s
 	int added = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (pol_ipc_find(c, nips[i]))
-			continue;	/* a pod address is never the node's */
+		/* c is ours to change: the entry lives in c->ipc */
+		struct pol_ipc_val *e = (struct pol_ipc_val *)pol_ipc_find(c, nips[i]);
+
+		if (e) {	/* a pod address is never the node's; this node's
+				 * proxy address is (policy.bpf.c invariant 11) */
+			if (e->flags & POL_F_PROXY)
+				e->flags |= POL_F_NODE;
+			continue;
+		}
 		if ((uint32_t)(c->n_ipc + n) > POL_MAX_IPCACHE)
 			return fail_err(err, -E2BIG, "pods", "ipcache full with the node's addresses");
 		c->ipc = zh_realloc(c->ipc, (size_t)(c->n_ipc + 1) * sizeof(*c->ipc));
@@ -1005,6 +1043,8 @@ int pol_read_drops(const char *pin_dir, struct pol_drops *out)
 		row = &out->by_policy[out->n_by_policy++];
 		if (bpf_map_lookup_elem(fd_names, &k.pol, &nm) == 0)
 			snprintf(row->name, sizeof(row->name), "%s", nm.name);
+		else if (k.reason == POL_DROP_MTLS_PLAINTEXT && !k.pol)	/* no NetworkPolicy */
+			snprintf(row->name, sizeof(row->name), "(PeerAuthentication STRICT)");
 		else
 			snprintf(row->name, sizeof(row->name), "#%u", k.pol);
 		row->reason = k.reason;

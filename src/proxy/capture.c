@@ -32,7 +32,7 @@ static bool ip6_set(const uint8_t *ip6)
 }
 
 int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
-		    const uint8_t *proxy_ip6, struct px_capture *cap)
+		    const uint8_t *proxy_ip6, uint16_t cfg_flags, struct px_capture *cap)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo);
 	struct zh_l7cap *skel = NULL;
@@ -76,7 +76,8 @@ int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
 		goto fail;
 	}
 	{
-		struct zh_l7cap_cfg c = { .proxy_ip = proxy_ip, .proxy_port = htons(ZH_L7CAP_PORT) };
+		struct zh_l7cap_cfg c = { .proxy_ip = proxy_ip, .proxy_port = htons(ZH_L7CAP_PORT),
+					  .flags = cfg_flags };
 		uint32_t zero = 0;
 
 		rc = bpf_map_update_elem(bpf_map__fd(skel->maps.zh_l7cap_cfg), &zero, &c, BPF_ANY);
@@ -111,6 +112,7 @@ int px_capture_open(const char *pin, const char *cg, uint32_t proxy_ip,
 	snprintf(cap->pin_dir, sizeof(cap->pin_dir), "%s", pin);
 	snprintf(cap->cgroup, sizeof(cap->cgroup), "%s", cg);
 	cap->proxy_ip = proxy_ip;
+	cap->cfg_flags = cfg_flags;
 	close(cgfd);
 	return 0;
 fail:
@@ -165,7 +167,8 @@ int px_capture_refresh(struct px_capture *cap)
 	if (!pinned || pinned == map_id(bpf_map__fd(cap->skel->maps.zh_l7cap_cfg)))
 		return cap->orig_fd;
 	/* new first, then the old one: no moment without a sock_ops program */
-	if (px_capture_open(cap->pin_dir, cap->cgroup, cap->proxy_ip, cap->proxy_ip6, &fresh)) {
+	if (px_capture_open(cap->pin_dir, cap->cgroup, cap->proxy_ip, cap->proxy_ip6,
+			    cap->cfg_flags, &fresh)) {
 		zh_warn("proxy: capture: the shared maps under %s were re-created; re-registering failed (retrying)",
 			pin);
 		return cap->orig_fd;

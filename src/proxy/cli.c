@@ -9,6 +9,7 @@
 
 #include "zerohop/cli.h"
 #include "zerohop/hbone.h"
+#include "zerohop/abi/l7cap.h"
 #include "zerohop/identity.h"
 #include "zerohop/lab.h"
 #include "zerohop/log.h"
@@ -266,7 +267,8 @@ int cli_proxy(int argc, char **argv)
 			zh_pin_dir(pin, sizeof(pin), lab, node);
 			lab_node_cgroup_path(cg, sizeof(cg), lab, node);
 		}
-		rc = px_capture_open(pin, cg, ip4, (const uint8_t *)&ip6, &cap);
+		rc = px_capture_open(pin, cg, ip4, (const uint8_t *)&ip6,
+				     hbone ? ZH_L7CAP_CFG_HBONE : 0, &cap);
 		if (rc)
 			goto fail;
 		cfg.capture_fd = cap.orig_fd;

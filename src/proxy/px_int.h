@@ -51,14 +51,17 @@ struct px_capture {
 	char cgroup[512];
 	uint32_t proxy_ip;
 	uint8_t proxy_ip6[16];	/* all zero: no IPv6 listener */
+	uint16_t cfg_flags;	/* ZH_L7CAP_CFG_* published in zh_l7cap_cfg */
 };
 
 /* Load + pin (maps in pin_dir, shared with the agent) + attach (sock_ops
  * on the node cgroup) the capture program; proxy_ip is this proxy's
  * address, written to zh_l7cap_cfg; proxy_ip6 (NULL or all zero: none)
- * its IPv6 listener's, written to zh_l7cap_cfg6. 0 or -errno. */
+ * its IPv6 listener's, written to zh_l7cap_cfg6; cfg_flags what the proxy
+ * serves (ZH_L7CAP_CFG_HBONE: the tunnel, so connect4 sends it STRICT
+ * destinations and the node enforces STRICT). 0 or -errno. */
 int px_capture_open(const char *pin_dir, const char *cgroup, uint32_t proxy_ip,
-		    const uint8_t *proxy_ip6, struct px_capture *cap);
+		    const uint8_t *proxy_ip6, uint16_t cfg_flags, struct px_capture *cap);
 void px_capture_close(struct px_capture *cap);
 /* The shared maps were re-created under the pin dir (`agent --cleanup`, then
  * a new agent): open a new capture on them (registering the proxy there),

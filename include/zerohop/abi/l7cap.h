@@ -85,9 +85,15 @@ _Static_assert(sizeof(struct zh_l7cap_client) == 8, "zh_l7cap_client size");
 struct zh_l7cap_cfg {
 	__be32 proxy_ip;	/* node fabric IP */
 	__be16 proxy_port;	/* htons(ZH_L7CAP_PORT) */
-	__u16 pad;
+	__u16 flags;		/* ZH_L7CAP_CFG_*; was padding, zero from older proxies */
 };
 _Static_assert(sizeof(struct zh_l7cap_cfg) == 8, "zh_l7cap_cfg size");
+/* The proxy serves HBONE both ways (`--hbone`): connect4 may send it
+ * connections to STRICT pods of other nodes (ZH_L7CAP_DST_HBONE), and the
+ * node's policy programs refuse plain text from other nodes to its own
+ * STRICT pods (bpf/policy.bpf.c invariant 11). Without it STRICT is
+ * recorded, not enforced, as before the tunnel existed. */
+#define ZH_L7CAP_CFG_HBONE	1
 
 /* An IPv6 client as the proxy's IPv6 listener sees the peer. */
 struct zh_l7cap_client6 {

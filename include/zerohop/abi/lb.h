@@ -140,7 +140,26 @@ enum zh_lb_stat {
 	ZH_LB_STAT_V6_NATIVE,		/* connect6/sendmsg6 met a native IPv6 destination that
 					 * is no Service: passed through untouched (an IPv6
 					 * ClusterIP counts as CONNECT/SENDMSG_*, docs/ipv6.md) */
+	ZH_LB_STAT_HBONE_REDIRECT,	/* connect4/6 sent a connection to a STRICT pod on
+					 * another node to the node proxy's tunnel (invariant 10) */
 	ZH_LB_STAT_MAX,
+};
+
+/* lb_mtls: the pods of OTHER nodes with a port under STRICT mutual TLS
+ * (docs/mtls.md "Client side"), written by the agent (src/agent/mtls.c).
+ * Key {pod IPv4, port}: port 0 is the pod's own mode, a port entry is an
+ * exception (portLevelMtls) that wins over it. Only pods with some STRICT
+ * port have entries. */
+#define ZH_LB_MAX_MTLS		65536
+struct zh_lb_mtls_key {
+	__be32 ip;		/* pod IPv4, network order */
+	__be16 port;		/* container port, network order; 0 = the pod's mode */
+	__u16 pad;		/* zero */
+};
+_Static_assert(sizeof(struct zh_lb_mtls_key) == 8, "zh_lb_mtls_key size");
+enum zh_lb_mtls_mode {
+	ZH_LB_MTLS_STRICT = 1,	/* tunnel (HBONE) */
+	ZH_LB_MTLS_PLAIN = 2,	/* a port exception that is not STRICT */
 };
 
 #endif

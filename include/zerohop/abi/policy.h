@@ -10,7 +10,8 @@
  *	pol_sk		SK_STORAGE struct pol_sk: per-socket verdict + generation
  *	pol_ct		LRU_HASH struct pol_ct_key -> struct pol_ct_val (UDP flows,
  *			TCP SYNs seen on listeners)
- *	pol_drops	PERCPU_ARRAY[POL_DROP__MAX] u64 packets per reason
+ *	pol_drops	PERCPU_ARRAY[POL_DROP__MAX] u64 packets per reason (a pin
+ *			of another size is replaced: counters restart at 0)
  *	pol_pdrops	LRU_HASH struct pol_pdrop_key -> u64 packets per policy+reason
  *	pol_names	LRU_HASH u32 policy id -> struct pol_name
  *	pol_cgpod	HASH u64 cgroup id -> u32 pod IP (connect4: who connects)
@@ -70,6 +71,9 @@ enum pol_reserved_id {
 	POL_ID_WORLD = 2,		/* address that is not a pod */
 	POL_ID_HOST = 3,		/* an address of this node */
 	POL_ID_PROXY = 4,		/* a node L7 proxy's upstream source address */
+	POL_ID_MTLS = 5,		/* rule peer key of a pod's mTLS mode entries
+					 * (value: enum pol_mtls_mode; invariant 11 of
+					 * bpf/policy.bpf.c) */
 	POL_ID_FIRST_POD = 256,
 	POL_ID_FIRST_CIDR = 0x01000000,
 };
@@ -89,6 +93,16 @@ enum pol_ipc_flags {
 	POL_F_PROXY = 1 << 5,		/* a node proxy's source address (ingress
 					 * admits it: the proxy judged the request,
 					 * docs/policy.md "L7 Services") */
+	POL_F_MTLS = 1 << 6,		/* a local pod with a port under STRICT mutual
+					 * TLS: plain text from other nodes is refused
+					 * (rules {id, POL_ID_MTLS, ingress, TCP, port}) */
+};
+
+/* pol_rule_val.pol of a {local, POL_ID_MTLS, ingress, TCP, port} entry: the
+ * /80 one is the pod's own mode, a /96 one a port's exception. */
+enum pol_mtls_mode {
+	POL_MTLS_STRICT = 1,
+	POL_MTLS_PLAIN = 2,
 };
 
 /* Drop reasons: one enum, doubles as metric label (pol_drop_reason_name). */
@@ -97,6 +111,7 @@ enum pol_drop_reason {
 	POL_DROP_INGRESS_DENIED,	/* new connection/flow not allowed by ingress policy */
 	POL_DROP_EGRESS_DENIED,		/* ... by egress policy */
 	POL_DROP_REVOKED,		/* established connection denied after a policy change */
+	POL_DROP_MTLS_PLAINTEXT,	/* plain text from another node to a STRICT port */
 	POL_DROP__MAX,
 };
 

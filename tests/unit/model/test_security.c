@@ -118,13 +118,63 @@ static void test_mtls_modes(void)
 	       "b: workload DISABLE beats the namespace");
 	is_str(md_mtls_mode_name(md_mtls_mode_of(st, pod(st, "other", "c"), 8080)), "STRICT",
 	       "c (no namespace policy): the mesh-wide STRICT of istio-system");
-	ok(st->n_warnings >= 1, "STRICT/DISABLE warn that they are not enforced yet (%d)",
+	ok(st->n_warnings >= 1, "STRICT/DISABLE warn where they are enforced (%d)",
 	   st->n_warnings);
 	md_state_free(st);
 
 	st = load(POD("a", "shop", "a"), &err);
 	is_str(md_mtls_mode_name(md_mtls_mode_of(st, pod(st, "shop", "a"), 80)), "PERMISSIVE",
 	       "no policy at all: PERMISSIVE (Istio's default)");
+	md_state_free(st);
+}
+
+struct strict_rec {
+	char s[200];
+};
+
+static void rec_port(void *arg, uint16_t port, bool strict)
+{
+	struct strict_rec *r = arg;
+	size_t n = strlen(r->s);
+
+	snprintf(r->s + n, sizeof(r->s) - n, "%s%u=%s", n ? " " : "", port, strict ? "S" : "p");
+}
+
+static const char *strict_ports(const struct md_state *st, const char *ns, const char *name,
+				struct strict_rec *r)
+{
+	r->s[0] = 0;
+	if (!md_mtls_strict_ports(st, pod(st, ns, name), rec_port, r))
+		snprintf(r->s, sizeof(r->s), "none");
+	return r->s;
+}
+
+/* What the datapath keys (lb_mtls, the policy rules): the pod's own mode at
+ * port 0, then the ports that differ; nothing for a pod without STRICT. */
+static void test_strict_ports(void)
+{
+	const char *y =
+		POD("a", "shop", "a") POD("b", "shop", "b") POD("c", "shop", "c") POD("d", "other", "d")
+		PA "metadata: {name: ns, namespace: shop}\nspec: {mtls: {mode: STRICT}}\n---\n"
+		PA "metadata: {name: wa, namespace: shop}\nspec:\n  selector: {matchLabels: {app: a}}\n"
+		"  portLevelMtls: {9187: {mode: DISABLE}, 8080: {mode: STRICT}}\n---\n"
+		PA "metadata: {name: wb, namespace: shop}\nspec:\n  selector: {matchLabels: {app: b}}\n"
+		"  mtls: {mode: PERMISSIVE}\n  portLevelMtls: {5432: {mode: STRICT}}\n---\n"
+		PA "metadata: {name: wc, namespace: shop}\nspec:\n  selector: {matchLabels: {app: c}}\n"
+		"  mtls: {mode: DISABLE}\n";
+	struct md_err err;
+	struct md_state *st = load(y, &err);
+	struct strict_rec r;
+	char buf[600];
+
+	if (!ok(st != NULL, "STRICT ports: policies load"))
+		return (void)diag("%s", md_err_str(&err, buf, sizeof(buf)));
+	is_str(strict_ports(st, "shop", "a", &r), "0=S 9187=p",
+	       "a: STRICT from the namespace, 9187 DISABLE an exception (8080 agrees: no entry)");
+	is_str(strict_ports(st, "shop", "b", &r), "0=p 5432=S",
+	       "b: PERMISSIVE, only 5432 STRICT");
+	is_str(strict_ports(st, "shop", "c", &r), "none", "c: DISABLE, no STRICT port: no entries");
+	is_str(strict_ports(st, "other", "d", &r), "none", "d: another namespace, PERMISSIVE");
 	md_state_free(st);
 }
 
@@ -174,6 +224,7 @@ int main(void)
 {
 	test_errors();
 	test_mtls_modes();
+	test_strict_ports();
 	test_authz();
 	return done_testing();
 }
