@@ -12,7 +12,8 @@
 #		its own programs: docs/lab.md), PORTS as m_ctr
 #	m_pod NAME NODE LABELS CTR...
 #		a Pod; NODE "" leaves the choice to the lab; LABELS "" or
-#		"k: v, k2: v2"; CTR... are m_ctr outputs
+#		"k: v, k2: v2"; CTR... are m_ctr outputs; M_SPEC="k: v, ..." adds
+#		spec fields (serviceAccountName, ...); M_NS its namespace
 #	m_deploy NAME NODE LABELS CTR...
 #		a Deployment of $REPLICAS (default 1) pods selected by name=NAME,
 #		labelled name: NAME plus LABELS; NODE, CTR as m_pod
@@ -89,7 +90,7 @@ m_pod() {
 apiVersion: v1
 kind: Pod
 metadata: {name: $name${M_NS:+, namespace: $M_NS}${labels:+, labels: {$labels\}}}
-spec: {${node:+nodeName: $node, }$(m_ctrs "$@")}
+spec: {${node:+nodeName: $node, }${M_SPEC:+$M_SPEC, }$(m_ctrs "$@")}
 ---
 YAML
 }
