@@ -50,9 +50,16 @@ struct hb_server;
 
 /* NULL: allow; else the reason (logged, counted). peer is the verified
  * SPIFFE ID, sni the "POD.NS" whose SVID the server presented (NULL with a
- * fixed ns/pod); dst_ip network order, dst_port host order. */
+ * fixed ns/pod); dst_ip network order, dst_port host order; src_ip the
+ * client the stream says it carries (HB_HDR_SOURCE, network order), 0
+ * when it says none: a claim, which the callback checks against peer. */
 typedef const char *hb_authorize_fn(void *arg, const char *peer, const char *sni,
-				    uint32_t dst_ip, uint16_t dst_port);
+				    uint32_t dst_ip, uint16_t dst_port, uint32_t src_ip);
+
+/* The CONNECT request header naming the client connection the stream
+ * carries, as RFC 7239 writes it and ztunnel sends it: "for=IP" or
+ * "for=\"IP:PORT\"" (IPv4). */
+#define HB_HDR_SOURCE "forwarded"
 
 struct hb_opts {
 	struct ev_loop *loop;
@@ -75,6 +82,8 @@ struct hb_stats {
 
 /* Listen and serve on o->loop. 0 or -errno (err: a line). */
 int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, size_t errlen);
+/* HB_HDR_SOURCE's value -> the IPv4 it names (network order), 0 if none. */
+uint32_t hb_forwarded_for(const char *v, size_t len);
 int hb_server_port(const struct hb_server *s);	/* the bound port */
 const struct hb_stats *hb_server_stats(const struct hb_server *s);
 void hb_server_close(struct hb_server *s);	/* closes every connection */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -43,6 +44,7 @@ struct hb_stream {
 	int32_t id;
 	bool is_connect;
 	char authority[64];
+	uint32_t src_ip;		/* HB_HDR_SOURCE's address, 0 = none */
 	int ufd, umask;			/* the destination, -1 before the connect */
 	bool connected, client_eof, shut_wr, dst_eof;
 	struct buf up, down;		/* to the destination, from it */
@@ -200,6 +202,27 @@ static ssize_t read_cb(nghttp2_session *sess, int32_t id, uint8_t *dst, size_t l
 	return (ssize_t)n;
 }
 
+/* RFC 7239 "for=1.2.3.4" or "for=\"1.2.3.4:5\"" (the first element, IPv4):
+ * the address, network order, or 0 when it is not one. */
+uint32_t hb_forwarded_for(const char *v, size_t len)
+{
+	char b[64];
+	size_t n;
+	struct in_addr a;
+
+	if (len < 4 || len >= sizeof(b) || strncasecmp(v, "for=", 4))
+		return 0;
+	v += 4;
+	len -= 4;
+	if (len && *v == '"')
+		v++, len--;
+	n = strcspn(v, "\":;,");
+	if (n > len)
+		n = len;
+	snprintf(b, sizeof(b), "%.*s", (int)n, v);
+	return inet_pton(AF_INET, b, &a) == 1 ? a.s_addr : 0;
+}
+
 /* HEADERS complete: authorize (H1), then connect. */
 static void stream_start(struct hb_stream *s)
 {
@@ -215,7 +238,8 @@ static void stream_start(struct hb_stream *s)
 	}
 	why = srv->o.authorize ? srv->o.authorize(srv->o.arg, s->c->peer,
 						  SSL_get_servername(s->c->ssl, TLSEXT_NAMETYPE_host_name),
-						  sin->sin_addr.s_addr, ntohs(sin->sin_port)) : NULL;
+						  sin->sin_addr.s_addr, ntohs(sin->sin_port),
+						  s->src_ip) : NULL;
 	if (why) {
 		srv->st.denied++;
 		zh_info("hbone: denied %s -> %s: %s", s->c->peer, s->authority, why);
@@ -270,6 +294,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 		s->is_connect = vlen == 7 && !memcmp(value, "CONNECT", 7);
 	else if (nlen == 10 && !memcmp(name, ":authority", 10))
 		snprintf(s->authority, sizeof(s->authority), "%.*s", (int)vlen, value);
+	else if (nlen == sizeof(HB_HDR_SOURCE) - 1 && !memcmp(name, HB_HDR_SOURCE, nlen))
+		s->src_ip = hb_forwarded_for((const char *)value, vlen);
 	return 0;
 }
 

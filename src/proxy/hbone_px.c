@@ -1,13 +1,21 @@
 /* hbone_px.c — the node proxy's HBONE listener (hbone.h) and its decision
- * for each CONNECT (docs/mtls.md), WIP: the destination must be a pod of
- * this node whose SVID the server presented (SNI), not under DISABLE, and
- * allowed by AuthorizationPolicy for the peer's principal (md_authz_check).
- * Each denial is logged by hbone.c with the reason returned here.
+ * for each CONNECT (docs/mtls.md): the destination must be a pod of this
+ * node whose SVID the server presented (SNI), not under DISABLE, allowed
+ * by NetworkPolicy (below) and by AuthorizationPolicy for the peer's
+ * principal (md_authz_check). Each denial is logged by hbone.c with the
+ * reason returned here.
  *
- * NetworkPolicy, fail-closed: the tunnel does not carry the client's pod,
- * and the connect to the destination comes from this node, which ingress
- * admits; so a destination that a NetworkPolicy isolates for ingress is
- * reached only through a rule open to every source on that port. */
+ * NetworkPolicy: the connect to the destination comes from this node,
+ * which ingress admits, so the kernel cannot judge it; it is judged here.
+ *  - The stream names its client (HB_HDR_SOURCE, as the proxies' HBONE
+ *    client sends it): that pod must run as the peer's verified identity
+ *    (namespace and ServiceAccount of its SPIFFE ID), else the stream is
+ *    refused; then the pair {client pod, destination} is judged with the
+ *    proxy's policy tables, as the kernel would judge it without a tunnel.
+ *    A peer can only speak for pods of its own identity.
+ *  - No client named (a hand-made HBONE client): fail-closed, a
+ *    destination that a NetworkPolicy isolates for ingress is reached only
+ *    through a rule open to every source on that port. */
 #include <arpa/inet.h>
 
 #include "zerohop/hbone.h"
@@ -25,10 +33,11 @@ static const struct md_pod *local_pod(const struct md_state *st, const char *nod
 }
 
 /* Denials by reason, for the proxy's metrics (one server per process). */
-enum { HB_NO_STATE, HB_NOT_LOCAL, HB_IDENTITY, HB_MTLS_DISABLE, HB_NETPOL, HB_AUTHZ, HB_N };
+enum { HB_NO_STATE, HB_NOT_LOCAL, HB_IDENTITY, HB_MTLS_DISABLE, HB_NETPOL, HB_AUTHZ,
+       HB_SOURCE, HB_N };
 static const char *const hb_reason_label[HB_N] = {
 	"no_state", "not_local_pod", "identity_mismatch", "mtls_disable", "network_policy",
-	"authorization_policy",
+	"authorization_policy", "source_identity",
 };
 static uint64_t hb_denied[HB_N];
 
@@ -81,8 +90,27 @@ static const struct md_netpol *np_isolates(const struct md_state *st, const stru
 	return first;
 }
 
+static const struct md_pod *pod_by_ip(const struct md_state *st, uint32_t ip)
+{
+	for (int i = 0; i < st->n_pods; i++)
+		if (st->pods[i].ip == ip)
+			return &st->pods[i];
+	return NULL;
+}
+
+/* Does pod p run as the SPIFFE ID peer ("spiffe://TD/ns/NS/sa/SA")? */
+static bool runs_as(const struct md_state *st, const struct md_pod *p, const char *peer)
+{
+	char tail[400];
+	size_t lp = strlen(peer), lt;
+
+	snprintf(tail, sizeof(tail), "/ns/%s/sa/%s", p->meta.ns, md_pod_service_account(st, p));
+	lt = strlen(tail);
+	return lp > lt && !strcmp(peer + lp - lt, tail);
+}
+
 static const char *authorize(void *arg, const char *peer, const char *sni, uint32_t ip,
-			     uint16_t port)
+			     uint16_t port, uint32_t src_ip)
 {
 	static char why[400];	/* one loop, one call at a time */
 	struct px_server *s = arg;
@@ -103,10 +131,25 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 		return deny(HB_IDENTITY, "destination is not the workload whose identity was presented");
 	if (md_mtls_mode_of(st, p, port) == MD_MTLS_DISABLE)
 		return deny(HB_MTLS_DISABLE, "destination's PeerAuthentication mode is DISABLE");
-	np = np_isolates(st, p, port);
-	if (np) {
+	if (src_ip) {	/* the client the stream carries, vouched for by the peer */
+		const struct md_pod *cp = pod_by_ip(st, src_ip);
+		const char *np_why;
+		char a[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &src_ip, a, sizeof(a));
+		if (!cp || !runs_as(st, cp, peer)) {
+			snprintf(why, sizeof(why), "client %s is %s, not a workload of the peer's identity",
+				 a, cp ? "another workload" : "no pod");
+			return deny(HB_SOURCE, why);
+		}
+		if (!px_netpol_pair(s, src_ip, ip, port, &np_why)) {
+			snprintf(why, sizeof(why), "NetworkPolicy denies client %s/%s (%s)",
+				 cp->meta.ns, cp->meta.name, np_why);
+			return deny(HB_NETPOL, why);
+		}
+	} else if ((np = np_isolates(st, p, port))) {
 		snprintf(why, sizeof(why), "NetworkPolicy %s/%s isolates the destination and the "
-			 "tunnel does not carry the client's pod yet", np->meta.ns, np->meta.name);
+			 "stream names no client", np->meta.ns, np->meta.name);
 		return deny(HB_NETPOL, why);
 	}
 	if (!strncmp(peer, "spiffe://", 9))

@@ -256,6 +256,20 @@ bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip
 	return pol_eval6(s->pol, src, ip.v6, port, MD_PROTO_TCP, reason, pol_id);
 }
 
+bool px_netpol_pair(struct px_server *s, uint32_t src_ip, uint32_t dst_ip, uint16_t port,
+		    const char **why)
+{
+	static char buf[POL_NAME_MAX + 32];	/* one loop, one caller at a time */
+	uint32_t reason, pol_id;
+
+	if (!s->pol || pol_eval(s->pol, src_ip, dst_ip, port, MD_PROTO_TCP, &reason, &pol_id))
+		return true;
+	snprintf(buf, sizeof(buf), "%s of %s", reason == POL_DROP_EGRESS_DENIED ? "egress" : "ingress",
+		 px_netpol_name(s->pol, pol_id));
+	*why = buf;
+	return false;
+}
+
 bool px_netpol_check(struct px_stream *st)
 {
 	struct px_conn *c = st->c;

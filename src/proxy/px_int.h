@@ -468,6 +468,12 @@ int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port);
  * the client by its IPv6 address, or its pod's (px_table_ip6_of4). */
 bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip ip,
 		      uint16_t port, uint32_t *reason, uint32_t *pol_id);
+/* Whether NetworkPolicy lets pod src_ip reach pod dst_ip:port (TCP, IPv4),
+ * for a connection that did not come from a captured socket (the HBONE
+ * server's: the client another node's proxy carried). false: *why names
+ * the side and the policy ("ingress of NS/NAME", static). No tables: true. */
+bool px_netpol_pair(struct px_server *s, uint32_t src_ip, uint32_t dst_ip, uint16_t port,
+		    const char **why);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);

@@ -11,7 +11,9 @@
 # 403 with the reason logged and its removal restores access, a client
 # without a certificate is refused with the reason logged, a NetworkPolicy
 # isolating the destination closes the tunnel to it (fail-closed) unless a
-# rule admits every source on the port.
+# rule admits every source on the port, or the stream names its client
+# (forwarded: for=IP) and that pod, run by the peer's identity, is admitted;
+# a peer naming another identity's pod is refused.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t88hb openssl tcpdump tshark
@@ -133,6 +135,23 @@ wait_until 10 evil_gets 403
 ok $? "NetworkPolicy isolating srv (from app=client only): evil through the tunnel gets 403, not a way around it"
 ok $(grep -q "denied spiffe://cluster.local/ns/default/sa/evil -> $SRV:9000: NetworkPolicy default/srv-from-client isolates the destination" \
 	"$RUN/nodes/node-b/proxy.log"; echo $?) "... logged with the policy"
+# a stream that names its client (forwarded: for=IP, as the proxies' client
+# sends it) is judged as that pod, if the peer's identity runs it
+CLI=$(lab_pod_ip client) EVIL=$(lab_pod_ip evil)
+fwd() { HB_FORWARDED="for=$2" lab_exec "$1" env HB_FORWARDED="for=$2" "$PY" "$HBC" "$NB" 15008 \
+	"$A/bundle.pem" "$A/default_$1.crt" "$A/default_$1.key" "$SRV:9000" 10 srv.default 2>&1 | tail -n 1; }
+out=$(fwd client "$CLI")
+echoed "$out" 10
+ok $? "client's stream naming client ($CLI): judged as client, the policy admits it ($out)"
+out=$(fwd evil "$EVIL")
+ok $(grep -q "^STATUS 403 " <<<"$out"; echo $?) "evil's stream naming evil: 403"
+wait_until 5 grep -q "denied spiffe://cluster.local/ns/default/sa/evil -> $SRV:9000: NetworkPolicy denies client default/evil (ingress of default/srv-from-client)" \
+	"$RUN/nodes/node-b/proxy.log"
+ok $? "  logged with the client pod and the policy"
+out=$(fwd evil "$CLI")
+ok $(grep -q "^STATUS 403 " <<<"$out"; echo $?) "evil's stream naming client: 403, a peer speaks only for its own identity"
+wait_until 5 grep -q "client $CLI is another workload, not a workload of the peer's identity" "$RUN/nodes/node-b/proxy.log"
+ok $? "  logged as such"
 np srv-from-client '{ports: [{port: 9000}]}' >"$TMP/np.yaml"
 "$ZH" apply --lab $LAB -f "$TMP/np.yaml" >/dev/null 2>&1
 wait_until 10 evil_gets 200

@@ -20,6 +20,8 @@ sni = sys.argv[8] if len(sys.argv) > 8 else "hbone"
 # HB_PAYLOAD: send this text instead of random bytes (a marker to look for
 # on the wire)
 # HB_LINGER=MS: wait that long, stream open, before END_STREAM
+# HB_FORWARDED: send it as the CONNECT's forwarded header ("for=IP": the
+#   client the stream carries, as the node proxies' HBONE client does)
 linger = int(os.environ.get("HB_LINGER", "0")) / 1000
 payload = os.environ["HB_PAYLOAD"].encode() if os.environ.get("HB_PAYLOAD") else os.urandom(int(nbytes))
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -48,7 +50,10 @@ try:
         print("IDLE %d" % ((time.monotonic() - t0) * 1000))
         sys.exit(0)
     sid = c.get_next_available_stream_id()
-    c.send_headers(sid, [(":method", "CONNECT"), (":authority", authority)])
+    hdrs = [(":method", "CONNECT"), (":authority", authority)]
+    if os.environ.get("HB_FORWARDED"):  # the client the stream carries (RFC 7239)
+        hdrs.append(("forwarded", os.environ["HB_FORWARDED"]))
+    c.send_headers(sid, hdrs)
     t.sendall(c.data_to_send())
     status, got, sent, ended = None, bytearray(), 0, False
     done = False

@@ -63,9 +63,12 @@ static void *echo_main(void *arg)
 	}
 }
 
+
 static const char *deny_evil(void *arg, const char *peer, const char *sni, uint32_t ip,
-			     uint16_t port)
+			     uint16_t port, uint32_t src_ip)
 {
+	if (src_ip == inet_addr("192.0.2.66"))
+		return "the client the stream names is denied";
 	return strstr(peer, "/sa/evil") ? "denied by a DENY policy" : NULL;
 }
 
@@ -256,6 +259,20 @@ int main(void)
 	ok(refused(line), "an SVID of an unknown CA: refused (%s)", line);
 	ok(echoed(client(port, out, "cli", 5, line, sizeof(line)), 5),
 	   "the server still serves after the refusals (%s)", line);
+
+	/* the client a stream names (HB_HDR_SOURCE, RFC 7239) reaches authorize */
+	is_int(hb_forwarded_for("for=192.0.2.66", 14), (int)inet_addr("192.0.2.66"), "forwarded: for=IP");
+	is_int(hb_forwarded_for("for=\"10.0.0.1:4242\"", 20), (int)inet_addr("10.0.0.1"),
+	       "forwarded: for=\"IP:PORT\"");
+	is_int(hb_forwarded_for("FOR=10.0.0.1;proto=tcp", 22), (int)inet_addr("10.0.0.1"),
+	       "forwarded: case, parameters after");
+	is_int(hb_forwarded_for("for=unknown", 11), 0, "forwarded: for=unknown names no client");
+	is_int(hb_forwarded_for("by=10.0.0.1", 11), 0, "forwarded: no for= names no client");
+	setenv("HB_FORWARDED", "for=192.0.2.66", 1);
+	client(port, out, "cli", 11, line, sizeof(line));
+	unsetenv("HB_FORWARDED");
+	ok(!strncmp(line, "STATUS 403 LEN 0", 16),
+	   "a stream naming client 192.0.2.66: authorize sees it, 403 (%s)", line);
 
 	/* the destination's identity chosen by SNI "POD.NS" (id_tls_ctx_sni) */
 	client_sni(port_sni, out, "cli", 7, "srv.default", line, sizeof(line));
