@@ -348,7 +348,8 @@ int cli_observe(int argc, char **argv)
 			pattern, lab);
 		return 1;
 	}
-	l7 = !f.type || !strcasecmp(f.type, "request");
+	/* the proxies: their requests, and their HBONE servers' denials (drop) */
+	l7 = !f.type || !strcasecmp(f.type, "request") || !strcasecmp(f.type, "drop");
 	nn = l7 && !lab_topo_read(lab, t) ? t->n_nodes : 0;
 	srcs = zh_calloc(g.gl_pathc + (size_t)nn, sizeof(*srcs));
 	pfd = zh_calloc(g.gl_pathc + (size_t)nn, sizeof(*pfd));

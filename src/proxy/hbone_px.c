@@ -16,6 +16,7 @@
  *  - No client named (a hand-made HBONE client): fail-closed, a
  *    destination that a NetworkPolicy isolates for ingress is reached only
  *    through a rule open to every source on that port. */
+#include <time.h>
 #include <arpa/inet.h>
 
 #include "zerohop/hbone.h"
@@ -40,11 +41,97 @@ static const char *const hb_reason_label[HB_N] = {
 	"authorization_policy", "source_identity",
 };
 static uint64_t hb_denied[HB_N];
+static int hb_last_reason;	/* of the last deny(), for the flow log */
 
 static const char *deny(int reason, const char *why)
 {
 	hb_denied[reason]++;
+	hb_last_reason = reason;
 	return why;
+}
+
+/* The last HB_FLOW_RING denials, for `zerohop observe` (GET /flows, merged
+ * with the request log): type "drop", verdict DROPPED, reporter
+ * "destination", reason the metric's label; the source is the client pod
+ * the stream named, else the peer's namespace and ServiceAccount. */
+#define HB_FLOW_RING 256
+struct hb_flow {
+	double t;
+	int reason;
+	uint32_t sip, dip;		/* network order; sip 0: not named */
+	uint16_t dport;
+	char sns[64], sname[128];	/* client pod, or "sa/SA" of the peer */
+	char dns[64], dpod[128];	/* "" when the destination is no local pod */
+};
+static struct hb_flow hb_flows[HB_FLOW_RING];
+static uint64_t hb_flows_n;
+
+static void hb_flow_line(struct buf *b, const struct hb_flow *f)
+{
+	char s[INET_ADDRSTRLEN], d[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &f->sip, s, sizeof(s));
+	inet_ntop(AF_INET, &f->dip, d, sizeof(d));
+	buf_printf(b, "{\"time\":%.6f,\"type\":\"drop\",\"verdict\":\"DROPPED\","
+		   "\"reason\":\"%s\",\"reporter\":\"destination\",\"source\":{\"ip\":\"%s\","
+		   "\"port\":0,\"namespace\":\"%s\",\"pod\":\"%s\"},\"destination\":{"
+		   "\"ip\":\"%s\",\"port\":%u,\"namespace\":\"%s\",\"pod\":\"%s\"},"
+		   "\"tunnel\":\"hbone\"}\n",
+		   f->t, hb_reason_label[f->reason], s, f->sns, f->sname, d, f->dport, f->dns, f->dpod);
+}
+
+void px_hbone_flows(struct buf *b)
+{
+	uint64_t first = hb_flows_n > HB_FLOW_RING ? hb_flows_n - HB_FLOW_RING : 0;
+
+	for (uint64_t i = first; i < hb_flows_n; i++)
+		hb_flow_line(b, &hb_flows[i % HB_FLOW_RING]);
+}
+
+/* Copy the "/ns/NS/sa/SA" parts of a SPIFFE ID into ns and "sa/SA" into name. */
+static void peer_names(const char *peer, char *ns, size_t nl, char *name, size_t ml)
+{
+	const char *p = strstr(peer, "/ns/"), *sa = p ? strstr(p + 4, "/sa/") : NULL;
+
+	snprintf(ns, nl, "%.*s", sa ? (int)(sa - p - 4) : 0, sa ? p + 4 : "");
+	snprintf(name, ml, "sa/%s", sa ? sa + 4 : "?");
+}
+
+static void hb_flow_note(const struct md_state *st, const char *node, const char *peer,
+			 uint32_t sip, uint32_t dip, uint16_t dport)
+{
+	struct hb_flow *f = &hb_flows[hb_flows_n++ % HB_FLOW_RING];
+	const struct md_pod *sp = NULL, *dp = st ? local_pod(st, node, dip) : NULL;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	memset(f, 0, sizeof(*f));
+	f->t = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	f->reason = hb_last_reason;
+	f->sip = sip;
+	f->dip = dip;
+	f->dport = dport;
+	for (int i = 0; st && sip && !sp && i < st->n_pods; i++)
+		if (st->pods[i].ip == sip)
+			sp = &st->pods[i];
+	if (sp) {
+		snprintf(f->sns, sizeof(f->sns), "%s", sp->meta.ns);
+		snprintf(f->sname, sizeof(f->sname), "%s", sp->meta.name);
+	} else {
+		peer_names(peer, f->sns, sizeof(f->sns), f->sname, sizeof(f->sname));
+	}
+	if (dp) {
+		snprintf(f->dns, sizeof(f->dns), "%s", dp->meta.ns);
+		snprintf(f->dpod, sizeof(f->dpod), "%s", dp->meta.name);
+	}
+	if (px_flows_followed()) {
+		struct buf b;
+
+		buf_init(&b, 0);
+		hb_flow_line(&b, f);
+		px_flows_follow(&b);
+		buf_free(&b);
+	}
 }
 
 /* A rule of an ingress policy that admits any source on TCP port. */
@@ -109,12 +196,10 @@ static bool runs_as(const struct md_state *st, const struct md_pod *p, const cha
 	return lp > lt && !strcmp(peer + lp - lt, tail);
 }
 
-static const char *authorize(void *arg, const char *peer, const char *sni, uint32_t ip,
-			     uint16_t port, uint32_t src_ip)
+static const char *decide(struct px_server *s, const struct md_state *st, const char *peer,
+			  const char *sni, uint32_t ip, uint16_t port, uint32_t src_ip)
 {
 	static char why[400];	/* one loop, one call at a time */
-	struct px_server *s = arg;
-	const struct md_state *st = s->tbl ? px_table_state(s->tbl) : NULL;
 	const struct md_authzpol *pol = NULL;
 	const struct md_netpol *np;
 	const struct md_pod *p;
@@ -160,6 +245,19 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 	snprintf(why, sizeof(why), "%s (AuthorizationPolicy %s/%s)", r,
 		 pol ? pol->meta.ns : "-", pol ? pol->meta.name : "-");
 	return deny(HB_AUTHZ, why);
+}
+
+/* hb_authorize_fn: decide, and put each denial in the flow log. */
+static const char *authorize(void *arg, const char *peer, const char *sni, uint32_t ip,
+			     uint16_t port, uint32_t src_ip)
+{
+	struct px_server *s = arg;
+	const struct md_state *st = s->tbl ? px_table_state(s->tbl) : NULL;
+	const char *why = decide(s, st, peer, sni, ip, port, src_ip);
+
+	if (why)
+		hb_flow_note(st, s->cfg->node, peer, src_ip, ip, port);
+	return why;
 }
 
 int px_hbone_open(struct px_server *s)

@@ -474,6 +474,13 @@ bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip
  * the side and the policy ("ingress of NS/NAME", static). No tables: true. */
 bool px_netpol_pair(struct px_server *s, uint32_t src_ip, uint32_t dst_ip, uint16_t port,
 		    const char **why);
+/* stats.c: one ready JSON line (with its newline) to the /flows followers
+ * (`zerohop observe --follow`); whether there are any. */
+void px_flows_follow(const struct buf *line);
+bool px_flows_followed(void);
+/* hbone_px.c: the HBONE server's last denials as flow lines ("drop"). */
+void px_hbone_flows(struct buf *b);
+
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);

@@ -160,20 +160,30 @@ static void px_follow_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		}
 }
 
+void px_flows_follow(const struct buf *b)
+{
+	for (int i = 0; i < px_follow.n;) {
+		ssize_t w = send(px_follow.fd[i], buf_head(b), b->data, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w != (ssize_t)b->data)
+			px_follow_drop(i);	/* slow or gone; a partial line ends it too */
+		else
+			i++;
+	}
+}
+
+bool px_flows_followed(void)
+{
+	return px_follow.n > 0;
+}
+
 static void px_follow_send(const struct px_flow *f)
 {
 	struct buf b;
 
 	buf_init(&b, 0);
 	px_flow_line(&b, f);
-	for (int i = 0; i < px_follow.n;) {
-		ssize_t w = send(px_follow.fd[i], buf_head(&b), b.data, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (w != (ssize_t)b.data)
-			px_follow_drop(i);	/* slow or gone; a partial line ends it too */
-		else
-			i++;
-	}
+	px_flows_follow(&b);
 	buf_free(&b);
 }
 
@@ -223,6 +233,7 @@ static void px_flows_render(struct buf *b)
 
 	for (uint64_t i = first; i < px_flows_n; i++)
 		px_flow_line(b, &px_flows[i % PX_FLOW_RING]);
+	px_hbone_flows(b);	/* the HBONE server's denials (observe sorts by time) */
 }
 
 /* One request's JSON line (the agents' flow format, type "request"). */

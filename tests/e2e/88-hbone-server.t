@@ -111,6 +111,9 @@ wait_until 10 evil_gets 403
 ok $? "DENY by principal applied: evil gets 403"
 ok $(grep -q "denied spiffe://cluster.local/ns/default/sa/evil -> $SRV:9000: denied by a DENY policy (AuthorizationPolicy default/srv-deny-evil)" \
 	"$RUN/nodes/node-b/proxy.log"; echo $?) "the denial is logged with its reason and policy"
+obs=$("$ZH" observe --lab $LAB --type drop -o json 2>/dev/null | jq -c 'select(.reason == "authorization_policy")' | tail -n 1)
+is "$(jq -r '"\(.node) \(.verdict) \(.source.namespace)/\(.source.pod) -> \(.destination.pod):\(.destination.port) \(.tunnel)"' <<<"$obs" 2>/dev/null)" \
+	"node-b DROPPED default/sa/evil -> srv:9000 hbone" "zerohop observe shows the denial (drop, reason authorization_policy, the peer's identity)"
 out=$(hbc client client 10)
 echoed "$out" 10
 ok $? "client (another principal) still allowed"
