@@ -41,6 +41,11 @@
 
 #define HB_PORT 15008	/* Istio's HBONE port */
 #define HB_HIGH 65536	/* per-stream buffer high watermark */
+/* A tunnel's connection-level receive window, both ends: one stream
+ * holding its HB_HIGH (a destination or client not reading, H2) must not
+ * stall the others; memory stays bounded per stream by HB_HIGH. 100
+ * streams: the client's per-tunnel cap (hbone_out.h O7). */
+#define HB_CONN_WINDOW (100 * HB_HIGH)
 #define HB_HANDSHAKE_MS 10000	/* H4 default */
 #define HB_IDLE_MS 300000	/* H5 default: 5 min, as ztunnel's pool idle timeout */
 #define HB_MAX_CONNS 1024	/* H6 default */
@@ -57,6 +62,8 @@ typedef const char *hb_authorize_fn(void *arg, const char *peer, const char *sni
 struct hb_opts {
 	struct ev_loop *loop;
 	const char *listen;		/* "IP:PORT" (PORT 0: ephemeral) */
+	const char *listen2;		/* a second "IP:PORT" (the node proxy's
+					 * address, where clients dial), or NULL */
 	const char *svid_dir;		/* the node's SVIDs (identity.h) */
 	const char *ns, *pod;		/* whose SVID the server presents; NULL:
 					 * the pod named by SNI (id_tls_ctx_sni) */
@@ -75,7 +82,7 @@ struct hb_stats {
 
 /* Listen and serve on o->loop. 0 or -errno (err: a line). */
 int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, size_t errlen);
-int hb_server_port(const struct hb_server *s);	/* the bound port */
+int hb_server_port(const struct hb_server *s);	/* the bound port (of listen) */
 const struct hb_stats *hb_server_stats(const struct hb_server *s);
 void hb_server_close(struct hb_server *s);	/* closes every connection */
 
