@@ -1,9 +1,9 @@
 /* hbone.h — the HBONE tunnel's server side (prefix hb_): HTTP/2 CONNECT
  * over mutual TLS 1.3, as Istio ambient's ztunnel on port 15008
  * (docs/mtls.md). WORK IN PROGRESS: the server, which the node proxy runs
- * on NODE_IP:15008 when asked (`zerohop proxy --hbone`, ZH_PROXY_HBONE=1;
- * off by default; src/proxy/hbone_px.c decides each CONNECT); no client
- * side yet.
+ * on NODE_IP:15008 and its proxy address :15008 when asked (`zerohop proxy
+ * --hbone`, ZH_PROXY_HBONE=1; off by default; src/proxy/hbone_px.c
+ * decides each CONNECT). The client side is hbone_out.h.
  *
  * One listener on a caller's event loop (ev.h). Per accepted connection:
  *   HANDSHAKE ── TLS 1.3 done, ALPN h2, peer SVID verified (identity.h I8) ──► H2
