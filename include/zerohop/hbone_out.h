@@ -78,12 +78,13 @@ struct ev_loop;
 struct hbo_client;
 
 /* Why a client connection was closed without its answer (metric labels:
- * hbo_fail_name). The first four are decided by the caller (hbone_px.c). */
+ * hbo_fail_name). The first five are decided by the caller (hbone_px.c). */
 enum hbo_fail {
 	HBO_F_NO_STATE,		/* no model state loaded yet */
 	HBO_F_NO_SOURCE_POD,	/* the client is not a pod of this node */
 	HBO_F_NO_DESTINATION,	/* no pod with that IP, or its node has no address */
 	HBO_F_IPV6,		/* an IPv6 client: not supported yet */
+	HBO_F_NETWORK_POLICY,	/* the client's egress or the destination's ingress */
 	HBO_F_NO_SOURCE_SVID,	/* no usable SVID for the source pod */
 	HBO_F_TUNNEL_CAP,	/* max_tunnels open, none idle (O6) */
 	HBO_F_CONNECT_REFUSED,	/* TCP to the destination node failed */

@@ -41,7 +41,8 @@
 #include "zerohop/net.h"
 
 static const char *const fail_name[HBO_F__N] = {
-	"no_state", "no_source_pod", "no_destination", "ipv6", "no_source_svid", "tunnel_cap",
+	"no_state", "no_source_pod", "no_destination", "ipv6", "network_policy", "no_source_svid",
+	"tunnel_cap",
 	"connect_refused", "tls_refused", "denied", "unavailable", "bad_status", "reset",
 };
 

@@ -12,6 +12,8 @@
  * IPv4 (any node), the tunnel goes to that pod's node's proxy address
  * (pol_node_proxy_ip: the first address of its pod /24, where that node's
  * server listens too) port 15008, leaving from this node's (s->src_ip).
+ * NetworkPolicy is judged here, where both pods are known, as for an L7
+ * request (netpol.c): the client's egress and the destination's ingress.
  *
  * NetworkPolicy, fail-closed: the tunnel does not carry the client's pod,
  * and the connect to the destination comes from this node, which ingress
@@ -226,6 +228,18 @@ void px_hbone_out(struct px_server *s, int fd, const struct px_conn *c)
 		hbo_refuse(s->hbo, fd, HBO_F_NO_DESTINATION, client, d,
 			   !dst ? "no pod has that address" : "the pod's node has no proxy address");
 		return;
+	}
+	{	/* NetworkPolicy, as for an L7 request (netpol.c): both pods known here */
+		uint32_t reason, pol_id;
+		char why[300];
+
+		if (!px_netpol_allows(s, c, px_ip4(c->dst_ip), c->dst_port, &reason, &pol_id)) {
+			snprintf(why, sizeof(why), "%s (%s)", reason == POL_DROP_EGRESS_DENIED ?
+				 px_err_policy_egress : px_err_policy_ingress,
+				 px_netpol_name(s->pol, pol_id));
+			hbo_refuse(s->hbo, fd, HBO_F_NETWORK_POLICY, client, d, why);
+			return;
+		}
 	}
 	t.src_ns = src->meta.ns;
 	t.src_pod = src->meta.name;

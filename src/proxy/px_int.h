@@ -474,6 +474,8 @@ int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port);
  * the client by its IPv6 address, or its pod's (px_table_ip6_of4). */
 bool px_netpol_allows(struct px_server *s, const struct px_conn *c, struct px_ip ip,
 		      uint16_t port, uint32_t *reason, uint32_t *pol_id);
+/* "ns/name" of the policy pol_id (px_netpol_allows), or "-". */
+const char *px_netpol_name(const struct pol_compiled *c, uint32_t pol_id);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);
