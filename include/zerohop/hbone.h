@@ -1,9 +1,9 @@
 /* hbone.h — the HBONE tunnel's server side (prefix hb_): HTTP/2 CONNECT
  * over mutual TLS 1.3, as Istio ambient's ztunnel on port 15008
  * (docs/mtls.md). WORK IN PROGRESS: the server, which the node proxy runs
- * on NODE_IP:15008 when asked (`zerohop proxy --hbone`, ZH_PROXY_HBONE=1;
- * off by default; src/proxy/hbone_px.c decides each CONNECT); no client
- * side yet.
+ * on NODE_IP:15008 and its proxy address :15008 when asked (`zerohop proxy
+ * --hbone`, ZH_PROXY_HBONE=1; off by default; src/proxy/hbone_px.c
+ * decides each CONNECT). The client side is hbone_out.h.
  *
  * One listener on a caller's event loop (ev.h). Per accepted connection:
  *   HANDSHAKE ── TLS 1.3 done, ALPN h2, peer SVID verified (identity.h I8) ──► H2
@@ -41,6 +41,11 @@
 
 #define HB_PORT 15008	/* Istio's HBONE port */
 #define HB_HIGH 65536	/* per-stream buffer high watermark */
+/* A tunnel's connection-level receive window, both ends: one stream
+ * holding its HB_HIGH (a destination or client not reading, H2) must not
+ * stall the others; memory stays bounded per stream by HB_HIGH. 100
+ * streams: the client's per-tunnel cap (hbone_out.h O7). */
+#define HB_CONN_WINDOW (100 * HB_HIGH)
 #define HB_HANDSHAKE_MS 10000	/* H4 default */
 #define HB_IDLE_MS 300000	/* H5 default: 5 min, as ztunnel's pool idle timeout */
 #define HB_MAX_CONNS 1024	/* H6 default */
@@ -64,6 +69,8 @@ typedef const char *hb_authorize_fn(void *arg, const char *peer, const char *sni
 struct hb_opts {
 	struct ev_loop *loop;
 	const char *listen;		/* "IP:PORT" (PORT 0: ephemeral) */
+	const char *listen2;		/* a second "IP:PORT" (the node proxy's
+					 * address, where clients dial), or NULL */
 	const char *svid_dir;		/* the node's SVIDs (identity.h) */
 	const char *ns, *pod;		/* whose SVID the server presents; NULL:
 					 * the pod named by SNI (id_tls_ctx_sni) */
@@ -84,7 +91,7 @@ struct hb_stats {
 int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, size_t errlen);
 /* HB_HDR_SOURCE's value -> the IPv4 it names (network order), 0 if none. */
 uint32_t hb_forwarded_for(const char *v, size_t len);
-int hb_server_port(const struct hb_server *s);	/* the bound port */
+int hb_server_port(const struct hb_server *s);	/* the bound port (of listen) */
 const struct hb_stats *hb_server_stats(const struct hb_server *s);
 void hb_server_close(struct hb_server *s);	/* closes every connection */
 

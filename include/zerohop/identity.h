@@ -182,6 +182,11 @@ struct ssl_ctx_st *id_tls_ctx_sni(const char *svid_dir, struct id_err *err);
  * spiffe (copied). 0 or -ENOMEM. */
 int id_tls_expect(struct ssl_st *ssl, const char *spiffe);
 
+/* The SPIFFE ID of the SVID a context presents (its own certificate's URI
+ * SAN) into buf: the HBONE client takes the trust domain from it. 0, or
+ * -ENOKEY when it has none. */
+int id_tls_ctx_spiffe(struct ssl_ctx_st *ctx, char *buf, size_t len);
+
 /* After the handshake: the peer's SPIFFE ID into buf; -ENOKEY when it has
  * none (never after a handshake that succeeded). */
 int id_tls_peer(struct ssl_st *ssl, char *buf, size_t len);

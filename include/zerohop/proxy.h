@@ -372,9 +372,10 @@ struct px_config {
 	 * loop sleeps, poll without sleeping this long, so a vCPU that would
 	 * halt between requests stays awake. 0 = off (the default). */
 	uint64_t busy_poll_us;
-	/* HBONE listener (hbone.h, docs/mtls.md; WIP, opt-in: --hbone):
-	 * ADDR:PORT or NULL (off), the node's SVID directory and name (its
-	 * pods are the destinations) */
+	/* HBONE (hbone.h, hbone_out.h, docs/mtls.md; WIP, opt-in: --hbone):
+	 * the listener's ADDR:PORT or NULL (off: no server, no client), the
+	 * node's SVID directory and name (its pods are the server's
+	 * destinations and the client's sources) */
 	const char *hbone_listen, *svid_dir, *node;
 };
 

@@ -160,6 +160,16 @@ int id_tls_expect(SSL *ssl, const char *spiffe)
 	return 0;
 }
 
+int id_tls_ctx_spiffe(SSL_CTX *ctx, char *buf, size_t len)
+{
+	X509 *x = SSL_CTX_get0_certificate(ctx);
+
+	buf[0] = 0;
+	if (x)
+		idx_uri(x, buf, len);
+	return buf[0] ? 0 : -ENOKEY;
+}
+
 int id_tls_peer(SSL *ssl, char *buf, size_t len)
 {
 	X509 *x = SSL_get1_peer_certificate(ssl);

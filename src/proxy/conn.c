@@ -216,6 +216,7 @@ static int px_capture_lookup6(struct px_server *s, struct px_conn *c,
 	c->dst_ip = v.ip;
 	c->dst_port = ntohs(v.port);
 	c->dst_v6low = v.flags & ZH_L7CAP_DST_V6LOW;
+	c->dst_hbone = v.flags & ZH_L7CAP_DST_HBONE;	/* refused: IPv6 (hbone_px.c) */
 	memcpy(c->peer_ip6, &sin6->sin6_addr, 16);
 	c->peer_ip = px_table_ip4_of6(s->tbl, (const uint8_t *)&sin6->sin6_addr);
 	c->peer_port = ntohs(sin6->sin6_port);
@@ -236,6 +237,7 @@ static int px_capture_lookup(struct px_server *s, struct px_conn *c)
 	c->dst_port = ntohs(v.port);
 	/* an IPv6 socket sent to the IPv4 listener v4-mapped (no IPv6 listener) */
 	c->dst_v6low = v.flags & ZH_L7CAP_DST_V6LOW;
+	c->dst_hbone = v.flags & ZH_L7CAP_DST_HBONE;
 	return 0;
 }
 
@@ -272,6 +274,11 @@ void px_accept_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		     px_capture_lookup(s, c))) {
 			zh_warn("proxy: no original destination for a client connection; closed");
 			close(cfd);
+			free(c);
+			continue;
+		}
+		if (c->dst_hbone) {	/* not an L7 client: a tunnel's (docs/mtls.md) */
+			px_hbone_out(s, cfd, c);
 			free(c);
 			continue;
 		}

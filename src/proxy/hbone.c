@@ -53,7 +53,7 @@ struct hb_stream {
 
 struct hb_server {
 	struct hb_opts o;
-	int lfd, port, hs_ms, idle_ms, max_conns;
+	int lfd, lfd2, port, hs_ms, idle_ms, max_conns;	/* lfd2: listen2 or -1 */
 	SSL_CTX *ctx;
 	struct hb_stats st;
 	struct hb_conn *conns;
@@ -416,6 +416,7 @@ static int conn_h2_start(struct hb_conn *c)
 	if (r)
 		return -ENOMEM;
 	nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, set, 2);
+	nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, HB_CONN_WINDOW);
 	c->h2 = true;
 	return 0;
 }
@@ -594,7 +595,7 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 	if (!srv)
 		return -ENOMEM;
 	srv->o = *o;
-	srv->lfd = -1;
+	srv->lfd = srv->lfd2 = -1;
 	srv->hs_ms = o->handshake_ms > 0 ? o->handshake_ms : HB_HANDSHAKE_MS;
 	srv->idle_ms = o->idle_ms > 0 ? o->idle_ms : HB_IDLE_MS;
 	srv->max_conns = o->max_conns > 0 ? o->max_conns : HB_MAX_CONNS;
@@ -615,6 +616,16 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 	net_local_addr(srv->lfd, &a);
 	srv->port = net_addr_port(&a);
 	r = ev_add(o->loop, srv->lfd, EV_READ, accept_io, srv);
+	if (!r && o->listen2) {
+		r = net_parse_addr(o->listen2, NULL, HB_PORT, &a);
+		if (!r)
+			r = srv->lfd2 = net_listen(&a, SOCK_STREAM, 0, 128);
+		if (r < 0) {
+			snprintf(err, errlen, "hbone: listen %s: %s", o->listen2, strerror(-r));
+			goto fail;
+		}
+		r = ev_add(o->loop, srv->lfd2, EV_READ, accept_io, srv);
+	}
 	if (r) {
 		snprintf(err, errlen, "hbone: %s", strerror(-r));
 		goto fail;
@@ -622,8 +633,14 @@ int hb_server_open(const struct hb_opts *o, struct hb_server **out, char *err, s
 	*out = srv;
 	return 0;
 fail:
-	if (srv->lfd >= 0)
+	if (srv->lfd >= 0) {
+		ev_del(o->loop, srv->lfd);
 		close(srv->lfd);
+	}
+	if (srv->lfd2 >= 0) {
+		ev_del(o->loop, srv->lfd2);
+		close(srv->lfd2);
+	}
 	SSL_CTX_free(srv->ctx);
 	free(srv);
 	return r;
@@ -647,6 +664,10 @@ void hb_server_close(struct hb_server *s)
 		conn_close(s->conns);
 	ev_del(s->o.loop, s->lfd);
 	close(s->lfd);
+	if (s->lfd2 >= 0) {
+		ev_del(s->o.loop, s->lfd2);
+		close(s->lfd2);
+	}
 	SSL_CTX_free(s->ctx);
 	free(s);
 }

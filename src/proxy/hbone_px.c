@@ -1,14 +1,27 @@
-/* hbone_px.c — the node proxy's HBONE listener (hbone.h) and its decision
- * for each CONNECT (docs/mtls.md): the destination must be a pod of this
- * node whose SVID the server presented (SNI), not under DISABLE, allowed
- * by NetworkPolicy (below) and by AuthorizationPolicy for the peer's
- * principal (md_authz_check). Each denial is logged by hbone.c with the
- * reason returned here.
+/* hbone_px.c — the node proxy's HBONE side (docs/mtls.md), on with
+ * --hbone: the listener (hbone.h) with its decision for each CONNECT, and
+ * the client (hbone_out.h) with who a captured connection's pods are.
  *
- * NetworkPolicy: the connect to the destination comes from this node,
- * which ingress admits, so the kernel cannot judge it; it is judged here.
- *  - The stream names its client (HB_HDR_SOURCE, as the proxies' HBONE
- *    client sends it): that pod must run as the peer's verified identity
+ * Server: the destination must be a pod of this node whose SVID the server
+ * presented (SNI), not under DISABLE, allowed by NetworkPolicy (below) and
+ * by AuthorizationPolicy for the peer's principal (md_authz_check). Each
+ * denial is logged by hbone.c with the reason returned here, and put in
+ * the flow log (px_hbone_flows).
+ *
+ * Client (px_hbone_out): the source is the pod of this node with the
+ * client's IPv4, the destination the pod with the original destination's
+ * IPv4 (any node), the tunnel goes to that pod's node's proxy address
+ * (pol_node_proxy_ip: the first address of its pod /24, where that node's
+ * server listens too) port 15008, leaving from this node's (s->src_ip).
+ * NetworkPolicy is judged here, where both pods are known, as for an L7
+ * request (netpol.c): the client's egress and the destination's ingress;
+ * each stream names its client (HB_HDR_SOURCE) for the server.
+ *
+ * Server, NetworkPolicy: the connect to the destination comes from this
+ * node, which ingress admits, so the kernel cannot judge it; it is judged
+ * here.
+ *  - The stream names its client (HB_HDR_SOURCE, as the client above
+ *    sends it): that pod must run as the peer's verified identity
  *    (namespace and ServiceAccount of its SPIFFE ID), else the stream is
  *    refused; then the pair {client pod, destination} is judged with the
  *    proxy's policy tables, as the kernel would judge it without a tunnel.
@@ -17,9 +30,13 @@
  *    destination that a NetworkPolicy isolates for ingress is reached only
  *    through a rule open to every source on that port. */
 #include <time.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "zerohop/hbone.h"
+#include "zerohop/hbone_out.h"
+#include "zerohop/policy.h"
 #include "px_int.h"
 
 static const struct md_pod *local_pod(const struct md_state *st, const char *node, uint32_t ip)
@@ -260,26 +277,170 @@ static const char *authorize(void *arg, const char *peer, const char *sni, uint3
 	return why;
 }
 
+
+/* The server listens on the node's address (cfg->hbone_listen) and on the
+ * node proxy's (s->src_ip, pol_node_proxy_ip: what a client on another
+ * node computes from the model alone); the client is on with it. */
 int px_hbone_open(struct px_server *s)
 {
 	struct hb_opts o = { .loop = s->loop, .listen = s->cfg->hbone_listen,
 			     .svid_dir = s->cfg->svid_dir, .authorize = authorize, .arg = s };
-	char err[300];
-	int rc = hb_server_open(&o, &s->hbone, err, sizeof(err));
+	struct hbo_opts co = { .loop = s->loop, .svid_dir = s->cfg->svid_dir };
+	char err[300], l2[64] = "";
+	int rc;
 
-	if (rc)
+	if (s->src_ip) {
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &s->src_ip, ip, sizeof(ip));
+		snprintf(l2, sizeof(l2), "%s:%d", ip, HB_PORT);
+		if (strcmp(l2, s->cfg->hbone_listen))
+			o.listen2 = l2;
+	}
+	rc = hb_server_open(&o, &s->hbone, err, sizeof(err));
+	if (rc) {
 		zh_err("proxy: %s", err);
-	else
-		zh_info("proxy: HBONE on %s (SVIDs in %s)", s->cfg->hbone_listen, s->cfg->svid_dir);
-	return rc;
+		return rc;
+	}
+	rc = hbo_client_new(&co, &s->hbo);
+	if (rc) {
+		zh_err("proxy: hbone client: %s", strerror(-rc));
+		return rc;
+	}
+	zh_info("proxy: HBONE on %s%s%s (SVIDs in %s); client on%s", s->cfg->hbone_listen,
+		o.listen2 ? " and " : "", o.listen2 ? o.listen2 : "", s->cfg->svid_dir,
+		s->src_ip ? "" : " (no node proxy address here: tunnels from any address)");
+	return 0;
+}
+
+static uint64_t hbo_off;	/* flagged connections while the client is off */
+
+/* A captured connection flagged ZH_L7CAP_DST_HBONE (abi/l7cap.h): its
+ * client pod (this node's, by address), the destination pod (any node,
+ * by address) and that pod's node's proxy address, then the tunnel
+ * (hbone_out.h). Takes fd. */
+void px_hbone_out(struct px_server *s, int fd, const struct px_conn *c)
+{
+	const struct md_state *st = s->tbl ? px_table_state(s->tbl) : NULL;
+	const struct md_pod *src, *dst = NULL;
+	struct hbo_target t = { 0 };
+	static const uint8_t zero[16];
+	bool v6 = memcmp(c->peer_ip6, zero, 16) != 0;
+	char client[64], d[32];
+	int node = -1;
+
+	if (!v6) {
+		struct in_addr a = { c->peer_ip };
+
+		snprintf(client, sizeof(client), "%s:%u", inet_ntoa(a), c->peer_port);
+	} else {
+		char a[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, c->peer_ip6, a, sizeof(a));
+		snprintf(client, sizeof(client), "[%s]:%u", a, c->peer_port);
+	}
+	snprintf(d, sizeof(d), "%s:%u", inet_ntoa((struct in_addr){ c->dst_ip }), c->dst_port);
+	if (!s->hbo) {
+		struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+		hbo_off++;
+		zh_warn("hbone-out: %s -> %s: the HBONE client is off (--hbone): reset", client, d);
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+		close(fd);
+		return;
+	}
+	if (v6 || !c->peer_ip) {
+		hbo_refuse(s->hbo, fd, HBO_F_IPV6, client, d, "IPv6 clients are not tunneled yet");
+		return;
+	}
+	if (!st) {
+		hbo_refuse(s->hbo, fd, HBO_F_NO_STATE, client, d, "no state loaded yet");
+		return;
+	}
+	src = local_pod(st, s->cfg->node, c->peer_ip);
+	if (!src) {
+		hbo_refuse(s->hbo, fd, HBO_F_NO_SOURCE_POD, client, d, "the client is not a pod of this node");
+		return;
+	}
+	for (int i = 0; i < st->n_pods && !dst; i++)
+		if (st->pods[i].ip == c->dst_ip && st->pods[i].spec.node_name)
+			dst = &st->pods[i];
+	for (int i = 0; dst && i < st->cluster.n_nodes; i++)
+		if (!strcmp(st->cluster.nodes[i].name, dst->spec.node_name))
+			node = i;
+	if (!dst || node < 0 || !(t.node_ip = pol_node_proxy_ip(&st->cluster, node))) {
+		hbo_refuse(s->hbo, fd, HBO_F_NO_DESTINATION, client, d,
+			   !dst ? "no pod has that address" : "the pod's node has no proxy address");
+		return;
+	}
+	{	/* NetworkPolicy, as for an L7 request (netpol.c): both pods known here */
+		uint32_t reason, pol_id;
+		char why[300];
+
+		if (!px_netpol_allows(s, c, px_ip4(c->dst_ip), c->dst_port, &reason, &pol_id)) {
+			snprintf(why, sizeof(why), "%s (%s)", reason == POL_DROP_EGRESS_DENIED ?
+				 px_err_policy_egress : px_err_policy_ingress,
+				 px_netpol_name(s->pol, pol_id));
+			hbo_refuse(s->hbo, fd, HBO_F_NETWORK_POLICY, client, d, why);
+			return;
+		}
+	}
+	t.src_ns = src->meta.ns;
+	t.src_pod = src->meta.name;
+	t.dst_ns = dst->meta.ns;
+	t.dst_pod = dst->meta.name;
+	t.dst_sa = md_pod_service_account(st, dst);
+	t.bind_ip = s->src_ip;
+	t.dst_ip = c->dst_ip;
+	t.dst_port = c->dst_port;
+	t.client_ip = c->peer_ip;
+	t.client_port = c->peer_port;
+	hbo_connect(s->hbo, fd, &t);
 }
 
 /* The HBONE server's counters in the proxy's Prometheus text (stats.c);
  * nothing when it is off. Denials by reason (docs/mtls.md). */
+static void hbo_render(const struct px_server *s, struct buf *b)
+{
+	const struct hbo_stats *o = hbo_client_stats(s->hbo);
+
+	buf_printf(b, "# TYPE zerohop_proxy_hbone_out_tunnels_total counter\n"
+		   "zerohop_proxy_hbone_out_tunnels_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_tunnels_open gauge\n"
+		   "zerohop_proxy_hbone_out_tunnels_open %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_idle_closed_total counter\n"
+		   "zerohop_proxy_hbone_out_idle_closed_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_streams_total counter\n"
+		   "zerohop_proxy_hbone_out_streams_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_established_total counter\n"
+		   "zerohop_proxy_hbone_out_established_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_retried_total counter\n"
+		   "zerohop_proxy_hbone_out_retried_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_tls_contexts_total counter\n"
+		   "zerohop_proxy_hbone_out_tls_contexts_total %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_bytes_total counter\n"
+		   "zerohop_proxy_hbone_out_bytes_total{direction=\"to_tunnel\"} %llu\n"
+		   "zerohop_proxy_hbone_out_bytes_total{direction=\"from_tunnel\"} %llu\n"
+		   "# TYPE zerohop_proxy_hbone_out_failed_total counter\n",
+		   (unsigned long long)o->tunnels, (unsigned long long)o->tunnels_open,
+		   (unsigned long long)o->idle_closed, (unsigned long long)o->streams,
+		   (unsigned long long)o->established, (unsigned long long)o->retried,
+		   (unsigned long long)o->ctx_loads, (unsigned long long)o->bytes_out,
+		   (unsigned long long)o->bytes_in);
+	for (int i = 0; i < HBO_F__N; i++)
+		buf_printf(b, "zerohop_proxy_hbone_out_failed_total{reason=\"%s\"} %llu\n",
+			   hbo_fail_name(i), (unsigned long long)o->failed[i]);
+}
+
 void px_hbone_render(const struct px_server *s, struct buf *b)
 {
 	const struct hb_stats *st;
 
+	if (hbo_off)	/* flagged connections while off: worth a line */
+		buf_printf(b, "# TYPE zerohop_proxy_hbone_out_off_total counter\n"
+			   "zerohop_proxy_hbone_out_off_total %llu\n", (unsigned long long)hbo_off);
+	if (s->hbo)
+		hbo_render(s, b);
 	if (!s->hbone)
 		return;
 	st = hb_server_stats(s->hbone);

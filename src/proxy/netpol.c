@@ -229,8 +229,8 @@ int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port)
 	return fd;
 }
 
-/* Name of the policy a denial is charged to, for the debug log. */
-static const char *px_netpol_name(const struct pol_compiled *c, uint32_t pol_id)
+/* Name of the policy a denial is charged to, for the logs. */
+const char *px_netpol_name(const struct pol_compiled *c, uint32_t pol_id)
 {
 	for (int i = 0; i < c->n_policies; i++)
 		if (c->policy_ids[i] == pol_id)

@@ -172,6 +172,8 @@ struct px_conn {
 	uint16_t dst_port;
 	bool dst_v6low;		/* dst_ip is the last 32 bits of an IPv6 ClusterIP
 				 * (ZH_L7CAP_DST_V6LOW: an IPv6 single-stack Service) */
+	bool dst_hbone;		/* ZH_L7CAP_DST_HBONE: dst_ip:dst_port is a pod on
+				 * another node, to tunnel (hbone_px.c), not a client */
 	bool rd_eof;
 	bool closing;		/* close once out is flushed */
 	struct px_stream *st;
@@ -274,12 +276,19 @@ struct px_up_ops {
 };
 
 struct hb_server;
-int px_hbone_open(struct px_server *s);	/* hbone_px.c */
-void px_hbone_render(const struct px_server *s, struct buf *b);	/* its metrics */
+struct hbo_client;
+/* hbone_px.c: the HBONE server and client (--hbone). 0 or -errno (logged). */
+int px_hbone_open(struct px_server *s);
+void px_hbone_render(const struct px_server *s, struct buf *b);	/* their metrics */
+/* A captured connection flagged ZH_L7CAP_DST_HBONE (c: its addresses only;
+ * the caller frees c): fd into a tunnel (hbone_out.h), or refused with an
+ * RST, counted and logged. Takes fd. */
+void px_hbone_out(struct px_server *s, int fd, const struct px_conn *c);
 
 struct px_server {
 	const struct px_config *cfg;	/* the options it was started with */
 	struct hb_server *hbone;	/* NULL: no HBONE listener */
+	struct hbo_client *hbo;		/* NULL: no HBONE client (with the listener) */
 	const struct px_up_ops *up_ops;	/* stream.c's px_stream_up_ops */
 	struct ev_loop *loop;
 	int lfd, sfd, stats_fd, watch_fd, cap_fd;
@@ -480,7 +489,8 @@ void px_flows_follow(const struct buf *line);
 bool px_flows_followed(void);
 /* hbone_px.c: the HBONE server's last denials as flow lines ("drop"). */
 void px_hbone_flows(struct buf *b);
-
+/* "ns/name" of the policy pol_id (px_netpol_allows), or "-". */
+const char *px_netpol_name(const struct pol_compiled *c, uint32_t pol_id);
 /* Judge st's chosen endpoint for st's client. True: go on. False: denied
  * (st->err says which side, counted and logged); the caller answers 403. */
 bool px_netpol_check(struct px_stream *st);

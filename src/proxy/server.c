@@ -29,6 +29,7 @@
 #include "zerohop/buf.h"
 #include "zerohop/ev.h"
 #include "zerohop/hbone.h"
+#include "zerohop/hbone_out.h"
 #include "zerohop/hist.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
@@ -397,6 +398,7 @@ out:
 	 * connection's stream is logged and counted, its upstream closed */
 	while (s.conns)
 		px_conn_close(s.conns);
+	hbo_client_close(s.hbo);	/* tunneled connections: reset */
 	hb_server_close(s.hbone);
 	px_pool_close_all(&s);
 	px_h2up_close_all(&s);

@@ -3,7 +3,8 @@
 # in progress, opt-in: ZH_PROXY_HBONE=1 at lab up; 38-identity-agent.t checks
 # it is off by default; docs/mtls.md): port 15008 on node-b's address, mutual
 # TLS 1.3 with the SVIDs the agents issue, HTTP/2 CONNECT to a pod of
-# node-b. Clients are third-party: Python's ssl + h2 (tests/tools/
+# node-b; also on node-b's proxy address (.1 of its pod range), where
+# other nodes' proxies dial (hbone_out.h). Clients are third-party: Python's ssl + h2 (tests/tools/
 # hbone_client.py) and openssl s_client, run in pods of node-a. Checked:
 # traffic through the tunnel (payload echoed intact), tcpdump on the fabric
 # sees no plaintext of it and tshark sees TLS 1.3 on 15008, the server
@@ -53,7 +54,7 @@ wait_until 10 lab_listening "$LAB-node-b" 15008
 ok $? "node-b's proxy listens on $NB:15008"
 
 hbc() {	# POD SVID-POD BYTES [SNI]: one CONNECT to srv:9000 through node-b's tunnel
-	lab_exec "$1" "$PY" "$HBC" "$NB" 15008 "$A/bundle.pem" "$A/default_$2.crt" "$A/default_$2.key" \
+	lab_exec "$1" "$PY" "$HBC" "${HBA:-$NB}" 15008 "$A/bundle.pem" "$A/default_$2.crt" "$A/default_$2.key" \
 		"$SRV:9000" "$3" "${4:-srv.default}" 2>&1 | tail -n 1
 }
 echoed() { awk -v n="$2" '$1=="STATUS" && $2==200 && $4==n && $6==$8 {ok=1} END {exit !ok}' <<<"$1"; }
@@ -71,6 +72,10 @@ ok $(grep -q "PEER spiffe://cluster.local/ns/default/sa/web" <<<"$out"; echo $?)
 out=$(hbc client client 1048576)
 echoed "$out" 1048576
 ok $? "1 MiB echoed intact through the tunnel ($out)"
+NBP=${SRV%.*}.1	# node-b's proxy address (pol_node_proxy_ip: .1 of its pod /24)
+out=$(HBA=$NBP hbc client client 10)
+echoed "$out" 10
+ok $? "... and through node-b's proxy address $NBP:15008, where other nodes' proxies dial ($out)"
 [ -n "$HB_DEBUG" ] && grep hbone: "$RUN/nodes/node-b/proxy.log" | tail -n 5 | sed 's/^/#   /' 
 sleep 1
 kill "${BG[-1]}" 2>/dev/null; wait "${BG[-1]}" 2>/dev/null
