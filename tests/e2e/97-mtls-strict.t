@@ -84,13 +84,14 @@ is "$n" 0 "  and no packet to srv's port 9000 crossed the fabric"
 
 # ---- same node: no tunnel; plain text from another node: refused ------------------
 is "$(get near "http://$SRV:9000/")" srv "near (srv's node) -> srv directly: same-node traffic stays in the kernel"
+is "$("$ZH" get --lab $LAB stats -o json | jq '."node-b".connect_hbone_redirect // 0')" 0 "  node-b's connect hook sent nothing to the tunnel"
 d0=$(mtls_drops)
 is "$(ip netns exec "$LAB-node-a" curl -s -m 2 "http://$SRV:9000/" | jq -r .name 2>/dev/null)" "" \
 	"node-a's host -> srv in plain text: refused at node-b"
 ok $([ "$(mtls_drops)" -gt "${d0:-0}" ]; echo $?) "  counted as mtls_plaintext at node-b (${d0:-0} -> $(mtls_drops))"
 
 # ---- AuthorizationPolicy at the destination --------------------------------------
-is "$(get cli2 "http://$SRV:9000/")" srv "cli2 (namespace shop) -> srv: allowed"
+is "$(get shop/cli2 "http://$SRV:9000/")" srv "cli2 (namespace shop) -> srv: allowed"
 cat >"$TMP/deny.yaml" <<YAML
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -103,7 +104,7 @@ spec:
     - source: {namespaces: [shop]}
 YAML
 "$ZH" apply --lab $LAB -f "$TMP/deny.yaml" >/dev/null 2>&1
-cli2_gets() { [ "$(get cli2 "http://$SRV:9000/")" = "$1" ]; }
+cli2_gets() { [ "$(get shop/cli2 "http://$SRV:9000/")" = "$1" ]; }
 wait_until 10 cli2_gets ""
 ok $? "DENY namespace shop: cli2 refused"
 is "$(get client "http://$SRV:9000/")" srv "  client (namespace default) still allowed"

@@ -101,7 +101,7 @@ static void *echo_main(void *arg)
 }
 
 static const char *deny_evil(void *arg, const char *peer, const char *sni, uint32_t ip,
-			     uint16_t port)
+			     uint16_t port, uint32_t src_ip)
 {
 	return strstr(peer, "/sa/evil") ? "denied by a DENY policy" : NULL;
 }
