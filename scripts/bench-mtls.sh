@@ -61,7 +61,7 @@ spec: {selector: {matchLabels: {app: $p}}, mtls: {mode: STRICT}}
 YAML
 	done
 } >"$TMP/app.yaml"
-ZH_PROXY_HBONE=1 "$ZH" lab up --lab "$LAB" -f "$TMP/app.yaml" >/dev/null 2>&1 || { echo "lab up failed"; exit 1; }
+"$ZH" lab up --lab "$LAB" -f "$TMP/app.yaml" >/dev/null 2>&1 || { echo "lab up failed"; exit 1; }
 "$ZH" ca init --lab "$LAB" >/dev/null || exit 1
 ip_of() { "$ZH" lab status --lab "$LAB" -o json | jq -r ".pods[] | select(.name==\"$1\") | .ip"; }
 P=$(ip_of plain) S=$(ip_of strict) NP=$(ip_of near-plain) NS=$(ip_of near-strict)

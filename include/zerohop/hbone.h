@@ -1,8 +1,8 @@
 /* hbone.h — the HBONE tunnel's server side (prefix hb_): HTTP/2 CONNECT
  * over mutual TLS 1.3, as Istio ambient's ztunnel on port 15008
- * (docs/mtls.md). WORK IN PROGRESS: the server, which the node proxy runs
- * on NODE_IP:15008 and its proxy address :15008 when asked (`zerohop proxy
- * --hbone`, ZH_PROXY_HBONE=1; off by default; src/proxy/hbone_px.c
+ * (docs/mtls.md): the server, which the node proxy runs on NODE_IP:15008
+ * and its proxy address :15008 (capture mode, on by default; off with
+ * `zerohop proxy --hbone=off` or ZH_PROXY_HBONE=0; src/proxy/hbone_px.c
  * decides each CONNECT). The client side is hbone_out.h.
  *
  * One listener on a caller's event loop (ev.h). Per accepted connection:

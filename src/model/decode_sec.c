@@ -108,11 +108,12 @@ int md_decode_peerauth(struct dctx *c, const struct yn *root, struct md_meta *me
 			       "needs a selector (as in Istio: ports are a workload's)");
 	if (plm && port_mtls(c, plm, pa))
 		return -EINVAL;
-	if (pa->mode == MD_MTLS_STRICT || pa->mode == MD_MTLS_DISABLE || pa->n_ports)
+	if (pa->mode == MD_MTLS_STRICT || pa->n_ports)
 		dc_warn(c, mtls ? mtls : plm, mtls ? "mtls.mode" : "portLevelMtls",
-			"enforced only on nodes whose proxy carries the HBONE tunnel (`zerohop proxy "
-			"--hbone`, ZH_PROXY_HBONE=1; off by default): elsewhere traffic between "
-			"nodes stays plain text (docs/mtls.md)");
+			"STRICT: other nodes reach these pods through the HBONE tunnel over IPv4; "
+			"native IPv6 and the node proxies' own (L7) connections from other nodes "
+			"are refused, and nodes whose proxy runs without the tunnel "
+			"(ZH_PROXY_HBONE=0) do not enforce it (docs/mtls.md)");
 	dc_pop(c, old);
 	return 0;
 }

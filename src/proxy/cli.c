@@ -39,11 +39,11 @@ static void px_usage(FILE *f)
 		"  --busy-poll DUR          poll this long (e.g. 50us) before sleeping: lower\n"
 		"                           latency for CPU (0, off; default from the\n"
 		"                           environment ZEROHOP_PROXY_BUSY_POLL, else 0)\n"
-		"  --hbone                  capture mode: HBONE (mTLS tunnel), off by default\n"
-		"                           (work in progress, docs/mtls.md): serve it on\n"
-		"                           NODE_IP:15008 and the node proxy address :15008,\n"
-		"                           and carry connections the agent marks for it to\n"
-		"                           other nodes' proxies; also ZH_PROXY_HBONE=1\n"
+		"  --hbone[=on|off]         capture mode: the HBONE (mTLS) tunnel, on by\n"
+		"                           default (docs/mtls.md): serve it on NODE_IP:15008\n"
+		"                           and the node proxy address :15008, and carry the\n"
+		"                           connections to STRICT pods of other nodes to their\n"
+		"                           nodes' proxies; off also with ZH_PROXY_HBONE=0\n"
 		"  --svid-dir DIR           the node's SVIDs for --hbone (the lab's naming)\n"
 		"  --node-ip6 IP6           capture mode: also listen on [IP6]:15001 for native\n"
 		"                           IPv6 clients of L7 Services (a dual-stack lab's\n"
@@ -119,7 +119,7 @@ int cli_proxy(int argc, char **argv)
 		{ "cgroup", required_argument, NULL, 11 },
 		{ "pin-dir", required_argument, NULL, 12 },
 		{ "node-ip", required_argument, NULL, 13 },
-		{ "hbone", no_argument, NULL, 14 },
+		{ "hbone", optional_argument, NULL, 14 },
 		{ "svid-dir", required_argument, NULL, 15 },
 		{ "node-ip6", required_argument, NULL, 16 },
 		{ "help", no_argument, NULL, 'h' },
@@ -129,7 +129,8 @@ int cli_proxy(int argc, char **argv)
 	struct px_capture cap = { 0 };
 	const char *node = NULL, *lab = NULL, *cgroup = NULL, *pin_dir = NULL, *node_ip = NULL;
 	const char *svid_opt = NULL, *hb_env = getenv("ZH_PROXY_HBONE"), *node_ip6 = NULL;
-	bool hbone = hb_env && !strcmp(hb_env, "1"), hbone_flag = false;
+	/* HBONE: on in capture mode unless ZH_PROXY_HBONE=0 or --hbone=off */
+	bool hbone = !(hb_env && !strcmp(hb_env, "0")), hbone_flag = false;
 	char state[512], listen[64], listen6[80], hb_listen[64], svid_dir[300];
 	struct rlimit rl;
 	int c, rc;
@@ -162,7 +163,14 @@ int cli_proxy(int argc, char **argv)
 		case 11: cgroup = optarg; break;
 		case 12: pin_dir = optarg; break;
 		case 13: node_ip = optarg; break;
-		case 14: hbone = hbone_flag = true; break;
+		case 14:
+			if (optarg && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "zerohop proxy: --hbone=%s: want on or off\n", optarg);
+				goto bad;
+			}
+			hbone = !optarg || !strcmp(optarg, "on");
+			hbone_flag = hbone;
+			break;
 		case 15: svid_opt = optarg; break;
 		case 16: node_ip6 = optarg; break;
 		case 8: {
@@ -194,7 +202,7 @@ int cli_proxy(int argc, char **argv)
 		goto bad;
 	}
 	if (svid_opt && !hbone) {
-		fprintf(stderr, "zerohop proxy: --svid-dir is for --hbone\n");
+		fprintf(stderr, "zerohop proxy: --svid-dir is for the HBONE tunnel (off: --hbone=off or ZH_PROXY_HBONE=0)\n");
 		goto bad;
 	}
 	if ((hbone_flag || svid_opt) && cfg.service) {
@@ -289,7 +297,7 @@ int cli_proxy(int argc, char **argv)
 			snprintf(listen6, sizeof(listen6), "[%s]:%d", ip, PX_OUTBOUND_PORT);
 			cfg.listen6 = listen6;
 		}
-		if (hbone) {	/* WIP HBONE server, opt-in: docs/mtls.md */
+		if (hbone) {	/* the HBONE tunnel, on by default: docs/mtls.md */
 			char ip[INET_ADDRSTRLEN];
 
 			inet_ntop(AF_INET, &ip4, ip, sizeof(ip));

@@ -1,7 +1,7 @@
 /* hbone.c — the HBONE tunnel's server side: HTTP/2 CONNECT over mutual TLS
  * 1.3 (include/zerohop/hbone.h, states and invariants H1-H3 there;
  * identity.h I8-I9 for the TLS). Non-blocking OpenSSL and libnghttp2 on
- * the caller's event loop. WORK IN PROGRESS (opt-in, docs/mtls.md). */
+ * the caller's event loop (docs/mtls.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

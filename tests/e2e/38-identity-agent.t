@@ -28,9 +28,9 @@ pod client node-a default >"$TMP/app.yaml"
 pod srv node-b web >>"$TMP/app.yaml"
 lab_up "client on node-a, srv (ServiceAccount web) on node-b" -f "$TMP/app.yaml"
 ok $([ ! -e "$A/default_client.crt" ]; echo $?) "no CA yet: no SVID, no error"
-# The WIP HBONE server is opt-in (ZH_PROXY_HBONE=1, docs/mtls.md; 88-hbone-server.t)
-ok $(lab_listening "$LAB-node-b" 15001 && ! lab_listening "$LAB-node-b" 15008; echo $?) \
-	"node proxies up, none serves HBONE (15008) by default"
+# The HBONE tunnel is on by default (docs/mtls.md; off: ZH_PROXY_HBONE=0)
+ok $(lab_listening "$LAB-node-b" 15001 && lab_listening "$LAB-node-b" 15008; echo $?) \
+	"node proxies up, serving HBONE (15008) by default"
 
 serial() { openssl x509 -in "$1" -noout -serial 2>/dev/null; }
 san() { openssl x509 -in "$1" -noout -ext subjectAltName 2>/dev/null | tail -n 1 | tr -d ' '; }
@@ -94,7 +94,7 @@ spec:
     - source: {namespaces: [evil]}
 YAML
 "$ZH" apply -f "$TMP/pa.yaml" --lab $LAB >"$TMP/pa.log" 2>&1
-ok $? "apply PeerAuthentication + AuthorizationPolicy: $(grep -c warning "$TMP/pa.log") warnings (not enforced yet)"
+ok $? "apply PeerAuthentication + AuthorizationPolicy: $(grep -c warning "$TMP/pa.log") warnings (where they are enforced)"
 mtls_of() { "$ZH" get identities --lab $LAB -o json | jq -r ".[] | select(.name==\"$1\") | .mtls"; }
 is "$(mtls_of srv)" STRICT "get identities: srv under the namespace's STRICT"
 is "$(mtls_of client)" DISABLE "client: its workload policy DISABLE"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# 88-hbone-server.t — the node proxy's HBONE server in a lab (issue 20, work
-# in progress, opt-in: ZH_PROXY_HBONE=1 at lab up; 38-identity-agent.t checks
-# it is off by default; docs/mtls.md): port 15008 on node-b's address, mutual
+# 88-hbone-server.t — the node proxy's HBONE server in a lab (issue 20, on
+# by default, ZH_PROXY_HBONE=0 turns it off; 38-identity-agent.t checks it
+# is on; docs/mtls.md): port 15008 on node-b's address, mutual
 # TLS 1.3 with the SVIDs the agents issue, HTTP/2 CONNECT to a pod of
 # node-b; also on node-b's proxy address (.1 of its pod range), where
 # other nodes' proxies dial (hbone_out.h). Clients are third-party: Python's ssl + h2 (tests/tools/
@@ -41,8 +41,7 @@ YAML
 # proxy -> srv leg at half-close (sk_msg redirect, SHUT_WR) and needed
 # --accel-skip-ports 9000; main's accel FIN hold fixed it (3 runs of 3
 # pass without the skip, then 2 of 2). HB_LAB_OPTS adds lab up options.
-# The HBONE server is opt-in (docs/mtls.md): the lab's proxies inherit it.
-ZH_PROXY_HBONE=1 "$ZH" lab up --lab $LAB $HB_LAB_OPTS -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+"$ZH" lab up --lab $LAB $HB_LAB_OPTS -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up: client, evil (sa/evil) on node-a; srv (sa/web, TCP echo :9000) on node-b" ||
 	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
 "$ZH" ca init --lab $LAB >/dev/null

@@ -2,7 +2,7 @@
 # 97-mtls-strict.t — ordinary pod traffic to a STRICT workload goes through
 # the HBONE tunnel between node proxies, and nothing else reaches it in
 # plain text (issue 20, docs/mtls.md "Client side" and "STRICT"). The lab
-# runs with the tunnel on (ZH_PROXY_HBONE=1); srv (sa/web, HTTP echo on
+# runs with the tunnel on (the default); srv (sa/web, HTTP echo on
 # node-b) is STRICT through a PeerAuthentication. Checked, with curl as the
 # client: before `ca init` the client has no certificate and is refused;
 # then its requests to srv's pod IP and to the Service reach srv through
@@ -40,7 +40,7 @@ spec:
   mtls: {mode: STRICT}
 YAML
 cat "$TMP/strict.yaml" >>"$TMP/app.yaml"
-ZH_PROXY_HBONE=1 "$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
+"$ZH" lab up --lab $LAB -f "$TMP/app.yaml" >"$TMP/up.log" 2>&1
 ok $? "lab up with the tunnel on: client, cli2 (ns shop) on node-a; srv (STRICT), near on node-b" ||
 	{ sed 's/^/#   /' "$TMP/up.log"; done_testing; }
 wait_until 20 lab_synced node-a && wait_until 20 lab_synced node-b

@@ -118,7 +118,7 @@ static void test_mtls_modes(void)
 	       "b: workload DISABLE beats the namespace");
 	is_str(md_mtls_mode_name(md_mtls_mode_of(st, pod(st, "other", "c"), 8080)), "STRICT",
 	       "c (no namespace policy): the mesh-wide STRICT of istio-system");
-	ok(st->n_warnings >= 1, "STRICT/DISABLE warn where they are enforced (%d)",
+	ok(st->n_warnings >= 1, "STRICT and portLevelMtls warn what STRICT does not cover (%d)",
 	   st->n_warnings);
 	md_state_free(st);
 
