@@ -61,6 +61,14 @@
  *  O9 Log lines name pods, addresses and reasons, never key material
  *     (identity.h I9); a tunnel's failure is one line however many client
  *     connections it closes.
+ *  O10 Renewal: a tunnel takes new streams only while the source pod's
+ *     SVID and bundle it was made with are the newest on disk (looked at
+ *     at most once a second per source pod, when one of its connections
+ *     comes). After a renewal or a CA rotation new connections get a new
+ *     tunnel with the new SVID; the old one is retired (state GOAWAY, no
+ *     new stream) and closed as soon as its last stream ends. So a
+ *     certificate serves new connections until its renewal at half-life
+ *     at the latest, never until its expiry.
  */
 #ifndef ZH_HBONE_OUT_H
 #define ZH_HBONE_OUT_H

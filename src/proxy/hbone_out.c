@@ -64,6 +64,8 @@ struct hbo_ctx {		/* a source pod's TLS context, shared by its tunnels */
 	char td[256];		/* the trust domain of its SVID */
 	struct stat crt_st, bundle_st;	/* the files it was made from (renewal) */
 	int refs;		/* tunnels using it (O8) */
+	uint64_t gen;		/* bumped at each reload (O10) */
+	uint64_t checked_ns;	/* last look at the files (O10) */
 	struct hbo_ctx *next;
 };
 
@@ -84,6 +86,8 @@ struct hbo_tun {
 	struct buf out;			/* frames waiting for SSL_write */
 	uint64_t hs_timer, idle_timer;	/* O5; O6 (armed while no stream) */
 	uint64_t idle_since;
+	uint64_t gen;			/* cx->gen when it was opened (O10) */
+	bool retired;			/* O10: no new stream; closed once empty */
 	uint32_t n_attached;		/* streams whose t is this one */
 	uint32_t n_busy;		/* ... that hold an HTTP/2 stream slot (O7) */
 	struct hbo_tun *prev, *next;
@@ -187,6 +191,8 @@ static struct hbo_ctx *ctx_get(struct hbo_client *cl, const char *ns, const char
 	}
 	cl->st.ctx_loads++;
 	td = id + 9;
+	if (e)
+		e->gen++;	/* O10: its tunnels retire */
 	if (!e) {
 		e = zh_calloc(1, sizeof(*e));
 		snprintf(e->ns, sizeof(e->ns), "%s", ns);
@@ -199,8 +205,25 @@ static struct hbo_ctx *ctx_get(struct hbo_client *cl, const char *ns, const char
 	snprintf(e->td, sizeof(e->td), "%.*s", (int)(end - td), td);
 	e->crt_st = a;
 	e->bundle_st = b;
+	e->checked_ns = ev_now_ns();
 	e->refs++;
 	return e;
+}
+
+/* O10: at most once a second per source pod, when one of its connections
+ * comes, look whether its SVID or the bundle changed on disk, and reload. */
+static void ctx_recheck(struct hbo_client *cl, const char *ns, const char *pod)
+{
+	struct hbo_ctx *e;
+	char why[200];
+
+	for (e = cl->ctxs; e && (strcmp(e->ns, ns) || strcmp(e->pod, pod)); e = e->next)
+		;
+	if (!e || ev_now_ns() - e->checked_ns < 1000000000ULL)
+		return;
+	e->checked_ns = ev_now_ns();
+	if (ctx_get(cl, ns, pod, why, sizeof(why)) == e)	/* (re)loaded or the same */
+		e->refs--;	/* only looked: give the reference back */
 }
 
 static void ctx_put(struct hbo_client *cl, struct hbo_ctx *e)
@@ -638,8 +661,9 @@ static void idle_arm(struct hbo_tun *t)
 	if (t->idle_timer)
 		ev_timer_del(t->cl->o.loop, t->idle_timer);
 	t->idle_since = ev_now_ns();
-	t->idle_timer = ev_timer_add(t->cl->o.loop, t->idle_since + t->cl->idle_ms * 1000000ULL,
-				     idle_timeout, t);
+	/* O10: a retired tunnel goes as soon as it is empty (next loop turn) */
+	t->idle_timer = ev_timer_add(t->cl->o.loop, t->idle_since +
+				     (t->retired ? 0 : t->cl->idle_ms * 1000000ULL), idle_timeout, t);
 }
 
 static void hs_timeout(struct ev_loop *loop, uint64_t id, void *arg)
@@ -878,6 +902,7 @@ static struct hbo_tun *tun_open(struct hbo_client *cl, const struct hbo_key *k,
 	t->cl = cl;
 	t->k = *k;
 	t->cx = cx;
+	t->gen = cx->gen;
 	t->fd = fd;
 	ip_port(t->where, sizeof(t->where), k->node_ip, k->node_port);
 	snprintf(t->want, sizeof(t->want), "spiffe://%s/ns/%s/sa/%s", cx->td, k->dst_ns, k->dst_sa);
@@ -923,9 +948,21 @@ static struct hbo_tun *tun_for(struct hbo_client *cl, const struct hbo_key *k,
 	struct hbo_ctx *cx;
 	struct hbo_tun *t;
 
-	for (t = cl->tuns; t; t = t->next)
-		if (t->state != T_GOAWAY && key_eq(&t->k, k) && t->n_busy < tun_limit(t))
+	ctx_recheck(cl, k->src_ns, k->src_pod);
+	for (t = cl->tuns; t; t = t->next) {
+		if (t->state == T_GOAWAY || !key_eq(&t->k, k))
+			continue;
+		if (t->gen != t->cx->gen) {	/* O10: its SVID was renewed */
+			t->retired = true;
+			if (t->state == T_READY)
+				t->state = T_GOAWAY;
+			if (!t->n_attached && t->state >= T_READY && t->fd >= 0)
+				idle_arm(t);
+			continue;
+		}
+		if (t->n_busy < tun_limit(t))
 			return t;
+	}
 	if (cl->st.tunnels_open >= (uint64_t)cl->max_tunnels && !tun_evict(cl)) {
 		*f = HBO_F_TUNNEL_CAP;
 		snprintf(why, wlen, "%d tunnels open (the cap), none idle", cl->max_tunnels);
