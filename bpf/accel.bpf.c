@@ -120,6 +120,17 @@
  *     the same way, and the owner's TCP retransmits its FIN until the queue
  *     is drained (busybox nc, whose HTTP/1.0 answer and FIN arrive before
  *     it reads its stdin's EOF and shuts down: tests/e2e/45-accel-halfclose.t).
+ * 12. The short-circuit has no backpressure: a redirected message joins the
+ *     receiver's queue (psock ingress_msg) whatever its length, which only
+ *     TCP memory pressure bounds, and then the sender's send() fails with
+ *     ENOMEM (measured: iperf3 into the node proxy's HBONE tunnel, whose
+ *     reader is slower than the writer by design). So the legs between a
+ *     pod and the node proxy that the proxy carries into the HBONE tunnel
+ *     (the capture record has ZH_L7CAP_DST_HBONE: connect4's cookie entry,
+ *     or zh_l7cap_orig under the client's address) are never inserted:
+ *     TCP's window paces the pod as the tunnel drains. (A slow reader of
+ *     any other short-circuited connection queues without bound:
+ *     docs/accel.md, Known limits.)
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -147,6 +158,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 #include "zerohop/abi/accel.h"
+#include "zerohop/abi/l7cap.h"	/* with __bpf__: the shared capture maps (invariant 12) */
 #include "lib/accel_key.h"
 #include "lib/accel_maps.h"
 
@@ -237,6 +249,31 @@ static __always_inline int accel_pair(const struct zh_accel_key *k)
 	if (r && accel_is_proxy(k->local_ip4, k->local_port))
 		return 2;
 	return 0;
+}
+
+/* Invariant 12: is this connection between a pod and the node proxy's
+ * capture listener one the proxy carries into the HBONE tunnel? The
+ * capture record is the cookie's (connect4 wrote it) until the proxy's
+ * sock_ops moves it under the client's address, whichever of the two
+ * programs runs first; the proxy's end finds it under the client's. */
+static __always_inline int accel_hbone_leg(struct bpf_sock_ops *skops, const struct zh_accel_key *k)
+{
+	struct zh_l7cap_client c = {};
+	struct zh_l7cap_dst *d = NULL;
+	__u64 cookie;
+
+	if (bpf_map_lookup_elem(&accel_local, &k->local_ip4)) {	/* the client pod's end */
+		cookie = bpf_get_socket_cookie(skops);
+		d = bpf_map_lookup_elem(&zh_l7cap_sock, &cookie);
+		c.ip = k->local_ip4;
+		c.port = bpf_htons((__u16)k->local_port);
+	} else {	/* the proxy's end: the client is the remote */
+		c.ip = k->remote_ip4;
+		c.port = bpf_htons((__u16)k->remote_port);
+	}
+	if (!d)
+		d = bpf_map_lookup_elem(&zh_l7cap_orig, &c);
+	return d && (d->flags & ZH_L7CAP_DST_HBONE);
 }
 
 static __always_inline int accel_skipped_port(__u32 lport, __u32 rport)
@@ -349,6 +386,10 @@ static __always_inline void accel_insert(struct bpf_sock_ops *skops)
 	pair = accel_pair(&key);
 	if (!pair || accel_skipped_port(key.local_port, key.remote_port))
 		return;
+	if (pair == 2 && accel_hbone_leg(skops, &key)) {	/* invariant 12 */
+		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
+		return;
+	}
 	st = accel_sk_new(skops, 0);
 	if (!st)
 		return;

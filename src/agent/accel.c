@@ -170,10 +170,31 @@ static int accel_load_and_pin(struct ag_accel *a)
 	int fds[AO__MAX], i, err;
 	char p[300];
 
-	skel = zh_accel__open_and_load();
+	struct bpf_map *m;
+
+	skel = zh_accel__open();
 	if (!skel) {
 		err = -errno;
+		zh_err("accel: opening bpf/accel.bpf.c failed: %s", strerror(-err));
+		return err;
+	}
+	/* the capture maps are shared by name in the node's pin dir with the
+	 * load balancer and the proxy (abi/l7cap.h; accel.bpf.c inv. 12) */
+	bpf_object__for_each_map(m, skel->obj) {
+		if (strncmp(bpf_map__name(m), "zh_l7cap_", 9))
+			continue;
+		err = accel_path(p, sizeof(p), a->pin_dir, bpf_map__name(m));
+		if (!err)
+			err = bpf_map__set_pin_path(m, p);
+		if (err) {
+			zh_accel__destroy(skel);
+			return err;
+		}
+	}
+	err = zh_accel__load(skel);
+	if (err) {
 		zh_err("accel: loading bpf/accel.bpf.c failed: %s", strerror(-err));
+		zh_accel__destroy(skel);
 		return err;
 	}
 	fds[AO_SOCKHASH] = bpf_map__fd(skel->maps.accel_sockhash);
