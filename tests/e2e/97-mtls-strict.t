@@ -8,7 +8,9 @@
 # then its requests to srv's pod IP and to the Service reach srv through
 # the tunnel (connect4 counts the redirect; getpeername shows the Service's
 # ClusterIP); a capture on the fabric sees no plaintext of the request and
-# TLS 1.3 to port 15008; a pod on srv's own node still reaches it directly
+# TLS 1.3 to port 15008; iperf3 through the tunnel runs without error and
+# node-a short-circuits none of the legs into it (accel.bpf.c invariant
+# 12); a pod on srv's own node still reaches it directly
 # (no tunnel); plain text from node-a's host is refused at node-b, counted
 # as mtls_plaintext; an AuthorizationPolicy denying the client's namespace
 # refuses it and its removal restores access; PERMISSIVE again: plain text,
@@ -28,7 +30,8 @@ YAML
 	m_pod client node-a "app: client" "$(m_ctr c "" sleep 100000)"
 	M_NS=shop m_pod cli2 node-a "app: cli2" "$(m_ctr c "" sleep 100000)"
 	m_pod near node-b "app: near" "$(m_ctr c "" sleep 100000)"
-	M_SPEC="serviceAccountName: web" m_pod srv node-b "app: srv" "$(m_ctr c http:9000 "$ZH" echo --http 0.0.0.0:9000 --name srv)"
+	M_SPEC="serviceAccountName: web" m_pod srv node-b "app: srv" "$(m_ctr c http:9000 "$ZH" echo --http 0.0.0.0:9000 --name srv)" \
+		"$(m_ctr i bulk:5201 iperf3 -s -p 5201)"
 	m_svc web "app: srv" "http=80:9000"
 } >"$TMP/app.yaml"
 cat >"$TMP/strict.yaml" <<YAML
@@ -81,6 +84,14 @@ v=$(tshark -r "$TMP/fabric.pcap" -d tcp.port==15008,tls -Y "tls.handshake.type =
 is "$v" "0x0304" "tshark: TLS 1.3 to port 15008"
 n=$(tshark -r "$TMP/fabric.pcap" -Y "tcp.dstport == 9000" 2>/dev/null | wc -l)
 is "$n" 0 "  and no packet to srv's port 9000 crossed the fabric"
+
+# ---- bulk through the tunnel: TCP paces the client (accel invariant 12) -----------------
+out=$(lab_exec client iperf3 -c "$SRV" -p 5201 -t 2 -J 2>&1)
+bps=$(jq '.end.sum_received.bits_per_second // 0 | floor' <<<"$out" 2>/dev/null)
+ok $([ -z "$(jq -r '.error // empty' <<<"$out" 2>/dev/null)" ] && [ "${bps:-0}" -gt 0 ]; echo $?) \
+	"iperf3 for 2 s through the tunnel: no error ($(( ${bps:-0} / 1000000 )) Mbit/s; a short-circuited leg once got ENOMEM)"
+is "$("$ZH" get --lab $LAB stats -o json | jq '."node-a".accel_sockets // 0')" 0 \
+	"  node-a short-circuited none of the client legs into the tunnel"
 
 # ---- same node: no tunnel; plain text from another node: refused ------------------
 is "$(get near "http://$SRV:9000/")" srv "near (srv's node) -> srv directly: same-node traffic stays in the kernel"
