@@ -415,6 +415,7 @@ out:
 	ioq_free(&s.sq);
 	free(s.wq);
 	free(s.wq_run);
+	free(s.h2q);
 	if (s.alog)
 		fclose(s.alog);
 	px_table_unref(s.tbl);
