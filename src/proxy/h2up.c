@@ -44,6 +44,16 @@
  *     connection is opened, up to the pool's max_connections, beyond which
  *     the try waits inside nghttp2 on the least loaded one. Extra
  *     connections close like any other once idle (px_h2up_close_idle).
+ *  6. A run touches only the tries that moved: a try is on its
+ *     connection's feed list (px_h2us_want_feed) when the stream layer
+ *     changed its buffers (px_h2up_update), response DATA wait to be
+ *     acknowledged, the data provider took request bytes, or the
+ *     connection came up; on the dirty list (px_h2us_mark) when a frame
+ *     or a close changed what the stream layer should see. px_h2c_run
+ *     feeds the feed list, px_h2c_report pops the dirty list one try at a
+ *     time (a report may release others: px_h2up_release takes a try off
+ *     both lists). So a loop turn costs O(tries that moved), not
+ *     O(tries on the connection) per run and O(n^2) per report.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -78,8 +88,12 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 	/* response: frames -> u.in */
 	int status;
 	struct buf hdrs;	/* fields of the HEADERS being received */
-	bool resp_head, chunked, resp_done, closed, dirty;
+	bool resp_head, chunked, resp_done, closed;
 	size_t unacked;
+	/* invariant 6: on h2c's lists while it has something to do */
+	bool dirty;		/* to report (h2c->dirty) */
+	bool fq;		/* to feed (h2c->feed) */
+	struct px_h2us *dnext, *fnext;
 };
 
 struct px_h2c {			/* one multiplexed connection to an endpoint */
@@ -91,6 +105,8 @@ struct px_h2c {			/* one multiplexed connection to an endpoint */
 	bool connected, dead, running;
 	bool settings_seen;	/* the backend's SETTINGS arrived */
 	struct px_h2us *streams;
+	struct px_h2us *dirty, *dirty_tail;	/* tries to report, in order (invariant 6) */
+	struct px_h2us *feed;	/* tries to feed (invariant 6) */
 	int qslot;		/* index in s->h2q while kicked, -1 = not */
 	uint64_t kick_timer;	/* px_h2up_run_kicked's fallback (invariant 1) */
 	uint64_t idle_since;	/* when its last try ended (or it opened) */
@@ -158,6 +174,59 @@ void px_h2up_run_kicked(struct px_server *s)
 static struct px_h2us *px_h2us_of(struct px_h2c *h, int32_t id)
 {
 	return nghttp2_session_get_stream_user_data(h->sess, id);
+}
+
+/* Report us to its stream after this run (invariant 6). */
+static void px_h2us_mark(struct px_h2us *us)
+{
+	struct px_h2c *h = us->h2c;
+
+	if (us->dirty || !h)
+		return;
+	us->dirty = true;
+	us->dnext = NULL;
+	if (h->dirty_tail)
+		h->dirty_tail->dnext = us;
+	else
+		h->dirty = us;
+	h->dirty_tail = us;
+}
+
+/* Feed us in its connection's next run (invariant 6). */
+static void px_h2us_want_feed(struct px_h2us *us)
+{
+	struct px_h2c *h = us->h2c;
+
+	if (us->fq || !h)
+		return;
+	us->fq = true;
+	us->fnext = h->feed;
+	h->feed = us;
+}
+
+/* Take us off both lists (released, invariant 6). */
+static void px_h2us_unlist(struct px_h2c *h, struct px_h2us *us)
+{
+	struct px_h2us **pp, *prev = NULL;
+
+	if (us->dirty) {
+		for (pp = &h->dirty; *pp; prev = *pp, pp = &(*pp)->dnext)
+			if (*pp == us) {
+				*pp = us->dnext;
+				if (h->dirty_tail == us)
+					h->dirty_tail = prev;
+				break;
+			}
+		us->dirty = false;
+	}
+	if (us->fq) {
+		for (pp = &h->feed; *pp; pp = &(*pp)->fnext)
+			if (*pp == us) {
+				*pp = us->fnext;
+				break;
+			}
+		us->fq = false;
+	}
 }
 
 static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *name,
@@ -266,12 +335,12 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 		else if (us->resp_head)
 			px_h2us_trailers(us);
 		us->hdrs.data = us->hdrs.head = 0;	/* (a 1xx: dropped) */
-		us->dirty = true;
+		px_h2us_mark(us);
 	}
 	if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && end &&
 	    us->resp_head) {
 		px_h2us_resp_end(us);
-		us->dirty = true;
+		px_h2us_mark(us);
 	}
 	return 0;
 }
@@ -295,7 +364,8 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 	if (us->chunked && len)
 		buf_append(in, "\r\n", 2);
 	us->unacked += len;
-	us->dirty = true;
+	px_h2us_mark(us);
+	px_h2us_want_feed(us);	/* acknowledge it (invariant 2) */
 	return 0;
 }
 
@@ -310,7 +380,7 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, void
 	us->closed = true;
 	if (!us->resp_done)
 		us->u.eof = true;	/* reset (REFUSED_STREAM...): as a closed upstream */
-	us->dirty = true;
+	px_h2us_mark(us);
 	return 0;
 }
 
@@ -328,6 +398,8 @@ static ssize_t px_h2us_read(nghttp2_session *sess, int32_t id, uint8_t *out, siz
 	if (n) {
 		memcpy(out, buf_head(&us->body), n);
 		buf_consume(&us->body, n);
+		if (us->u.out.data)
+			px_h2us_want_feed(us);	/* room for more (invariant 6) */
 	}
 	if (!n && !us->req_done) {
 		us->deferred = true;
@@ -422,7 +494,7 @@ static void px_h2us_feed(struct px_h2us *us)
 		return;
 	if (!us->id && u->out.data && px_h2us_submit(us)) {
 		u->eof = true;
-		us->dirty = true;
+		px_h2us_mark(us);
 		return;
 	}
 	while (us->id && !us->req_done && u->out.data && us->body.data < PX_HIGH) {
@@ -441,7 +513,7 @@ static void px_h2us_feed(struct px_h2us *us)
 
 			if (left < 0) {
 				u->eof = true;
-				us->dirty = true;
+				px_h2us_mark(us);
 				return;
 			}
 			buf_append(&us->body, buf_head(&u->out), len);
@@ -508,28 +580,21 @@ static void px_h2c_free(struct px_h2c *h)
 	free(h);
 }
 
-/* Report to the streams whose try moved (invariant 1: by id, again). */
+/* Report to the streams whose try moved, one popped at a time: a report
+ * may release other tries, which leave the list (invariant 6). */
 static void px_h2c_report(struct px_h2c *h)
 {
 	const struct px_up_ops *ops = h->sock.srv->up_ops;
 	struct px_h2us *us;
-	struct px_h2us *ids[256];	/* (compared, never dereferenced: found again) */
-	int n;
 
-	do {
-		n = 0;
-		for (us = h->streams; us && n < 256; us = us->next)
-			if (us->dirty && us->u.st) {
-				us->dirty = false;
-				ids[n++] = us;
-			}
-		for (int i = 0; i < n; i++) {
-			for (us = h->streams; us && us != ids[i]; us = us->next)
-				;
-			if (us && us->u.st)
-				ops->progress(us->u.st);
-		}
-	} while (n == 256);
+	while ((us = h->dirty)) {
+		h->dirty = us->dnext;
+		if (!h->dirty)
+			h->dirty_tail = NULL;
+		us->dirty = false;
+		if (us->u.st)
+			ops->progress(us->u.st);
+	}
 }
 
 /* The connection failed: every try on it ends (invariant 3). */
@@ -578,8 +643,11 @@ static void px_h2c_run(struct px_h2c *h)
 	}
 	if (sk->eof)
 		h->dead = true;
-	for (us = h->streams; us && !h->dead; us = us->next)
+	while ((us = h->feed) && !h->dead) {	/* invariant 6 */
+		h->feed = us->fnext;
+		us->fq = false;
 		px_h2us_feed(us);
+	}
 	while (h->connected && !h->dead && sk->out.data < PX_HIGH) {
 		const uint8_t *p;
 		ssize_t n = nghttp2_session_mem_send(h->sess, &p);
@@ -624,7 +692,8 @@ static void px_h2c_event(struct px_wr *w, int events)
 		for (us = h->streams; us; us = us->next)
 			if (us->u.connecting) {
 				us->u.connecting = false;
-				us->dirty = true;
+				px_h2us_mark(us);
+				px_h2us_want_feed(us);
 				if (us->u.st)
 					ops->connected(us->u.st);
 			}
@@ -765,6 +834,7 @@ int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up 
 	us->u.wr.blocked = true;	/* never queued: no socket (batch.c) */
 	us->next = h->streams;
 	h->streams = us;
+	px_h2us_want_feed(us);
 	*out = &us->u;
 	return 0;
 }
@@ -781,6 +851,7 @@ void px_h2up_release(struct px_up *u)
 				*pp = us->next;
 				break;
 			}
+		px_h2us_unlist(h, us);
 		h->n_tries--;
 		if (us->id) {
 			/* response bytes received but not yet acknowledged (the
@@ -808,8 +879,10 @@ void px_h2up_release(struct px_up *u)
 
 void px_h2up_update(struct px_up *u)
 {
-	if (u->h2->h2c && !u->h2->h2c->dead)
+	if (u->h2->h2c && !u->h2->h2c->dead) {
+		px_h2us_want_feed(u->h2);
 		px_h2c_kick(u->h2->h2c);
+	}
 }
 
 void px_h2up_close_idle(struct px_server *s, uint64_t now, bool gone_only)
