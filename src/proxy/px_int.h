@@ -348,6 +348,10 @@ struct px_server {
 				 * loop waits (px_h2up_run_kicked); NULL = a
 				 * slot emptied by px_h2c_free */
 	unsigned n_h2q, cap_h2q;
+	struct px_conn **h2cq;	/* h2conn.c: HTTP/2 client connections whose
+				 * views progressed, to send before the loop
+				 * waits (px_h2_run_queued); NULL = closed */
+	unsigned n_h2cq, cap_h2cq;
 };
 
 /* A gRPC status that is the server's failure (as Envoy maps them to 5xx:
@@ -526,6 +530,9 @@ void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
+/* Send for every connection whose views progressed (h2conn.c invariant 5):
+ * called by px_wq_flush before each round of sends. */
+void px_h2_run_queued(struct px_server *s);
 
 /* h2flood.c (types at the top) */
 void px_h2_ctrl_init(struct px_h2_ctrl *b, uint64_t now);

@@ -416,6 +416,7 @@ out:
 	free(s.wq);
 	free(s.wq_run);
 	free(s.h2q);
+	free(s.h2cq);
 	if (s.alog)
 		fclose(s.alog);
 	px_table_unref(s.tbl);
