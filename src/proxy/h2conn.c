@@ -535,6 +535,12 @@ static void px_h2s_free(struct px_h2s *s2)
 
 	if (vc->st)
 		px_stream_free(vc->st);	/* the client left (invariant 4) */
+	/* request DATA received but never acknowledged (the answer ended
+	 * the stream first): give it back to the connection's window, or
+	 * every such stream shrinks it until the client stalls (as h2up.c's
+	 * px_h2up_release does for response bytes) */
+	if (s2->unacked && !s2->h2->dead)
+		nghttp2_session_consume_connection(s2->h2->sess, s2->unacked);
 	px_buf_drop(s, &vc->in);
 	px_buf_drop(s, &vc->out);
 	px_buf_drop(s, &vc->trailers);
