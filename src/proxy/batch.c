@@ -44,8 +44,10 @@
  *     does, and is not queued again until EV_WRITE fires.
  *  4. px_wq_flush returns with nothing queued: rounds repeat while acting on
  *     results queued more (a pipelined request, a close after the last
- *     byte). Each round only sends bytes already buffered; no socket is read
- *     here, so the rounds end.
+ *     byte). Each round first runs the HTTP/2 upstream sessions kicked
+ *     (h2up.c invariant 1; bounded there) and the HTTP/2 client
+ *     connections queued to send (h2conn.c invariant 5), then only sends
+ *     bytes already buffered; no socket is read here, so the rounds end.
  *  5. px_rd_batch only fills buffers and sets the read flags (rd_eof, eof)
  *     the callbacks would have set; it runs no callback and frees nothing,
  *     so every connection it saw is alive when its results are applied.
@@ -114,9 +116,22 @@ void px_wq_flush(struct ev_loop *loop, void *arg)
 	struct px_server *s = arg;
 
 	(void)loop;
-	while (s->n_wq) {	/* invariant 4 */
+	for (;;) {	/* invariant 4 */
 		struct px_wr **t = s->wq;
 		unsigned i, cap = s->cap_wq;
+
+		/* HTTP/2 upstream sessions kicked this turn run first: what
+		 * they frame joins this round (h2up.c invariant 1); */
+		if (s->n_h2q)
+			px_h2up_run_kicked(s);
+		/* then HTTP/2 clients whose streams were answered send
+		 * (h2conn.c invariant 5) */
+		if (s->n_h2cq)
+			px_h2_run_queued(s);
+		if (!s->n_wq)
+			break;
+		t = s->wq;
+		cap = s->cap_wq;
 
 		/* this round's batch becomes wq_run; new queueing goes to wq */
 		s->wq = s->wq_run;

@@ -38,8 +38,15 @@
  *     px_stream (client reset, connection closed) frees it as a client
  *     that left.
  *  5. Every client event (bytes in, bytes sent) pumps every view; a view's
- *     own progress (its upstream answered) pumps that view only, then
- *     sends: one answer costs O(1) views, not O(open streams).
+ *     own progress (its upstream answered) pumps that view only and queues
+ *     the connection (s->h2cq); px_h2_run_queued, from batch.c's
+ *     px_wq_flush before each round of sends, runs each queued connection
+ *     once with `one` set (no view pumped: frames out only). So one answer
+ *     costs O(1) views, and the answers of a loop turn cost one
+ *     nghttp2_session_mem_send pass and one walk of the streams per
+ *     connection, not one per answer. A queued run never queues its own
+ *     connection again (only the stream layer's reports, from outside the
+ *     client's events, do), so the drain ends.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -96,8 +103,10 @@ struct px_h2 {
 	bool dead;		/* session error: close the connection */
 	bool recv_err;		/* the input was refused: send what is queued
 				 * (a GOAWAY), then close */
-	bool one;		/* px_h2_run for one view's progress: that view is
-				 * pumped already, the others have not moved */
+	bool one;		/* px_h2_run for views' progress (queued): those
+				 * are pumped already, the others have not moved;
+				 * px_h2_run clears it */
+	int qslot;		/* index in s->h2cq while queued, -1 = not */
 	struct px_h2_ctrl ctrl;	/* control-frame budgets (h2flood.c) */
 	int flood;		/* 1 + the enum px_h2_flood exceeded, 0 = none */
 };
@@ -526,6 +535,12 @@ static void px_h2s_free(struct px_h2s *s2)
 
 	if (vc->st)
 		px_stream_free(vc->st);	/* the client left (invariant 4) */
+	/* request DATA received but never acknowledged (the answer ended
+	 * the stream first): give it back to the connection's window, or
+	 * every such stream shrinks it until the client stalls (as h2up.c's
+	 * px_h2up_release does for response bytes) */
+	if (s2->unacked && !s2->h2->dead)
+		nghttp2_session_consume_connection(s2->h2->sess, s2->unacked);
 	px_buf_drop(s, &vc->in);
 	px_buf_drop(s, &vc->out);
 	px_buf_drop(s, &vc->trailers);
@@ -569,16 +584,37 @@ static void px_h2_output(struct px_h2 *h2)
 }
 
 /* A view's progress (its stream's upstream or timer moved): run it, then
- * drive the connection itself (conn.c, through its ops) to send. */
+ * queue the connection itself to send before the loop waits (invariant 5). */
 static void px_h2s_progress(struct px_conn *vc)
 {
 	struct px_h2s *s2 = VC_H2S(vc);
-	struct px_conn *c = s2->h2->c;
+	struct px_h2 *h2 = s2->h2;
+	struct px_server *s = vc->srv;
 
 	px_h2s_pump(s2);
-	s2->h2->one = true;	/* (invariant 5) */
-	c->ops->progress(c);
-	s2->h2->one = false;
+	if (h2->qslot >= 0)
+		return;
+	if (s->n_h2cq == s->cap_h2cq) {
+		s->cap_h2cq = s->cap_h2cq ? 2 * s->cap_h2cq : 16;
+		s->h2cq = zh_realloc(s->h2cq, s->cap_h2cq * sizeof(*s->h2cq));
+	}
+	h2->qslot = (int)s->n_h2cq;
+	s->h2cq[s->n_h2cq++] = h2->c;
+}
+
+void px_h2_run_queued(struct px_server *s)
+{
+	for (unsigned i = 0; i < s->n_h2cq; i++) {
+		struct px_conn *c = s->h2cq[i];
+
+		if (!c)
+			continue;	/* closed meanwhile (px_h2_free) */
+		s->h2cq[i] = NULL;
+		c->h2->qslot = -1;
+		c->h2->one = true;	/* (invariant 5; px_h2_run clears it) */
+		c->ops->progress(c);	/* (may close c) */
+	}
+	s->n_h2cq = 0;
 }
 
 /* ---- the connection -------------------------------------------------------------- */
@@ -595,6 +631,7 @@ void px_h2_start(struct px_conn *c)
 
 	h2->c = c;
 	c->h2 = h2;
+	h2->qslot = -1;
 	px_h2_ctrl_init(&h2->ctrl, ev_now_ns());
 	nghttp2_session_callbacks_new(&cb);
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
@@ -627,7 +664,9 @@ void px_h2_run(struct px_conn *c)
 {
 	struct px_h2 *h2 = c->h2;
 	struct px_h2s *s2;
+	bool one = h2->one;	/* (invariant 5) */
 
+	h2->one = false;
 	if (c->in.data && !h2->dead) {
 		ssize_t n = nghttp2_session_mem_recv(h2->sess, (const uint8_t *)buf_head(&c->in),
 						     c->in.data);
@@ -649,7 +688,7 @@ void px_h2_run(struct px_conn *c)
 			buf_consume(&c->in, (size_t)n);
 		}
 	}
-	for (s2 = h2->streams; s2 && !h2->dead && !h2->recv_err && !h2->one; s2 = s2->next)
+	for (s2 = h2->streams; s2 && !h2->dead && !h2->recv_err && !one; s2 = s2->next)
 		px_h2s_pump(s2);
 	if (c->rd_eof && !c->in.data)
 		h2->dead = true;	/* the client is gone: so are its streams */
@@ -680,6 +719,8 @@ void px_h2_free(struct px_conn *c)
 		h2->streams = s2->next;
 		px_h2s_free(s2);
 	}
+	if (h2->qslot >= 0)
+		c->srv->h2cq[h2->qslot] = NULL;	/* (px_h2_run_queued skips it) */
 	nghttp2_session_del(h2->sess);
 	free(h2);
 	c->h2 = NULL;

@@ -356,6 +356,14 @@ struct px_server {
 	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
+	struct px_h2c **h2q;	/* h2up.c: connections kicked, run before the
+				 * loop waits (px_h2up_run_kicked); NULL = a
+				 * slot emptied by px_h2c_free */
+	unsigned n_h2q, cap_h2q;
+	struct px_conn **h2cq;	/* h2conn.c: HTTP/2 client connections whose
+				 * views progressed, to send before the loop
+				 * waits (px_h2_run_queued); NULL = closed */
+	unsigned n_h2cq, cap_h2cq;
 };
 
 /* A gRPC status that is the server's failure (as Envoy maps them to 5xx:
@@ -548,6 +556,9 @@ void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
+/* Send for every connection whose views progressed (h2conn.c invariant 5):
+ * called by px_wq_flush before each round of sends. */
+void px_h2_run_queued(struct px_server *s);
 
 /* h2flood.c (types at the top) */
 void px_h2_ctrl_init(struct px_h2_ctrl *b, uint64_t now);
@@ -585,6 +596,10 @@ void px_stream_free(struct px_stream *st);	/* client gone: no answer */
 int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out);
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
+/* Run every kicked connection's session (h2up.c invariant 1): called by
+ * px_wq_flush before each round of sends, so the loop never waits with a
+ * connection kicked and not run. */
+void px_h2up_run_kicked(struct px_server *s);
 void px_h2up_close_all(struct px_server *s);	/* server exit */
 /* Close connections without a try that idled up_idle (the idle sweep,
  * invariant 8) or whose endpoint left the table (a reload, invariant 20;

@@ -417,6 +417,8 @@ out:
 	ioq_free(&s.sq);
 	free(s.wq);
 	free(s.wq_run);
+	free(s.h2q);
+	free(s.h2cq);
 	if (s.alog)
 		fclose(s.alog);
 	px_table_unref(s.tbl);
