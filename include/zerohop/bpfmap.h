@@ -15,7 +15,9 @@
 #ifndef ZH_BPFMAP_H
 #define ZH_BPFMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Every entry of map fd. 0 / -errno (nothing allocated on error). */
 int zh_map_dump(int fd, size_t ksz, size_t vsz, char **keys, char **vals, size_t *n);
@@ -23,5 +25,14 @@ int zh_map_dump(int fd, size_t ksz, size_t vsz, char **keys, char **vals, size_t
 /* The same by the get_next_key walk only: the fallback of zh_map_dump,
  * callable on its own so that tests exercise both paths. */
 int zh_map_dump_walk(int fd, size_t ksz, size_t vsz, char **keys, char **vals, size_t *n);
+
+/* Counters sized by an enum (one entry per reason or stat): an upgrade that
+ * adds one leaves a pin of another max_entries, which libbpf cannot reuse
+ * and which would fail the whole load. Counters are the one kind of map
+ * whose content may be dropped: when the map pinned at path has another
+ * size than max_entries, the pin is removed (logged with what), so the
+ * next load creates a fresh one; running programs keep the old map until
+ * their links switch. True when it was removed. */
+bool zh_map_pin_drop_resized(const char *path, uint32_t max_entries, const char *what);
 
 #endif

@@ -253,29 +253,13 @@ static int pin_path(char *buf, size_t len, const char *dir, const char *name)
 	return 0;
 }
 
-/* An upgrade may add counters (enum zh_lb_stat): a pinned lb_stats of
- * another size cannot be reused by libbpf, and would fail the whole load.
- * Counters are the one map whose content may be dropped, so its old pin is
- * replaced by a new map (the counters restart at 0; the running programs
- * keep the old map until their links switch to the new programs). */
+/* An upgrade may add counters (enum zh_lb_stat): zh_map_pin_drop_resized. */
 static void stats_pin_check(const char *pin_dir)
 {
-	struct bpf_map_info info = {};
-	uint32_t len = sizeof(info);
 	char path[320];
-	int fd;
 
-	if (pin_path(path, sizeof(path), pin_dir, "lb_stats"))
-		return;
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != ZH_LB_STAT_MAX) {
-		zh_info("lb: pinned counters of another version (%u, now %d): replaced, counters restart at 0",
-			info.max_entries, ZH_LB_STAT_MAX);
-		unlink(path);
-	}
-	close(fd);
+	if (!pin_path(path, sizeof(path), pin_dir, "lb_stats"))
+		zh_map_pin_drop_resized(path, ZH_LB_STAT_MAX, "lb");
 }
 
 int ag_lb_mtls_fd(const struct ag_lb *lb)

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 
 #include "zerohop/bpfmap.h"
@@ -113,4 +114,23 @@ int zh_map_dump(int fd, size_t ksz, size_t vsz, char **keys, char **vals, size_t
 	*vals = v;
 	*n = got;
 	return 0;
+}
+
+bool zh_map_pin_drop_resized(const char *path, uint32_t max_entries, const char *what)
+{
+	struct bpf_map_info info = {};
+	uint32_t len = sizeof(info);
+	bool drop;
+	int fd = bpf_obj_get(path);
+
+	if (fd < 0)
+		return false;
+	drop = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != max_entries;
+	close(fd);
+	if (drop) {
+		zh_info("%s: pinned counters of another version (%u, now %u): replaced, counters restart at 0",
+			what, info.max_entries, max_entries);
+		unlink(path);
+	}
+	return drop;
 }

@@ -256,27 +256,14 @@ static int skb_links(struct pol *p, bool want)
 	return 0;
 }
 
-/* pol_drops is sized by the number of drop reasons: a pin of an older
- * version (fewer reasons) cannot be reused by libbpf and would fail the
- * whole load. Counters are the one map whose content may be dropped, so the
- * old pin is replaced (per-policy drops in pol_pdrops are kept). */
+/* pol_drops is sized by the number of drop reasons (zh_map_pin_drop_resized;
+ * per-policy drops in pol_pdrops are kept). */
 static void drops_pin_check(const char *pin_dir)
 {
-	struct bpf_map_info info = {};
-	uint32_t len = sizeof(info);
 	char path[PATH_MAX + 64];
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/pol_drops", pin_dir);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != POL_DROP__MAX) {
-		zh_info("policy: pinned drop counters of another version (%u, now %d): replaced",
-			info.max_entries, POL_DROP__MAX);
-		unlink(path);
-	}
-	close(fd);
+	zh_map_pin_drop_resized(path, POL_DROP__MAX, "policy");
 }
 
 int pol_open(const char *cgroup_path, const char *pin_dir, struct pol **out)
