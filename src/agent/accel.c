@@ -178,14 +178,16 @@ static int accel_load_and_pin(struct ag_accel *a)
 		zh_err("accel: opening bpf/accel.bpf.c failed: %s", strerror(-err));
 		return err;
 	}
-	/* the capture maps are shared by name in the node's pin dir with the
-	 * load balancer and the proxy (abi/l7cap.h; accel.bpf.c inv. 12) */
+	/* the capture maps: the load balancer's and the proxy's, shared by
+	 * name in the node's pin dir (abi/l7cap.h; accel.bpf.c inv. 12). Used
+	 * when pinned, never created here: without them (accel alone) a
+	 * private empty copy, so that nothing of theirs is left pinned */
 	bpf_object__for_each_map(m, skel->obj) {
 		if (strncmp(bpf_map__name(m), "zh_l7cap_", 9))
 			continue;
 		err = accel_path(p, sizeof(p), a->pin_dir, bpf_map__name(m));
 		if (!err)
-			err = bpf_map__set_pin_path(m, p);
+			err = bpf_map__set_pin_path(m, access(p, F_OK) ? NULL : p);
 		if (err) {
 			zh_accel__destroy(skel);
 			return err;
