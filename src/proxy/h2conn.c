@@ -47,6 +47,15 @@
  *     connection, not one per answer. A queued run never queues its own
  *     connection again (only the stream layer's reports, from outside the
  *     client's events, do), so the drain ends.
+ *  6. An answer never waits for its request: once the frame that ends the
+ *     response (END_STREAM) is sent while the request is still coming,
+ *     the stream is reset with NO_ERROR (on_frame_send; RFC 9113 8.1, as
+ *     nginx and gRPC servers do), so the client stops sending a body no
+ *     one reads. Sent after that frame, never before: nghttp2 sends
+ *     RST_STREAM ahead of queued DATA, which would lose the answer's end.
+ *     The stream layer meanwhile drops what still arrives (docs/proxy.md
+ *     invariant 23); DATA after the reset is counted by nghttp2 as
+ *     consumed, and what the view held unacknowledged goes back at free.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -309,14 +318,23 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 }
 
 /* Count what the defences sent: a refused stream (over the concurrent
- * stream limit), a GOAWAY with an error (a flood or a protocol error). */
+ * stream limit), a GOAWAY with an error (a flood or a protocol error).
+ * The last frame of an answer whose request is still coming: reset the
+ * stream with NO_ERROR (invariant 6). */
 static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
 {
 	struct px_server *s = ((struct px_h2 *)ud)->c->srv;
 
-	(void)sess;
 	if (f->hd.type == NGHTTP2_DATA)	/* h2flood.c invariant 2 */
 		px_h2_ctrl_credit(&((struct px_h2 *)ud)->ctrl, PX_H2_CTRL_PER_DATA);
+	if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+		struct px_h2s *s2 = px_h2s_get(ud, f->hd.stream_id);
+
+		if (s2 && !s2->req_done)
+			nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id,
+						  NGHTTP2_NO_ERROR);
+	}
 	if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
 		s->n_h2_refused++;
 	else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
