@@ -1,7 +1,7 @@
 /* h1req.c — HTTP/1.1 requests over a client connection's buffers (px_):
  * parse each request head in c->in into a stream, pump it, end it, start
- * the next (pipelined) one. Invariants 1-3 of docs/proxy.md ("Design
- * note"). The connection is a socket's (conn.c) or one HTTP/2 stream's
+ * the next (pipelined) one. Invariants 1-3 and 23 of docs/proxy.md
+ * ("Design note"). The connection is a socket's (conn.c) or one HTTP/2 stream's
  * view of its request and response as HTTP/1.1 bytes (h2conn.c); this
  * file touches no socket.
  */

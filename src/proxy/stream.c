@@ -2,7 +2,7 @@
  * into a stream (px_stream_open, by phase: read the head, route, forward),
  * header rewriting, local replies, body pumps both ways, tries, retries
  * with the budget and backoff, the stream's timer, and its end.
- * Invariants 1-4, 6-12 and 20 of docs/proxy.md ("Design note").
+ * Invariants 1-4, 6-12, 20 and 23 of docs/proxy.md ("Design note").
  *
  * Above it: conn.c (the client connection, driven back through
  * px_conn_ops.progress). Below it: upstream.c (pools), which reports
