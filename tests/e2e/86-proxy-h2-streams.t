@@ -25,7 +25,9 @@
 # (length or chunked) before reading gets its answer and a second one on
 # the same connection (before: stalled). The same against an HTTP/1.1
 # backend that answers at once and closes without reading
-# (http_backend.py --early; its close resets the upload).
+# (http_backend.py --early; its close resets the upload). And a client
+# that cancels an upload the proxy holds (a backend that never reads,
+# --hold) gets the connection's whole window back at once.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
@@ -53,9 +55,13 @@ svc() { # NAME [ANNOTATIONS]
 	printf 'spec: {selector: {app: ng}, ports: [{name: http2, port: 80, targetPort: %s}]}\n' $((B + 4))
 	lb_svc early early $((B + 7))
 	lb_pod early-1 early
+	lb_svc hold hold $((B + 8))
+	lb_pod hold-1 hold
 	m_route ng ng <<YAML
   - matches: [{path: {type: PathPrefix, value: /early}}]
     backendRefs: [{name: early, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /hold}}]
+    backendRefs: [{name: hold, port: 80}]
   - backendRefs: [{name: ng, port: 80}]
 YAML
 } >"$TMP/m.yaml"
@@ -150,6 +156,17 @@ r=""
 for i in 1 2 3 4 5; do r+="$(timeout 15 "$PY" "$UPL" $((B + 5)) /early 900000) "; done
 is "$r" "$(printf 'first=200 second=200 %.0s' 1 2 3 4 5)" \
 	"HTTP/1.1 client, 900 KB to a backend that answers and resets: answered 5/5, keep-alive"
+# a4c3a39's give-back where nothing else hides it: an upload to a backend
+# that never reads, cancelled by the client once the proxy holds its
+# window; the bytes the stream took must come back to the connection
+"$PY" "$HTTP_BACKEND" --hold $((B + 8)) 2>"$TMP/hold.err" &
+PIDS+=($!)
+listening() { ss -Htln "( sport = :$1 )" | grep -q .; }
+wait_until 10 listening $((B + 8))
+out=$(timeout 20 /usr/bin/python3 "$ROOT/tests/tools/clients/h2_attack.py" cancel-upload $((B + 5)) 32768)
+diag "upload to a backend that never reads, then RST_STREAM(CANCEL): $out"
+is "$out" "stalled=1 window=65535" \
+	"... the connection's window comes back whole (0 on 8c48326 and before the flush fix)"
 e1=$(metric $((B + 6)) zerohop_proxy_early_answers_total)
 ok $([ $((e1 - e0)) -ge 10 ]; echo $?) "early answers counted ($((e1 - e0)))"
 is "$(curl -s -m 5 --http2-prior-knowledge "$NG/" | wc -c)" 1024 "the proxy serves on"
