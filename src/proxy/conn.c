@@ -34,6 +34,8 @@ static bool px_conn_want_read(const struct px_conn *c)
 
 	if (c->rd_eof || c->closing || c->out.data >= PX_HIGH)
 		return false;	/* (a client not reading our answers) */
+	if (st && st->rq == RQ_BODY && st->discard)	/* answered: dropped (invariant 23) */
+		return c->in.data < PX_HIGH;
 	if (st && st->rq == RQ_BODY)	/* backpressure from the upstream */
 		return st->up && st->up->out.data < PX_HIGH && c->in.data < PX_HIGH;
 	return c->in.data < (lim > PX_HIGH ? lim : PX_HIGH);
@@ -173,7 +175,10 @@ uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle)
 
 	for (c = s->conns; c; c = cn) {
 		cn = c->next;
-		if (!c->st && !c->n_sub && !c->out.data && now - c->last_active >= min_idle) {
+		/* a stream that only drops the rest of an answered body
+		 * (invariant 23) does not keep a silent client */
+		if ((!c->st || c->st->discard) && !c->n_sub && !c->out.data &&
+		    now - c->last_active >= min_idle) {
 			n++;
 			px_conn_close(c);
 		}

@@ -1,7 +1,7 @@
 /* h1req.c — HTTP/1.1 requests over a client connection's buffers (px_):
  * parse each request head in c->in into a stream, pump it, end it, start
- * the next (pipelined) one. Invariants 1-3 of docs/proxy.md ("Design
- * note"). The connection is a socket's (conn.c) or one HTTP/2 stream's
+ * the next (pipelined) one. Invariants 1-3 and 23 of docs/proxy.md
+ * ("Design note"). The connection is a socket's (conn.c) or one HTTP/2 stream's
  * view of its request and response as HTTP/1.1 bytes (h2conn.c); this
  * file touches no socket.
  */
@@ -63,17 +63,29 @@ void px_h1_run(struct px_conn *c)
 			continue;
 		}
 		if (st->rq == RQ_BODY && c->rd_eof && !c->in.data) {
-			px_stream_fail(st, 400, "client closed during the request body");
-			continue;
+			if (!st->discard) {
+				px_stream_fail(st, 400, "client closed during the request body");
+				continue;
+			}
+			/* answered already (invariant 23): the client stopped
+			 * sending, as it may; nothing after it to parse */
+			st->rq = RQ_DONE;
+			st->client_keep = false;
 		}
 		if (st->up && st->rs != RS_CONNECT) {
 			if (px_pump_req(st) || px_pump_resp(st))
 				continue;
+			/* the answer is complete, the body is not: the
+			 * upstream takes no more of it (invariant 23) */
+			if (st->rs == RS_DONE && st->rq == RQ_BODY)
+				px_stream_early_answer(st);
 			/* sent before the loop waits; a reset takes the
 			 * error path in upstream.c's px_up_sent */
 			if (st->up && st->up->out.data)
 				px_wq_add(s, &st->up->wr);
 		}
+		if (st->discard)
+			px_pump_req(st);	/* the rest of the body, dropped */
 		if (st->rq == RQ_DONE && st->rs == RS_DONE) {
 			px_stream_end(st);
 			continue;

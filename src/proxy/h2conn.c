@@ -47,6 +47,15 @@
  *     connection, not one per answer. A queued run never queues its own
  *     connection again (only the stream layer's reports, from outside the
  *     client's events, do), so the drain ends.
+ *  6. An answer never waits for its request: once the frame that ends the
+ *     response (END_STREAM) is sent while the request is still coming,
+ *     the stream is reset with NO_ERROR (on_frame_send; RFC 9113 8.1, as
+ *     nginx and gRPC servers do), so the client stops sending a body no
+ *     one reads. Sent after that frame, never before: nghttp2 sends
+ *     RST_STREAM ahead of queued DATA, which would lose the answer's end.
+ *     The stream layer meanwhile drops what still arrives (docs/proxy.md
+ *     invariant 23); DATA after the reset is counted by nghttp2 as
+ *     consumed, and what the view held unacknowledged goes back at free.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -309,14 +318,23 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 }
 
 /* Count what the defences sent: a refused stream (over the concurrent
- * stream limit), a GOAWAY with an error (a flood or a protocol error). */
+ * stream limit), a GOAWAY with an error (a flood or a protocol error).
+ * The last frame of an answer whose request is still coming: reset the
+ * stream with NO_ERROR (invariant 6). */
 static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
 {
 	struct px_server *s = ((struct px_h2 *)ud)->c->srv;
 
-	(void)sess;
 	if (f->hd.type == NGHTTP2_DATA)	/* h2flood.c invariant 2 */
 		px_h2_ctrl_credit(&((struct px_h2 *)ud)->ctrl, PX_H2_CTRL_PER_DATA);
+	if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+	    (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+		struct px_h2s *s2 = px_h2s_get(ud, f->hd.stream_id);
+
+		if (s2 && !s2->req_done)
+			nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id,
+						  NGHTTP2_NO_ERROR);
+	}
 	if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code == NGHTTP2_REFUSED_STREAM)
 		s->n_h2_refused++;
 	else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
@@ -528,19 +546,25 @@ static void px_h2s_pump(struct px_h2s *s2)
 		nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id, NGHTTP2_INTERNAL_ERROR);
 }
 
-static void px_h2s_free(struct px_h2s *s2)
+/* Free a closed stream's view. True when it gave request bytes back to
+ * the connection's window (a WINDOW_UPDATE may now be queued). */
+static bool px_h2s_free(struct px_h2s *s2)
 {
 	struct px_conn *vc = &s2->vc;
 	struct px_server *s = vc->srv;
+	bool gave = false;
 
 	if (vc->st)
 		px_stream_free(vc->st);	/* the client left (invariant 4) */
 	/* request DATA received but never acknowledged (the answer ended
-	 * the stream first): give it back to the connection's window, or
-	 * every such stream shrinks it until the client stalls (as h2up.c's
+	 * the stream first, or the client reset it while the upstream held
+	 * back): give it back to the connection's window, or every such
+	 * stream shrinks it until the client stalls (as h2up.c's
 	 * px_h2up_release does for response bytes) */
-	if (s2->unacked && !s2->h2->dead)
+	if (s2->unacked && !s2->h2->dead) {
 		nghttp2_session_consume_connection(s2->h2->sess, s2->unacked);
+		gave = true;
+	}
 	px_buf_drop(s, &vc->in);
 	px_buf_drop(s, &vc->out);
 	px_buf_drop(s, &vc->trailers);
@@ -549,34 +573,43 @@ static void px_h2s_free(struct px_h2s *s2)
 	px_buf_drop(s, &s2->body);
 	s2->h2->c->n_sub--;
 	free(s2);
+	return gave;
 }
 
-/* Frames out while the client reads (invariant 2); closed streams go. */
+/* Frames out while the client reads (invariant 2); closed streams go. A
+ * stream freed with request bytes to give back queues a WINDOW_UPDATE:
+ * sent in the same pass, or a client waiting for window (it sends
+ * nothing that would run us again) would wait for good. */
 static void px_h2_output(struct px_h2 *h2)
 {
 	struct px_conn *c = h2->c;
 	struct px_h2s **pp, *s2;
+	bool again = true;
 
-	while (!h2->dead && c->out.data < PX_HIGH) {
-		const uint8_t *p;
-		ssize_t n = nghttp2_session_mem_send(h2->sess, &p);
+	while (again) {
+		again = false;
+		while (!h2->dead && c->out.data < PX_HIGH) {
+			const uint8_t *p;
+			ssize_t n = nghttp2_session_mem_send(h2->sess, &p);
 
-		if (n < 0) {
-			h2->dead = true;
-			break;
+			if (n < 0) {
+				h2->dead = true;
+				break;
+			}
+			if (!n)
+				break;
+			px_buf_get(c->srv, &c->out);
+			buf_append(&c->out, p, (size_t)n);
 		}
-		if (!n)
-			break;
-		px_buf_get(c->srv, &c->out);
-		buf_append(&c->out, p, (size_t)n);
-	}
-	for (pp = &h2->streams; (s2 = *pp);) {
-		if (s2->closed) {
-			*pp = s2->next;
-			px_h2s_free(s2);
-		} else {
-			pp = &s2->next;
+		for (pp = &h2->streams; (s2 = *pp);) {
+			if (s2->closed) {
+				*pp = s2->next;
+				again |= px_h2s_free(s2);
+			} else {
+				pp = &s2->next;
+			}
 		}
+		again = again && !h2->dead && c->out.data < PX_HIGH;
 	}
 	if (h2->dead || (!nghttp2_session_want_read(h2->sess) &&
 			 !nghttp2_session_want_write(h2->sess)))

@@ -272,7 +272,8 @@ static void px_h2us_head(struct px_h2us *us, bool end_stream)
 {
 	struct buf *in = &us->u.in;
 	bool has_cl = false;
-	const char *p = buf_head(&us->hdrs), *e = p + us->hdrs.data;
+	/* (no field but :status: hdrs has no area, and NULL + 0 is undefined) */
+	const char *p = us->hdrs.data ? buf_head(&us->hdrs) : "", *e = p + us->hdrs.data;
 
 	for (const char *l = p; l < e;) {	/* a length given: the body as it is */
 		const char *eol = memchr(l, '\n', (size_t)(e - l));
@@ -299,7 +300,7 @@ static void px_h2us_head(struct px_h2us *us, bool end_stream)
 static void px_h2us_trailers(struct px_h2us *us)
 {
 	struct px_stream *st = us->u.st;
-	const char *p = buf_head(&us->hdrs), *e = p + us->hdrs.data;
+	const char *p = us->hdrs.data ? buf_head(&us->hdrs) : "", *e = p + us->hdrs.data;
 
 	for (const char *l = p; st && l < e;) {	/* the stream's gRPC result */
 		const char *eol = memchr(l, '\n', (size_t)(e - l));

@@ -140,6 +140,8 @@ struct px_up {
 	uint16_t port;
 	bool connecting;
 	bool eof;
+	bool wr_dead;		/* a send failed: nothing more is sent, the
+				 * answer is read to the end (px_up_sent) */
 	struct px_stream *st;	/* NULL while idle */
 	struct px_up *next;	/* idle list */
 	uint64_t idle_since;	/* when it entered the pool */
@@ -233,6 +235,8 @@ struct px_stream {
 	 * is read, sent to each chosen mirror once complete */
 	struct buf mb;
 	bool mb_off;		/* no mirror for this request (none chosen, too large) */
+	bool discard;		/* answered before its body was read: the rest
+				 * is read and dropped (invariant 23) */
 };
 
 struct px_host {		/* outlier state of one endpoint */
@@ -334,6 +338,7 @@ struct px_server {
 	/* connection pools (invariants 21-22) */
 	uint64_t kick_timer;	/* serve pending streams, armed when a slot frees */
 	uint64_t n_overflow, n_pending_timeouts, n_pending_total, n_max_reqs_closed;
+	uint64_t n_early_answers;	/* answered before the body was read (invariant 23) */
 	uint32_t n_pending;	/* all endpoints */
 	/* NetworkPolicy per request (netpol.c design note) */
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
@@ -581,6 +586,9 @@ int px_stream_open(struct px_stream *st, const struct h1_request *rq,
 		   const struct h1_header *h, size_t n, size_t head_len);
 int px_pump_req(struct px_stream *st);
 int px_pump_resp(struct px_stream *st);
+/* st's response is complete while its request body is still coming: the
+ * upstream is released, the rest of the body dropped (invariant 23). */
+void px_stream_early_answer(struct px_stream *st);
 void px_reply(struct px_conn *c, int status, const char *reason, const char *extra,
 	      bool close_conn);
 const char *px_reason(int status);

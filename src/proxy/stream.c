@@ -2,7 +2,7 @@
  * into a stream (px_stream_open, by phase: read the head, route, forward),
  * header rewriting, local replies, body pumps both ways, tries, retries
  * with the budget and backoff, the stream's timer, and its end.
- * Invariants 1-4, 6-12 and 20 of docs/proxy.md ("Design note").
+ * Invariants 1-4, 6-12, 20 and 23 of docs/proxy.md ("Design note").
  *
  * Above it: conn.c (the client connection, driven back through
  * px_conn_ops.progress). Below it: upstream.c (pools), which reports
@@ -616,15 +616,81 @@ int px_stream_open(struct px_stream *st, const struct h1_request *rq,
 
 /* ---- body pumps -------------------------------------------------------------- */
 
-/* Move request body bytes c->in → up->out (RQ_BODY). 0, or -EPROTO on a bad
- * chunk (the stream was failed). */
+/* Read and drop the rest of an answered request's body (invariant 23),
+ * as far as c->in goes. A bad chunk ends the body: the answer stands, and
+ * the connection closes after it (nothing after it can be parsed). */
+static void px_discard_req(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+
+	while (st->rq == RQ_BODY && c->in.data) {
+		if (st->req_framing == H1_BODY_LENGTH) {
+			size_t k = c->in.data < st->req_left ? c->in.data : st->req_left;
+
+			buf_consume(&c->in, k);
+			st->req_left -= k;
+			st->bytes_in += k;
+			if (!st->req_left)
+				st->rq = RQ_DONE;
+		} else {
+			size_t in = c->in.data, len = in;
+			ssize_t left = h1_decode_chunked(&st->req_ck, buf_head(&c->in), &len);
+
+			if (left < 0) {
+				st->err = h1_err_str((int)left);
+				st->rq = RQ_DONE;
+				st->client_keep = false;
+				c->in.data = c->in.head = 0;
+				return;
+			}
+			st->bytes_in += in - left;
+			if (left > 0 || h1_chunked_done(&st->req_ck)) {
+				/* leftover (pipelined) bytes sit at len..len+left */
+				memmove(buf_head(&c->in) + in - left, buf_head(&c->in) + len, left);
+				st->rq = RQ_DONE;
+			}
+			buf_consume(&c->in, in - left);
+		}
+	}
+}
+
+void px_stream_early_answer(struct px_stream *st)
+{
+	struct px_server *s = st->c->srv;
+
+	if (st->discard)
+		return;
+	st->discard = true;
+	s->n_early_answers++;
+	/* the try is over (its latency ends here, not when the client stops
+	 * sending); its upstream got an incomplete request: never pooled
+	 * (invariant 4), an HTTP/2 try's stream is reset if still open */
+	px_try_end(st);
+	st->up_keep = false;
+	if (st->up) {
+		px_up_release(st->up, false);
+		st->up = NULL;
+	}
+	st->rb_off = true;	/* no retry after an answer */
+	px_buf_drop(s, &st->rb);
+	px_mirror_drop_stream(st);	/* a mirror would get half a request */
+}
+
+/* Move request body bytes c->in → up->out (RQ_BODY), or drop them once the
+ * stream was answered (invariant 23). 0, or -EPROTO on a bad chunk (the
+ * stream was failed). */
 int px_pump_req(struct px_stream *st)
 {
 	struct px_conn *c = st->c;
 	struct px_up *u = st->up;
 	size_t before = u ? u->out.data : 0;
 
-	while (st->rq == RQ_BODY && c->in.data && u && u->out.data < PX_HIGH) {
+	if (st->discard) {
+		px_discard_req(st);
+		return 0;
+	}
+	/* (a failed send: nothing more goes, the answer decides, px_up_sent) */
+	while (st->rq == RQ_BODY && c->in.data && u && !u->wr_dead && u->out.data < PX_HIGH) {
 		if (st->req_framing == H1_BODY_LENGTH) {
 			size_t k = c->in.data;
 

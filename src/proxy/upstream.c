@@ -110,7 +110,7 @@ void px_up_release(struct px_up *u, bool reusable)
 		reusable = false;	/* max requests per connection reached */
 		s->n_max_reqs_closed++;
 	}
-	if (!reusable || u->in.data || u->out.data || u->eof || u->connecting) {
+	if (!reusable || u->in.data || u->out.data || u->eof || u->wr_dead || u->connecting) {
 		px_up_close(u);
 		return;
 	}
@@ -139,7 +139,7 @@ void px_up_update(struct px_up *u)
 	} else if (u->connecting) {
 		mask = EV_WRITE;
 	} else {
-		if (u->out.data && u->wr.slot < 0)	/* batch.c invariant 3 */
+		if (u->out.data && u->wr.slot < 0 && !u->wr_dead)	/* batch.c invariant 3 */
 			mask |= EV_WRITE;
 		if (st->rs != RS_DONE && !u->eof && st->c->out.data < PX_HIGH)
 			mask |= EV_READ;
@@ -360,14 +360,27 @@ static void px_up_event(struct px_wr *w, int events)
 	s->up_ops->progress(st);
 }
 
-/* The batch's send result (batch.c). A failed send: the upstream is gone,
- * which the stream takes as a reset. */
+/* The batch's send result (batch.c). A failed send: the upstream is gone.
+ * What it answered before it closed (an answer before the whole request,
+ * then a close that resets) may still wait in the socket: while connected,
+ * nothing more is sent and the answer is read to the end, so the stream
+ * sees it, or an end without one, which it takes as a reset (px_resp_head)
+ * as nginx and HAProxy read a response after a failed send. Otherwise
+ * (connecting, or nothing to read it for) the stream takes it as a reset
+ * at once. */
 static void px_up_sent(struct px_wr *w)
 {
 	struct px_up *u = UP_OF(w);
 	struct px_stream *st = u->st;
 	ssize_t res = u->wr.res;
 
+	if (res < 0 && res != -EAGAIN && st && !u->connecting && !u->eof &&
+	    (st->rs == RS_HEAD || st->rs == RS_BODY)) {
+		u->wr_dead = true;
+		u->out.data = u->out.head = 0;
+		u->srv->up_ops->progress(st);
+		return;
+	}
 	if (res < 0 && res != -EAGAIN) {
 		u->eof = true;
 		if (st)

@@ -14,6 +14,20 @@
 # the connection's flow-control window must get back what every released
 # stream received (before, it shrank by each answer and stalled after
 # 64 KiB).
+# Answers before the request body (docs/proxy.md invariant 23, h2conn.c
+# invariant 6), each client bounded by a timeout so a stall fails fast:
+# the same nginx answers without reading the body. h2load -m 4 uploading
+# 30 KB bodies: all answered (before a4c3a39 the client connection's
+# window kept the unacknowledged DATA of every such stream and stalled);
+# 200 KB bodies: all answered, each stream reset with NO_ERROR after its
+# answer (before, the stream waited for a body the closed upstream stream
+# could not take, and h2load hung); an HTTP/1.1 client sending 900 KB
+# (length or chunked) before reading gets its answer and a second one on
+# the same connection (before: stalled). The same against an HTTP/1.1
+# backend that answers at once and closes without reading
+# (http_backend.py --early; its close resets the upload). And a client
+# that cancels an upload the proxy holds (a backend that never reads,
+# --hold) gets the connection's whole window back at once.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
@@ -39,6 +53,17 @@ svc() { # NAME [ANNOTATIONS]
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: ng}\n'
 	printf 'spec: {selector: {app: ng}, ports: [{name: http2, port: 80, targetPort: %s}]}\n' $((B + 4))
+	lb_svc early early $((B + 7))
+	lb_pod early-1 early
+	lb_svc hold hold $((B + 8))
+	lb_pod hold-1 hold
+	m_route ng ng <<YAML
+  - matches: [{path: {type: PathPrefix, value: /early}}]
+    backendRefs: [{name: early, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /hold}}]
+    backendRefs: [{name: hold, port: 80}]
+  - backendRefs: [{name: ng, port: 80}]
+YAML
 } >"$TMP/m.yaml"
 lb_apply
 lb_proxy wide $P $S --upstream-idle-timeout 1500ms
@@ -95,4 +120,54 @@ diag "400 requests of 1 KiB through one h2c upstream connection: $out"
 grep -q ' 400 succeeded' <<<"$out"
 ok $? "all 400 answered: the upstream connection window does not leak"
 is "$(metric $((B + 6)) "$UPC")" 1 "... over one upstream connection"
+
+# ---- answers before the request body (invariant 23) ----------------------------
+"$PY" "$HTTP_BACKEND" --early --body early $((B + 7)) 2>"$TMP/early.err" &
+PIDS+=($!)
+wait_until 10 lb_http_up $((B + 7))
+ok $? "an HTTP/1.1 backend that answers before reading the body"
+NG=http://127.0.0.1:$((B + 5))
+head -c 30000 /dev/urandom >"$TMP/30k.bin"
+head -c 200000 /dev/urandom >"$TMP/200k.bin"
+e0=$(metric $((B + 6)) zerohop_proxy_early_answers_total)
+h2up() { # NAME URL BODY: h2load -n 40 -c 2 -m 4 uploading BODY, 20 s at most
+	local out
+	out=$(timeout 20 h2load -n 40 -c 2 -m 4 -d "$3" "$2" 2>&1 | grep '^requests:')
+	diag "$1: ${out:-no summary: stalled, killed after 20 s}"
+	grep -q ' 40 succeeded' <<<"$out"
+}
+h2up "30 KB bodies to nginx h2c" "$NG/" "$TMP/30k.bin"
+ok $? "h2load -m 4, 30 KB bodies, answered before read: all 40 (client window given back)"
+h2up "200 KB bodies to nginx h2c" "$NG/" "$TMP/200k.bin"
+ok $? "h2load -m 4, 200 KB bodies, answered before read: all 40 (no stall)"
+# (nghttp -v: a frame's line, then its flags and fields on the next ones)
+out=$(timeout 10 nghttp -v -d "$TMP/200k.bin" "$NG/" 2>&1 | tr -d '\n' |
+	grep -o 'recv DATA frame <[^>]*stream_id=13> *; END_STREAM.*')
+grep -qE '^recv DATA[^;]*; END_STREAM\[[ 0-9.]*\] recv RST_STREAM frame <[^>]*stream_id=13> *\(error_code=NO_ERROR' <<<"$out"
+ok $? "nghttp: the answer ends (END_STREAM), then RST_STREAM(NO_ERROR) (RFC 9113 8.1)"
+UPL="$ROOT/tests/tools/clients/h1_upload.py"
+is "$(timeout 15 "$PY" "$UPL" $((B + 5)) / 900000)" "first=200 second=200" \
+	"HTTP/1.1 client, 900 KB sent before reading: answered, then keep-alive (nginx h2c)"
+is "$(timeout 15 "$PY" "$UPL" $((B + 5)) / 900000 chunked)" "first=200 second=200" \
+	"... chunked body"
+h2up "200 KB bodies to an HTTP/1.1 backend that answers and closes" "$NG/early" "$TMP/200k.bin"
+ok $? "h2load -m 4, 200 KB bodies, HTTP/1.1 backend answering and closing: all 40"
+r=""
+for i in 1 2 3 4 5; do r+="$(timeout 15 "$PY" "$UPL" $((B + 5)) /early 900000) "; done
+is "$r" "$(printf 'first=200 second=200 %.0s' 1 2 3 4 5)" \
+	"HTTP/1.1 client, 900 KB to a backend that answers and resets: answered 5/5, keep-alive"
+# a4c3a39's give-back where nothing else hides it: an upload to a backend
+# that never reads, cancelled by the client once the proxy holds its
+# window; the bytes the stream took must come back to the connection
+"$PY" "$HTTP_BACKEND" --hold $((B + 8)) 2>"$TMP/hold.err" &
+PIDS+=($!)
+listening() { ss -Htln "( sport = :$1 )" | grep -q .; }
+wait_until 10 listening $((B + 8))
+out=$(timeout 20 /usr/bin/python3 "$ROOT/tests/tools/clients/h2_attack.py" cancel-upload $((B + 5)) 32768)
+diag "upload to a backend that never reads, then RST_STREAM(CANCEL): $out"
+is "$out" "stalled=1 window=65535" \
+	"... the connection's window comes back whole (0 on 8c48326 and before the flush fix)"
+e1=$(metric $((B + 6)) zerohop_proxy_early_answers_total)
+ok $([ $((e1 - e0)) -ge 10 ]; echo $?) "early answers counted ($((e1 - e0)))"
+is "$(curl -s -m 5 --http2-prior-knowledge "$NG/" | wc -c)" 1024 "the proxy serves on"
 done_testing

@@ -8,14 +8,18 @@ backend that accepts and never answers. It is Python on purpose: a second,
 independent HTTP implementation facing the proxy.
 
     http_backend.py [--host H] [--status N] [--body TEXT] [--delay SEC]
-                    [--log FILE] [--log-what port|request] [--hold] PORT...
+                    [--log FILE] [--log-what port|request] [--hold]
+                    [--early] PORT...
 
 Every PORT gets a listener; every connection is keep-alive and each request
 (head plus a Content-Length body, if any) gets, after DELAY seconds,
 `HTTP/1.1 STATUS` with BODY (default empty). --log appends one line per
 request to FILE: the port it came to (`port`, the default) or its request
 line and body (`request`). --hold accepts and never answers (a hung
-backend: requests stay in flight until the client gives up)."""
+backend: requests stay in flight until the client gives up). --early
+answers each request as soon as its head arrived, with Connection: close,
+and closes without reading its body (a body still coming makes the close
+a reset): a backend that answers before the request is complete."""
 import argparse
 import socket
 import sys
@@ -52,6 +56,16 @@ def serve(c, port, a, log, lock):
         time.sleep(3600)
         return c.close()
     body = a.body.encode()
+    if a.early:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            x = c.recv(65536)
+            if not x:
+                return c.close()
+            buf += x
+        c.sendall(b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
+            a.status, REASON.get(a.status, b"Status"), len(body), body))
+        return c.close()
     answer = b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n%s" % (
         a.status, REASON.get(a.status, b"Status"), len(body), body)
     buf = b""
@@ -85,6 +99,7 @@ def main():
     p.add_argument("--log")
     p.add_argument("--log-what", choices=("port", "request"), default="port")
     p.add_argument("--hold", action="store_true")
+    p.add_argument("--early", action="store_true")
     p.add_argument("ports", type=int, nargs="+")
     a = p.parse_args()
     log = open(a.log, "ab") if a.log else None

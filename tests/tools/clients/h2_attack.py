@@ -18,6 +18,13 @@ facts about what the proxy did and exits 0; the test judges them.
   drain PORT MS       one GET /?delay=MSms, then reads to the end (the test
                       sends the proxy SIGTERM meanwhile):
                       "goaway=E last=L status=S closed=C"
+  cancel-upload PORT KB
+                      POST /hold with up to KB KiB of body, sent as the
+                      windows allow until the proxy stops opening them (a
+                      backend that never reads), then RST_STREAM(CANCEL):
+                      "stalled=1 window=W", W the connection's send window
+                      2 s later (65535 when the proxy gave back every byte
+                      the stream took; 0 when they leaked)
 """
 import socket
 import struct
@@ -219,10 +226,38 @@ def drain(port, ms):
     print("goaway=%d last=%s status=%s closed=%d" % (code, last, status, closed))
 
 
+def cancel_upload(port, kb):
+    s, c = conn(port)
+    c.send_headers(1, [(":method", "POST"), (":path", "/hold"), (":scheme", "http"),
+                       (":authority", "t")])
+    s.sendall(c.data_to_send())
+    left, stalled = kb * 1024, 0
+    s.settimeout(1.0)
+    while left:
+        n = min(left, c.local_flow_control_window(1), c.max_outbound_frame_size)
+        if n > 0:
+            c.send_data(1, b"u" * n)
+            s.sendall(c.data_to_send())
+            left -= n
+            continue
+        evs, closed = pump(s, c, lambda evs: any(
+            isinstance(e, h2.events.WindowUpdated) for e in evs))
+        if closed:
+            break
+        if not any(isinstance(e, h2.events.WindowUpdated) for e in evs):
+            stalled = 1     # no window for a second: the proxy holds the rest
+            break
+    c.reset_stream(1, h2.errors.ErrorCodes.CANCEL)
+    s.sendall(c.data_to_send())
+    s.settimeout(2.0)
+    pump(s, c, lambda evs: c.outbound_flow_control_window >= 65535)
+    print("stalled=%d window=%d" % (stalled, c.outbound_flow_control_window))
+
+
 if __name__ == "__main__":
     mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     {"streams": streams, "rapid-reset": rapid_reset, "big-header": big_header,
-     "continuation": continuation, "drain": drain,
+     "continuation": continuation, "drain": drain, "cancel-upload": cancel_upload,
      "ping-flood": flood(6, lambda i: struct.pack(">Q", i)),
      "settings-flood": flood(4, lambda i: b""),
      "window-flood": flood(8, lambda i: struct.pack(">I", 1)),
