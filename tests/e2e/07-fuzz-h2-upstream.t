@@ -7,38 +7,15 @@
 # python3-h2: tests/fuzz/h2_upstream_seeds.py). Any crash, sanitizer
 # report or leak fails.
 source "$(dirname "$0")/../lib/tap.sh"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-SECS=${ZH_FUZZ_SECS:-20}
-CLANG=${CLANG:-clang}
-
-command -v "$CLANG" >/dev/null || skip_all "clang missing (make deps)"
+source "$(dirname "$0")/../lib/fuzz.sh"
 pkg-config --exists libnghttp2 || skip_all "libnghttp2-dev missing (make deps)"
-TMP=$(mktemp -d /tmp/zh-fuzz-h2up.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' >"$TMP/probe.c"
-"$CLANG" -fsanitize=fuzzer "$TMP/probe.c" -o "$TMP/probe" 2>/dev/null ||
-	skip_all "clang's libFuzzer runtime is missing (Debian: libclang-rt-14-dev)"
+fuzz_init h2up
 
 # (h2up.c is #included by the target, not linked)
-"$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	-std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" "$ROOT/tests/fuzz/fuzz_h2_upstream.c" \
+fuzz_build fuzz_h2_upstream "$ROOT/tests/fuzz/fuzz_h2_upstream.c" \
 	"$ROOT/src/lib/buf.c" "$ROOT/src/lib/h1.c" "$ROOT/src/lib/log.c" \
-	$(pkg-config --libs libnghttp2) -o "$TMP/fuzz_h2_upstream" 2>"$TMP/build.log"
-ok $? "build fuzz_h2_upstream" || { sed 's/^/# /' "$TMP/build.log"; done_testing; }
-mkdir -p "$TMP/corpus"
-# New inputs go to the scratch corpus; the seed corpus is only read.
-"$TMP/fuzz_h2_upstream" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 \
-	-artifact_prefix="$TMP/" "$TMP/corpus" "$ROOT/tests/fuzz/corpus/h2_upstream" \
-	>"$TMP/run.log" 2>&1
-rc=$?
-ok $rc "fuzz_h2_upstream ran ${SECS}s without a finding ($(grep -o 'Done [0-9]* runs' "$TMP/run.log"))"
-if [ $rc -ne 0 ]; then
-	grep -E 'ERROR|SUMMARY|runtime error|#[0-9] .*(h2|fuzz)' "$TMP/run.log" | head -20 | sed 's/^/# /'
-	for c in "$TMP"/crash-* "$TMP"/leak-* "$TMP"/timeout-*; do
-		[ -f "$c" ] && diag "input (base64): $(base64 -w0 "$c")"
-	done
-fi
-cov=$(grep -o 'INITED cov: [0-9]*' "$TMP/run.log" | grep -o '[0-9]*$')
+	$(pkg-config --libs libnghttp2) || done_testing
+fuzz_run fuzz_h2_upstream h2_upstream
 # (clang 14: the harness's tries with no answer reach 321, the seeds 417)
-ok $([ "${cov:-0}" -ge 380 ]; echo $?) "the seeds reach our callbacks (coverage ${cov:-0} at start)"
+ok $([ "${FUZZ_COV:-0}" -ge 380 ]; echo $?) "the seeds reach our callbacks (coverage ${FUZZ_COV:-0} at start)"
 done_testing

@@ -10,16 +10,18 @@ TAP_N=0
 TAP_FAILED=0
 ZH=${ZH:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/zerohop}
 
+# ok and is return the check's verdict (0 passed, 1 failed), so that
+# `ok $? "what" || diag "why"` prints its diagnostics only on a failure.
 ok() {
 	TAP_N=$((TAP_N + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $TAP_N - $2"; else
-		echo "not ok $TAP_N - $2"; TAP_FAILED=$((TAP_FAILED + 1)); fi
+	if [ "$1" -eq 0 ]; then echo "ok $TAP_N - $2"; return 0; fi
+	echo "not ok $TAP_N - $2"; TAP_FAILED=$((TAP_FAILED + 1)); return 1
 }
 is() {
 	TAP_N=$((TAP_N + 1))
-	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; else
-		echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'" >&2
-		TAP_FAILED=$((TAP_FAILED + 1)); fi
+	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; return 0; fi
+	echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'" >&2
+	TAP_FAILED=$((TAP_FAILED + 1)); return 1
 }
 diag() { echo "# $*"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
