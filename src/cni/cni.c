@@ -143,17 +143,22 @@ static void print_result(const struct cni_req *r, const struct cni_rec *rec)
 	json_put_str(stdout, rec->ifname);
 	printf(",\"mac\":\"%s\",\"sandbox\":", mac);
 	json_put_str(stdout, rec->netns);
-	printf("}],\"ips\":[{%s\"address\":\"%s/32\",\"gateway\":\"%s\",\"interface\":1}",
-	       pre_1_0(r->version) ? "\"version\":\"4\"," : "", a, LAB_GW);
+	printf("}],\"ips\":[");
+	if (!r->v6only)
+		printf("{%s\"address\":\"%s/32\",\"gateway\":\"%s\",\"interface\":1}",
+		       pre_1_0(r->version) ? "\"version\":\"4\"," : "", a, LAB_GW);
 	if (r->plen6) {	/* dual-stack: the IPv6 beside it, IPv4 first (the lab's primary) */
 		cni_ip6_of(r, rec->ip, &ip6);
 		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
-		printf(",{%s\"address\":\"%s/128\",\"gateway\":\"%s\",\"interface\":1}",
-		       pre_1_0(r->version) ? "\"version\":\"6\"," : "", a6, LAB_GW6);
+		printf("%s{%s\"address\":\"%s/128\",\"gateway\":\"%s\",\"interface\":1}",
+		       r->v6only ? "" : ",", pre_1_0(r->version) ? "\"version\":\"6\"," : "", a6,
+		       LAB_GW6);
 	}
-	printf("],\"routes\":[{\"dst\":\"0.0.0.0/0\",\"gw\":\"%s\"}", LAB_GW);
+	printf("],\"routes\":[");
+	if (!r->v6only)
+		printf("{\"dst\":\"0.0.0.0/0\",\"gw\":\"%s\"}", LAB_GW);
 	if (r->plen6)
-		printf(",{\"dst\":\"::/0\",\"gw\":\"%s\"}", LAB_GW6);
+		printf("%s{\"dst\":\"::/0\",\"gw\":\"%s\"}", r->v6only ? "" : ",", LAB_GW6);
 	printf("],\"dns\":{}}\n");
 }
 
@@ -345,6 +350,26 @@ bad:
 			v);
 }
 
+/* ipv6Only (optional, needs podCIDR6): an IPv6-only network. Addresses
+ * are still handed out from podCIDR, as an index space: the pod's IPv6 is
+ * derived from that index (cni_ip6_of) and its IPv4 is configured nowhere,
+ * as the lab numbers its IPv6-only process pods (lab.h v6only). */
+static int parse_v6only(struct cni_req *r, struct cni_err *e)
+{
+	const struct jv *v = jv_get(r->conf, "ipv6Only");
+
+	if (!v)
+		return 0;
+	if (!jv_is(v, JV_BOOL))
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"field 'ipv6Only': expected true or false");
+	if (v->b && !r->plen6)
+		return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
+				"field 'ipv6Only': needs 'podCIDR6' (the pods' IPv6 range)");
+	r->v6only = v->b;
+	return 0;
+}
+
 static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cni_err *e)
 {
 	const char *cidr, *dd, *want;
@@ -420,7 +445,7 @@ static int parse_conf(struct cni_req *r, const char *text, size_t len, struct cn
 			return cni_fail(e, CNI_ERR_CONFIG, "invalid network config",
 					"runtimeConfig.ips: '%s' is not an IPv4 address", want);
 	}
-	if (r->plen && (parse_range(r, e) || parse_cidr6(r, e)))
+	if (r->plen && (parse_range(r, e) || parse_cidr6(r, e) || parse_v6only(r, e)))
 		return -1;
 	return 0;
 }
@@ -494,8 +519,8 @@ static void rec_init(struct cni_rec *rec, const struct cni_req *r, uint32_t ip)
 
 /* Chained after an interface plugin (bridge, ptp, ...): its prevResult
  * has the address; publish the pod with it and pass the result on. No veth,
- * no address of ours (so no podCIDR6 address either: its IPv4 is published
- * alone). */
+ * no address of ours (so no podCIDR6 address either, and ipv6Only does
+ * not apply: its IPv4 is published alone). */
 static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err *e)
 {
 	const char *paddr = jv_str(jv_get(jv_at(jv_get(prev, "ips"), 0), "address"));
@@ -504,6 +529,7 @@ static int add_chained(struct cni_req *r, const struct jv *prev, struct cni_err 
 	uint32_t ip;
 
 	r->plen6 = 0;
+	r->v6only = false;
 	snprintf(a, sizeof(a), "%s", paddr ? paddr : "");
 	sl = strchr(a, '/');
 	if (sl)
@@ -550,8 +576,7 @@ static int cmd_add(struct cni_req *r, struct cni_err *e)
 		/* ADD again for the same attachment */
 		if (rec.ready && !strcmp(rec.netns, r->netns)) {
 			cni_net_check(r, &rec, drift, sizeof(drift));
-			if (!drift[0] && (!r->publish || cni_pod_matches(r->state_dir, rec.ns, rec.name,
-									  r->id, rec.ip)) &&
+			if (!drift[0] && (!r->publish || cni_pod_matches(r, &rec)) &&
 			    (!r->want_ip || r->want_ip == rec.ip)) {
 				print_result(r, &rec);
 				return 0;
@@ -614,7 +639,7 @@ static int cmd_check(struct cni_req *r, struct cni_err *e)
 {
 	const struct jv *prev = jv_get(r->conf, "prevResult");
 	const char *paddr = jv_str(jv_get(jv_at(jv_get(prev, "ips"), 0), "address"));
-	char drift[1024], want[24], a[16];
+	char drift[1024], want[INET6_ADDRSTRLEN + 1], a[INET6_ADDRSTRLEN];
 	struct cni_rec rec;
 	size_t off;
 
@@ -628,16 +653,17 @@ static int cmd_check(struct cni_req *r, struct cni_err *e)
 	if (!rec.ready)
 		return cni_fail(e, CNI_ERR_DRIFT, "the attachment has drifted",
 				"ADD did not finish for %s/%s", r->id, r->ifname);
+	if (rec.chained)	/* its IPv4 alone, whatever the config says (add_chained) */
+		r->v6only = false;
 	cni_net_check(r, &rec, drift, sizeof(drift));
 	off = strlen(drift);
 	/* the address, whatever its prefix (chained: the other plugin's /24) */
-	snprintf(want, sizeof(want), "%s/", inet_ntop(AF_INET, &rec.ip, a, sizeof(a)));
+	snprintf(want, sizeof(want), "%s/", cni_pod_ip(r, rec.ip, a));
 	if (paddr && strncmp(paddr, want, strlen(want)) && strcmp(paddr, a))
 		off += (size_t)snprintf(drift + off, sizeof(drift) - off,
 					"%sprevResult has %s, the attachment %s", off ? "; " : "",
 					paddr, a);
-	if (off < sizeof(drift) && r->publish &&
-	    !cni_pod_matches(r->state_dir, rec.ns, rec.name, r->id, rec.ip))
+	if (off < sizeof(drift) && r->publish && !cni_pod_matches(r, &rec))
 		snprintf(drift + off, sizeof(drift) - off,
 			 "%spod %s/%s is not published with %s in %s", off ? "; " : "", rec.ns,
 			 rec.name, a, r->state_dir);

@@ -34,6 +34,9 @@ struct cni_req {
 	int plen;
 	struct in6_addr net6;	/* podCIDR6 (dual-stack); plen6 0: IPv4 only */
 	int plen6;
+	bool v6only;		/* "ipv6Only": the pod gets its IPv6 alone; podCIDR
+				 * stays the index space its IPv6 is derived
+				 * from, never configured (docs/cni.md) */
 	uint32_t range_lo, range_hi;	/* rangeStart, rangeEnd (network order; 0: podCIDR's) */
 	int mtu;		/* 0: kernel default */
 	uint32_t want_ip;	/* runtimeConfig.ips[0] (network order; 0: none) */
@@ -95,8 +98,10 @@ void cni_pod_mac(uint32_t ip, char out[18]);
 int cni_pod_publish(const struct cni_req *r, uint32_t ip, struct cni_err *e);
 /* Remove pod ns/name when it still names container id (0 also when absent). */
 int cni_pod_unpublish(const char *state_dir, const char *ns, const char *name, const char *id);
-/* Is pod ns/name published with this container id and address? */
-bool cni_pod_matches(const char *state_dir, const char *ns, const char *name, const char *id,
-		     uint32_t ip);
+/* Is the record's pod published with this container id and its address
+ * (cni_pod_ip: the IPv6 on an ipv6Only network, else the IPv4)? */
+bool cni_pod_matches(const struct cni_req *r, const struct cni_rec *rec);
+/* The address a pod of index ip is known by: podIP, the result's ips[0]. */
+const char *cni_pod_ip(const struct cni_req *r, uint32_t ip, char out[INET6_ADDRSTRLEN]);
 
 #endif

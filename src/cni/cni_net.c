@@ -16,6 +16,9 @@
  *    pod's /128 (cni_ip6_of) with nodad, its default route via LAB_GW6 with
  *    the same permanent neighbour MAC, and on the node a /128 route and a
  *    permanent neighbour on the host end, removed with it (invariant 3).
+ * 6. IPv6-only (ipv6Only): invariant 5 alone. The pod's IPv4 (the index its
+ *    IPv6 and MAC are derived from) is on no interface and in no route, on
+ *    either side, as in the lab's IPv6-only process pods (lab_net.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -127,11 +130,13 @@ int cni_net_add(const struct cni_req *r, uint32_t ip, struct cni_err *e)
 		snprintf(mtu, sizeof(mtu), " mtu %d", r->mtu);
 	off = snprintf(cmds, sizeof(cmds),
 		       "link add %s address %s%s type veth peer name %s address %s%s netns %s\n"
-		       "link set %s up\n"
-		       "route replace %s/32 dev %s scope link\n"
-		       "neigh replace %s lladdr %s dev %s nud permanent\n",
-		       r->veth, LAB_GW_MAC, mtu, r->ifname, mac, mtu, r->netns, r->veth, a, r->veth,
-		       a, mac, r->veth);
+		       "link set %s up\n",
+		       r->veth, LAB_GW_MAC, mtu, r->ifname, mac, mtu, r->netns, r->veth);
+	if (!r->v6only)	/* invariant 6 */
+		off += snprintf(cmds + off, sizeof(cmds) - off,
+				"route replace %s/32 dev %s scope link\n"
+				"neigh replace %s lladdr %s dev %s nud permanent\n",
+				a, r->veth, a, mac, r->veth);
 	if (r->plen6)	/* invariant 5 */
 		snprintf(cmds + off, sizeof(cmds) - off,
 			 "route replace %s/128 dev %s\n"
@@ -141,15 +146,18 @@ int cni_net_add(const struct cni_req *r, uint32_t ip, struct cni_err *e)
 	if (ret)
 		return cni_fail(e, CNI_ERR_NETWORK, "cannot create the pod's veth",
 				"ip -batch in the node namespace exited %d: %s", ret, cmds);
-	off = snprintf(cmds, sizeof(cmds),
-		       "link set lo up\n"
-		       "addr add %s/32 dev %s\n"
-		       "link set %s up\n"
-		       "neigh replace %s lladdr %s dev %s nud permanent\n"
-		       "route add %s dev %s scope link\n"
-		       "route add default via %s dev %s\n",
-		       a, r->ifname, r->ifname, LAB_GW, LAB_GW_MAC, r->ifname, LAB_GW, r->ifname,
-		       LAB_GW, r->ifname);
+	if (r->v6only)	/* invariant 6 */
+		off = snprintf(cmds, sizeof(cmds), "link set lo up\nlink set %s up\n", r->ifname);
+	else
+		off = snprintf(cmds, sizeof(cmds),
+			       "link set lo up\n"
+			       "addr add %s/32 dev %s\n"
+			       "link set %s up\n"
+			       "neigh replace %s lladdr %s dev %s nud permanent\n"
+			       "route add %s dev %s scope link\n"
+			       "route add default via %s dev %s\n",
+			       a, r->ifname, r->ifname, LAB_GW, LAB_GW_MAC, r->ifname, LAB_GW,
+			       r->ifname, LAB_GW, r->ifname);
 	if (r->plen6)
 		snprintf(cmds + off, sizeof(cmds) - off,
 			 "addr add %s/128 dev %s nodad\n"
@@ -236,7 +244,7 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 		;
 	else if (!if_nametoindex(rec->veth))
 		ADD("host veth %s is missing; ", rec->veth);
-	else if (!has_route(rec->ip, 0xffffffff, 0, rec->veth))
+	else if (!r->v6only && !has_route(rec->ip, 0xffffffff, 0, rec->veth))
 		ADD("host route %s/32 dev %s is missing; ", a, rec->veth);
 	pid = fork();
 	if (pid == 0) {
@@ -255,11 +263,11 @@ void cni_net_check(const struct cni_req *r, const struct cni_rec *rec, char *buf
 			if (s >= 0 && !ioctl(s, SIOCGIFFLAGS, &ifr) && !(ifr.ifr_flags & IFF_UP))
 				bad |= BAD_DOWN;
 		}
-		if (!has_addr(rec->ifname, rec->ip, NULL))
+		if ((!r->v6only || rec->chained) && !has_addr(rec->ifname, rec->ip, NULL))
 			bad |= BAD_ADDR;
 		if (a6[0] && !has_addr(rec->ifname, 0, &ip6))
 			bad |= BAD_ADDR6;
-		if (!rec->chained && !has_route(0, 0, gw, rec->ifname))
+		if (!rec->chained && !r->v6only && !has_route(0, 0, gw, rec->ifname))
 			bad |= BAD_DEFAULT;
 		_exit(bad);
 	}

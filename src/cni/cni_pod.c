@@ -153,14 +153,21 @@ int cni_pod_publish(const struct cni_req *r, uint32_t ip, struct cni_err *e)
 	fprintf(f, "  annotations:\n    %s: \"%s\"\n    %s: \"%s\"\n", CNI_ANN_CONTAINER, r->id,
 		CNI_ANN_NETNS, r->netns);
 	fprintf(f, "spec:\n  nodeName: %s\n  containers:\n  - name: main\n", r->node);
-	fprintf(f, "status:\n  phase: Running\n  podIP: %s\n", inet_ntop(AF_INET, &ip, a, sizeof(a)));
+	inet_ntop(AF_INET, &ip, a, sizeof(a));
 	if (r->plen6) {	/* dual-stack: both, IPv4 first (as the lab's kubelet) */
 		char a6[INET6_ADDRSTRLEN];
 		struct in6_addr ip6;
 
 		cni_ip6_of(r, ip, &ip6);
-		fprintf(f, "  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a,
-			inet_ntop(AF_INET6, &ip6, a6, sizeof(a6)));
+		inet_ntop(AF_INET6, &ip6, a6, sizeof(a6));
+		if (r->v6only)	/* its IPv4 is only the index (cni_net.c invariant 6) */
+			fprintf(f, "status:\n  phase: Running\n  podIP: \"%s\"\n  podIPs: [{ip: \"%s\"}]\n",
+				a6, a6);
+		else
+			fprintf(f, "status:\n  phase: Running\n  podIP: %s\n"
+				"  podIPs: [{ip: %s}, {ip: \"%s\"}]\n", a, a, a6);
+	} else {
+		fprintf(f, "status:\n  phase: Running\n  podIP: %s\n", a);
 	}
 	fclose(f);
 	ret = ss_open(r->state_dir, &s);
@@ -201,14 +208,25 @@ static bool names_id(const char *text, const char *id)
 	return text && strstr(text, want);
 }
 
-bool cni_pod_matches(const char *state_dir, const char *ns, const char *name, const char *id,
-		     uint32_t ip)
+const char *cni_pod_ip(const struct cni_req *r, uint32_t ip, char out[INET6_ADDRSTRLEN])
 {
-	char *t = pod_text(state_dir, ns, name), want[40], a[16];
+	struct in6_addr ip6;
+
+	if (!r->v6only)
+		return inet_ntop(AF_INET, &ip, out, INET6_ADDRSTRLEN);
+	cni_ip6_of(r, ip, &ip6);
+	return inet_ntop(AF_INET6, &ip6, out, INET6_ADDRSTRLEN);
+}
+
+bool cni_pod_matches(const struct cni_req *r, const struct cni_rec *rec)
+{
+	char *t = pod_text(r->state_dir, rec->ns, rec->name), want[80], a[INET6_ADDRSTRLEN];
 	bool yes;
 
-	snprintf(want, sizeof(want), "podIP: %s\n", inet_ntop(AF_INET, &ip, a, sizeof(a)));
-	yes = names_id(t, id) && strstr(t, want);
+	/* an IPv6 is written quoted (YAML would read a bare "::" oddly) */
+	cni_pod_ip(r, rec->ip, a);
+	snprintf(want, sizeof(want), r->v6only ? "podIP: \"%s\"\n" : "podIP: %s\n", a);
+	yes = names_id(t, r->id) && strstr(t, want);
 	free(t);
 	return yes;
 }

@@ -142,12 +142,6 @@ static int topo6_from_cluster(const struct md_cluster *c, struct lab_topo *t)
 	if (!len)
 		return 0;
 	if (!c->pod_cidr) {
-		if (t->podman) {
-			lab_err("%s:%d: spec.podCIDRs: an IPv6-only lab runs its pods as processes: "
-				"not with --runtime podman yet (zerohop-cni derives a pod's IPv6 "
-				"from its IPv4: docs/cni.md)", c->file, c->line);
-			return -EINVAL;
-		}
 		if (!c->svc_cidr6_len || c->svc_cidr6_len > 120) {
 			lab_err("%s:%d: spec.serviceCIDRs: an IPv6-only lab needs an IPv6 service "
 				"CIDR of /120 or shorter", c->file, c->line);

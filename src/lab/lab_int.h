@@ -106,11 +106,11 @@ void lab_podman_sweep(const char *lab);
 /* lab up --runtime podman: build the pod image, set up and import it on
  * every node. The argv (NULL-terminated, malloc'd strings) that runs one
  * pod's container in the foreground (podman run --rm) with the lab's
- * address, under the pod's cgroup, with the plan's mounts and command; the
+ * address (ip: the CNI index, --ip; addr: POD_IP, sup_pod.addr), under the pod's cgroup, with the plan's mounts and command; the
  * pid of that container's first process (0: none yet); removing it. */
 int lab_podman_up(const struct lab_topo *t);
 char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const char *ns,
-			   const char *name, uint32_t ip, const char *pod_cg,
+			   const char *name, uint32_t ip, const char *addr, const char *pod_cg,
 			   const struct lab_mount *mounts, int n_mounts, char **cmd);
 int lab_podman_pod_pid(const char *pod_cg);
 void lab_podman_pod_rm(const char *lab, const char *node, const char *ns, const char *name);

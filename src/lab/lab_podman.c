@@ -88,7 +88,7 @@ static int cgroup_parent(const char *lab, const char *node, char *buf, size_t le
 static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const char *dir)
 {
 	char p[LAB_PATH + 64], text[4096], st[LAB_PATH], net[16], lo[16], hi[16];
-	char cidr6[INET6_ADDRSTRLEN + 32] = "";
+	char cidr6[INET6_ADDRSTRLEN + 64] = "";
 	int ret;
 
 	lab_fmt(p, sizeof(p), "%s/containers.conf", dir);
@@ -110,12 +110,14 @@ static int pm_setup(const struct lab_topo *t, const struct lab_node *n, const ch
 		return -errno;
 	}
 	/* dual-stack: each pod's IPv6 is derived from its IPv4 by the plugin
-	 * exactly as lab_pod_ip6() does for the kubelet's podIPs */
+	 * exactly as lab_pod_ip6() does for the kubelet's podIPs; IPv6-only:
+	 * the same IPv6 alone, its IPv4 only the index (lab.h v6only) */
 	if (t->pod_cidr6_len) {
 		char a6[INET6_ADDRSTRLEN];
 
-		lab_fmt(cidr6, sizeof(cidr6), " \"podCIDR6\": \"%s/64\",",
-			inet_ntop(AF_INET6, &n->pod_net6, a6, sizeof(a6)));
+		lab_fmt(cidr6, sizeof(cidr6), " \"podCIDR6\": \"%s/64\",%s",
+			inet_ntop(AF_INET6, &n->pod_net6, a6, sizeof(a6)),
+			t->v6only ? " \"ipv6Only\": true," : "");
 	}
 	lab_fmt(text, sizeof(text),
 		"{\"cniVersion\": \"1.0.0\", \"name\": \"zhlab-%s\", \"plugins\": [{\n"
@@ -509,7 +511,7 @@ int lab_podman_up(const struct lab_topo *t)
 }
 
 char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const char *ns,
-			   const char *name, uint32_t ip, const char *pod_cg,
+			   const char *name, uint32_t ip, const char *addr, const char *pod_cg,
 			   const struct lab_mount *mounts, int n_mounts, char **cmd)
 {
 	const char *root = lab_cgroup_root(true);
@@ -545,7 +547,7 @@ char **lab_podman_pod_argv(const struct lab_topo *t, const char *node, const cha
 	ADD(buf);
 	lab_fmt(buf, sizeof(buf), "--env=POD_NAMESPACE=%s", ns);
 	ADD(buf);
-	lab_fmt(buf, sizeof(buf), "--env=POD_IP=%s", a);
+	lab_fmt(buf, sizeof(buf), "--env=POD_IP=%s", addr);
 	ADD(buf);
 	/* the lab's run dir where process pods see it (the state the cluster
 	 * DNS pod serves from, ConfigMap files); read-write: the state source

@@ -337,6 +337,7 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 		free(pod);
 		return NULL;
 	}
+	lab_pod_addr_str(&s->t, &s->t.nodes[node], pod->ip, pod->addr);
 	lab_pod_dir(dir, sizeof(dir), s->t.lab, ns, name);
 	ret = lab_plan_pod(&s->t, s->want, ns, name, pod->ip, spec, file, line, dir, &pod->plan,
 			   errbuf, sizeof(errbuf));
@@ -415,7 +416,8 @@ struct sup_pod *sup_pod_create(struct sup *s, const char *ns, const char *name,
 			char **cmd = p->argv;
 
 			p->argv = lab_podman_pod_argv(&s->t, s->t.nodes[node].name, ns, name, pod->ip,
-						      cg, pod->plan.mounts, pod->plan.n_mounts, cmd);
+						      pod->addr, cg, pod->plan.mounts,
+						      pod->plan.n_mounts, cmd);
 			for (int k = 0; cmd[k]; k++)
 				free(cmd[k]);
 			free(cmd);

@@ -65,6 +65,8 @@ struct sup_pod {
 	char ns[64], name[128], owner[128], hash[16];
 	int node;
 	uint32_t ip;
+	char addr[46];		/* what POD_IP says: the IPv6 in an IPv6-only lab
+				 * (where ip is only an index), else ip */
 	enum pod_state state;
 	uint64_t created_ms;
 	uint64_t seq;		/* creation order */

@@ -63,7 +63,6 @@ static void proc_child(const struct sup_proc *p, const struct sup_pod *pod, int 
 {
 	sigset_t all;
 	int fd, netfd, utsfd = -1, mntfd = -1, e;
-	char a[16];
 
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
@@ -99,7 +98,7 @@ static void proc_child(const struct sup_proc *p, const struct sup_pod *pod, int 
 	if (pod) {
 		setenv("POD_NAME", pod->name, 1);
 		setenv("POD_NAMESPACE", pod->ns, 1);
-		setenv("POD_IP", lab_ip4_str(pod->ip, a), 1);
+		setenv("POD_IP", pod->addr, 1);
 		setenv("HOSTNAME", pod->name, 1);
 	}
 	execvp(p->argv[0], p->argv);

@@ -8,7 +8,8 @@
 # NetworkPolicy by label holds between IPv6-only pods, an HTTPRoute is
 # routed by the node proxy to IPv6 backends, the same-node
 # short-circuit takes their connections; an IPv4-only Service is refused
-# naming the field, and so is `--runtime podman` on such a Cluster.
+# naming the field. The same Cluster with `--runtime podman` (zerohop-cni's
+# ipv6Only): containers with the IPv6 alone reach a Service by name.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
 lab_test_setup t08 curl
@@ -132,11 +133,49 @@ YAML
 	ok $([ $? -ne 0 ]; echo $?) "an IPv4-only Service on the IPv6-only cluster is refused"
 	echo "$out" | grep -q 'v4svc.yaml:[0-9]*.*ipFamilies'
 	ok $? "  naming the file and the field ($(echo "$out" | head -1))"
-	out=$("$ZH" lab up --lab "${LAB}p" --runtime podman -f "$TMP/app.yaml" 2>&1)
-	ok $([ $? -ne 0 ]; echo $?) "--runtime podman with an IPv6-only Cluster is refused"
-	echo "$out" | grep -q 'app.yaml:[0-9]*: spec.podCIDRs: an IPv6-only lab runs its pods as processes'
-	ok $? "  naming the Cluster and why ($(echo "$out" | head -1))"
-	"$ZH" lab down --lab "${LAB}p" >/dev/null 2>&1
+}
+
+case_pod_ip_env() {	# POD_IP is the address the pod has, its IPv6
+	local pid
+	pid=$("$ZH" lab status --lab "$LAB" -o json | jq -r '.pods[] | select(.name=="cli") | .pid')
+	is "$(tr '\0' '\n' </proc/$pid/environ | sed -n 's/^POD_IP=//p')" \
+		"$("$ZH" lab status --lab "$LAB" -o json | jq -r '.pods[] | select(.name=="cli") | .ip')" \
+		"POD_IP in a pod's environment is its IPv6"
+}
+
+case_podman() {	# the same Cluster with --runtime podman: zerohop-cni's ipv6Only
+	local L2=${LAB}p v6 w a b c6 envip
+	if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+		ok 0 "# SKIP --runtime podman: no podman/runc"
+		return
+	fi
+	{
+		cluster6
+		m_pod web-a node-a "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080" --name web-a)"
+		m_pod web-b node-b "app: web" "$(m_ctr e http:8080 "$ZH" echo --http "[::]:8080" --name web-b)"
+		m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
+		m_svc web "app: web" "http=80:http"
+	} >"$TMP/pm.yaml"
+	"$ZH" lab up --lab "$L2" --runtime podman -f "$TMP/pm.yaml" >"$TMP/uppm.log" 2>&1
+	ok $? "--runtime podman builds the IPv6-only Cluster ($(tail -1 "$TMP/uppm.log"))" ||
+		{ sed 's/^/#   /' "$TMP/uppm.log"; "$ZH" lab down --lab "$L2" >/dev/null 2>&1; return; }
+	px() { "$ZH" lab exec --lab "$L2" "$@"; }
+	running() { [ "$("$ZH" lab status --lab "$L2" -o json | jq '[.pods[] | select(.phase=="Running")] | length')" -ge 4 ]; }
+	wait_until 60 running
+	a=$("$ZH" lab status --lab "$L2" -o json | jq -r '.pods[] | select(.name=="cli") | .ip')
+	is "$(px cli -- busybox ip -4 -o addr show dev eth0 | wc -l):$(px cli -- busybox ip -6 -o addr show dev eth0 scope global | awk '{print $4}')" \
+		"0:$a/128" "  a container's eth0: no IPv4, the IPv6 lab status names ($a)"
+	is "$("$ZH" get pods --lab "$L2" -o json | jq -r '.[] | select(.name=="cli") | .ips | join(",")')" "$a" \
+		"  status.podIPs: the IPv6 alone"
+	v6=$("$ZH" get services --lab "$L2" -o json | jq -r '.[] | select(.name=="web") | .clusterIPs | join(" ")')
+	w() {	# GET / from cli by NAME or [IPv6] with busybox nc: the echo's name
+		px cli -- busybox sh -c 'printf "GET / HTTP/1.0\r\nHost: x\r\n\r\n" | nc -w 3 "$0" 80' "$1" 2>/dev/null |
+			sed -n '$p' | jq -r .name 2>/dev/null
+	}
+	is "$(seen_within 24 "web-a web-b " w web.default.svc.cluster.local)" "web-a web-b " \
+		"  container -> Service by name (AAAA, IPv6 ClusterIP $v6) reaches both nodes' backends"
+	"$ZH" lab down --lab "$L2" >/dev/null 2>&1
+	ok $? "  lab down"
 }
 
 case_signals() {	# the L4 signals name IPv6-only pods and Services
@@ -174,5 +213,6 @@ case_overlay() {	# the same Cluster under --overlay vxlan: IPv6 pods across node
 	"$ZH" lab down --lab "$L2" >/dev/null 2>&1
 }
 
-run_cases case_addresses case_dns_and_service case_signals case_short_circuit case_policy case_l7 case_refusals case_overlay
+run_cases case_addresses case_pod_ip_env case_dns_and_service case_signals case_short_circuit case_policy case_l7 \
+	case_refusals case_overlay case_podman
 done_testing

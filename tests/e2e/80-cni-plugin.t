@@ -12,6 +12,7 @@
 # ours, reads our result as its prevResult (a real consumer of our JSON).
 # A dual-stack network (podCIDR6): each pod gets an IPv6 derived from its
 # IPv4, with routes both ways, in the result, the published pod and CHECK.
+# An IPv6-only network (ipv6Only): the same IPv6 alone, no IPv4 anywhere.
 source "$(dirname "$0")/../lib/tap.sh"
 shopt -s lastpipe	# `conf ... | cni ...` sets OUT and RC here
 source "$(dirname "$0")/../lib/harness.sh"
@@ -20,7 +21,7 @@ CNI=$(dirname "$ZH")/zerohop-cni
 [ -x "$CNI" ] || skip_all "no $CNI (make first)"
 S=${ZH_TEST_LAB_SUFFIX:-}
 NODE=zh-t80$S-node
-PODS="a b c d e f g h"
+PODS="a b c d e f g h i j"
 test_cleanup() {
 	local p
 	for p in $PODS; do ip netns del zh-t80$S-$p 2>/dev/null; done
@@ -306,6 +307,44 @@ case_dual_stack() {
 	is "$RC:$(ip -n $NODE -6 route show ${ipg6%/128})" "0:" "DEL: the node's /128 route went with the veth"
 }
 
+# ---- IPv6 only (ipv6Only): the IPv6 alone; the IPv4 index is configured nowhere
+case_ipv6_only() {
+	local c6 ii6 ij6 idx vi
+	c6() { conf "${1:-1.0.0}" | jq '.podCIDR6 = "fd00:10:244::/64" | .ipv6Only = true'; }
+	c6 | cni ADD idi i
+	ii6=$(echo "$OUT" | jq -r '.ips[0].address')
+	vi=$(echo "$OUT" | jq -r '.interfaces[0].name')
+	is "$RC:$(echo "$OUT" | jq -c '[(.ips | length), .ips[0].gateway, (.routes | length), .routes[0].dst]')" \
+		'0:[1,"fe80::1",1,"::/0"]' "ADD i (ipv6Only): one address, the IPv6 ($ii6), and one route, ::/0"
+	idx=$(awk '$1 == "ip" {print $2}' "$TMP/data/att/idi:eth0")
+	is "$(printf 'fd00:10:244::%x/128' "${idx##*.}")" "$ii6" "  the IPv6 carries the host part of its index ($idx)"
+	is "$(ip -n zh-t80$S-i -4 -o addr show dev eth0 | wc -l):$(ip -n zh-t80$S-i -4 route show | wc -l)" "0:0" \
+		"  no IPv4 address or route in the pod namespace"
+	is "$(ip -n zh-t80$S-i -br -6 addr show dev eth0 scope global | awk '{print $3}')" "$ii6" "  the IPv6 is on eth0"
+	is "$(ip -n $NODE -4 route show dev "$vi" | wc -l):$(ip -n $NODE -6 route show "${ii6%/128}" | grep -c "dev $vi")" \
+		"0:1" "  the node routes the /128 to the host veth and no IPv4"
+	grep -qx "  podIP: \"${ii6%/128}\"" "$TMP/state/pods/default_i.yaml" &&
+		grep -qx "  podIPs: \[{ip: \"${ii6%/128}\"}\]" "$TMP/state/pods/default_i.yaml"
+	ok $? "  pod default/i published with its IPv6 alone" || sed 's/^/# /' "$TMP/state/pods/default_i.yaml"
+	c6 0.4.0 | cni ADD idj j
+	is "$RC:$(echo "$OUT" | jq -c '[.ips[].version]')" '0:["6"]' "ADD j with a 0.4.0 config: one address, version 6"
+	ij6=$(echo "$OUT" | jq -r '.ips[0].address')
+	nsenter --net=/run/netns/zh-t80$S-i busybox ping -6 -c1 -W2 -q "${ij6%/128}" >/dev/null
+	ok $? "pod i pings pod j over IPv6 through the node"
+	c6 | jq '. + {prevResult: {cniVersion: "1.0.0", ips: [{address: "'"$ii6"'"}]}}' | cni CHECK idi i
+	is "$RC:$OUT" "0:" "CHECK i: clean"
+	ip -n zh-t80$S-i addr del "$ii6" dev eth0
+	c6 | jq '. + {prevResult: {cniVersion: "1.0.0", ips: [{address: "'"$ii6"'"}]}}' | cni CHECK idi i
+	error 101 "CHECK after deleting the IPv6 by hand"
+	conf 1.0.0 | jq '.ipv6Only = true' | cni ADD idd d
+	error 7 "ipv6Only without podCIDR6"
+	conf 1.0.0 | jq '.podCIDR6 = "fd00:10:244::/64" | .ipv6Only = "yes"' | cni ADD idd d
+	error 7 "ipv6Only not a boolean"
+	c6 | cni DEL idi i
+	c6 | cni DEL idj j
+	is "$RC:$(ip -n $NODE -6 route show "${ii6%/128}")" "0:" "DEL: the node's /128 route went with the veth"
+}
+
 # ---- GC (CNI 1.1): everything but a and b is stale
 case_gc_status() {
 	conf 1.1.0 | jq '. + {"cni.dev/valid-attachments": [{containerID: "ida", ifname: "eth0"}, {containerID: "idb", ifname: "eth0"}]}' | cni GC "" ""
@@ -330,5 +369,5 @@ case_del_everything() {
 run_cases case_version case_add case_add_twice case_check case_del_unknown_id \
 	case_del_after_failed_add case_del_after_crashed_adds case_bad_inputs \
 	case_exhausted_range case_range_start_end case_ips_capability \
-	case_chained_tuning case_chained_bridge case_dual_stack case_gc_status case_del_everything
+	case_chained_tuning case_chained_bridge case_dual_stack case_ipv6_only case_gc_status case_del_everything
 done_testing
