@@ -168,6 +168,24 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* The kernel objects read here (invariants 11 and 13), by CO-RE: field
+ * offsets come from the running kernel's BTF (the "___zh" suffix is
+ * ignored when matching). */
+struct list_head___zh {
+	struct list_head___zh *next;
+} __attribute__((preserve_access_index));
+struct sk_psock___zh {
+	struct list_head___zh ingress_msg;
+	__u32 msg_tot_len;	/* bytes in ingress_msg (invariant 13) */
+} __attribute__((preserve_access_index));
+struct sock___zh {
+	void *sk_user_data;
+	int sk_rcvbuf;
+} __attribute__((preserve_access_index));
+
+#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
+#define ZH_SK_USER_DATA_PTRMASK	(~7UL)
+
 /* Upper bound of the number of entries in accel_closing (invariant 8): lets
  * sk_msg skip that hash lookup while no short-circuited socket is closing. */
 struct {
@@ -189,8 +207,8 @@ static __always_inline __u64 *accel_nclosing_ptr(void)
  * (struct zh_accel_key6). The helpers below take them as arguments; every
  * caller passes constant maps, so after inlining the verifier sees a known
  * map on each path. */
-#define ACCEL_MAPS4 &accel_sockhash, &accel_closing, &accel_rx
-#define ACCEL_MAPS6 &accel_sockhash6, &accel_closing6, &accel_rx6
+#define ACCEL_MAPS4 &accel_sockhash, &accel_closing, &accel_rx, &accel_rxq
+#define ACCEL_MAPS6 &accel_sockhash6, &accel_closing6, &accel_rx6, &accel_rxq6
 
 /* Publish `key` in `closing`; count it first if the entry is new. */
 static __always_inline void accel_closing_add(void *closing, const void *key, __u32 state)
@@ -335,18 +353,42 @@ static __always_inline struct zh_accel_sk *accel_sk_new(struct bpf_sock_ops *sko
 	return st;
 }
 
+/* Invariant 13: publish where this socket's short-circuit queue length is
+ * (its psock, created by the sockhash insert just done) and its bound, for
+ * its peer's sk_msg. Without it (no psock seen) the peer never checks. */
+static __always_inline void accel_rxq_put(struct bpf_sock_ops *skops, void *rxq, const void *key)
+{
+	struct zh_accel_rxq q = {};
+	struct sock___zh *ks;
+	unsigned long ud;
+
+	if (!skops->sk)
+		return;
+	ks = (void *)bpf_skc_to_tcp_sock(skops->sk);
+	if (!ks)
+		return;
+	ud = (unsigned long)BPF_CORE_READ(ks, sk_user_data);
+	if (!(ud & ZH_SK_USER_DATA_PSOCK))
+		return;
+	q.psock = ud & ZH_SK_USER_DATA_PTRMASK;
+	q.bound = (__u64)(__u32)BPF_CORE_READ(ks, sk_rcvbuf) + ZH_ACCEL_BP_SLACK;
+	bpf_map_update_elem(rxq, key, &q, BPF_ANY);
+}
+
 /* Into `sockhash` under `key`, after clearing a reused tuple's marks; then
  * ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
 static __always_inline void accel_hash_in(struct bpf_sock_ops *skops, void *sockhash, void *closing,
-					  void *rx, void *key, int pair)
+					  void *rx, void *rxq, void *key, int pair)
 {
 	/* A reused 4-tuple must not inherit an old connection's marks. */
 	accel_closing_del(closing, key);
 	bpf_map_delete_elem(rx, key);
+	bpf_map_delete_elem(rxq, key);
 	if (bpf_sock_hash_update(skops, sockhash, key, BPF_ANY)) {
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
 		return;
 	}
+	accel_rxq_put(skops, rxq, key);	/* invariant 13 */
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 	accel_count(ZH_ACCEL_ST_SOCKETS, 1);
 	if (pair == 2)
@@ -418,12 +460,13 @@ static __always_inline void accel_release(void *sockhash, void *closing, void *r
 }
 
 /* The state change of one socket, once its key is built (accel_state). */
-static __always_inline void accel_state_key(void *sockhash, void *closing, void *rx,
+static __always_inline void accel_state_key(void *sockhash, void *closing, void *rx, void *rxq,
 					    const void *key, __u32 state)
 {
 	if (state == BPF_TCP_CLOSE) {
 		accel_closing_del(closing, key);
 		bpf_map_delete_elem(rx, key);
+		bpf_map_delete_elem(rxq, key);
 		if (bpf_map_delete_elem(sockhash, key) == 0)
 			accel_count(ZH_ACCEL_ST_REMOVED, 1);
 		return;
@@ -530,6 +573,40 @@ static __always_inline int accel_fallback(struct zh_accel_sk *st)
 	return SK_PASS;
 }
 
+/* Invariant 13: is it time to look at the peer's queue? Once each time this
+ * socket's short-circuited byte count crosses a multiple of
+ * ZH_ACCEL_BP_CHECK: a shift and a compare on the record already loaded. */
+static __always_inline int accel_bp_due(__u64 tx, __u32 size)
+{
+	return ((tx + size) >> ZH_ACCEL_BP_CHECK_SHIFT) != (tx >> ZH_ACCEL_BP_CHECK_SHIFT);
+}
+
+/* Invariant 13: is the peer's short-circuit queue deeper than its bound?
+ * The psock address is read, never dereferenced: bpf_probe_read_kernel
+ * copes with a psock freed meanwhile (its socket then left the sockhash and
+ * the redirect fails anyway). No entry yet (the peer's sock_ops has not run
+ * past its insert): not deep, looked at again at the next multiple. */
+static __always_inline int accel_bp_deep(void *rxq, const void *peer)
+{
+	struct zh_accel_rxq *q = bpf_map_lookup_elem(rxq, peer);
+	struct sk_psock___zh *psock;
+	__u32 depth;
+
+	if (!q)
+		return 0;
+	psock = (void *)q->psock;
+	depth = BPF_CORE_READ(psock, msg_tot_len);
+	return depth > q->bound;
+}
+
+/* The peer's queue is too deep: this socket takes the normal path from
+ * this message on (sticky, invariant 2), where TCP's window blocks it. */
+static __always_inline int accel_backpressure(struct zh_accel_sk *st)
+{
+	accel_count(ZH_ACCEL_ST_BACKPRESSURE, 1);
+	return accel_fallback(st);
+}
+
 /* zh_accel_msg's tail for a native IPv6 socket: the same steps on the ...6
  * maps. Written out rather than shared with the IPv4 tail so that the IPv4
  * fast path stays exactly what it was (invariant 8). */
@@ -540,6 +617,8 @@ static __always_inline int accel_msg6(struct sk_msg_md *msg, struct zh_accel_sk 
 
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing6, &st->peer6))
 		return accel_fallback(st);
+	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(&accel_rxq6, &st->peer6))
+		return accel_backpressure(st);
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx6, &st->peer6, &one, BPF_ANY))
 			return accel_fallback(st);
@@ -582,6 +661,9 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	nclosing = accel_nclosing_ptr();
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing, &st->peer))
 		return accel_fallback(st);
+	/* Backpressure: once per ZH_ACCEL_BP_CHECK bytes (invariant 13). */
+	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(&accel_rxq, &st->peer))
+		return accel_backpressure(st);
 	/* Mark the peer before its queue can hold anything (invariant 7). */
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx, &st->peer, &one, BPF_ANY))
@@ -598,20 +680,6 @@ int zh_accel_msg(struct sk_msg_md *msg)
 
 /* ---- Holding a FIN that would drop unread short-circuited bytes (inv. 11) ---- */
 
-/* The kernel objects read here, by CO-RE: field offsets come from the
- * running kernel's BTF (the "___zh" suffix is ignored when matching). */
-struct list_head___zh {
-	struct list_head___zh *next;
-} __attribute__((preserve_access_index));
-struct sk_psock___zh {
-	struct list_head___zh ingress_msg;
-} __attribute__((preserve_access_index));
-struct sock___zh {
-	void *sk_user_data;
-} __attribute__((preserve_access_index));
-
-#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
-#define ZH_SK_USER_DATA_PTRMASK	(~7UL)
 #define ZH_TCP_FLAG_FIN		0x01
 #define ZH_TCP_FLAG_RST		0x04
 #define ZH_ACCEL_FIN_HOLD_NS	(30ULL * 1000000000ULL)

@@ -51,6 +51,7 @@ struct ag_accel_stats {
 	uint64_t released;	/* sockets taken out early, queue empty (half-close, SO_RCVLOWAT) */
 	uint64_t proxy;		/* of sockets: inserted as a node proxy leg (pod <-> proxy) */
 	uint64_t fin_held;	/* FINs (or ACKs of ours) held back until a half-closed reader drained its queue */
+	uint64_t backpressure;	/* senders moved to TCP: their peer's short-circuit queue was too deep */
 };
 
 struct zh_accel_proxy_ep;	/* abi/accel.h */
