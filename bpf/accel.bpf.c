@@ -61,7 +61,9 @@
  *     reads and readiness then follow the normal receive queue.)
  *  8. Per-message cost (the sk_msg fast path): one sk_storage lookup and the
  *     redirect. The peer key is built once, at insert, into accel_sk; the
- *     accel_closing lookup is skipped while accel_nclosing is 0.
+ *     accel_closing lookup is skipped while accel_nclosing is 0; the
+ *     backpressure check (invariant 13) is a shift and a compare, and its
+ *     lookup runs once per ZH_ACCEL_BP_CHECK bytes, not per message.
  *     accel_nclosing never undercounts accel_closing: it is incremented
  *     before an entry is created (NOEXIST insert), decremented only after an
  *     entry was deleted by us. It may overcount (an LRU eviction, callbacks
@@ -89,7 +91,7 @@
  *     server (or the reverse) short-circuit like two v4 sockets.
  *     A native IPv6 connection (neither end v4-mapped) goes the same way
  *     through twins of the maps keyed by struct zh_accel_key6:
- *     accel_sockhash6, accel_local6, accel_closing6, accel_rx6; its
+ *     accel_sockhash6, accel_local6, accel_closing6, accel_rx6, accel_rxq6; its
  *     accel_sk record has ZH_ACCEL_SK_V6 and the peer's key in peer6. The
  *     flag is set at insert and never changes, so every later step
  *     (state callbacks, setsockopt, sk_msg, obs) picks one family's maps
@@ -128,9 +130,28 @@
  *     pod and the node proxy that the proxy carries into the HBONE tunnel
  *     (the capture record has ZH_L7CAP_DST_HBONE: connect4's cookie entry,
  *     or zh_l7cap_orig under the client's address) are never inserted:
- *     TCP's window paces the pod as the tunnel drains. (A slow reader of
- *     any other short-circuited connection queues without bound:
- *     docs/accel.md, Known limits.)
+ *     TCP's window paces the pod as the tunnel drains. (Since invariant 13
+ *     bounds every queue these legs could be short-circuited again; kept
+ *     out until measured.)
+ * 13. Backpressure: no short-circuit queue grows much past what TCP would
+ *     have let the sender have outstanding. When a socket enters the
+ *     sockhash, sock_ops publishes in accel_rxq (accel_rxq6) under its key
+ *     the address of its psock and its bound, sk_rcvbuf + ZH_ACCEL_BP_SLACK
+ *     (4 MiB: the largest send buffer TCP autotuning gives by default).
+ *     Each time a sender's sc_tx crosses a multiple of ZH_ACCEL_BP_CHECK
+ *     (1 MiB), its sk_msg looks the peer up there and reads the psock's
+ *     msg_tot_len with bpf_probe_read_kernel (the address is never
+ *     dereferenced: a psock freed meanwhile reads as garbage, not a fault,
+ *     and its socket has left the sockhash, so the redirect would fail
+ *     anyway); deeper than the bound, the sender falls back (PASS, sticky:
+ *     invariant 2 keeps the order, the queued bytes are read before the
+ *     TCP ones) and counts ZH_ACCEL_ST_BACKPRESSURE. From then on TCP's
+ *     window blocks it. So a queue holds at most bound + ZH_ACCEL_BP_CHECK
+ *     + one message, whatever the sender's rate. Only that direction of
+ *     that connection leaves the short-circuit; a reader that keeps up
+ *     never reaches the bound. An iter/sockmap sweep by the agent was the
+ *     first plan: every map iterator fails to load here (EPERM on this
+ *     kernel), and a sweep bounds a queue only at rate x period.
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -138,8 +159,8 @@
  *        │ (else, or port opted out)                      │  │
  *        ▼                                                │  │ no peer / peer closing /
  *   NOT IN MAP (normal path, sk_msg never runs) ◄──┐      │  │ own state not ESTABLISHED /
- *                                                  │      │  │ policy gen moved / disabled
- *        leaves ESTABLISHED, never sent to (inv. 7)└──────┤  ▼
+ *                                                  │      │  │ policy gen moved / disabled /
+ *        leaves ESTABLISHED, never sent to (inv. 7)└──────┤  ▼ peer queue too deep (inv. 13)
  *                                                         │ IN MAP, PASS (normal path, sticky)
  *                                                         │  │
  *                   STATE_CB TCP_CLOSE / kernel unhash ───┴──┴──► GONE (deleted from map)
@@ -150,7 +171,9 @@
  * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
  * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
  * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
- * moves a socket to PASS; zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
+ * moves a socket to PASS (also on backpressure, accel_bp_deep; inv. 13);
+ * accel_rxq_put publishes a socket's queue for its peer's check (inv. 13);
+ * zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
  * accel_closing_add / accel_closing_del, which keep accel_nclosing (inv. 8).
  */
 #include <linux/bpf.h>
