@@ -11,7 +11,8 @@
 # short-circuit, then TCP's send buffer and window: ~10 MiB at most);
 # (2) the stream arrives whole and in order (sha256 sent == read); (3)
 # `backpressure` counted it; (4) a reader that keeps up, same amount, stays
-# short-circuited (msgs rise, no fallback, no backpressure).
+# short-circuited (msgs rise, no fallback, no backpressure); (5) (1)-(3)
+# over native IPv6.
 # Fails on the code before invariant 13: (1) took 64 MiB, (3) counted 0.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
@@ -22,21 +23,26 @@ TOTAL=$((64 << 20))
 BOUND=$((12 << 20))
 
 {
+	m_cluster t49 "node-a node-b" dual	# dual-stack: (5) runs over IPv6
 	m_pod srv node-a "" "$(m_ctr s "" sleep 100000)"
 	m_pod cli node-a "" "$(m_ctr c "" sleep 100000)"
 } >"$TMP/app.yaml"
-lab_up "--accel on" --accel on -f "$TMP/app.yaml"
+lab_up "dual-stack, --accel on" --accel on -f "$TMP/app.yaml"
+wait_until 30 lab_running 2 && wait_until 30 lab_synced node-a
+ok $? "pods run, node-a's agent applied the state"
 ip=$(lab_pod_ip srv)
+ip6=$("$ZH" lab status --lab "$LAB" -o json | jq -r '.pods[] | select(.name=="srv") | .ip6')
 PIN=/sys/fs/bpf/zerohop/$LAB/node-a
 stat() { "$TOOLS/accel_ctl" stats "$PIN" | awk -F= -v k="$1" '$1 == k {print $2}'; }
 
-# run_pair PORT SLEEP HASH: reader in srv, writer in cli; outputs in $TMP
+# run_pair PORT SLEEP HASH [IP]: reader in srv, writer in cli (to srv's
+# IPv4, or IP); outputs in $TMP
 run_pair() {
 	lab_exec srv "$PY" "$SR" read "$1" "$2" "$3" >"$TMP/read-$1" 2>&1 &
 	PIDS+=($!)
 	local rpid=$!
 	sleep 0.5	# the reader's listen (the writer retries nothing)
-	lab_exec cli timeout 150 "$PY" "$SR" write "$ip" "$1" $TOTAL 2 >"$TMP/write-$1" 2>&1
+	lab_exec cli timeout 150 "$PY" "$SR" write "${4:-$ip}" "$1" $TOTAL 2 >"$TMP/write-$1" 2>&1
 	wait $rpid
 }
 
@@ -58,14 +64,32 @@ ok $([ "$msgs" -ge 1 ]; echo $?) "  the first bytes did go through the short-cir
 "$ZH" get --lab "$LAB" stats 2>&1 | grep -q accel_backpressure
 ok $? "zerohop get stats shows accel_backpressure"
 
-# (4): a reader that keeps up is not touched
-b0=$(stat backpressure) m0=$(stat msgs) f0=$(stat fallbacks)
-run_pair 9001 0 0
-read -r _ got _ < <(grep '^read' "$TMP/read-9001")
+# (4): a reader that keeps up is not touched. A reader descheduled long
+# enough for the writer to get 4 MiB ahead does fall back (the bound is a
+# queue depth, not a rate): on this shared 2-vCPU VM that happened in 1 of
+# about 30 runs, so up to 3 attempts, each a fresh connection.
+for try in 1 2 3; do
+	b0=$(stat backpressure) m0=$(stat msgs) f0=$(stat fallbacks)
+	run_pair $((9010 + try)) 0 0
+	read -r _ got _ < <(grep '^read' "$TMP/read-$((9010 + try))")
+	msgs=$(( $(stat msgs) - m0 )) fb=$(( $(stat fallbacks) - f0 )) bp=$(( $(stat backpressure) - b0 ))
+	diag "fast reader, attempt $try: $msgs messages redirected, $fb fallbacks, $bp backpressure"
+	[ "$fb" = 0 ] && break
+done
 is "$got" "$TOTAL" "(4) fast reader: every byte read"
-msgs=$(( $(stat msgs) - m0 )) fb=$(( $(stat fallbacks) - f0 )) bp=$(( $(stat backpressure) - b0 ))
-diag "fast reader: $msgs messages redirected, $fb fallbacks, $bp backpressure"
 ok $([ "$msgs" -ge 100 ]; echo $?) "  short-circuited ($msgs messages)"
-is "$fb" 0 "  no message fell back to TCP"
+is "$fb" 0 "  no message fell back to TCP (attempt $try of 3)"
 is "$bp" 0 "  no backpressure"
+
+# (5): the same sleeping reader over native IPv6 (accel_sockhash6, accel_rxq6)
+b0=$(stat backpressure) m0=$(stat msgs)
+run_pair 9002 3 1 "$ip6"
+acc=$(awk '$1 == "accepted" {print $2}' "$TMP/write-9002")
+read -r _ sent shs err < <(grep '^sent' "$TMP/write-9002")
+read -r _ got shr < <(grep '^read' "$TMP/read-9002")
+diag "IPv6 [$ip6], sleeping reader: accepted ${acc:-?} B in 2 s, sent ${sent:-?} ($err), read ${got:-?}"
+ok $([ -n "$acc" ] && [ "$acc" -lt $BOUND ]; echo $?) "(5) IPv6: send() took $((${acc:-0} >> 20)) MiB while the reader slept (< $((BOUND >> 20)) MiB)"
+ok $([ "$got" = "$TOTAL" ] && [ -n "$shs" ] && [ "$shs" = "$shr" ]; echo $?) "  every byte, in order (sha256)"
+msgs=$(( $(stat msgs) - m0 )) bp=$(( $(stat backpressure) - b0 ))
+ok $([ "$msgs" -ge 1 ] && [ "$bp" -ge 1 ]; echo $?) "  short-circuited first ($msgs messages), then counted in backpressure ($bp)"
 done_testing
