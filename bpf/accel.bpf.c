@@ -26,7 +26,10 @@
  *     in flight and redirected bytes would overtake them. The reverse change
  *     (redirect, then normal path) is safe: a redirect is synchronous, the
  *     bytes sit in the peer's queue before sendmsg returns, so later TCP bytes
- *     and the FIN arrive after them.
+ *     and the FIN arrive after them. One exception, backpressure
+ *     (invariant 13): its fallback (ZH_ACCEL_SK_BP, not PASS) ends once the
+ *     peer has read every byte sent on the normal path, when no TCP byte
+ *     can be overtaken any more.
  *  3. Keys never collide across pods: pod addresses are unique on a node; a
  *     loopback key carries the netns cookie (every pod has its own 127.0.0.1).
  *  4. A socket leaves accel_sockhash when it reaches TCP_CLOSE (STATE_CB here,
@@ -143,15 +146,20 @@
  *     msg_tot_len with bpf_probe_read_kernel (the address is never
  *     dereferenced: a psock freed meanwhile reads as garbage, not a fault,
  *     and its socket has left the sockhash, so the redirect would fail
- *     anyway); deeper than the bound, the sender falls back (PASS, sticky:
- *     invariant 2 keeps the order, the queued bytes are read before the
- *     TCP ones) and counts ZH_ACCEL_ST_BACKPRESSURE. From then on TCP's
- *     window blocks it. So a queue holds at most bound + ZH_ACCEL_BP_CHECK
- *     + one message, whatever the sender's rate. Only that direction of
- *     that connection leaves the short-circuit; a reader that keeps up
- *     never reaches the bound. An iter/sockmap sweep by the agent was the
- *     first plan: every map iterator fails to load here (EPERM on this
- *     kernel), and a sweep bounds a queue only at rate x period.
+ *     anyway). Deeper than the bound, the sender sets ZH_ACCEL_SK_BP and
+ *     counts ZH_ACCEL_ST_BACKPRESSURE: its messages take the normal path,
+ *     where TCP's window blocks it, and the queued bytes are read before
+ *     the TCP ones (tcp_bpf reads the psock queue first). On each later
+ *     message it asks whether the peer has read every byte it sent on the
+ *     normal path (the peer's copied_seq == its own write_seq, and the
+ *     psock queue empty): then no TCP byte can be overtaken, it clears the
+ *     flag, counts ZH_ACCEL_ST_BP_RESUMED and redirects again. So a queue
+ *     holds at most bound + ZH_ACCEL_BP_CHECK + one sk_msg chunk, whatever
+ *     the sender's rate, and a reader that lagged once gets the
+ *     short-circuit back as soon as it has caught up. Only that direction
+ *     of that connection is affected. An iter/sockmap sweep by the agent
+ *     was the first plan: every map iterator fails to load here (EPERM on
+ *     this kernel), and a sweep bounds a queue only at rate x period.
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -159,8 +167,8 @@
  *        │ (else, or port opted out)                      │  │
  *        ▼                                                │  │ no peer / peer closing /
  *   NOT IN MAP (normal path, sk_msg never runs) ◄──┐      │  │ own state not ESTABLISHED /
- *                                                  │      │  │ policy gen moved / disabled /
- *        leaves ESTABLISHED, never sent to (inv. 7)└──────┤  ▼ peer queue too deep (inv. 13)
+ *                                                  │      │  │ policy gen moved / disabled
+ *        leaves ESTABLISHED, never sent to (inv. 7)└──────┤  ▼
  *                                                         │ IN MAP, PASS (normal path, sticky)
  *                                                         │  │
  *                   STATE_CB TCP_CLOSE / kernel unhash ───┴──┴──► GONE (deleted from map)
@@ -168,10 +176,14 @@
  *   (IN MAP, own side shut down, queue not empty: a FIN from the peer is
  *    dropped and retransmitted until the queue is empty; inv. 11)
  *
+ *   IN MAP (redirect) ──peer's queue past its bound──► IN MAP, BP (normal
+ *        ▲                                              path, not sticky)
+ *        └─────────peer has read every TCP byte of ours─────┘  (inv. 13)
+ *
  * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
  * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
  * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
- * moves a socket to PASS (also on backpressure, accel_bp_deep; inv. 13);
+ * moves a socket to PASS; accel_bp moves it to BP and back (inv. 13);
  * accel_rxq_put publishes a socket's queue for its peer's check (inv. 13);
  * zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
  * accel_closing_add / accel_closing_del, which keep accel_nclosing (inv. 8).
@@ -198,12 +210,20 @@ struct list_head___zh {
 	struct list_head___zh *next;
 } __attribute__((preserve_access_index));
 struct sk_psock___zh {
+	void *sk;		/* its socket (invariant 13) */
 	struct list_head___zh ingress_msg;
 	__u32 msg_tot_len;	/* bytes in ingress_msg (invariant 13) */
 } __attribute__((preserve_access_index));
 struct sock___zh {
 	void *sk_user_data;
 	int sk_rcvbuf;
+} __attribute__((preserve_access_index));
+
+/* Sequence numbers (invariant 13): the next TCP byte the owner will read,
+ * the next one it will queue for sending. */
+struct tcp_sock___zh {
+	__u32 copied_seq;
+	__u32 write_seq;
 } __attribute__((preserve_access_index));
 
 #define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
@@ -622,26 +642,76 @@ static __always_inline int accel_bp_deep(void *rxq, const void *peer)
 	return depth > q->bound;
 }
 
-/* The peer's queue is too deep: this socket takes the normal path from
- * this message on (sticky, invariant 2), where TCP's window blocks it. */
-static __always_inline int accel_backpressure(struct zh_accel_sk *st)
+/* Invariant 13: may a socket in backpressure redirect again? Only when
+ * its peer has read every byte it ever sent on the normal path: the
+ * peer's copied_seq (the next TCP byte it will read) has reached our
+ * write_seq (the next TCP byte we would queue). Both count TCP bytes only,
+ * in the connection's one sequence space (a redirect moves neither; tcp_bpf
+ * moves copied_seq only for bytes read from the TCP queue). This runs in
+ * our sendmsg, under our socket lock: no TCP byte of ours can appear
+ * meanwhile. The peer's short-circuit queue is then empty too (its owner
+ * reads it before the TCP queue); checked anyway. Any doubt (no entry, no
+ * socket): not yet. */
+static __always_inline int accel_bp_drained(struct bpf_sock *sk, void *rxq, const void *peer)
 {
-	accel_count(ZH_ACCEL_ST_BACKPRESSURE, 1);
-	return accel_fallback(st);
+	struct tcp_sock___zh *me = (void *)bpf_skc_to_tcp_sock(sk);
+	struct zh_accel_rxq *q = bpf_map_lookup_elem(rxq, peer);
+	struct sk_psock___zh *psock;
+	struct tcp_sock___zh *pt;
+
+	if (!me || !q)
+		return 0;
+	psock = (void *)q->psock;
+	pt = BPF_CORE_READ(psock, sk);
+	if (!pt)
+		return 0;
+	return BPF_CORE_READ(pt, copied_seq) == BPF_CORE_READ(me, write_seq) &&
+	       BPF_CORE_READ(psock, msg_tot_len) == 0;
+}
+
+/* This message takes the normal path without making it sticky. */
+static __always_inline int accel_pass_once(void)
+{
+	accel_count(ZH_ACCEL_ST_FALLBACKS, 1);
+	return SK_PASS;
+}
+
+/* Invariant 13, on every message that got past the closing check: 1 when
+ * this message must take the normal path. In backpressure (SK_BP) until
+ * the peer has read everything, then back on the short-circuit; else,
+ * once per ZH_ACCEL_BP_CHECK bytes, into backpressure when the peer's
+ * queue is deeper than its bound. */
+static __always_inline int accel_bp(struct bpf_sock *sk, struct zh_accel_sk *st, void *rxq,
+				    const void *peer, __u32 size)
+{
+	if (st->flags & ZH_ACCEL_SK_BP) {
+		if (!accel_bp_drained(sk, rxq, peer))
+			return 1;
+		st->flags &= ~ZH_ACCEL_SK_BP;
+		accel_count(ZH_ACCEL_ST_BP_RESUMED, 1);
+		return 0;
+	}
+	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(rxq, peer)) {
+		st->flags |= ZH_ACCEL_SK_BP;
+		accel_count(ZH_ACCEL_ST_BACKPRESSURE, 1);
+		return 1;
+	}
+	return 0;
 }
 
 /* zh_accel_msg's tail for a native IPv6 socket: the same steps on the ...6
  * maps. Written out rather than shared with the IPv4 tail so that the IPv4
  * fast path stays exactly what it was (invariant 8). */
-static __always_inline int accel_msg6(struct sk_msg_md *msg, struct zh_accel_sk *st, __u32 size)
+static __always_inline int accel_msg6(struct sk_msg_md *msg, struct bpf_sock *sk, struct zh_accel_sk *st,
+				      __u32 size)
 {
 	__u64 *nclosing = accel_nclosing_ptr();
 	__u8 one = 1;
 
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing6, &st->peer6))
 		return accel_fallback(st);
-	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(&accel_rxq6, &st->peer6))
-		return accel_backpressure(st);
+	if (accel_bp(sk, st, &accel_rxq6, &st->peer6, size))
+		return accel_pass_once();
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx6, &st->peer6, &one, BPF_ANY))
 			return accel_fallback(st);
@@ -680,13 +750,13 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	if (sk->state != BPF_TCP_ESTABLISHED)
 		return accel_fallback(st);
 	if (st->flags & ZH_ACCEL_SK_V6)
-		return accel_msg6(msg, st, size);
+		return accel_msg6(msg, sk, st, size);
 	nclosing = accel_nclosing_ptr();
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing, &st->peer))
 		return accel_fallback(st);
-	/* Backpressure: once per ZH_ACCEL_BP_CHECK bytes (invariant 13). */
-	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(&accel_rxq, &st->peer))
-		return accel_backpressure(st);
+	/* Backpressure: a look once per ZH_ACCEL_BP_CHECK bytes (inv. 13). */
+	if (accel_bp(sk, st, &accel_rxq, &st->peer, size))
+		return accel_pass_once();
 	/* Mark the peer before its queue can hold anything (invariant 7). */
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx, &st->peer, &one, BPF_ANY))

@@ -640,6 +640,7 @@ static int accel_read_stats(int stats_fd, int hash_fd, int hash6_fd, struct ag_a
 	out->proxy = sum[ZH_ACCEL_ST_PROXY];
 	out->fin_held = sum[ZH_ACCEL_ST_FIN_HELD];
 	out->backpressure = sum[ZH_ACCEL_ST_BACKPRESSURE];
+	out->bp_resumed = sum[ZH_ACCEL_ST_BP_RESUMED];
 	/* The ground truth for "active": walk the sockhashes themselves. */
 	out->active = accel_count_keys(hash_fd, sizeof(struct zh_accel_key)) +
 		      accel_count_keys(hash6_fd, sizeof(struct zh_accel_key6));

@@ -42,12 +42,13 @@ run_pair() {
 	PIDS+=($!)
 	local rpid=$!
 	sleep 0.5	# the reader's listen (the writer retries nothing)
-	lab_exec cli timeout 150 "$PY" "$SR" write "${4:-$ip}" "$1" $TOTAL 2 >"$TMP/write-$1" 2>&1
+	lab_exec cli timeout 150 "$PY" "$SR" write "${4:-$ip}" "$1" $TOTAL 2 $([ "$3" = 0 ] && echo go) \
+		>"$TMP/write-$1" 2>&1
 	wait $rpid
 }
 
 # (1)-(3): the sleeping reader
-b0=$(stat backpressure) m0=$(stat msgs)
+b0=$(stat backpressure) m0=$(stat msgs) r0=$(stat bp_resumed)
 run_pair 9000 3 1
 acc=$(awk '$1 == "accepted" {print $2}' "$TMP/write-9000")
 read -r _ sent shs err < <(grep '^sent' "$TMP/write-9000")
@@ -59,27 +60,28 @@ is "$got" "$TOTAL" "(2) the reader got every byte"
 ok $([ -n "$shs" ] && [ "$shs" = "$shr" ]; echo $?) "  in order: sha256 of what was read == of what was sent"
 bp=$(( $(stat backpressure) - b0 ))
 ok $([ "$bp" -ge 1 ]; echo $?) "(3) counted in backpressure ($bp)"
+diag "  the writer back on the short-circuit after the reader caught up: $(( $(stat bp_resumed) - r0 )) time(s)"
 msgs=$(( $(stat msgs) - m0 ))
 ok $([ "$msgs" -ge 1 ]; echo $?) "  the first bytes did go through the short-circuit ($msgs messages)"
 "$ZH" get --lab "$LAB" stats 2>&1 | grep -q accel_backpressure
 ok $? "zerohop get stats shows accel_backpressure"
 
-# (4): a reader that keeps up is not touched. A reader descheduled long
-# enough for the writer to get 4 MiB ahead does fall back (the bound is a
-# queue depth, not a rate): on this shared 2-vCPU VM that happened in 1 of
-# about 30 runs, so up to 3 attempts, each a fresh connection.
-for try in 1 2 3; do
-	b0=$(stat backpressure) m0=$(stat msgs) f0=$(stat fallbacks)
-	run_pair $((9010 + try)) 0 0
-	read -r _ got _ < <(grep '^read' "$TMP/read-$((9010 + try))")
-	msgs=$(( $(stat msgs) - m0 )) fb=$(( $(stat fallbacks) - f0 )) bp=$(( $(stat backpressure) - b0 ))
-	diag "fast reader, attempt $try: $msgs messages redirected, $fb fallbacks, $bp backpressure"
-	[ "$fb" = 0 ] && break
-done
+# (4): a reader that keeps up stays on the short-circuit. The writer
+# waits for the reader's "g" (sent as it enters its read loop), so it does
+# not start while the reader is still waking from accept(). On this loaded
+# 2-vCPU VM a reader descheduled long enough for the writer to get 4 MiB
+# ahead does go into backpressure (the bound is a queue depth, not a
+# rate): the writer then takes TCP until the reader has read everything,
+# and comes back. So: most messages short-circuited, every episode over.
+b0=$(stat backpressure) r0=$(stat bp_resumed) m0=$(stat msgs) f0=$(stat fallbacks)
+run_pair 9001 0 0
+read -r _ got _ < <(grep '^read' "$TMP/read-9001")
+msgs=$(( $(stat msgs) - m0 )) fb=$(( $(stat fallbacks) - f0 ))
+bp=$(( $(stat backpressure) - b0 )) res=$(( $(stat bp_resumed) - r0 ))
+diag "fast reader: $msgs messages redirected, $fb on TCP, $bp backpressure, $res resumed"
 is "$got" "$TOTAL" "(4) fast reader: every byte read"
-ok $([ "$msgs" -ge 100 ]; echo $?) "  short-circuited ($msgs messages)"
-is "$fb" 0 "  no message fell back to TCP (attempt $try of 3)"
-is "$bp" 0 "  no backpressure"
+ok $([ "$msgs" -ge 100 ] && [ "$msgs" -ge $((9 * fb)) ]; echo $?) "  short-circuited: $msgs messages, $fb on TCP (<= 10 %)"
+ok $([ "$res" -ge $((bp - 1)) ]; echo $?) "  every backpressure episode but the last ended ($bp, $res resumed)"
 
 # (5): the same sleeping reader over native IPv6 (accel_sockhash6, accel_rxq6)
 b0=$(stat backpressure) m0=$(stat msgs)

@@ -5,8 +5,11 @@
 #   slowread.py read PORT SLEEP_S [HASH]
 #       listen on PORT, accept one connection, sleep SLEEP_S seconds without
 #       reading, then read until EOF; print "read BYTES SHA256" (SHA256 "-"
-#       when HASH is 0: a reader that only counts, as fast as it can).
-#   slowread.py write IP PORT TOTAL WINDOW_S
+#       when HASH is 0: a reader that only counts, as fast as it can, and
+#       sends one byte "g" when it starts reading).
+#   slowread.py write IP PORT TOTAL WINDOW_S [go]
+#       ("go": wait for the reader's "g" before sending, so that the writer
+#       does not start before the reader is in its read loop)
 #       connect, send TOTAL bytes of a random pattern as fast as the
 #       socket takes them; print "accepted BYTES" = what send() had taken
 #       WINDOW_S seconds after the connect (the reader still asleep), then,
@@ -38,6 +41,8 @@ def reader(port, sleep_s, do_hash):
     n = 0
     buf = bytearray(1 << 18)
     mv = memoryview(buf)
+    if not do_hash:
+        c.sendall(b"g")
     while True:
         k = c.recv_into(buf)
         if not k:
@@ -48,9 +53,11 @@ def reader(port, sleep_s, do_hash):
     print("read", n, h.hexdigest() if h else "-", flush=True)
 
 
-def writer(ip, port, total, window_s):
+def writer(ip, port, total, window_s, go):
     pat = pattern()
     s = socket.create_connection((ip, port), timeout=10)
+    if go and s.recv(1) != b"g":
+        sys.exit("slowread: no go from the reader")
     s.setblocking(False)
     t0 = time.monotonic()
     h = hashlib.sha256()
@@ -91,4 +98,5 @@ if __name__ == "__main__":
         reader(int(sys.argv[2]), float(sys.argv[3]),
                len(sys.argv) < 5 or sys.argv[4] != "0")
     else:
-        writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+        writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+               len(sys.argv) > 6 and sys.argv[6] == "go")

@@ -17,7 +17,8 @@
  * short-circuited byte count crosses a multiple of ZH_ACCEL_BP_CHECK, its
  * sk_msg program reads the receiver's short-circuit queue (psock
  * msg_tot_len); deeper than the receiver's sk_rcvbuf + ZH_ACCEL_BP_SLACK,
- * the sender falls back to TCP for good. The slack: what TCP lets a sender
+ * the sender takes the normal path until the receiver has read every byte
+ * (ZH_ACCEL_SK_BP). The slack: what TCP lets a sender
  * have outstanding is the receiver's window (at most its rcvbuf) plus its
  * own send buffer, which autotuning grows up to tcp_wmem[2] (4 MiB by
  * default). So a queue holds at most about rcvbuf + SLACK + CHECK bytes. */
@@ -98,9 +99,11 @@ enum zh_accel_stat {
 					 * of our FIN) held back while the receiving
 					 * socket's short-circuit queue held unread
 					 * bytes (half-close; accel.bpf.c inv. 11) */
-	ZH_ACCEL_ST_BACKPRESSURE,	/* senders moved to TCP because their peer's
+	ZH_ACCEL_ST_BACKPRESSURE,	/* a sender moved to TCP because its peer's
 					 * short-circuit queue was deeper than its
 					 * bound (accel.bpf.c inv. 13) */
+	ZH_ACCEL_ST_BP_RESUMED,		/* such a sender back on the short-circuit:
+					 * the reader had read every byte (inv. 13) */
 	ZH_ACCEL_ST__MAX,
 };
 
@@ -120,6 +123,8 @@ enum zh_accel_sk_flags {
 	ZH_ACCEL_SK_MARKED = 2,		/* this socket has marked its peer in accel_rx */
 	ZH_ACCEL_SK_V6 = 4,		/* a native IPv6 connection: peer6 is the key,
 					 * and the maps are the ...6 twins */
+	ZH_ACCEL_SK_BP = 8,		/* backpressure: the normal path until the
+					 * peer has read every byte (inv. 13) */
 };
 struct zh_accel_sk {
 	union {

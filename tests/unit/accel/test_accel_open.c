@@ -322,6 +322,20 @@ int main(void)
 		ok(st.msgs > st2.msgs, "the first bytes were short-circuited (%llu messages)",
 		   (unsigned long long)(st.msgs - st2.msgs));
 		is_int(bad, 0, "every byte read back, in order");
+		/* The reader has read everything: a later message goes back on
+		 * the short-circuit. Not always the first: after the writer's
+		 * EAGAIN the kernel keeps the last verdict (normal path) for one
+		 * more message without running the program (tcp_bpf_send_verdict). */
+		ag_accel_stats(a, &st2);
+		for (i = 0; i < 2; i++) {
+			usleep(100000);
+			ok(write(c2, "again", 5) == 5 && read(s2, buf, sizeof(buf)) == 5 &&
+			   !memcmp(buf, "again", 5), "a message after the reader caught up arrives (%d)", i);
+		}
+		ag_accel_stats(a, &st);
+		is_int(st.bp_resumed - st2.bp_resumed, 1, "the writer resumed the short-circuit once");
+		ok(st.msgs - st2.msgs >= 1, "  and from then on messages are redirected (%llu)",
+		   (unsigned long long)(st.msgs - st2.msgs));
 		close(c2);
 		close(s2);
 	}
