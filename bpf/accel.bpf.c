@@ -638,6 +638,10 @@ static __always_inline int accel_bp_deep(void *rxq, const void *peer)
 	if (!q)
 		return 0;
 	psock = (void *)q->psock;
+	/* a kernel without the field (before msg_tot_len): no backpressure,
+	 * rather than no program at all */
+	if (!bpf_core_field_exists(psock->msg_tot_len))
+		return 0;
 	depth = BPF_CORE_READ(psock, msg_tot_len);
 	return depth > q->bound;
 }
@@ -666,7 +670,7 @@ static __always_inline int accel_bp_drained(struct bpf_sock *sk, void *rxq, cons
 	if (!pt)
 		return 0;
 	return BPF_CORE_READ(pt, copied_seq) == BPF_CORE_READ(me, write_seq) &&
-	       BPF_CORE_READ(psock, msg_tot_len) == 0;
+	       (!bpf_core_field_exists(psock->msg_tot_len) || BPF_CORE_READ(psock, msg_tot_len) == 0);
 }
 
 /* This message takes the normal path without making it sticky. */
