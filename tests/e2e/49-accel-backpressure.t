@@ -13,7 +13,9 @@
 # (2) the stream arrives whole and in order (sha256 sent == read); (3)
 # `backpressure` counted it; (4) a reader that keeps up, same amount, stays
 # short-circuited (most messages redirected, every backpressure episode
-# but a last one resumed); (5) (1)-(3) over native IPv6.
+# but a last one resumed); (5) (1)-(3) over native IPv6; (6) the way back
+# keeps the order: readers that start 0.1-0.4 s late, each stream whole
+# and in order across its backpressure episodes and resumptions.
 # Fails on the code before invariant 13: (1) took 64 MiB, (3) counted 0.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/lab_test.sh"
@@ -95,4 +97,19 @@ ok $([ -n "$acc" ] && [ "$acc" -lt $BOUND ]; echo $?) "(5) IPv6: send() took $((
 ok $([ "$got" = "$TOTAL" ] && [ -n "$shs" ] && [ "$shs" = "$shr" ]; echo $?) "  every byte, in order (sha256)"
 msgs=$(( $(stat msgs) - m0 )) bp=$(( $(stat backpressure) - b0 ))
 ok $([ "$msgs" -ge 1 ] && [ "$bp" -ge 1 ]; echo $?) "  short-circuited first ($msgs messages), then counted in backpressure ($bp)"
+
+# (6): back and forth. Each reader starts late (0.1-0.4 s), so its writer
+# goes into backpressure, comes back once the reader has caught up, and
+# may go again; every stream must still arrive whole and in order.
+b0=$(stat backpressure) r0=$(stat bp_resumed) bad=0
+for i in 1 2 3 4; do
+	run_pair $((9020 + i)) 0.$i 1
+	read -r _ _ shs _ < <(grep '^sent' "$TMP/write-$((9020 + i))")
+	read -r _ got shr < <(grep '^read' "$TMP/read-$((9020 + i))")
+	[ "$got" = "$TOTAL" ] && [ -n "$shs" ] && [ "$shs" = "$shr" ] || bad=$((bad + 1))
+done
+bp=$(( $(stat backpressure) - b0 )) res=$(( $(stat bp_resumed) - r0 ))
+diag "late readers: $bp backpressure episodes, $res resumed"
+is "$bad" 0 "(6) 4 late readers: every stream whole and in order (sha256)"
+ok $([ "$res" -ge 1 ]; echo $?) "  across backpressure ($bp) and back to the short-circuit ($res)"
 done_testing
