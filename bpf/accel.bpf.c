@@ -26,7 +26,10 @@
  *     in flight and redirected bytes would overtake them. The reverse change
  *     (redirect, then normal path) is safe: a redirect is synchronous, the
  *     bytes sit in the peer's queue before sendmsg returns, so later TCP bytes
- *     and the FIN arrive after them.
+ *     and the FIN arrive after them. One exception, backpressure
+ *     (invariant 13): its fallback (ZH_ACCEL_SK_BP, not PASS) ends once the
+ *     peer has read every byte sent on the normal path, when no TCP byte
+ *     can be overtaken any more.
  *  3. Keys never collide across pods: pod addresses are unique on a node; a
  *     loopback key carries the netns cookie (every pod has its own 127.0.0.1).
  *  4. A socket leaves accel_sockhash when it reaches TCP_CLOSE (STATE_CB here,
@@ -61,7 +64,9 @@
  *     reads and readiness then follow the normal receive queue.)
  *  8. Per-message cost (the sk_msg fast path): one sk_storage lookup and the
  *     redirect. The peer key is built once, at insert, into accel_sk; the
- *     accel_closing lookup is skipped while accel_nclosing is 0.
+ *     accel_closing lookup is skipped while accel_nclosing is 0; the
+ *     backpressure check (invariant 13) is a shift and a compare, and its
+ *     lookup runs once per ZH_ACCEL_BP_CHECK bytes, not per message.
  *     accel_nclosing never undercounts accel_closing: it is incremented
  *     before an entry is created (NOEXIST insert), decremented only after an
  *     entry was deleted by us. It may overcount (an LRU eviction, callbacks
@@ -89,7 +94,7 @@
  *     server (or the reverse) short-circuit like two v4 sockets.
  *     A native IPv6 connection (neither end v4-mapped) goes the same way
  *     through twins of the maps keyed by struct zh_accel_key6:
- *     accel_sockhash6, accel_local6, accel_closing6, accel_rx6; its
+ *     accel_sockhash6, accel_local6, accel_closing6, accel_rx6, accel_rxq6; its
  *     accel_sk record has ZH_ACCEL_SK_V6 and the peer's key in peer6. The
  *     flag is set at insert and never changes, so every later step
  *     (state callbacks, setsockopt, sk_msg, obs) picks one family's maps
@@ -128,9 +133,33 @@
  *     pod and the node proxy that the proxy carries into the HBONE tunnel
  *     (the capture record has ZH_L7CAP_DST_HBONE: connect4's cookie entry,
  *     or zh_l7cap_orig under the client's address) are never inserted:
- *     TCP's window paces the pod as the tunnel drains. (A slow reader of
- *     any other short-circuited connection queues without bound:
- *     docs/accel.md, Known limits.)
+ *     TCP's window paces the pod as the tunnel drains. (Since invariant 13
+ *     bounds every queue these legs could be short-circuited again; kept
+ *     out until measured.)
+ * 13. Backpressure: no short-circuit queue grows much past what TCP would
+ *     have let the sender have outstanding. When a socket enters the
+ *     sockhash, sock_ops publishes in accel_rxq (accel_rxq6) under its key
+ *     the address of its psock and its bound, sk_rcvbuf + ZH_ACCEL_BP_SLACK
+ *     (4 MiB: the largest send buffer TCP autotuning gives by default).
+ *     Each time a sender's sc_tx crosses a multiple of ZH_ACCEL_BP_CHECK
+ *     (1 MiB), its sk_msg looks the peer up there and reads the psock's
+ *     msg_tot_len with bpf_probe_read_kernel (the address is never
+ *     dereferenced: a psock freed meanwhile reads as garbage, not a fault,
+ *     and its socket has left the sockhash, so the redirect would fail
+ *     anyway). Deeper than the bound, the sender sets ZH_ACCEL_SK_BP and
+ *     counts ZH_ACCEL_ST_BACKPRESSURE: its messages take the normal path,
+ *     where TCP's window blocks it, and the queued bytes are read before
+ *     the TCP ones (tcp_bpf reads the psock queue first). On each later
+ *     message it asks whether the peer has read every byte it sent on the
+ *     normal path (the peer's copied_seq == its own write_seq, and the
+ *     psock queue empty): then no TCP byte can be overtaken, it clears the
+ *     flag, counts ZH_ACCEL_ST_BP_RESUMED and redirects again. So a queue
+ *     holds at most bound + ZH_ACCEL_BP_CHECK + one sk_msg chunk, whatever
+ *     the sender's rate, and a reader that lagged once gets the
+ *     short-circuit back as soon as it has caught up. Only that direction
+ *     of that connection is affected. An iter/sockmap sweep by the agent
+ *     was the first plan: every map iterator fails to load here (EPERM on
+ *     this kernel), and a sweep bounds a queue only at rate x period.
  *
  * Socket states (per socket; "peer" = the other end of its connection)
  *
@@ -147,10 +176,16 @@
  *   (IN MAP, own side shut down, queue not empty: a FIN from the peer is
  *    dropped and retransmitted until the queue is empty; inv. 11)
  *
+ *   IN MAP (redirect) ──peer's queue past its bound──► IN MAP, BP (normal
+ *        ▲                                              path, not sticky)
+ *        └─────────peer has read every TCP byte of ours─────┘  (inv. 13)
+ *
  * Functions: accel_insert does IN MAP (on ESTABLISHED); accel_state does the
  * release (accel_release) and GONE (on TCP_CLOSE); zh_accel_setsockopt
  * publishes an SO_RCVLOWAT socket as closing; zh_accel_msg redirects and
- * moves a socket to PASS; zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
+ * moves a socket to PASS; accel_bp moves it to BP and back (inv. 13);
+ * accel_rxq_put publishes a socket's queue for its peer's check (inv. 13);
+ * zh_accel_fin holds FINs (inv. 11). Every write to accel_closing goes through
  * accel_closing_add / accel_closing_del, which keep accel_nclosing (inv. 8).
  */
 #include <linux/bpf.h>
@@ -167,6 +202,32 @@
 #define SO_RCVLOWAT 18
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* The kernel objects read here (invariants 11 and 13), by CO-RE: field
+ * offsets come from the running kernel's BTF (the "___zh" suffix is
+ * ignored when matching). */
+struct list_head___zh {
+	struct list_head___zh *next;
+} __attribute__((preserve_access_index));
+struct sk_psock___zh {
+	void *sk;		/* its socket (invariant 13) */
+	struct list_head___zh ingress_msg;
+	__u32 msg_tot_len;	/* bytes in ingress_msg (invariant 13) */
+} __attribute__((preserve_access_index));
+struct sock___zh {
+	void *sk_user_data;
+	int sk_rcvbuf;
+} __attribute__((preserve_access_index));
+
+/* Sequence numbers (invariant 13): the next TCP byte the owner will read,
+ * the next one it will queue for sending. */
+struct tcp_sock___zh {
+	__u32 copied_seq;
+	__u32 write_seq;
+} __attribute__((preserve_access_index));
+
+#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
+#define ZH_SK_USER_DATA_PTRMASK	(~7UL)
 
 /* Upper bound of the number of entries in accel_closing (invariant 8): lets
  * sk_msg skip that hash lookup while no short-circuited socket is closing. */
@@ -189,8 +250,8 @@ static __always_inline __u64 *accel_nclosing_ptr(void)
  * (struct zh_accel_key6). The helpers below take them as arguments; every
  * caller passes constant maps, so after inlining the verifier sees a known
  * map on each path. */
-#define ACCEL_MAPS4 &accel_sockhash, &accel_closing, &accel_rx
-#define ACCEL_MAPS6 &accel_sockhash6, &accel_closing6, &accel_rx6
+#define ACCEL_MAPS4 &accel_sockhash, &accel_closing, &accel_rx, &accel_rxq
+#define ACCEL_MAPS6 &accel_sockhash6, &accel_closing6, &accel_rx6, &accel_rxq6
 
 /* Publish `key` in `closing`; count it first if the entry is new. */
 static __always_inline void accel_closing_add(void *closing, const void *key, __u32 state)
@@ -335,18 +396,42 @@ static __always_inline struct zh_accel_sk *accel_sk_new(struct bpf_sock_ops *sko
 	return st;
 }
 
+/* Invariant 13: publish where this socket's short-circuit queue length is
+ * (its psock, created by the sockhash insert just done) and its bound, for
+ * its peer's sk_msg. Without it (no psock seen) the peer never checks. */
+static __always_inline void accel_rxq_put(struct bpf_sock_ops *skops, void *rxq, const void *key)
+{
+	struct zh_accel_rxq q = {};
+	struct sock___zh *ks;
+	unsigned long ud;
+
+	if (!skops->sk)
+		return;
+	ks = (void *)bpf_skc_to_tcp_sock(skops->sk);
+	if (!ks)
+		return;
+	ud = (unsigned long)BPF_CORE_READ(ks, sk_user_data);
+	if (!(ud & ZH_SK_USER_DATA_PSOCK))
+		return;
+	q.psock = ud & ZH_SK_USER_DATA_PTRMASK;
+	q.bound = (__u64)(__u32)BPF_CORE_READ(ks, sk_rcvbuf) + ZH_ACCEL_BP_SLACK;
+	bpf_map_update_elem(rxq, key, &q, BPF_ANY);
+}
+
 /* Into `sockhash` under `key`, after clearing a reused tuple's marks; then
  * ask for state changes so leaving ESTABLISHED and TCP_CLOSE are seen. */
 static __always_inline void accel_hash_in(struct bpf_sock_ops *skops, void *sockhash, void *closing,
-					  void *rx, void *key, int pair)
+					  void *rx, void *rxq, void *key, int pair)
 {
 	/* A reused 4-tuple must not inherit an old connection's marks. */
 	accel_closing_del(closing, key);
 	bpf_map_delete_elem(rx, key);
+	bpf_map_delete_elem(rxq, key);
 	if (bpf_sock_hash_update(skops, sockhash, key, BPF_ANY)) {
 		accel_count(ZH_ACCEL_ST_SKIPPED, 1);
 		return;
 	}
+	accel_rxq_put(skops, rxq, key);	/* invariant 13 */
 	bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
 	accel_count(ZH_ACCEL_ST_SOCKETS, 1);
 	if (pair == 2)
@@ -418,12 +503,13 @@ static __always_inline void accel_release(void *sockhash, void *closing, void *r
 }
 
 /* The state change of one socket, once its key is built (accel_state). */
-static __always_inline void accel_state_key(void *sockhash, void *closing, void *rx,
+static __always_inline void accel_state_key(void *sockhash, void *closing, void *rx, void *rxq,
 					    const void *key, __u32 state)
 {
 	if (state == BPF_TCP_CLOSE) {
 		accel_closing_del(closing, key);
 		bpf_map_delete_elem(rx, key);
+		bpf_map_delete_elem(rxq, key);
 		if (bpf_map_delete_elem(sockhash, key) == 0)
 			accel_count(ZH_ACCEL_ST_REMOVED, 1);
 		return;
@@ -530,16 +616,106 @@ static __always_inline int accel_fallback(struct zh_accel_sk *st)
 	return SK_PASS;
 }
 
+/* Invariant 13: is it time to look at the peer's queue? Once each time this
+ * socket's short-circuited byte count crosses a multiple of
+ * ZH_ACCEL_BP_CHECK: a shift and a compare on the record already loaded. */
+static __always_inline int accel_bp_due(__u64 tx, __u32 size)
+{
+	return ((tx + size) >> ZH_ACCEL_BP_CHECK_SHIFT) != (tx >> ZH_ACCEL_BP_CHECK_SHIFT);
+}
+
+/* Invariant 13: is the peer's short-circuit queue deeper than its bound?
+ * The psock address is read, never dereferenced: bpf_probe_read_kernel
+ * copes with a psock freed meanwhile (its socket then left the sockhash and
+ * the redirect fails anyway). No entry yet (the peer's sock_ops has not run
+ * past its insert): not deep, looked at again at the next multiple. */
+static __always_inline int accel_bp_deep(void *rxq, const void *peer)
+{
+	struct zh_accel_rxq *q = bpf_map_lookup_elem(rxq, peer);
+	struct sk_psock___zh *psock;
+	__u32 depth;
+
+	if (!q)
+		return 0;
+	psock = (void *)q->psock;
+	/* a kernel without the field (before msg_tot_len): no backpressure,
+	 * rather than no program at all */
+	if (!bpf_core_field_exists(psock->msg_tot_len))
+		return 0;
+	depth = BPF_CORE_READ(psock, msg_tot_len);
+	return depth > q->bound;
+}
+
+/* Invariant 13: may a socket in backpressure redirect again? Only when
+ * its peer has read every byte it ever sent on the normal path: the
+ * peer's copied_seq (the next TCP byte it will read) has reached our
+ * write_seq (the next TCP byte we would queue). Both count TCP bytes only,
+ * in the connection's one sequence space (a redirect moves neither; tcp_bpf
+ * moves copied_seq only for bytes read from the TCP queue). This runs in
+ * our sendmsg, under our socket lock: no TCP byte of ours can appear
+ * meanwhile. The peer's short-circuit queue is then empty too (its owner
+ * reads it before the TCP queue); checked anyway. Any doubt (no entry, no
+ * socket): not yet. */
+static __always_inline int accel_bp_drained(struct bpf_sock *sk, void *rxq, const void *peer)
+{
+	struct tcp_sock___zh *me = (void *)bpf_skc_to_tcp_sock(sk);
+	struct zh_accel_rxq *q = bpf_map_lookup_elem(rxq, peer);
+	struct sk_psock___zh *psock;
+	struct tcp_sock___zh *pt;
+
+	if (!me || !q)
+		return 0;
+	psock = (void *)q->psock;
+	pt = BPF_CORE_READ(psock, sk);
+	if (!pt)
+		return 0;
+	return BPF_CORE_READ(pt, copied_seq) == BPF_CORE_READ(me, write_seq) &&
+	       (!bpf_core_field_exists(psock->msg_tot_len) || BPF_CORE_READ(psock, msg_tot_len) == 0);
+}
+
+/* This message takes the normal path without making it sticky. */
+static __always_inline int accel_pass_once(void)
+{
+	accel_count(ZH_ACCEL_ST_FALLBACKS, 1);
+	return SK_PASS;
+}
+
+/* Invariant 13, on every message that got past the closing check: 1 when
+ * this message must take the normal path. In backpressure (SK_BP) until
+ * the peer has read everything, then back on the short-circuit; else,
+ * once per ZH_ACCEL_BP_CHECK bytes, into backpressure when the peer's
+ * queue is deeper than its bound. */
+static __always_inline int accel_bp(struct bpf_sock *sk, struct zh_accel_sk *st, void *rxq,
+				    const void *peer, __u32 size)
+{
+	if (st->flags & ZH_ACCEL_SK_BP) {
+		if (!accel_bp_drained(sk, rxq, peer))
+			return 1;
+		st->flags &= ~ZH_ACCEL_SK_BP;
+		accel_count(ZH_ACCEL_ST_BP_RESUMED, 1);
+		return 0;
+	}
+	if (accel_bp_due(st->sc_tx, size) && accel_bp_deep(rxq, peer)) {
+		st->flags |= ZH_ACCEL_SK_BP;
+		accel_count(ZH_ACCEL_ST_BACKPRESSURE, 1);
+		return 1;
+	}
+	return 0;
+}
+
 /* zh_accel_msg's tail for a native IPv6 socket: the same steps on the ...6
  * maps. Written out rather than shared with the IPv4 tail so that the IPv4
  * fast path stays exactly what it was (invariant 8). */
-static __always_inline int accel_msg6(struct sk_msg_md *msg, struct zh_accel_sk *st, __u32 size)
+static __always_inline int accel_msg6(struct sk_msg_md *msg, struct bpf_sock *sk, struct zh_accel_sk *st,
+				      __u32 size)
 {
 	__u64 *nclosing = accel_nclosing_ptr();
 	__u8 one = 1;
 
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing6, &st->peer6))
 		return accel_fallback(st);
+	if (accel_bp(sk, st, &accel_rxq6, &st->peer6, size))
+		return accel_pass_once();
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx6, &st->peer6, &one, BPF_ANY))
 			return accel_fallback(st);
@@ -578,10 +754,13 @@ int zh_accel_msg(struct sk_msg_md *msg)
 	if (sk->state != BPF_TCP_ESTABLISHED)
 		return accel_fallback(st);
 	if (st->flags & ZH_ACCEL_SK_V6)
-		return accel_msg6(msg, st, size);
+		return accel_msg6(msg, sk, st, size);
 	nclosing = accel_nclosing_ptr();
 	if ((!nclosing || *nclosing) && bpf_map_lookup_elem(&accel_closing, &st->peer))
 		return accel_fallback(st);
+	/* Backpressure: a look once per ZH_ACCEL_BP_CHECK bytes (inv. 13). */
+	if (accel_bp(sk, st, &accel_rxq, &st->peer, size))
+		return accel_pass_once();
 	/* Mark the peer before its queue can hold anything (invariant 7). */
 	if (!(st->flags & ZH_ACCEL_SK_MARKED)) {
 		if (bpf_map_update_elem(&accel_rx, &st->peer, &one, BPF_ANY))
@@ -598,20 +777,6 @@ int zh_accel_msg(struct sk_msg_md *msg)
 
 /* ---- Holding a FIN that would drop unread short-circuited bytes (inv. 11) ---- */
 
-/* The kernel objects read here, by CO-RE: field offsets come from the
- * running kernel's BTF (the "___zh" suffix is ignored when matching). */
-struct list_head___zh {
-	struct list_head___zh *next;
-} __attribute__((preserve_access_index));
-struct sk_psock___zh {
-	struct list_head___zh ingress_msg;
-} __attribute__((preserve_access_index));
-struct sock___zh {
-	void *sk_user_data;
-} __attribute__((preserve_access_index));
-
-#define ZH_SK_USER_DATA_PSOCK	4UL	/* the kernel sock.h SK_USER_DATA_PSOCK */
-#define ZH_SK_USER_DATA_PTRMASK	(~7UL)
 #define ZH_TCP_FLAG_FIN		0x01
 #define ZH_TCP_FLAG_RST		0x04
 #define ZH_ACCEL_FIN_HOLD_NS	(30ULL * 1000000000ULL)

@@ -82,6 +82,25 @@ struct {
 	__type(value, __u8);
 } accel_rx6 SEC(".maps");
 
+/* Where each short-circuited socket's queue length is (key -> struct
+ * zh_accel_rxq), for its peer's backpressure check (accel.bpf.c inv. 13).
+ * Written at insert, deleted at TCP_CLOSE; LRU like accel_rx: an orphan
+ * ages out, and a stale entry can only make a sender fall back. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_SOCKS);
+	__type(key, struct zh_accel_key);
+	__type(value, struct zh_accel_rxq);
+} accel_rxq SEC(".maps");
+
+/* accel_rxq of accel_sockhash6's sockets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ZH_ACCEL_MAX_SOCKS);
+	__type(key, struct zh_accel_key6);
+	__type(value, struct zh_accel_rxq);
+} accel_rxq6 SEC(".maps");
+
 /* Ports (host order) never short-circuited, on either end: an opt-out for
  * applications that read with splice(2) (docs/accel.md). */
 struct {

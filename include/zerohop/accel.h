@@ -51,6 +51,8 @@ struct ag_accel_stats {
 	uint64_t released;	/* sockets taken out early, queue empty (half-close, SO_RCVLOWAT) */
 	uint64_t proxy;		/* of sockets: inserted as a node proxy leg (pod <-> proxy) */
 	uint64_t fin_held;	/* FINs (or ACKs of ours) held back until a half-closed reader drained its queue */
+	uint64_t backpressure;	/* a sender moved to TCP: its peer's short-circuit queue was too deep */
+	uint64_t bp_resumed;	/* such a sender back on the short-circuit (the reader caught up) */
 };
 
 struct zh_accel_proxy_ep;	/* abi/accel.h */

@@ -620,6 +620,9 @@ static int accel_read_stats(int stats_fd, int hash_fd, int hash6_fd, struct ag_a
 	for (i = 0; i < ZH_ACCEL_ST__MAX; i++) {
 		idx = i;
 		if (bpf_map_lookup_elem(stats_fd, &idx, vals)) {
+			/* pinned by a version with fewer counters: 0 */
+			if (errno == ENOENT && i >= ZH_ACCEL_ST_BACKPRESSURE)
+				continue;
 			err = -errno;
 			goto out;
 		}
@@ -636,6 +639,8 @@ static int accel_read_stats(int stats_fd, int hash_fd, int hash6_fd, struct ag_a
 	out->released = sum[ZH_ACCEL_ST_RELEASED];
 	out->proxy = sum[ZH_ACCEL_ST_PROXY];
 	out->fin_held = sum[ZH_ACCEL_ST_FIN_HELD];
+	out->backpressure = sum[ZH_ACCEL_ST_BACKPRESSURE];
+	out->bp_resumed = sum[ZH_ACCEL_ST_BP_RESUMED];
 	/* The ground truth for "active": walk the sockhashes themselves. */
 	out->active = accel_count_keys(hash_fd, sizeof(struct zh_accel_key)) +
 		      accel_count_keys(hash6_fd, sizeof(struct zh_accel_key6));

@@ -805,11 +805,12 @@ static int get_stats(const struct cli_opts *o)
 			if (have_accel)
 				printf(",\"accel_sockets\":%llu,\"accel_active\":%llu,\"accel_msgs\":%llu,"
 				       "\"accel_bytes\":%llu,\"accel_fallbacks\":%llu,\"accel_proxy_sockets\":%llu,"
-				       "\"accel_fin_held\":%llu",
+				       "\"accel_fin_held\":%llu,\"accel_backpressure\":%llu,\"accel_bp_resumed\":%llu",
 				       (unsigned long long)as.sockets, (unsigned long long)as.active,
 				       (unsigned long long)as.msgs, (unsigned long long)as.bytes,
 				       (unsigned long long)as.fallbacks, (unsigned long long)as.proxy,
-				       (unsigned long long)as.fin_held);
+				       (unsigned long long)as.fin_held, (unsigned long long)as.backpressure,
+				       (unsigned long long)as.bp_resumed);
 			if (have_pol)
 				printf(",\"policy_generation\":%u", pd.generation);
 			if (have_obs)	/* L4 signals (docs/observability.md) */
@@ -824,14 +825,16 @@ static int get_stats(const struct cli_opts *o)
 				printf("  %-32s %llu\n", ag_lb_stat_name(k), (unsigned long long)st[k]);
 			if (have_accel)
 				printf("  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n"
-				       "  %-32s %llu\n  %-32s %llu\n",
+				       "  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n  %-32s %llu\n",
 				       "accel_sockets", (unsigned long long)as.sockets,
 				       "accel_active", (unsigned long long)as.active,
 				       "accel_msgs", (unsigned long long)as.msgs,
 				       "accel_bytes", (unsigned long long)as.bytes,
 				       "accel_fallbacks", (unsigned long long)as.fallbacks,
 				       "accel_proxy_sockets", (unsigned long long)as.proxy,
-				       "accel_fin_held", (unsigned long long)as.fin_held);
+				       "accel_fin_held", (unsigned long long)as.fin_held,
+				       "accel_backpressure", (unsigned long long)as.backpressure,
+				       "accel_bp_resumed", (unsigned long long)as.bp_resumed);
 			if (have_pol)
 				printf("  %-32s %u\n", "policy_generation", pd.generation);
 			if (have_obs)

@@ -94,13 +94,14 @@ int main(int argc, char **argv)
 		if (!err)
 			printf("sockets=%llu\nactive=%llu\nmsgs=%llu\nbytes=%llu\nfallbacks=%llu\n"
 			       "removed=%llu\nskipped=%llu\ndemoted=%llu\nreleased=%llu\nproxy=%llu\n"
-			       "fin_held=%llu\n",
+			       "fin_held=%llu\nbackpressure=%llu\nbp_resumed=%llu\n",
 			       (unsigned long long)s.sockets, (unsigned long long)s.active,
 			       (unsigned long long)s.msgs, (unsigned long long)s.bytes,
 			       (unsigned long long)s.fallbacks, (unsigned long long)s.removed,
 			       (unsigned long long)s.skipped, (unsigned long long)s.demoted,
 			       (unsigned long long)s.released, (unsigned long long)s.proxy,
-			       (unsigned long long)s.fin_held);
+			       (unsigned long long)s.fin_held, (unsigned long long)s.backpressure,
+			       (unsigned long long)s.bp_resumed);
 	} else if (!strcmp(argv[1], "proxy") && argc >= 4) {
 		struct zh_accel_proxy_ep eps[ZH_ACCEL_MAX_PROXY];
 

@@ -13,6 +13,29 @@
 #define ZH_ACCEL_MAX_SKIP_PORTS	256	/* ports excluded from the short-circuit */
 #define ZH_ACCEL_MAX_PROXY	16	/* node proxy endpoints (accel_proxy) */
 
+/* Backpressure (bpf/accel.bpf.c invariant 13). Each time a sender's
+ * short-circuited byte count crosses a multiple of ZH_ACCEL_BP_CHECK, its
+ * sk_msg program reads the receiver's short-circuit queue (psock
+ * msg_tot_len); deeper than the receiver's sk_rcvbuf + ZH_ACCEL_BP_SLACK,
+ * the sender takes the normal path until the receiver has read every byte
+ * (ZH_ACCEL_SK_BP). The slack: what TCP lets a sender
+ * have outstanding is the receiver's window (at most its rcvbuf) plus its
+ * own send buffer, which autotuning grows up to tcp_wmem[2] (4 MiB by
+ * default). So a queue holds at most about rcvbuf + SLACK + CHECK bytes. */
+#define ZH_ACCEL_BP_SLACK	(4U << 20)
+#define ZH_ACCEL_BP_CHECK_SHIFT	20	/* ZH_ACCEL_BP_CHECK = 1 MiB */
+#define ZH_ACCEL_BP_CHECK	(1U << ZH_ACCEL_BP_CHECK_SHIFT)
+
+/* accel_rxq / accel_rxq6 value: where a short-circuited socket's queue
+ * length is, written by sock_ops when the socket enters the sockhash (its
+ * psock exists from then on), read by its peer's sk_msg. */
+struct zh_accel_rxq {
+	__u64 psock;		/* kernel address of its struct sk_psock (read with
+				 * bpf_probe_read_kernel: never dereferenced) */
+	__u64 bound;		/* sk_rcvbuf at insert + ZH_ACCEL_BP_SLACK */
+};
+_Static_assert(sizeof(struct zh_accel_rxq) == 16, "zh_accel_rxq layout");
+
 /* A node L7 proxy endpoint (accel_proxy key): a connection between one of
  * this node's pods and this endpoint is short-circuited like a pod-to-pod
  * one, when the proxy's own cgroup carries the sock_ops link too
@@ -76,6 +99,11 @@ enum zh_accel_stat {
 					 * of our FIN) held back while the receiving
 					 * socket's short-circuit queue held unread
 					 * bytes (half-close; accel.bpf.c inv. 11) */
+	ZH_ACCEL_ST_BACKPRESSURE,	/* a sender moved to TCP because its peer's
+					 * short-circuit queue was deeper than its
+					 * bound (accel.bpf.c inv. 13) */
+	ZH_ACCEL_ST_BP_RESUMED,		/* such a sender back on the short-circuit:
+					 * the reader had read every byte (inv. 13) */
 	ZH_ACCEL_ST__MAX,
 };
 
@@ -95,6 +123,8 @@ enum zh_accel_sk_flags {
 	ZH_ACCEL_SK_MARKED = 2,		/* this socket has marked its peer in accel_rx */
 	ZH_ACCEL_SK_V6 = 4,		/* a native IPv6 connection: peer6 is the key,
 					 * and the maps are the ...6 twins */
+	ZH_ACCEL_SK_BP = 8,		/* backpressure: the normal path until the
+					 * peer has read every byte (inv. 13) */
 };
 struct zh_accel_sk {
 	union {
