@@ -247,6 +247,7 @@ struct px_mirror_to {
 	const char *backend_name;	/* "ns/svc" */
 	struct px_ip ip;
 	uint16_t port;		/* host order */
+	bool h2c;		/* the mirror port speaks HTTP/2: the copy goes over h2c */
 };
 
 /* The outcome of routing one request. Pointers point into the table (valid

@@ -394,6 +394,19 @@ void px_mirror_done(struct px_stream *st);	/* request complete: send */
 void px_mirror_drop_stream(struct px_stream *st);	/* stream ends: free the copy */
 void px_mirror_close_all(struct px_server *s);	/* server exit */
 
+/* mirror_h2.c: an HTTP/2 copy for an h2c mirror port (mirror.c invariant 5).
+ * new: the complete HTTP/1.1 copy (data, len; not kept) as one submitted
+ * request of a fresh client session; 0, -EPROTO (not a request), -ENOMEM.
+ * output: what the session has to send now into *data (malloc'd, the
+ * caller frees; NULL when *len is 0); 0 or -EPROTO. input: bytes from the
+ * mirror backend; 1 answered (its response HEADERS), 0 more wanted,
+ * -EPROTO failed. free: NULL is fine. */
+struct px_mirror_h2;
+int px_mirror_h2_new(struct px_server *s, const char *data, size_t len, struct px_mirror_h2 **out);
+int px_mirror_h2_output(struct px_mirror_h2 *m, char **data, size_t *len);
+int px_mirror_h2_input(struct px_mirror_h2 *m, const void *p, size_t n);
+void px_mirror_h2_free(struct px_mirror_h2 *m);
+
 #define PX_MS	1000000ULL
 
 static inline uint64_t px_rand(struct px_server *s)
