@@ -255,11 +255,16 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t h2_max_streams;	/* its last SETTINGS_MAX_CONCURRENT_STREAMS, 0 = none */
 };
 
+#define PX_GRPC_OTHER 17	/* px_stat.grpc: a grpc-status beyond 16 */
+
 struct px_stat {
 	char *route, *backend;
 	uint64_t by_class[6];	/* 1xx..5xx at [1..5], [0] = no response */
 	uint64_t attempts, attempts_ok;	/* actual (per try) */
 	struct hist *lat;
+	/* gRPC calls by their result (px_grpc_result): codes 0..16, then
+	 * PX_GRPC_OTHER for any other number (stats.c px_stat_grpc) */
+	uint64_t grpc[PX_GRPC_OTHER + 1];
 };
 
 /* How the upstream layer reports to the stream it carries (stream.c
@@ -466,6 +471,12 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 /* stats.c: counters keyed by route and backend names (kept across route
  * reloads), and the --stats-addr listener's accept callback. */
 struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *backend);
+/* stats.c: a gRPC call's result (-2 not gRPC, -1 nothing answered, else the
+ * code: grpc-status of the answer, or its HTTP status mapped as the gRPC
+ * spec does), the same value istio_requests_total's grpc_response_status
+ * shows; px_stat_grpc counts it into ps->grpc at stream end. */
+int px_grpc_result(const struct px_stream *st);
+void px_stat_grpc(struct px_stat *ps, const struct px_stream *st);
 void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
 /* stats.c: one finished request into the Istio standard metrics
  * (istio_requests_total ...; docs/observability.md), at stream end. */

@@ -191,6 +191,7 @@ void px_stream_free(struct px_stream *st)
 
 	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
 	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
+	px_stat_grpc(ps, st);	/* by gRPC result, when a gRPC call */
 	if (st->tries) {
 		px_try_end(st);
 		if (st->status)	/* 0: the client left; not the endpoint's fault */
