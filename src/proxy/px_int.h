@@ -627,6 +627,10 @@ void px_stream_free(struct px_stream *st);	/* client gone: no answer */
  * request/response as HTTP/1.1 bytes. 0 or -errno. */
 int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out);
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
+/* Whether a try to hosts[host] would get a stream now: a live connection
+ * below the backend's stream limit, or fewer than max_conns connections
+ * (so one opens). False: px_pool_get makes it wait (invariant 22). */
+bool px_h2up_room(struct px_server *s, int host, uint32_t max_conns);
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
 /* Run every kicked connection's session (h2up.c invariant 1): called by
  * px_wq_flush before each round of sends, so the loop never waits with a
@@ -649,6 +653,9 @@ void px_up_release(struct px_up *u, bool reusable);
 void px_up_update(struct px_up *u);
 void px_up_close(struct px_up *u);
 void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+/* A slot of hosts[host] may have freed (an h2c try released, a connection
+ * closed, a backend's SETTINGS): serve its pending FIFO soon, if any. */
+void px_pool_wake(struct px_server *s, int host);
 void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
 void px_pool_close_idle(struct px_server *s, uint64_t now);	/* idle sweep (invariant 8) */
 void px_pool_close_all(struct px_server *s);	/* server exit */

@@ -8,7 +8,12 @@
 # (≥ 2.4 s); the proxy opens 6 connections (2 streams each) and the calls
 # end together. The connections close once idle. With
 # zerohop.io/max-connections: "2" on the Service, at most 2 are opened and
-# 8 calls wait inside them (2 waves of 2 × 2 streams).
+# 8 calls wait for a stream (2 waves of 2 × 2 streams).
+# The pending limit (issue 18) applies to h2c backends: with
+# max-connections 1 and max-pending-requests 2, of 6 calls at once 2 run,
+# 2 wait and are served in the second wave, 2 are answered UNAVAILABLE at
+# once (503, pending_full); calls longer than the connect timeout (1 s)
+# leave the 2 waiting ones UNAVAILABLE after 1 s (pending_timeout).
 # And an h2c backend that ends each answer with its DATA (nginx `return
 # 200`, 1 KiB): 400 requests over one upstream connection all answered —
 # the connection's flow-control window must get back what every released
@@ -49,6 +54,7 @@ svc() { # NAME [ANNOTATIONS]
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	svc wide
 	svc capped 'zerohop.io/max-connections: "2"'
+	svc pend 'zerohop.io/max-connections: "1", zerohop.io/max-pending-requests: "2"'
 	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: ng, labels: {app: ng}}\n'
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: ng}\n'
@@ -68,11 +74,16 @@ YAML
 lb_apply
 lb_proxy wide $P $S --upstream-idle-timeout 1500ms
 lb_proxy capped $((B + 2)) $((B + 3))
+# (the block's 10 ports are taken: this proxy listens on 127.0.0.2)
+"$ZH" proxy --listen "127.0.0.2:$P" --service default/pend --state "$TMP/state" \
+	--stats-addr "127.0.0.2:$S" 2>"$TMP/proxy-pend.err" &
+PIDS+=($!)
 up() { "$GPY" "$PEER" spread "$1" 1 1 >/dev/null 2>&1; }
 wait_until 15 up "127.0.0.1:$G"
 ok $? "the gRPC server answers directly"
-wait_until 10 up "127.0.0.1:$P" && wait_until 10 up "127.0.0.1:$((B + 2))"
-ok $? "both proxies answer (each now holds one connection that saw the server's SETTINGS)"
+wait_until 10 up "127.0.0.1:$P" && wait_until 10 up "127.0.0.1:$((B + 2))" &&
+	wait_until 10 up "127.0.0.2:$P"
+ok $? "the proxies answer (each now holds one connection that saw the server's SETTINGS)"
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 UPC='zerohop_proxy_h2_connections_total{side="upstream"}'
 
@@ -101,8 +112,29 @@ diag "max-connections 2: 8 calls of 400 ms at once: $out"
 is "${out% ms=*}" "ok=8" "all 8 calls answered under max-connections 2"
 ms=${out#*ms=}
 ok $([ "${ms:-0}" -ge 750 ]; echo $?) \
-	"... in 2 waves (${ms:-?} ms ≥ 750): the calls waited inside the 2 connections"
+	"... in 2 waves (${ms:-?} ms ≥ 750): the calls waited for a stream of the 2 connections"
 is "$(metric $((B + 3)) "$UPC")" 2 "... over 2 upstream connections, no more"
+
+# ---- the pending limit on an h2c backend -------------------------------------------
+OVF='zerohop_proxy_pool_overflow_total{reason="pending_full"}'
+OVT='zerohop_proxy_pool_overflow_total{reason="pending_timeout"}'
+pmetric() { curl -s "http://127.0.0.2:$S/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+f0=$(pmetric "$OVF"); t0=$(pmetric "$OVT"); q0=$(pmetric zerohop_proxy_pool_pending_total)
+out=$("$GPY" "$PEER" burst "127.0.0.2:$P" 6 400 2>"$TMP/pend.err")
+diag "max-connections 1, max-pending 2: 6 calls of 400 ms at once: $out; $(sort "$TMP/pend.err" | uniq -c | tr -s ' \n' ' ')"
+is "${out% ms=*}" "ok=4" "4 of 6 calls answered: 2 streams of the one connection + 2 pending"
+is "$(grep -c '^failed UNAVAILABLE' "$TMP/pend.err")" 2 "... the other 2 UNAVAILABLE (a 503 at once: pending full)"
+is "$(($(pmetric "$OVF") - f0))" 2 "... counted as $OVF"
+is "$(($(pmetric zerohop_proxy_pool_pending_total) - q0))" 2 "... 2 calls waited (pool_pending_total)"
+ms=${out#*ms=}
+ok $([ "${ms:-0}" -ge 750 ]; echo $?) "... the waiting ones served in a second wave (${ms:-?} ms ≥ 750)"
+out=$("$GPY" "$PEER" burst "127.0.0.2:$P" 4 1800 2>"$TMP/pend2.err")
+diag "4 calls of 1.8 s at once (connect timeout 1 s): $out; $(sort "$TMP/pend2.err" | uniq -c | tr -s ' \n' ' ')"
+is "${out% ms=*}" "ok=2" "calls longer than the connect timeout: 2 served"
+is "$(grep -c '^failed UNAVAILABLE' "$TMP/pend2.err")" 2 "... the 2 waiting ones UNAVAILABLE"
+is "$(($(pmetric "$OVT") - t0))" 2 "... after waiting the connect timeout ($OVT)"
+is "$(pmetric zerohop_proxy_pool_pending)" 0 "... and nothing left waiting"
+is "$(pmetric "$UPC")" 1 "... all over 1 upstream connection"
 
 # (nginx-light and nghttp2-client are in scripts/deps.sh)
 mkdir -p "$TMP/ng"
