@@ -93,6 +93,7 @@ int px_capture_refresh(struct px_capture *cap);
 #define PX_DEF_CLIENT_IDLE_MS	300000
 #define PX_DEF_UPSTREAM_IDLE_MS	60000
 #define PX_DEF_DRAIN_MS		15000
+#define PX_DEF_DISCARD_MS	30000	/* nginx's lingering_time (invariant 24) */
 #define PX_DEF_OUTLIER_BASE_MS	30000
 #define PX_DEF_OUTLIER_CONSEC	5
 #define PX_RELOAD_DEBOUNCE_NS	20000000ULL	/* an apply writes several files */
@@ -237,6 +238,7 @@ struct px_stream {
 	bool mb_off;		/* no mirror for this request (none chosen, too large) */
 	bool discard;		/* answered before its body was read: the rest
 				 * is read and dropped (invariant 23) */
+	uint64_t discard_until;	/* ... until then at most (invariant 24) */
 };
 
 struct px_host {		/* outlier state of one endpoint */
@@ -344,6 +346,8 @@ struct px_server {
 	uint64_t kick_timer;	/* serve pending streams, armed when a slot frees */
 	uint64_t n_overflow, n_pending_timeouts, n_pending_total, n_max_reqs_closed;
 	uint64_t n_early_answers;	/* answered before the body was read (invariant 23) */
+	uint64_t discard_ns;		/* bound on that dropped body (invariant 24) */
+	uint64_t n_discard_closed;	/* connections closed at that bound */
 	uint32_t n_pending;	/* all endpoints */
 	/* NetworkPolicy per request (netpol.c design note) */
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */

@@ -594,14 +594,17 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "# TYPE zerohop_proxy_pool_max_requests_closed_total counter\n"
 		   "zerohop_proxy_pool_max_requests_closed_total %llu\n"
 		   "# TYPE zerohop_proxy_early_answers_total counter\n"
-		   "zerohop_proxy_early_answers_total %llu\n",
+		   "zerohop_proxy_early_answers_total %llu\n"
+		   "# TYPE zerohop_proxy_discard_closed_total counter\n"
+		   "zerohop_proxy_discard_closed_total %llu\n",
 		   (unsigned long long)s->n_retries, (unsigned long long)s->n_budget_denied,
 		   (unsigned long long)s->n_ejections, s->n_ejected, s->draining,
 		   (unsigned long long)s->n_drain_closed, (unsigned long long)s->n_up_gone,
 		   (unsigned long long)s->n_overflow, (unsigned long long)s->n_pending_timeouts,
 		   s->n_pending, (unsigned long long)s->n_pending_total,
 		   (unsigned long long)s->n_max_reqs_closed,
-		   (unsigned long long)s->n_early_answers);
+		   (unsigned long long)s->n_early_answers,
+		   (unsigned long long)s->n_discard_closed);
 	/* batched socket I/O (batch.c): 1 with io_uring, 0 on send/recv */
 	buf_printf(b, "# TYPE zerohop_proxy_io_uring gauge\n"
 		   "zerohop_proxy_io_uring %d\n"

@@ -28,7 +28,8 @@
 # answer (before, the stream waited for a body the closed upstream stream
 # could not take, and h2load hung); an HTTP/1.1 client sending 900 KB
 # (length or chunked) before reading gets its answer and a second one on
-# the same connection (before: stalled). The same against an HTTP/1.1
+# the same connection (before: stalled). A client whose upload never ends
+# is closed at the discard bound (--discard-time, invariant 24). The same against an HTTP/1.1
 # backend that answers at once and closes without reading
 # (http_backend.py --early; its close resets the upload). And a client
 # that cancels an upload the proxy holds (a backend that never reads,
@@ -199,6 +200,31 @@ out=$(timeout 20 /usr/bin/python3 "$ROOT/tests/tools/clients/h2_attack.py" cance
 diag "upload to a backend that never reads, then RST_STREAM(CANCEL): $out"
 is "$out" "stalled=1 window=65535" \
 	"... the connection's window comes back whole (0 on 8c48326 and before the flush fix)"
+# ---- the bound on a dropped body (invariant 24) ---------------------------------
+# a client whose upload never ends (1 GiB announced, ~6 MB/s) to the backend
+# that answers at once: with --discard-time 2s its connection is closed
+# about 2 s after the answer; with the default (30 s) it is still open 4 s on
+"$ZH" proxy --listen "127.0.0.2:$((B + 5))" --service default/ng --state "$TMP/state" \
+	--stats-addr "127.0.0.2:$((B + 6))" --discard-time 2s 2>"$TMP/proxy-ng2.err" &
+PIDS+=($!)
+ng2_up() { curl -s --http2-prior-knowledge -m 2 -o /dev/null "http://127.0.0.2:$((B + 5))/"; }
+wait_until 10 ng2_up
+ok $? "a proxy with --discard-time 2s answers"
+m2() { curl -s "http://127.0.0.2:$((B + 6))/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+END="$ROOT/tests/tools/clients/h1_endless.py"
+d0=$(m2 zerohop_proxy_discard_closed_total)
+out=$(timeout 20 "$PY" "$END" 127.0.0.2 $((B + 5)) /early 8)
+diag "endless upload, --discard-time 2s: $out"
+t=$(sed -n 's/.* closed=\([0-9.]*\) .*/\1/p' <<<"$out")
+ok $([ "${out%% *}" = status=200 ] && [ -n "$t" ] &&
+	awk -v t="$t" 'BEGIN { exit !(t >= 1.8 && t <= 4) }'; echo $?) \
+	"... answered 200, then closed ${t:-never} s later (bound 2 s, nginx's lingering_time)"
+is "$(($(m2 zerohop_proxy_discard_closed_total) - d0))" 1 "... counted: zerohop_proxy_discard_closed_total +1"
+out=$(timeout 20 "$PY" "$END" 127.0.0.1 $((B + 5)) /early 4)
+diag "endless upload, default bound (30 s): $out"
+ok $([ "${out%% *}" = status=200 ] && grep -q ' open=' <<<"$out"; echo $?) \
+	"... with the default bound (30 s) the connection stays open while the client sends"
+is "$(ng2_up && echo up)" up "... and that proxy serves on"
 e1=$(metric $((B + 6)) zerohop_proxy_early_answers_total)
 ok $([ $((e1 - e0)) -ge 10 ]; echo $?) "early answers counted ($((e1 - e0)))"
 is "$(curl -s -m 5 --http2-prior-knowledge "$NG/" | wc -c)" 1024 "the proxy serves on"
