@@ -38,6 +38,29 @@ struct px_h2_ctrl {
 	uint64_t t;		/* last refill (monotonic ns) */
 };
 
+/* h2mem.c: libnghttp2's memory for one HTTP/2 client connection, so an idle
+ * one can give pages back (design note there). init fills mem (an
+ * nghttp2_mem) to allocate through m; m must outlive the session. trim:
+ * drop the pages nghttp2 cannot miss (all-zero pages of big blocks; the
+ * outbound frame buffer too when out_idle: the session's output drained,
+ * no stream open); returns the bytes handed back. Only between libnghttp2
+ * calls. */
+#define PX_H2MEM_BIG		4096	/* blocks from this size get their own pages */
+#define PX_H2MEM_SLOTS		8	/* big blocks per connection; more: malloc */
+#define PX_H2MEM_MAXPAGES	16	/* larger blocks are never trimmed */
+#define PX_H2MEM_FRAMEBUF	(9 + 1 + 16384)	/* NGHTTP2_FRAMEBUF_CHUNKLEN */
+struct px_h2mem {
+	struct {
+		void *p;	/* a mapping of len bytes (whole pages) */
+		size_t len;
+		bool fb;	/* the outbound frame buffer */
+	} b[PX_H2MEM_SLOTS];
+	int n;
+	bool fb_seen;
+};
+void px_h2mem_init(struct px_h2mem *m, void *mem);	/* mem: an nghttp2_mem * */
+size_t px_h2mem_trim(struct px_h2mem *m, bool out_idle);
+
 struct bpf_link;
 struct zh_l7cap;
 struct pol_compiled;
@@ -369,6 +392,7 @@ struct px_server {
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
 	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
+	uint64_t n_h2_trimmed;	/* bytes idle connections gave back (h2mem.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 	struct px_h2c **h2q;	/* h2up.c: connections kicked, run before the
 				 * loop waits (px_h2up_run_kicked); NULL = a
@@ -589,6 +613,9 @@ void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
+/* The idle sweep found c without a request stream: libnghttp2's pages it
+ * cannot miss go back to the kernel (h2mem.c), once per idle period. */
+void px_h2_idle(struct px_conn *c);
 /* Send for every connection whose views progressed (h2conn.c invariant 5):
  * called by px_wq_flush before each round of sends. */
 void px_h2_run_queued(struct px_server *s);

@@ -649,7 +649,9 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_h2_defence_total{action=\"window_update_flood\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"priority_flood\"} %llu\n"
 		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
-		   "zerohop_proxy_h2_client_resets_total %llu\n",
+		   "zerohop_proxy_h2_client_resets_total %llu\n"
+		   "# TYPE zerohop_proxy_h2_idle_trimmed_bytes_total counter\n"
+		   "zerohop_proxy_h2_idle_trimmed_bytes_total %llu\n",
 		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
 		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
 		   (unsigned long long)s->n_h2_hdr_big,
@@ -657,7 +659,7 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PING],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
-		   (unsigned long long)s->n_h2_resets_rx);
+		   (unsigned long long)s->n_h2_resets_rx, (unsigned long long)s->n_h2_trimmed);
 	px_hbone_render(s, b);	/* the HBONE server's, when on */
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"

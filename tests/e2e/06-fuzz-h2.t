@@ -19,7 +19,8 @@ printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }
 
 "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" "$ROOT/tests/fuzz/fuzz_h2_client.c" \
-	"$ROOT/src/proxy/h2conn.c" "$ROOT/src/proxy/h2flood.c" "$ROOT/src/lib/buf.c" \
+	"$ROOT/src/proxy/h2conn.c" "$ROOT/src/proxy/h2flood.c" "$ROOT/src/proxy/h2mem.c" \
+	"$ROOT/src/lib/buf.c" \
 	"$ROOT/src/lib/h1.c" "$ROOT/src/lib/log.c" \
 	$(pkg-config --libs libnghttp2) -o "$TMP/fuzz_h2_client" 2>"$TMP/build.log"
 ok $? "build fuzz_h2_client" || { sed 's/^/# /' "$TMP/build.log"; done_testing; }
