@@ -3,7 +3,9 @@
 # proxy, HTTP/1.1 vs HTTP/2 (each connection made one request, then stays
 # open): the proxy in explicit mode on loopback in front of `zerohop echo`,
 # N connections from one python3-h2 / http.client process; prints the RSS
-# growth per connection for each protocol, twice, interleaved.
+# growth per connection for each protocol, twice, interleaved, 3 s after
+# the last connection (the proxy hands an idle HTTP/2 connection's spare
+# pages back after one idle sweep period, 1 s: src/proxy/h2mem.c).
 #
 #   scripts/bench-proxy-h2-mem.sh [N=2000]
 # Every process is ours and stopped by its PID.
@@ -55,7 +57,7 @@ for i in range(n):
         h.request("GET", "/")
         h.getresponse().read()
         keep.append(h)
-time.sleep(1)
+time.sleep(3)  # (an idle HTTP/2 connection is trimmed after a sweep period idle: h2mem.c)
 print("%s: %d idle connections: RSS %d -> %d KiB, %.0f bytes each" %
       (mode, n, r0, rss(), (rss() - r0) * 1024.0 / n))
 PY

@@ -247,6 +247,7 @@ struct px_mirror_to {
 	const char *backend_name;	/* "ns/svc" */
 	struct px_ip ip;
 	uint16_t port;		/* host order */
+	bool h2c;		/* the mirror port speaks HTTP/2: the copy goes over h2c */
 };
 
 /* The outcome of routing one request. Pointers point into the table (valid
@@ -368,6 +369,11 @@ struct px_config {
 	 * responses carry Connection: close, exit when no client connection is
 	 * left or after drain_timeout_ms (0 = 15000, Envoy's --drain-time-s). */
 	uint64_t drain_timeout_ms;
+	/* An HTTP/1.1 client's request body still coming after its answer is
+	 * read and dropped for at most discard_ms (0 = 30000, nginx's
+	 * lingering_time), then the connection closes (docs/proxy.md
+	 * invariant 24). */
+	uint64_t discard_ms;
 	/* Busy polling (docs/proxy.md "Latency and busy polling"): before the
 	 * loop sleeps, poll without sleeping this long, so a vCPU that would
 	 * halt between requests stays awake. 0 = off (the default). */

@@ -21,8 +21,11 @@
  *     by path type.
  * G3. Only what the proxy applies to a call is accepted: header matches,
  *     RequestHeaderModifier and ResponseHeaderModifier (rule and backendRef),
- *     backendRefs with weights. RequestMirror, ExtensionRef and
- *     sessionPersistence are refused naming the field, never ignored.
+ *     RequestMirror on a rule (at most 4, as on an HTTPRoute; the proxy
+ *     copies the call over h2c to an HTTP/2 mirror port, mirror_h2.c),
+ *     backendRefs with weights. RequestMirror on a backendRef,
+ *     ExtensionRef and sessionPersistence are refused naming the field,
+ *     never ignored.
  * G4. A GRPCRoute always needs the L7 proxy (md_route_needs_l7): weights
  *     per connection would pin long-lived gRPC connections.
  */
@@ -165,23 +168,24 @@ static int grpc_match(struct dctx *c, const struct yn *m, void *elem, void *arg)
 			   &rm->n_headers, md_route_hdr_match, NULL);
 }
 
-static const char grpc_filters_ok[] = "RequestHeaderModifier and ResponseHeaderModifier";
+static const char grpc_filters_ok[] =
+	"RequestHeaderModifier, ResponseHeaderModifier and (on a rule) RequestMirror";
 
 /* Refuse (G3) what the schema has but the proxy would not apply to a call. */
 static int grpc_filter_refused(struct dctx *c, const struct yn *n, const char *type)
 {
 	if (!strcmp(type, "RequestMirror"))
 		return dc_fail(c, yn_get(n, "type"), "type",
-			       "RequestMirror is not supported on a GRPCRoute (the proxy does "
-			       "not copy HTTP/2 calls yet): the calls would not be mirrored as "
-			       "written; supported: %s", grpc_filters_ok);
+			       "RequestMirror is not supported on a GRPCRoute backendRef (only "
+			       "on a rule): the calls would not be mirrored as written; "
+			       "supported: %s", grpc_filters_ok);
 	if (!strcmp(type, "ExtensionRef"))
 		return dc_fail(c, yn_get(n, "type"), "type",
 			       "ExtensionRef filters are not supported by zerohop (no "
 			       "extensions); supported: %s", grpc_filters_ok);
 	return dc_fail(c, yn_get(n, "type"), "type",
-		       "unknown GRPCRoute filter type \"%s\" (%s; RequestMirror and "
-		       "ExtensionRef are refused)", type, grpc_filters_ok);
+		       "unknown GRPCRoute filter type \"%s\" (%s; ExtensionRef "
+		       "is refused)", type, grpc_filters_ok);
 }
 
 static int grpc_filter(struct dctx *c, const struct yn *n, void *elem, void *arg)
@@ -196,6 +200,10 @@ static int grpc_filter(struct dctx *c, const struct yn *n, void *elem, void *arg
 		return -EINVAL;
 	if ((rc = md_route_hdr_filter(c, n, type, f)) <= 0)
 		return rc;
+	if (!strcmp(type, "RequestMirror")) {	/* G3 */
+		f->type = MD_FILTER_REQUEST_MIRROR;
+		return md_route_mirror_filter(c, n, f, arg);
+	}
 	return grpc_filter_refused(c, n, type);
 }
 
@@ -236,15 +244,19 @@ static int grpc_rule(struct dctx *c, const struct yn *n, void *elem, void *arg)
 	    dc_seq_each(c, n, "backendRefs", sizeof(*r->backends), (void **)&r->backends,
 			&r->n_backends, grpc_backend, arg))
 		return -EINVAL;
-	/* Gateway API: each filter type at most once per rule */
+	/* Gateway API: each filter type at most once per rule, RequestMirror
+	 * at most 4 times (as decode_mesh.c checks an HTTPRoute's) */
 	fl = yn_get(n, "filters");
 	for (int i = 0; i < r->n_filters; i++) {
+		int t = r->filters[i].type;
 		char f[32];
 
 		snprintf(f, sizeof(f), "filters[%d]", i);
-		if (seen[r->filters[i].type]++)
+		if (t != MD_FILTER_REQUEST_MIRROR && seen[t]++)
 			return dc_fail(c, fl->items[i], f, "a filter of this type is already given "
 				       "(at most one per rule)");
+		if (t == MD_FILTER_REQUEST_MIRROR && ++seen[t] > 4)
+			return dc_fail(c, fl->items[i], f, "at most 4 RequestMirror filters per rule");
 	}
 	if (yn_get(n, "sessionPersistence"))
 		return dc_fail(c, yn_get(n, "sessionPersistence"), "sessionPersistence",

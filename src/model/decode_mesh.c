@@ -273,8 +273,9 @@ int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, st
 	return 1;
 }
 
-/* requestMirror: {backendRef: {name, namespace, port}, percent | fraction} */
-static int mirror_filter(struct dctx *c, const struct yn *n, struct md_filter *f, void *arg)
+/* requestMirror: {backendRef: {name, namespace, port}, percent | fraction}
+ * (HTTPRoute and GRPCRoute rules; arg is the route's md_meta) */
+int md_route_mirror_filter(struct dctx *c, const struct yn *n, struct md_filter *f, void *arg)
 {
 	const struct md_meta *meta = arg;
 	const struct yn *v = yn_get(n, "requestMirror"), *br, *fr;
@@ -377,7 +378,7 @@ static int route_filter(struct dctx *c, const struct yn *n, void *elem, void *ar
 	}
 	if (!strcmp(type, "RequestMirror")) {
 		f->type = MD_FILTER_REQUEST_MIRROR;
-		return mirror_filter(c, n, f, arg);
+		return md_route_mirror_filter(c, n, f, arg);
 	}
 	if (!strcmp(type, "ExtensionRef"))
 		return dc_fail(c, yn_get(n, "type"), "type",

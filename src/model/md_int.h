@@ -257,6 +257,9 @@ int md_route_hdr_match(struct dctx *c, const struct yn *h, void *elem, void *arg
 /* A filter of type RequestHeaderModifier or ResponseHeaderModifier into f:
  * 0 or -EINVAL; 1 when type is neither (f untouched). */
 int md_route_hdr_filter(struct dctx *c, const struct yn *n, const char *type, struct md_filter *f);
+/* A RequestMirror filter's requestMirror (f->type set by the caller; arg:
+ * the route's struct md_meta, for the default namespace). 0 or -EINVAL. */
+int md_route_mirror_filter(struct dctx *c, const struct yn *n, struct md_filter *f, void *arg);
 /* spec {parentRefs, hostnames, rules} of a route into a new st->routes
  * entry (grpc: a GRPCRoute), each rule decoded by rule (arg: the meta),
  * then the warnings (no Service parent, hostnames ignored). */

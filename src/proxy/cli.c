@@ -36,6 +36,9 @@ static void px_usage(FILE *f)
 		"  --outlier-base-ejection DUR  outlier ejection time, x ejections (30s)\n"
 		"  --outlier-consecutive N  failed tries in a row that eject (5)\n"
 		"  --drain-timeout DUR      SIGTERM: finish in-flight requests, then exit (15s)\n"
+		"  --discard-time DUR       an HTTP/1.1 upload answered early: its rest is read\n"
+		"                           and dropped this long at most, then the connection\n"
+		"                           closes (30s, nginx's lingering_time)\n"
 		"  --busy-poll DUR          poll this long (e.g. 50us) before sleeping: lower\n"
 		"                           latency for CPU (0, off; default from the\n"
 		"                           environment ZEROHOP_PROXY_BUSY_POLL, else 0)\n"
@@ -122,6 +125,7 @@ int cli_proxy(int argc, char **argv)
 		{ "hbone", optional_argument, NULL, 14 },
 		{ "svid-dir", required_argument, NULL, 15 },
 		{ "node-ip6", required_argument, NULL, 16 },
+		{ "discard-time", required_argument, NULL, 17 },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -159,6 +163,7 @@ int cli_proxy(int argc, char **argv)
 		case 6: if (px_dur_opt("upstream-idle-timeout", optarg, &cfg.upstream_idle_ms)) goto bad; break;
 		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
 		case 9: if (px_dur_opt("drain-timeout", optarg, &cfg.drain_timeout_ms)) goto bad; break;
+		case 17: if (px_dur_opt("discard-time", optarg, &cfg.discard_ms)) goto bad; break;
 		case 10: if (px_busy_opt("--busy-poll", optarg, &cfg.busy_poll_us)) goto bad; break;
 		case 11: cgroup = optarg; break;
 		case 12: pin_dir = optarg; break;

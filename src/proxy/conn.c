@@ -181,6 +181,10 @@ uint64_t px_conn_close_idle(struct px_server *s, uint64_t min_idle)
 		    now - c->last_active >= min_idle) {
 			n++;
 			px_conn_close(c);
+		} else if (c->h2 && !c->n_sub && now - c->last_active >= s->sweep_ns) {
+			/* idle for a sweep period: its idle pages go back
+			 * (h2mem.c K3; not between two requests of a busy one) */
+			px_h2_idle(c);
 		}
 	}
 	return n;

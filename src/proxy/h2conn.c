@@ -117,6 +117,9 @@ struct px_h2 {
 				 * px_h2_run clears it */
 	int qslot;		/* index in s->h2cq while queued, -1 = not */
 	struct px_h2_ctrl ctrl;	/* control-frame budgets (h2flood.c) */
+	struct px_h2mem mem;	/* the session's memory (h2mem.c) */
+	bool out_drained;	/* the last nghttp2_session_mem_send returned 0 */
+	bool trimmed;		/* px_h2_idle trimmed since the last run */
 	int flood;		/* 1 + the enum px_h2_flood exceeded, 0 = none */
 };
 
@@ -596,6 +599,7 @@ static void px_h2_output(struct px_h2 *h2)
 				h2->dead = true;
 				break;
 			}
+			h2->out_drained = !n;	/* (h2mem.c K2 b) */
 			if (!n)
 				break;
 			px_buf_get(c->srv, &c->out);
@@ -656,6 +660,7 @@ void px_h2_start(struct px_conn *c)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
+	nghttp2_mem mem;
 	struct px_h2 *h2 = zh_calloc(1, sizeof(*h2));
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, PX_H2_MAX_STREAMS },
@@ -684,7 +689,13 @@ void px_h2_start(struct px_conn *c)
 	nghttp2_option_set_stream_reset_rate_limit(opt, PX_H2_RESET_BURST, PX_H2_RESET_RATE);
 	nghttp2_option_set_max_continuations(opt, PX_H2_MAX_CONTINUATIONS);
 	nghttp2_option_set_max_outbound_ack(opt, PX_H2_MAX_OUTBOUND_ACK);
-	if (nghttp2_session_server_new2(&h2->sess, cb, h2, opt))
+	/* a closed stream is freed at once, not kept for RFC 7540's priority
+	 * tree (deprecated by RFC 9113; we ignore priorities): an idle
+	 * connection keeps no stream and its stream map's table is all
+	 * zeros, a page h2mem.c can give back (K2 a) */
+	nghttp2_option_set_no_closed_streams(opt, 1);
+	px_h2mem_init(&h2->mem, &mem);	/* (nghttp2 copies mem; h2->mem outlives sess) */
+	if (nghttp2_session_server_new3(&h2->sess, cb, h2, opt, &mem))
 		h2->dead = true;
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
@@ -700,6 +711,7 @@ void px_h2_run(struct px_conn *c)
 	bool one = h2->one;	/* (invariant 5) */
 
 	h2->one = false;
+	h2->trimmed = false;	/* active again: the next idle sweep may trim */
 	if (c->in.data && !h2->dead) {
 		ssize_t n = nghttp2_session_mem_recv(h2->sess, (const uint8_t *)buf_head(&c->in),
 						     c->in.data);
@@ -728,6 +740,19 @@ void px_h2_run(struct px_conn *c)
 	px_h2_output(h2);
 	if (h2->dead || h2->recv_err)
 		c->closing = true;	/* (after what was queued is sent) */
+}
+
+void px_h2_idle(struct px_conn *c)
+{
+	struct px_h2 *h2 = c->h2;
+	bool out_idle;
+
+	if (h2->trimmed || h2->dead || h2->streams)
+		return;
+	h2->trimmed = true;
+	out_idle = h2->out_drained && !nghttp2_session_want_write(h2->sess) &&
+		   !nghttp2_session_get_outbound_queue_size(h2->sess);
+	c->srv->n_h2_trimmed += px_h2mem_trim(&h2->mem, out_idle);
 }
 
 void px_h2_goaway(struct px_conn *c)

@@ -42,7 +42,11 @@
  *     value another connection to that endpoint got, else 100, RFC 9113's
  *     recommended minimum); when all are full a new
  *     connection is opened, up to the pool's max_connections, beyond which
- *     the try waits inside nghttp2 on the least loaded one. Extra
+ *     the try waits in the endpoint's pending FIFO (upstream.c,
+ *     docs/proxy.md invariant 22: px_h2up_room says when, px_pool_wake
+ *     when a stream, a connection or a SETTINGS may have freed a slot);
+ *     px_h2up_get still puts a try on the least loaded one if called
+ *     without room (a fallback: then it waits inside nghttp2). Extra
  *     connections close like any other once idle (px_h2up_close_idle).
  *  6. A run touches only the tries that moved: a try is on its
  *     connection's feed list (px_h2us_want_feed) when the stream layer
@@ -327,6 +331,7 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 		h->settings_seen = true;
 		h->sock.srv->hosts[h->host].h2_max_streams = nghttp2_session_get_remote_settings(
 			sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+		px_pool_wake(h->sock.srv, h->host);	/* the limit may have grown */
 	}
 	if (!us)
 		return 0;
@@ -568,6 +573,7 @@ static void px_h2c_free(struct px_h2c *h)
 			break;
 		}
 	s->hosts[h->host].n_conns--;
+	px_pool_wake(s, h->host);	/* a connection slot freed */
 	if (h->qslot >= 0)
 		s->h2q[h->qslot] = NULL;	/* (px_h2up_run_kicked skips it) */
 	if (h->kick_timer)
@@ -799,6 +805,20 @@ static uint32_t px_h2c_cap(struct px_h2c *h)
 						   NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 }
 
+bool px_h2up_room(struct px_server *s, int host, uint32_t max_conns)
+{
+	uint32_t n = 0;
+
+	for (struct px_h2c *h = s->hosts[host].h2c; h; h = h->next) {	/* as px_h2up_get */
+		if (h->dead)
+			continue;
+		if ((uint32_t)h->n_tries < px_h2c_cap(h))
+			return true;
+		n++;
+	}
+	return n < max_conns;
+}
+
 int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out)
 {
 	struct px_h2c *h, *least = NULL;
@@ -854,6 +874,7 @@ void px_h2up_release(struct px_up *u)
 			}
 		px_h2us_unlist(h, us);
 		h->n_tries--;
+		px_pool_wake(s, u->host);	/* a stream slot freed (invariant 22) */
 		if (us->id) {
 			/* response bytes received but not yet acknowledged (the
 			 * last DATA, END_STREAM, then released at once): give

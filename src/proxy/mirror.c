@@ -34,6 +34,14 @@
  *  4. Counted in /metrics: zerohop_proxy_mirrors_total{result="sent"|"failed"}
  *     (failed: connect, send or timeout before any answer) and
  *     zerohop_proxy_mirror_dropped_total{reason}.
+ *  5. A mirror port that declares HTTP/2 (px_mirror_to.h2c) gets the copy
+ *     as an HTTP/2 request on a connection of its own (mirror_h2.c, one
+ *     stream, m->h2): SENDING sends what the session has to send, READING
+ *     feeds what arrives into it and goes back to SENDING when that made
+ *     more to send (SETTINGS ACK, DATA a WINDOW_UPDATE let through); the
+ *     copy is answered at its response HEADERS (mirror_h2.c M2), not at
+ *     the first bytes (the backend's SETTINGS come first). The same
+ *     bounds, deadline and counters apply.
  */
 #include "px_int.h"
 
@@ -53,11 +61,14 @@ struct px_mirror_conn {
 	struct px_server *srv;
 	int fd;
 	enum px_mirror_state state;
-	char *data;		/* the request copy, owned */
+	char *data;		/* the request copy (h2: the session's output), owned */
 	size_t len, off;	/* bytes, bytes sent */
+	struct px_mirror_h2 *h2;	/* HTTP/2 copy (invariant 5), NULL = HTTP/1.1 */
 	uint64_t timer;
 	struct px_mirror_conn *prev, *next;
 };
+
+static void px_mirror_cb(struct ev_loop *loop, int fd, int events, void *arg);
 
 static void px_mirror_close(struct px_mirror_conn *m, bool answered)
 {
@@ -78,6 +89,7 @@ static void px_mirror_close(struct px_mirror_conn *m, bool answered)
 	if (m->next)
 		m->next->prev = m->prev;
 	s->n_mirrors_inflight--;
+	px_mirror_h2_free(m->h2);
 	free(m->data);
 	free(m);
 }
@@ -106,6 +118,44 @@ static int px_mirror_send(struct px_mirror_conn *m)
 		m->off += (size_t)r;
 	}
 	return 0;
+}
+
+/* READING an HTTP/2 copy (invariant 5): feed the session until the socket
+ * is drained; answered, EOF or error close; anything the session now has
+ * to send goes out through SENDING. */
+static void px_mirror_h2_read(struct px_mirror_conn *m)
+{
+	char in[4096];
+	ssize_t r;
+	int rc;
+
+	for (;;) {
+		r = recv(m->fd, in, sizeof(in), MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			break;
+		if (r <= 0) {
+			px_mirror_close(m, false);
+			return;
+		}
+		rc = px_mirror_h2_input(m->h2, in, (size_t)r);
+		if (rc) {
+			px_mirror_close(m, rc > 0);
+			return;
+		}
+	}
+	free(m->data);
+	m->data = NULL;
+	m->off = 0;
+	if (px_mirror_h2_output(m->h2, &m->data, &m->len)) {
+		px_mirror_close(m, false);
+		return;
+	}
+	if (m->len) {
+		m->state = MS_SENDING;
+		px_mirror_cb(m->srv->loop, m->fd, EV_WRITE, m);
+	}
 }
 
 static void px_mirror_cb(struct ev_loop *loop, int fd, int events, void *arg)
@@ -138,6 +188,10 @@ static void px_mirror_cb(struct ev_loop *loop, int fd, int events, void *arg)
 		ev_add(loop, m->fd, EV_READ, px_mirror_cb, m);
 		return;
 	}
+	if (m->h2) {
+		px_mirror_h2_read(m);
+		return;
+	}
 	/* READING: the first bytes of the answer (or EOF) end the mirror */
 	if (events & (EV_READ | EV_ERROR)) {
 		ssize_t r = recv(m->fd, junk, sizeof(junk), MSG_DONTWAIT);
@@ -148,19 +202,25 @@ static void px_mirror_cb(struct ev_loop *loop, int fd, int events, void *arg)
 	}
 }
 
-/* One mirror connection to ip:port carrying a copy of data. */
-static void px_mirror_launch(struct px_server *s, struct px_ip ip, uint16_t port, const char *data,
+/* One mirror connection to t carrying a copy of data (HTTP/1.1 bytes). */
+static void px_mirror_launch(struct px_server *s, const struct px_mirror_to *t, const char *data,
 			     size_t len)
 {
 	struct px_mirror_conn *m;
+	struct px_mirror_h2 *h2 = NULL;
 	int fd;
 
 	if (s->n_mirrors_inflight >= PX_MIRROR_MAX) {
 		s->n_mirror_dropped[PX_MIRROR_LIMIT]++;
 		return;
 	}
-	fd = px_netpol_connect(s, ip, port);
+	if (t->h2c && px_mirror_h2_new(s, data, len, &h2)) {
+		s->n_mirror_failed++;	/* (the copy did not parse: never expected) */
+		return;
+	}
+	fd = px_netpol_connect(s, t->ip, t->port);
 	if (fd < 0) {
+		px_mirror_h2_free(h2);
 		s->n_mirror_failed++;
 		return;
 	}
@@ -168,11 +228,18 @@ static void px_mirror_launch(struct px_server *s, struct px_ip ip, uint16_t port
 	m->srv = s;
 	m->fd = fd;
 	m->state = MS_CONNECTING;
-	m->data = zh_malloc(len ? len : 1);
-	memcpy(m->data, data, len);
-	m->len = len;
+	m->h2 = h2;
+	if (h2) {
+		if (px_mirror_h2_output(h2, &m->data, &m->len))
+			m->len = 0;	/* (fails at the first read) */
+	} else {
+		m->data = zh_malloc(len ? len : 1);
+		memcpy(m->data, data, len);
+		m->len = len;
+	}
 	if (ev_add(s->loop, fd, EV_WRITE, px_mirror_cb, m)) {
 		close(fd);
+		px_mirror_h2_free(m->h2);
 		free(m->data);
 		free(m);
 		s->n_mirror_failed++;
@@ -228,7 +295,7 @@ void px_mirror_done(struct px_stream *st)
 			s->n_mirror_dropped[PX_MIRROR_POLICY]++;
 			continue;
 		}
-		px_mirror_launch(s, t->ip, t->port, buf_head(&st->mb), st->mb.data);
+		px_mirror_launch(s, t, buf_head(&st->mb), st->mb.data);
 	}
 	st->mb_off = true;
 	px_buf_drop(s, &st->mb);

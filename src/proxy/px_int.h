@@ -38,6 +38,29 @@ struct px_h2_ctrl {
 	uint64_t t;		/* last refill (monotonic ns) */
 };
 
+/* h2mem.c: libnghttp2's memory for one HTTP/2 client connection, so an idle
+ * one can give pages back (design note there). init fills mem (an
+ * nghttp2_mem) to allocate through m; m must outlive the session. trim:
+ * drop the pages nghttp2 cannot miss (all-zero pages of big blocks; the
+ * outbound frame buffer too when out_idle: the session's output drained,
+ * no stream open); returns the bytes handed back. Only between libnghttp2
+ * calls. */
+#define PX_H2MEM_BIG		4096	/* blocks from this size get their own pages */
+#define PX_H2MEM_SLOTS		8	/* big blocks per connection; more: malloc */
+#define PX_H2MEM_MAXPAGES	16	/* larger blocks are never trimmed */
+#define PX_H2MEM_FRAMEBUF	(9 + 1 + 16384)	/* NGHTTP2_FRAMEBUF_CHUNKLEN */
+struct px_h2mem {
+	struct {
+		void *p;	/* a mapping of len bytes (whole pages) */
+		size_t len;
+		bool fb;	/* the outbound frame buffer */
+	} b[PX_H2MEM_SLOTS];
+	int n;
+	bool fb_seen;
+};
+void px_h2mem_init(struct px_h2mem *m, void *mem);	/* mem: an nghttp2_mem * */
+size_t px_h2mem_trim(struct px_h2mem *m, bool out_idle);
+
 struct bpf_link;
 struct zh_l7cap;
 struct pol_compiled;
@@ -93,6 +116,7 @@ int px_capture_refresh(struct px_capture *cap);
 #define PX_DEF_CLIENT_IDLE_MS	300000
 #define PX_DEF_UPSTREAM_IDLE_MS	60000
 #define PX_DEF_DRAIN_MS		15000
+#define PX_DEF_DISCARD_MS	30000	/* nginx's lingering_time (invariant 24) */
 #define PX_DEF_OUTLIER_BASE_MS	30000
 #define PX_DEF_OUTLIER_CONSEC	5
 #define PX_RELOAD_DEBOUNCE_NS	20000000ULL	/* an apply writes several files */
@@ -237,6 +261,7 @@ struct px_stream {
 	bool mb_off;		/* no mirror for this request (none chosen, too large) */
 	bool discard;		/* answered before its body was read: the rest
 				 * is read and dropped (invariant 23) */
+	uint64_t discard_until;	/* ... until then at most (invariant 24) */
 };
 
 struct px_host {		/* outlier state of one endpoint */
@@ -255,11 +280,16 @@ struct px_host {		/* outlier state of one endpoint */
 	uint32_t h2_max_streams;	/* its last SETTINGS_MAX_CONCURRENT_STREAMS, 0 = none */
 };
 
+#define PX_GRPC_OTHER 17	/* px_stat.grpc: a grpc-status beyond 16 */
+
 struct px_stat {
 	char *route, *backend;
 	uint64_t by_class[6];	/* 1xx..5xx at [1..5], [0] = no response */
 	uint64_t attempts, attempts_ok;	/* actual (per try) */
 	struct hist *lat;
+	/* gRPC calls by their result (px_grpc_result): codes 0..16, then
+	 * PX_GRPC_OTHER for any other number (stats.c px_stat_grpc) */
+	uint64_t grpc[PX_GRPC_OTHER + 1];
 };
 
 /* How the upstream layer reports to the stream it carries (stream.c
@@ -339,6 +369,8 @@ struct px_server {
 	uint64_t kick_timer;	/* serve pending streams, armed when a slot frees */
 	uint64_t n_overflow, n_pending_timeouts, n_pending_total, n_max_reqs_closed;
 	uint64_t n_early_answers;	/* answered before the body was read (invariant 23) */
+	uint64_t discard_ns;		/* bound on that dropped body (invariant 24) */
+	uint64_t n_discard_closed;	/* connections closed at that bound */
 	uint32_t n_pending;	/* all endpoints */
 	/* NetworkPolicy per request (netpol.c design note) */
 	struct pol_compiled *pol;	/* built with s->tbl's state; NULL = none */
@@ -360,6 +392,7 @@ struct px_server {
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
 	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
+	uint64_t n_h2_trimmed;	/* bytes idle connections gave back (h2mem.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 	struct px_h2c **h2q;	/* h2up.c: connections kicked, run before the
 				 * loop waits (px_h2up_run_kicked); NULL = a
@@ -393,6 +426,19 @@ void px_mirror_add(struct px_stream *st, const void *p, size_t n);
 void px_mirror_done(struct px_stream *st);	/* request complete: send */
 void px_mirror_drop_stream(struct px_stream *st);	/* stream ends: free the copy */
 void px_mirror_close_all(struct px_server *s);	/* server exit */
+
+/* mirror_h2.c: an HTTP/2 copy for an h2c mirror port (mirror.c invariant 5).
+ * new: the complete HTTP/1.1 copy (data, len; not kept) as one submitted
+ * request of a fresh client session; 0, -EPROTO (not a request), -ENOMEM.
+ * output: what the session has to send now into *data (malloc'd, the
+ * caller frees; NULL when *len is 0); 0 or -EPROTO. input: bytes from the
+ * mirror backend; 1 answered (its response HEADERS), 0 more wanted,
+ * -EPROTO failed. free: NULL is fine. */
+struct px_mirror_h2;
+int px_mirror_h2_new(struct px_server *s, const char *data, size_t len, struct px_mirror_h2 **out);
+int px_mirror_h2_output(struct px_mirror_h2 *m, char **data, size_t *len);
+int px_mirror_h2_input(struct px_mirror_h2 *m, const void *p, size_t n);
+void px_mirror_h2_free(struct px_mirror_h2 *m);
 
 #define PX_MS	1000000ULL
 
@@ -453,6 +499,12 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 /* stats.c: counters keyed by route and backend names (kept across route
  * reloads), and the --stats-addr listener's accept callback. */
 struct px_stat *px_stat_get(struct px_server *s, const char *route, const char *backend);
+/* stats.c: a gRPC call's result (-2 not gRPC, -1 nothing answered, else the
+ * code: grpc-status of the answer, or its HTTP status mapped as the gRPC
+ * spec does), the same value istio_requests_total's grpc_response_status
+ * shows; px_stat_grpc counts it into ps->grpc at stream end. */
+int px_grpc_result(const struct px_stream *st);
+void px_stat_grpc(struct px_stat *ps, const struct px_stream *st);
 void px_stats_accept_cb(struct ev_loop *loop, int fd, int events, void *arg);
 /* stats.c: one finished request into the Istio standard metrics
  * (istio_requests_total ...; docs/observability.md), at stream end. */
@@ -561,6 +613,9 @@ void px_h2_start(struct px_conn *c);	/* c's bytes are HTTP/2 from now on */
 void px_h2_run(struct px_conn *c);	/* frames in c->in, out to c->out */
 void px_h2_free(struct px_conn *c);	/* c closes: its streams go */
 void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish */
+/* The idle sweep found c without a request stream: libnghttp2's pages it
+ * cannot miss go back to the kernel (h2mem.c), once per idle period. */
+void px_h2_idle(struct px_conn *c);
 /* Send for every connection whose views progressed (h2conn.c invariant 5):
  * called by px_wq_flush before each round of sends. */
 void px_h2_run_queued(struct px_server *s);
@@ -603,6 +658,10 @@ void px_stream_free(struct px_stream *st);	/* client gone: no answer */
  * request/response as HTTP/1.1 bytes. 0 or -errno. */
 int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up **out);
 void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if open */
+/* Whether a try to hosts[host] would get a stream now: a live connection
+ * below the backend's stream limit, or fewer than max_conns connections
+ * (so one opens). False: px_pool_get makes it wait (invariant 22). */
+bool px_h2up_room(struct px_server *s, int host, uint32_t max_conns);
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
 /* Run every kicked connection's session (h2up.c invariant 1): called by
  * px_wq_flush before each round of sends, so the loop never waits with a
@@ -625,6 +684,9 @@ void px_up_release(struct px_up *u, bool reusable);
 void px_up_update(struct px_up *u);
 void px_up_close(struct px_up *u);
 void px_pend_remove(struct px_stream *st);	/* leave the pending FIFO, if in it */
+/* A slot of hosts[host] may have freed (an h2c try released, a connection
+ * closed, a backend's SETTINGS): serve its pending FIFO soon, if any. */
+void px_pool_wake(struct px_server *s, int host);
 void px_pool_prune(struct px_server *s);	/* route reload: close idle upstreams that left */
 void px_pool_close_idle(struct px_server *s, uint64_t now);	/* idle sweep (invariant 8) */
 void px_pool_close_all(struct px_server *s);	/* server exit */

@@ -1310,6 +1310,7 @@ static void px_pick_mirrors(const struct px_rule *r, uint64_t rnd, struct px_dec
 		ep = &m->be.eps[px_mix(x) % m->be.n_eps];
 		d->mirrors[d->n_mirrors].backend_name = m->be.name;
 		d->mirrors[d->n_mirrors].ip = ep->ip;
+		d->mirrors[d->n_mirrors].h2c = m->be.pool.h2c;
 		d->mirrors[d->n_mirrors++].port = ep->port;
 	}
 }

@@ -273,6 +273,7 @@ int px_serve(const struct px_config *cfg)
 	s.client_idle_ns = PX_OR(cfg->client_idle_ms, PX_DEF_CLIENT_IDLE_MS) * PX_MS;
 	s.up_idle_ns = PX_OR(cfg->upstream_idle_ms, PX_DEF_UPSTREAM_IDLE_MS) * PX_MS;
 	s.drain_ns = PX_OR(cfg->drain_timeout_ms, PX_DEF_DRAIN_MS) * PX_MS;
+	s.discard_ns = PX_OR(cfg->discard_ms, PX_DEF_DISCARD_MS) * PX_MS;
 #undef PX_OR
 	/* sweep at a quarter of the shorter idle timeout, within bounds */
 	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;

@@ -314,7 +314,7 @@ static const struct px_istio_pod *px_istio_pod(struct px_ip ip)
 }
 
 /* The request's grpc_response_status (see the block comment above). */
-static int px_istio_grpc(const struct px_stream *st)
+int px_grpc_result(const struct px_stream *st)
 {
 	int s = st->status;
 
@@ -327,6 +327,22 @@ static int px_istio_grpc(const struct px_stream *st)
 	/* the gRPC spec's HTTP -> status mapping (doc/http-grpc-status-mapping) */
 	return s == 200 ? 2 : s == 400 ? 13 : s == 401 ? 16 : s == 403 ? 7 : s == 404 ? 12 :
 	       s == 429 || (s >= 502 && s <= 504) ? 14 : 2;
+}
+
+/* gRPC status codes (grpc/doc/statuscodes.md), by number */
+static const char *const px_grpc_names[PX_GRPC_OTHER + 1] = {
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+	"UNAUTHENTICATED", "OTHER"
+};
+
+void px_stat_grpc(struct px_stat *ps, const struct px_stream *st)
+{
+	int g = px_grpc_result(st);
+
+	if (g >= 0)
+		ps->grpc[g <= 16 ? g : PX_GRPC_OTHER]++;
 }
 
 static void px_istio_bucket(uint64_t *b, const double *bounds, int nb, double v)
@@ -359,7 +375,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 	}
 	if (!on)
 		return;
-	grpc = px_istio_grpc(st);
+	grpc = px_grpc_result(st);
 	m = &px_istio.memo[(gen * 31 + px_ip_bits(peer) * 17 + px_ip_bits(st->d.ip) + (uintptr_t)be +
 			    (unsigned)st->status + (unsigned)grpc * 7) % PX_ISTIO_MEMO];
 	if (m->x && m->gen == gen && px_ip_eq(m->peer, peer) && px_ip_eq(m->ep, st->d.ip) && m->be == be &&
@@ -544,6 +560,16 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 					   "class=\"%s\"} %llu\n", s->stats[i].route,
 					   s->stats[i].backend, cls[k],
 					   (unsigned long long)s->stats[i].by_class[k]);
+	/* gRPC calls by result (px_stat_grpc): the codes' names, as Envoy's
+	 * and the gRPC spec's, so a dashboard needs no table */
+	buf_printf(b, "# TYPE zerohop_proxy_grpc_requests_total counter\n");
+	for (i = 0; i < s->n_stats; i++)
+		for (k = 0; k <= PX_GRPC_OTHER; k++)
+			if (s->stats[i].grpc[k])
+				buf_printf(b, "zerohop_proxy_grpc_requests_total{route=\"%s\","
+					   "backend=\"%s\",grpc_status=\"%s\"} %llu\n",
+					   s->stats[i].route, s->stats[i].backend, px_grpc_names[k],
+					   (unsigned long long)s->stats[i].grpc[k]);
 	buf_printf(b, "# TYPE zerohop_proxy_retries_total counter\n"
 		   "zerohop_proxy_retries_total %llu\n"
 		   "# TYPE zerohop_proxy_retries_budget_exhausted_total counter\n"
@@ -568,14 +594,17 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "# TYPE zerohop_proxy_pool_max_requests_closed_total counter\n"
 		   "zerohop_proxy_pool_max_requests_closed_total %llu\n"
 		   "# TYPE zerohop_proxy_early_answers_total counter\n"
-		   "zerohop_proxy_early_answers_total %llu\n",
+		   "zerohop_proxy_early_answers_total %llu\n"
+		   "# TYPE zerohop_proxy_discard_closed_total counter\n"
+		   "zerohop_proxy_discard_closed_total %llu\n",
 		   (unsigned long long)s->n_retries, (unsigned long long)s->n_budget_denied,
 		   (unsigned long long)s->n_ejections, s->n_ejected, s->draining,
 		   (unsigned long long)s->n_drain_closed, (unsigned long long)s->n_up_gone,
 		   (unsigned long long)s->n_overflow, (unsigned long long)s->n_pending_timeouts,
 		   s->n_pending, (unsigned long long)s->n_pending_total,
 		   (unsigned long long)s->n_max_reqs_closed,
-		   (unsigned long long)s->n_early_answers);
+		   (unsigned long long)s->n_early_answers,
+		   (unsigned long long)s->n_discard_closed);
 	/* batched socket I/O (batch.c): 1 with io_uring, 0 on send/recv */
 	buf_printf(b, "# TYPE zerohop_proxy_io_uring gauge\n"
 		   "zerohop_proxy_io_uring %d\n"
@@ -620,7 +649,9 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_h2_defence_total{action=\"window_update_flood\"} %llu\n"
 		   "zerohop_proxy_h2_defence_total{action=\"priority_flood\"} %llu\n"
 		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
-		   "zerohop_proxy_h2_client_resets_total %llu\n",
+		   "zerohop_proxy_h2_client_resets_total %llu\n"
+		   "# TYPE zerohop_proxy_h2_idle_trimmed_bytes_total counter\n"
+		   "zerohop_proxy_h2_idle_trimmed_bytes_total %llu\n",
 		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
 		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
 		   (unsigned long long)s->n_h2_hdr_big,
@@ -628,7 +659,7 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PING],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
-		   (unsigned long long)s->n_h2_resets_rx);
+		   (unsigned long long)s->n_h2_resets_rx, (unsigned long long)s->n_h2_trimmed);
 	px_hbone_render(s, b);	/* the HBONE server's, when on */
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"

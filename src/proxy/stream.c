@@ -2,7 +2,7 @@
  * into a stream (px_stream_open, by phase: read the head, route, forward),
  * header rewriting, local replies, body pumps both ways, tries, retries
  * with the budget and backoff, the stream's timer, and its end.
- * Invariants 1-4, 6-12, 20 and 23 of docs/proxy.md ("Design note").
+ * Invariants 1-4, 6-12, 20, 23 and 24 of docs/proxy.md ("Design note").
  *
  * Above it: conn.c (the client connection, driven back through
  * px_conn_ops.progress). Below it: upstream.c (pools), which reports
@@ -191,6 +191,7 @@ void px_stream_free(struct px_stream *st)
 
 	ps = px_stat_get(s, st->d.route_name, st->d.backend_name);
 	ps->by_class[cls >= 1 && cls <= 5 ? cls : 0]++;
+	px_stat_grpc(ps, st);	/* by gRPC result, when a gRPC call */
 	if (st->tries) {
 		px_try_end(st);
 		if (st->status)	/* 0: the client left; not the endpoint's fault */
@@ -674,6 +675,26 @@ void px_stream_early_answer(struct px_stream *st)
 	st->rb_off = true;	/* no retry after an answer */
 	px_buf_drop(s, &st->rb);
 	px_mirror_drop_stream(st);	/* a mirror would get half a request */
+	/* invariant 24: the drop is bounded in time (an HTTP/2 client's
+	 * stream is reset instead: h2conn.c invariant 6) */
+	if (!st->c->one_req) {
+		st->discard_until = ev_now_ns() + s->discard_ns;
+		px_stream_arm(st);
+	}
+}
+
+/* The discard bound passed (invariant 24): stop reading, close the client
+ * connection once its answer is out. */
+static void px_discard_expired(struct px_stream *st)
+{
+	struct px_conn *c = st->c;
+
+	c->srv->n_discard_closed++;
+	st->rq = RQ_DONE;
+	st->client_keep = false;
+	c->in.data = c->in.head = 0;	/* nothing after it can be parsed */
+	px_stream_end(st);
+	px_client_wake(c);
 }
 
 /* Move request body bytes c->in → up->out (RQ_BODY), or drop them once the
@@ -1089,6 +1110,10 @@ static void px_stream_timeout_cb(struct ev_loop *loop, uint64_t id, void *arg)
 	(void)id;
 	st->timer = 0;
 	st->deadline = 0;
+	if (st->discard && st->discard_until && st->rq == RQ_BODY) {
+		px_discard_expired(st);	/* (freed st) */
+		return;
+	}
 	if (st->rs == RS_DONE)
 		return;	/* response complete; only the request body is pending */
 	if (st->pending) {
@@ -1159,7 +1184,9 @@ static void px_stream_arm(struct px_stream *st)
 	struct px_server *s = st->c->srv;
 	uint64_t dl;
 
-	if (st->retry_at) {	/* backing off: no try in flight */
+	if (st->discard) {	/* answered: only the drop's bound (invariant 24) */
+		dl = st->discard_until;
+	} else if (st->retry_at) {	/* backing off: no try in flight */
 		dl = px_min_dl(px_dl_request(st), st->retry_at);
 	} else {
 		dl = px_min_dl(px_dl_request(st), px_dl_backend(st));

@@ -196,6 +196,18 @@ void px_pend_remove(struct px_stream *st)
 	s->n_pending--;
 }
 
+/* No slot for st now: -EAGAIN when put on hosts[host]'s pending FIFO,
+ * -EBUSY (counted) when that holds max_pending already (invariant 22). */
+static int px_pend_or_overflow(struct px_server *s, int host, struct px_stream *st)
+{
+	if (s->hosts[host].n_pending >= st->d.pool->max_pending) {
+		s->n_overflow++;
+		return -EBUSY;
+	}
+	px_pend_add(st, host);
+	return -EAGAIN;
+}
+
 /* px_int.h: an idle pooled upstream, else a new one while the endpoint has
  * fewer than max_connections, else st waits in its pending FIFO while it
  * holds fewer than max_pending (invariants 21-22). */
@@ -205,17 +217,17 @@ int px_pool_get(struct px_server *s, int host, struct px_stream *st, struct px_u
 	struct px_up *u;
 	int rc;
 
-	if (pool->h2c)	/* multiplexed connections per endpoint (h2up.c) */
+	if (pool->h2c) {	/* multiplexed connections per endpoint (h2up.c) */
+		/* no stream free below max_connections: wait like an HTTP/1.1
+		 * try, behind those already waiting (FIFO) */
+		if (s->hosts[host].pend_head ||
+		    !px_h2up_room(s, host, pool->max_connections))
+			return px_pend_or_overflow(s, host, st);
 		return px_h2up_get(s, host, pool->max_connections, out);
-	u = px_up_take_idle(s, st->d.ip, st->d.port);
-	if (!u && s->hosts[host].n_conns >= pool->max_connections) {
-		if (s->hosts[host].n_pending >= pool->max_pending) {
-			s->n_overflow++;
-			return -EBUSY;
-		}
-		px_pend_add(st, host);
-		return -EAGAIN;
 	}
+	u = px_up_take_idle(s, st->d.ip, st->d.port);
+	if (!u && s->hosts[host].n_conns >= pool->max_connections)
+		return px_pend_or_overflow(s, host, st);
 	if (!u && (rc = px_up_connect(s, host, &u)))
 		return rc;
 	*out = u;
@@ -246,10 +258,20 @@ static void px_pool_kick_cb(struct ev_loop *loop, uint64_t id, void *arg)
 
 		/* re-read s->hosts every round: progress may grow the array */
 		while ((st = s->hosts[i].pend_head)) {
-			struct px_up *u = px_up_take_idle(s, s->hosts[i].ip, s->hosts[i].port);
+			const struct px_pool_policy *pool = st->d.pool;
+			struct px_up *u = NULL;
 			int rc = 0;
 
-			if (!u && s->hosts[i].n_conns >= st->d.pool->max_connections)
+			if (pool->h2c) {	/* a stream on an h2c connection */
+				if (!px_h2up_room(s, i, pool->max_connections))
+					break;
+				px_pend_remove(st);
+				rc = px_h2up_get(s, i, pool->max_connections, &u);
+				s->up_ops->slot(st, rc ? NULL : u, i, rc);
+				continue;
+			}
+			u = px_up_take_idle(s, s->hosts[i].ip, s->hosts[i].port);
+			if (!u && s->hosts[i].n_conns >= pool->max_connections)
 				break;
 			px_pend_remove(st);
 			if (!u)
@@ -264,6 +286,12 @@ static void px_pool_kick(struct px_server *s, int host)
 	(void)host;
 	if (!s->kick_timer)
 		s->kick_timer = ev_timer_add(s->loop, ev_now_ns(), px_pool_kick_cb, s);
+}
+
+void px_pool_wake(struct px_server *s, int host)
+{
+	if (host >= 0 && host < s->n_hosts && s->hosts[host].pend_head)
+		px_pool_kick(s, host);
 }
 
 /* Route reload (invariant 20): pooled upstreams to endpoints that are in no

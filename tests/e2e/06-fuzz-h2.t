@@ -10,8 +10,8 @@ pkg-config --exists libnghttp2 || skip_all "libnghttp2-dev missing (make deps)"
 fuzz_init h2
 
 fuzz_build fuzz_h2_client "$ROOT/tests/fuzz/fuzz_h2_client.c" \
-	"$ROOT/src/proxy/h2conn.c" "$ROOT/src/proxy/h2flood.c" "$ROOT/src/lib/buf.c" \
-	"$ROOT/src/lib/h1.c" "$ROOT/src/lib/log.c" $(pkg-config --libs libnghttp2) || done_testing
+	"$ROOT/src/proxy/h2conn.c" "$ROOT/src/proxy/h2flood.c" "$ROOT/src/proxy/h2mem.c" \
+	"$ROOT/src/lib/buf.c" "$ROOT/src/lib/h1.c" "$ROOT/src/lib/log.c" $(pkg-config --libs libnghttp2) || done_testing
 fuzz_run fuzz_h2_client h2_client
 ok $([ "${FUZZ_COV:-0}" -ge 200 ]; echo $?) "the seeds reach our callbacks (coverage ${FUZZ_COV:-0} at start)"
 done_testing

@@ -7,7 +7,8 @@
 # UNIMPLEMENTED (12). istio_requests_total per grpc_response_status must
 # equal what the gRPC client saw, with request_protocol="grpc" and
 # response_code 200; the request log (/flows, `zerohop observe`) carries
-# the same codes; a plain HTTP Service's requests keep
+# the same codes, and so does zerohop_proxy_grpc_requests_total{route,
+# backend,grpc_status} (by code name); a plain HTTP Service's requests keep
 # grpc_response_status="" and request_protocol="http", as Istio does.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
@@ -99,6 +100,20 @@ for i in 1 2 3 4 5; do curl -s -o /dev/null "http://127.0.0.1:$((B + 3))/x"; don
 is $(($(reqs "$((B + 4))" 'grpc_response_status=""' 'request_protocol="http"' 'response_code="200"') - h0)) 5 \
 	"plain HTTP Service: 5 requests with grpc_response_status=\"\", request_protocol http"
 is "$(reqs "$((B + 4))" 'request_protocol="grpc"')" 0 "... none as grpc"
+# zerohop's own counter by gRPC result, per route and backend (issue 18)
+gq() { curl -s "http://127.0.0.1:$S/metrics" |
+	awk -v st="grpc_status=\"$1\"" '$1 ~ /^zerohop_proxy_grpc_requests_total\{/ && index($1, st) { s += $2 }
+		END { print s + 0 }'; }
+is "$(gq UNAVAILABLE)" "$fails" "zerohop_proxy_grpc_requests_total{grpc_status=\"UNAVAILABLE\"} = $fails"
+is "$(gq NOT_FOUND)" 1 "... NOT_FOUND 1 (in trailers), UNIMPLEMENTED $(gq UNIMPLEMENTED) (trailers-only)"
+is "$(gq UNIMPLEMENTED)" 1 "... UNIMPLEMENTED 1"
+is "$(gq OK)" "$z" "... OK = istio's grpc_response_status=\"0\" ($z)"
+curl -s "http://127.0.0.1:$S/metrics" | grep -q \
+	'^zerohop_proxy_grpc_requests_total{route="default/f#0",backend="default/f",grpc_status="UNAVAILABLE"} '
+ok $? "... labelled by route and backend" ||
+	diag "$(curl -s "http://127.0.0.1:$S/metrics" | grep zerohop_proxy_grpc_requests_total)"
+is "$(curl -s "http://127.0.0.1:$((B + 4))/metrics" | grep -c '^zerohop_proxy_grpc_requests_total{')" 0 \
+	"... and no series for a plain HTTP Service"
 n14=$(curl -s "http://127.0.0.1:$S/flows" | grep -c '"grpc_status":14,')
 is "$n14" "$fails" "request log (/flows, zerohop observe): $n14 requests with grpc_status 14"
 done_testing

@@ -148,6 +148,14 @@ for a in settings_flood ping_flood window_update_flood priority_flood; do
 done
 is "$("${H2[@]}" "$U/exact" | name)" v2 "the proxy serves others after every attack"
 
+# ---- idle memory (src/proxy/h2mem.c): an idle connection's spare pages go back
+t0=$(metric zerohop_proxy_h2_idle_trimmed_bytes_total)
+out=$(/usr/bin/python3 "$ATT" idle-again "$P" 3000)
+is "$out" "first=200 second=200" "a connection idle 3 s (trimmed meanwhile) serves its next request"
+t1=$(metric zerohop_proxy_h2_idle_trimmed_bytes_total)
+ok $([ "${t1:-0}" -gt "${t0:-0}" ]; echo $?) \
+	"... idle connections gave pages back: zerohop_proxy_h2_idle_trimmed_bytes_total ${t0:-none} -> ${t1:-none}"
+
 # ---- metrics and access log ------------------------------------------------------------
 grep -q '"GET /exact HTTP/1.1" 200' "$TMP/access.log"
 ok $? "HTTP/2 requests are in the access log like any other"

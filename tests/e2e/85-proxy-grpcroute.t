@@ -9,8 +9,14 @@
 #   - a header match (x-canary: yes) to v2, with its Request- and
 #     ResponseHeaderModifier seen by the server and the client;
 #   - a weight change (0/100) applied live reaches the running proxy;
-#   - a GRPCRoute the proxy could not honour (RequestMirror) is refused
-#     by apply with FILE:LINE: FIELD, and nothing of the file is stored.
+#   - RequestMirror (issue 18): every t.T/Mirrored call is copied over h2c
+#     to a third server (127.0.0.3, port grpc), which serves them all while
+#     the client's answers stay v1's; 50 % of t.T/Half calls are copied
+#     (binomial band); a mirror Service whose pod does not listen costs
+#     the client nothing (all answered, the copies counted failed);
+#   - a GRPCRoute the proxy could not honour (RequestMirror on a
+#     backendRef) is refused by apply with FILE:LINE: FIELD, and nothing
+#     of the file is stored.
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
@@ -20,7 +26,7 @@ GPY=/usr/bin/python3
 PEER="$(dirname "$0")/../tools/clients/grpc_peer.py"
 G=$((B + 1))	# both servers on the same port, their own address
 
-for k in 1 2; do
+for k in 1 2 3; do
 	"$GPY" "$PEER" serve "v$k" "127.0.0.$k:$G" 0 120 2>"$TMP/v$k.err" &
 	PIDS+=($!)
 done
@@ -35,6 +41,21 @@ spec:
   rules:
   - matches: [{method: {service: t.T, method: Hello}}]
     backendRefs: [{name: greeter-v2, port: 80}]
+  - matches: [{method: {service: t.T, method: Mirrored}}]
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: greeter-mirror, port: 80}}
+    backendRefs: [{name: greeter-v1, port: 80}]
+  - matches: [{method: {service: t.T, method: Half}}]
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: greeter-mirror, port: 80}, percent: 50}
+    backendRefs: [{name: greeter-v1, port: 80}]
+  - matches: [{method: {service: t.T, method: Lost}}]
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: greeter-nowhere, port: 80}}
+    backendRefs: [{name: greeter-v1, port: 80}]
   - matches: [{headers: [{name: x-canary, value: "yes"}]}]
     filters:
     - type: RequestHeaderModifier
@@ -54,6 +75,16 @@ YAML
 		printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: greeter-v%s}\n' $k
 		printf 'spec: {selector: {version: v%s}, ports: [{name: grpc, port: 80, targetPort: %s}]}\n' $k $G
 	done
+	# the mirror (v3, not labelled app: greeter) and a mirror whose pod
+	# does not listen (127.0.0.4)
+	for k in 3 4; do
+		printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: v%s, labels: {version: v%s}}\n' $k $k
+		printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.%s, phase: Running}\n' $k
+	done
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: greeter-mirror}\n'
+	printf 'spec: {selector: {version: v3}, ports: [{name: grpc, port: 80, targetPort: %s}]}\n' $G
+	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: greeter-nowhere}\n'
+	printf 'spec: {selector: {version: v4}, ports: [{name: grpc, port: 80, targetPort: %s}]}\n' $G
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: greeter}\n'
 	printf 'spec: {selector: {app: greeter}, ports: [{name: grpc, port: 80, targetPort: %s}]}\n' $G
 	route 90 10
@@ -63,8 +94,8 @@ grep -q '^grpcroute.gateway.networking.k8s.io/greeter created$' "$TMP/apply.out"
 ok $? "... reported as grpcroute.gateway.networking.k8s.io/greeter"
 lb_proxy greeter $P $S
 grpc_up() { "$GPY" "$PEER" spread "127.0.0.$1:$G" 1 1 >/dev/null 2>&1; }
-wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2
-ok $? "two gRPC server versions answer directly"
+wait_until 15 grpc_up 1 && wait_until 5 grpc_up 2 && wait_until 5 grpc_up 3
+ok $? "three gRPC servers (v1, v2, the mirror) answer directly"
 T="127.0.0.1:$P"
 px_up() { "$GPY" "$PEER" spread "$T" 1 1 >/dev/null 2>&1; }
 wait_until 10 px_up
@@ -98,6 +129,37 @@ grep -qx 'h x-served-by=canary' <<<"$out"
 ok $? "ResponseHeaderModifier: the client got x-served-by: canary"
 out=$("$GPY" "$PEER" meta "$T" x-route)
 ok $(! grep -q 'canary' <<<"$out"; echo $?) "no header modifiers outside the header match"
+# ---- RequestMirror: calls copied over h2c -------------------------------------------
+mcount() { "$GPY" "$PEER" count "127.0.0.3:$G" "$1" 2>/dev/null; }
+metric() { curl -s "http://127.0.0.1:$S/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+sent0=$(metric 'zerohop_proxy_mirrors_total{result="sent"}')
+N=300
+out=$("$GPY" "$PEER" calls "$T" t.T/Mirrored $N 3)
+is "$out" "v1=$N" "RequestMirror: the client's $N Mirrored calls all answered by v1, unchanged"
+mirrored_all() { [ "$(mcount Mirrored)" = "$N" ]; }
+wait_until 10 mirrored_all
+ok $? "... and the mirror server served every one of them ($(mcount Mirrored) of $N)"
+is "$(($(mcount '*') - $(mcount Who) - $(mcount Mirrored)))" 0 \
+	"... and no other call (the readiness checks' Who calls aside)"
+sent_all() { [ "$(($(metric 'zerohop_proxy_mirrors_total{result="sent"}') - ${sent0:-0}))" = "$N" ]; }
+wait_until 10 sent_all
+ok $? "... counted: zerohop_proxy_mirrors_total{result=\"sent\"} +$N"
+out=$("$GPY" "$PEER" calls "$T" t.T/Half 1000 2)
+is "$out" "v1=1000" "percent 50: the client's 1,000 Half calls all answered by v1"
+half_done() { local a; a=$(mcount Half); sleep 0.5; [ "$a" = "$(mcount Half)" ]; }
+wait_until 10 half_done
+h=$(mcount Half)
+ok $([ "${h:-0}" -ge 429 ] && [ "${h:-0}" -le 571 ]; echo $?) \
+	"... the mirror served $h of them: inside the binomial band [429, 571] of 50 %"
+f0=$(metric 'zerohop_proxy_mirrors_total{result="failed"}')
+t0=$(date +%s%N)
+out=$("$GPY" "$PEER" calls "$T" t.T/Lost 100 2)
+ms=$((($(date +%s%N) - t0) / 1000000))
+is "$out" "v1=100" "a mirror that refuses connections: the client's 100 calls all answered ($ms ms)"
+lost_all() { [ "$(($(metric 'zerohop_proxy_mirrors_total{result="failed"}') - ${f0:-0}))" -ge 100 ]; }
+wait_until 10 lost_all
+ok $? "... the copies counted failed"
+is "$(metric zerohop_proxy_mirrors_inflight)" 0 "... and no mirror connection left in flight"
 # ---- a weight change reaches the running proxy ----------------------------------------
 route 0 100 >"$TMP/r2.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/r2.yaml" >"$TMP/apply2.out" 2>&1
@@ -118,13 +180,16 @@ metadata: {name: mirror}
 spec:
   parentRefs: [{group: "", kind: Service, name: greeter}]
   rules:
-  - filters:
-    - type: RequestMirror
-      requestMirror: {backendRef: {name: greeter-v1, port: 80}}
+  - backendRefs:
+    - name: greeter-v1
+      port: 80
+      filters:
+      - type: RequestMirror
+        requestMirror: {backendRef: {name: greeter-v2, port: 80}}
 YAML
 "$ZH" apply --state "$TMP/state" -f "$TMP/bad.yaml" >"$TMP/bad.out" 2>&1
-is "$?" 1 "a GRPCRoute with RequestMirror is refused"
-grep -q "bad.yaml:13: spec.rules\[0\].filters\[0\].type: RequestMirror is not supported on a GRPCRoute" "$TMP/bad.out"
+is "$?" 1 "a GRPCRoute with RequestMirror on a backendRef is refused"
+grep -q "bad.yaml:16: spec.rules\[0\].backendRefs\[0\].filters\[0\].type: RequestMirror is not supported on a GRPCRoute backendRef" "$TMP/bad.out"
 ok $? "... naming file:line and field" || diag "$(cat "$TMP/bad.out")"
 ok $([ ! -e "$TMP/state/manifests/service_default_other.yaml" ]; echo $?) \
 	"... and nothing of the file stored"

@@ -8,7 +8,12 @@
 # (≥ 2.4 s); the proxy opens 6 connections (2 streams each) and the calls
 # end together. The connections close once idle. With
 # zerohop.io/max-connections: "2" on the Service, at most 2 are opened and
-# 8 calls wait inside them (2 waves of 2 × 2 streams).
+# 8 calls wait for a stream (2 waves of 2 × 2 streams).
+# The pending limit (issue 18) applies to h2c backends: with
+# max-connections 1 and max-pending-requests 2, of 6 calls at once 2 run,
+# 2 wait and are served in the second wave, 2 are answered UNAVAILABLE at
+# once (503, pending_full); calls longer than the connect timeout (1 s)
+# leave the 2 waiting ones UNAVAILABLE after 1 s (pending_timeout).
 # And an h2c backend that ends each answer with its DATA (nginx `return
 # 200`, 1 KiB): 400 requests over one upstream connection all answered —
 # the connection's flow-control window must get back what every released
@@ -23,7 +28,8 @@
 # answer (before, the stream waited for a body the closed upstream stream
 # could not take, and h2load hung); an HTTP/1.1 client sending 900 KB
 # (length or chunked) before reading gets its answer and a second one on
-# the same connection (before: stalled). The same against an HTTP/1.1
+# the same connection (before: stalled). A client whose upload never ends
+# is closed at the discard bound (--discard-time, invariant 24). The same against an HTTP/1.1
 # backend that answers at once and closes without reading
 # (http_backend.py --early; its close resets the upload). And a client
 # that cancels an upload the proxy holds (a backend that never reads,
@@ -49,6 +55,7 @@ svc() { # NAME [ANNOTATIONS]
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	svc wide
 	svc capped 'zerohop.io/max-connections: "2"'
+	svc pend 'zerohop.io/max-connections: "1", zerohop.io/max-pending-requests: "2"'
 	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: ng, labels: {app: ng}}\n'
 	printf 'spec: {nodeName: node-a, containers: [{name: c}]}\nstatus: {podIP: 127.0.0.1, phase: Running}\n'
 	printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: ng}\n'
@@ -68,11 +75,16 @@ YAML
 lb_apply
 lb_proxy wide $P $S --upstream-idle-timeout 1500ms
 lb_proxy capped $((B + 2)) $((B + 3))
+# (the block's 10 ports are taken: this proxy listens on 127.0.0.2)
+"$ZH" proxy --listen "127.0.0.2:$P" --service default/pend --state "$TMP/state" \
+	--stats-addr "127.0.0.2:$S" 2>"$TMP/proxy-pend.err" &
+PIDS+=($!)
 up() { "$GPY" "$PEER" spread "$1" 1 1 >/dev/null 2>&1; }
 wait_until 15 up "127.0.0.1:$G"
 ok $? "the gRPC server answers directly"
-wait_until 10 up "127.0.0.1:$P" && wait_until 10 up "127.0.0.1:$((B + 2))"
-ok $? "both proxies answer (each now holds one connection that saw the server's SETTINGS)"
+wait_until 10 up "127.0.0.1:$P" && wait_until 10 up "127.0.0.1:$((B + 2))" &&
+	wait_until 10 up "127.0.0.2:$P"
+ok $? "the proxies answer (each now holds one connection that saw the server's SETTINGS)"
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
 UPC='zerohop_proxy_h2_connections_total{side="upstream"}'
 
@@ -101,8 +113,29 @@ diag "max-connections 2: 8 calls of 400 ms at once: $out"
 is "${out% ms=*}" "ok=8" "all 8 calls answered under max-connections 2"
 ms=${out#*ms=}
 ok $([ "${ms:-0}" -ge 750 ]; echo $?) \
-	"... in 2 waves (${ms:-?} ms ≥ 750): the calls waited inside the 2 connections"
+	"... in 2 waves (${ms:-?} ms ≥ 750): the calls waited for a stream of the 2 connections"
 is "$(metric $((B + 3)) "$UPC")" 2 "... over 2 upstream connections, no more"
+
+# ---- the pending limit on an h2c backend -------------------------------------------
+OVF='zerohop_proxy_pool_overflow_total{reason="pending_full"}'
+OVT='zerohop_proxy_pool_overflow_total{reason="pending_timeout"}'
+pmetric() { curl -s "http://127.0.0.2:$S/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+f0=$(pmetric "$OVF"); t0=$(pmetric "$OVT"); q0=$(pmetric zerohop_proxy_pool_pending_total)
+out=$("$GPY" "$PEER" burst "127.0.0.2:$P" 6 400 2>"$TMP/pend.err")
+diag "max-connections 1, max-pending 2: 6 calls of 400 ms at once: $out; $(sort "$TMP/pend.err" | uniq -c | tr -s ' \n' ' ')"
+is "${out% ms=*}" "ok=4" "4 of 6 calls answered: 2 streams of the one connection + 2 pending"
+is "$(grep -c '^failed UNAVAILABLE' "$TMP/pend.err")" 2 "... the other 2 UNAVAILABLE (a 503 at once: pending full)"
+is "$(($(pmetric "$OVF") - f0))" 2 "... counted as $OVF"
+is "$(($(pmetric zerohop_proxy_pool_pending_total) - q0))" 2 "... 2 calls waited (pool_pending_total)"
+ms=${out#*ms=}
+ok $([ "${ms:-0}" -ge 750 ]; echo $?) "... the waiting ones served in a second wave (${ms:-?} ms ≥ 750)"
+out=$("$GPY" "$PEER" burst "127.0.0.2:$P" 4 1800 2>"$TMP/pend2.err")
+diag "4 calls of 1.8 s at once (connect timeout 1 s): $out; $(sort "$TMP/pend2.err" | uniq -c | tr -s ' \n' ' ')"
+is "${out% ms=*}" "ok=2" "calls longer than the connect timeout: 2 served"
+is "$(grep -c '^failed UNAVAILABLE' "$TMP/pend2.err")" 2 "... the 2 waiting ones UNAVAILABLE"
+is "$(($(pmetric "$OVT") - t0))" 2 "... after waiting the connect timeout ($OVT)"
+is "$(pmetric zerohop_proxy_pool_pending)" 0 "... and nothing left waiting"
+is "$(pmetric "$UPC")" 1 "... all over 1 upstream connection"
 
 # (nginx-light and nghttp2-client are in scripts/deps.sh)
 mkdir -p "$TMP/ng"
@@ -167,6 +200,31 @@ out=$(timeout 20 /usr/bin/python3 "$ROOT/tests/tools/clients/h2_attack.py" cance
 diag "upload to a backend that never reads, then RST_STREAM(CANCEL): $out"
 is "$out" "stalled=1 window=65535" \
 	"... the connection's window comes back whole (0 on 8c48326 and before the flush fix)"
+# ---- the bound on a dropped body (invariant 24) ---------------------------------
+# a client whose upload never ends (1 GiB announced, ~6 MB/s) to the backend
+# that answers at once: with --discard-time 2s its connection is closed
+# about 2 s after the answer; with the default (30 s) it is still open 4 s on
+"$ZH" proxy --listen "127.0.0.2:$((B + 5))" --service default/ng --state "$TMP/state" \
+	--stats-addr "127.0.0.2:$((B + 6))" --discard-time 2s 2>"$TMP/proxy-ng2.err" &
+PIDS+=($!)
+ng2_up() { curl -s --http2-prior-knowledge -m 2 -o /dev/null "http://127.0.0.2:$((B + 5))/"; }
+wait_until 10 ng2_up
+ok $? "a proxy with --discard-time 2s answers"
+m2() { curl -s "http://127.0.0.2:$((B + 6))/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+END="$ROOT/tests/tools/clients/h1_endless.py"
+d0=$(m2 zerohop_proxy_discard_closed_total)
+out=$(timeout 20 "$PY" "$END" 127.0.0.2 $((B + 5)) /early 8)
+diag "endless upload, --discard-time 2s: $out"
+t=$(sed -n 's/.* closed=\([0-9.]*\) .*/\1/p' <<<"$out")
+ok $([ "${out%% *}" = status=200 ] && [ -n "$t" ] &&
+	awk -v t="$t" 'BEGIN { exit !(t >= 1.8 && t <= 4) }'; echo $?) \
+	"... answered 200, then closed ${t:-never} s later (bound 2 s, nginx's lingering_time)"
+is "$(($(m2 zerohop_proxy_discard_closed_total) - d0))" 1 "... counted: zerohop_proxy_discard_closed_total +1"
+out=$(timeout 20 "$PY" "$END" 127.0.0.1 $((B + 5)) /early 4)
+diag "endless upload, default bound (30 s): $out"
+ok $([ "${out%% *}" = status=200 ] && grep -q ' open=' <<<"$out"; echo $?) \
+	"... with the default bound (30 s) the connection stays open while the client sends"
+is "$(ng2_up && echo up)" up "... and that proxy serves on"
 e1=$(metric $((B + 6)) zerohop_proxy_early_answers_total)
 ok $([ $((e1 - e0)) -ge 10 ]; echo $?) "early answers counted ($((e1 - e0)))"
 is "$(curl -s -m 5 --http2-prior-knowledge "$NG/" | wc -c)" 1024 "the proxy serves on"

@@ -10,12 +10,13 @@
  * closing the connection frees every stream.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude \
- *     tests/fuzz/fuzz_h2_client.c src/proxy/h2conn.c src/proxy/h2flood.c src/lib/buf.c \
+ *     tests/fuzz/fuzz_h2_client.c src/proxy/h2conn.c src/proxy/h2flood.c src/proxy/h2mem.c \
+ *     src/lib/buf.c \
  *     src/lib/h1.c \
  *     src/lib/log.c -lnghttp2 -o fuzz_h2_client
  *   ./fuzz_h2_client -max_total_time=20 tests/fuzz/corpus/h2_client
  * (`make fuzz` adds what this line names:)
- * fuzz-link: src/proxy/h2conn.c src/proxy/h2flood.c src/lib/buf.c -lnghttp2
+ * fuzz-link: src/proxy/h2conn.c src/proxy/h2flood.c src/proxy/h2mem.c src/lib/buf.c -lnghttp2
  */
 #include <errno.h>
 #include <stdint.h>

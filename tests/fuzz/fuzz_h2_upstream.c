@@ -95,6 +95,12 @@ void px_wq_del(struct px_server *s, struct px_wr *w)
 	(void)s, (void)w;
 }
 
+void px_pool_wake(struct px_server *s, int host)
+{
+	(void)s;
+	(void)host;
+}
+
 int px_netpol_connect(struct px_server *s, struct px_ip ip, uint16_t port)
 {
 	(void)s, (void)ip, (void)port;

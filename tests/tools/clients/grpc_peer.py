@@ -6,7 +6,9 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
         service t.T on ADDR: Who (answers NAME:request), Flaky (UNAVAILABLE
         on every FAIL_EVERY-th call), SStream, CStream, Bidi, Trailers
         (NOT_FOUND with a trailer x-trailer: t1), Slow (sleeps the request's
-        number of ms); exits after SECONDS (default 300); MAX_STREAMS: its
+        number of ms), Mirrored, Half, Lost (as Who), Count (how many calls of the
+        method named in the request it served, "*" for all but Count);
+        exits after SECONDS (default 300); MAX_STREAMS: its
         SETTINGS_MAX_CONCURRENT_STREAMS (grpc.max_concurrent_streams)
   spread TARGET CALLS CHANNELS
         CALLS unary calls round-robin over CHANNELS channels (one HTTP/2
@@ -24,6 +26,8 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
   meta TARGET KEY [KEY=VALUE]
         one Meta call: the server answers the value of its request metadata
         KEY; prints "NAME:VALUE" and then each response header "h NAME=VALUE"
+  count TARGET METHOD
+        one Count call: prints how many calls of METHOD the server served
   burst TARGET N MS
         N Slow(MS) calls at once on one channel (one HTTP/2 connection);
         prints "ok=K ms=ELAPSED"
@@ -31,6 +35,7 @@ Debian's python3-grpcio (generic handlers on raw bytes: no protoc needed).
 import collections
 import queue
 import sys
+import threading
 import time
 from concurrent import futures
 
@@ -40,6 +45,19 @@ import grpc
 def serve(name, addr, fail_every=0, seconds=300.0, max_streams=0):
     n = [0]
     nb = name.encode()
+    served = collections.Counter()
+    lock = threading.Lock()
+
+    def counted(method, f):
+        def g(req, ctx):
+            with lock:
+                served[method] += 1
+                served["*"] += 1
+            return f(req, ctx)
+        return g
+
+    def count(req, ctx):
+        return b"%d" % served[req.decode()]
 
     def who(req, ctx):
         return nb + b":" + req
@@ -76,10 +94,14 @@ def serve(name, addr, fail_every=0, seconds=300.0, max_streams=0):
         return nb + b":" + md.get(req.decode(), "-").encode()
 
     h = grpc.method_handlers_generic_handler("t.T", {
-        "Who": grpc.unary_unary_rpc_method_handler(who),
-        "Hello": grpc.unary_unary_rpc_method_handler(who),
+        "Who": grpc.unary_unary_rpc_method_handler(counted("Who", who)),
+        "Hello": grpc.unary_unary_rpc_method_handler(counted("Hello", who)),
+        "Mirrored": grpc.unary_unary_rpc_method_handler(counted("Mirrored", who)),
+        "Half": grpc.unary_unary_rpc_method_handler(counted("Half", who)),
+        "Lost": grpc.unary_unary_rpc_method_handler(counted("Lost", who)),
+        "Count": grpc.unary_unary_rpc_method_handler(count),
         "Meta": grpc.unary_unary_rpc_method_handler(meta),
-        "Flaky": grpc.unary_unary_rpc_method_handler(flaky),
+        "Flaky": grpc.unary_unary_rpc_method_handler(counted("Flaky", flaky)),
         "SStream": grpc.unary_stream_rpc_method_handler(sstream),
         "CStream": grpc.stream_unary_rpc_method_handler(cstream),
         "Bidi": grpc.stream_stream_rpc_method_handler(bidi),
@@ -126,6 +148,11 @@ def meta(target, key, kv=None):
     print(r.decode())
     for k, v in call.initial_metadata():
         print("h %s=%s" % (k, v))
+
+
+def count(target, method):
+    ch = grpc.insecure_channel(target)
+    print(ch.unary_unary("/t.T/Count")(method.encode(), timeout=5).decode())
 
 
 def burst(target, n, ms):
@@ -222,6 +249,8 @@ if __name__ == "__main__":
         calls(a[0], a[1], int(a[2]), int(a[3]), a[4] if len(a) > 4 else None)
     elif cmd == "burst":
         burst(a[0], int(a[1]), int(a[2]))
+    elif cmd == "count":
+        count(a[0], a[1])
     elif cmd == "meta":
         meta(a[0], a[1], a[2] if len(a) > 2 else None)
     elif cmd == "slow":

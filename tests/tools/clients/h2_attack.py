@@ -25,6 +25,9 @@ facts about what the proxy did and exits 0; the test judges them.
                       "stalled=1 window=W", W the connection's send window
                       2 s later (65535 when the proxy gave back every byte
                       the stream took; 0 when they leaked)
+  idle-again PORT MS  GET /, MS ms idle on the same connection (the proxy
+                      may hand its idle pages back meanwhile), GET / again:
+                      "first=STATUS second=STATUS"
 """
 import socket
 import struct
@@ -254,10 +257,28 @@ def cancel_upload(port, kb):
     print("stalled=%d window=%d" % (stalled, c.outbound_flow_control_window))
 
 
+def idle_again(port, ms):
+    import time
+    s, c = conn(port)
+    got = []
+    for sid in (1, 3):
+        if sid == 3:
+            time.sleep(ms / 1000.0)
+        c.send_headers(sid, req(sid), end_stream=True)
+        s.sendall(c.data_to_send())
+        evs, _ = pump(s, c, lambda evs: any(isinstance(e, h2.events.StreamEnded) and
+                                            e.stream_id == sid for e in evs))
+        st = [dict(e.headers).get(":status", "-") for e in evs
+              if isinstance(e, h2.events.ResponseReceived)]
+        got.append(st[0] if st else "-")
+    print("first=%s second=%s" % tuple(got))
+
+
 if __name__ == "__main__":
     mode, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     {"streams": streams, "rapid-reset": rapid_reset, "big-header": big_header,
      "continuation": continuation, "drain": drain, "cancel-upload": cancel_upload,
+     "idle-again": idle_again,
      "ping-flood": flood(6, lambda i: struct.pack(">Q", i)),
      "settings-flood": flood(4, lambda i: b""),
      "window-flood": flood(8, lambda i: struct.pack(">I", 1)),

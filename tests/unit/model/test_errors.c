@@ -236,9 +236,16 @@ static const struct ecase cases[] = {
 	  "spec.rules[0].matches[0].headers[0].type", "unknown match type" },
 	{ "grpcroute timeouts", GR "spec:\n  rules:\n  - timeouts: {request: 1s}\n", 0, 6,
 	  "spec.rules[0].timeouts", "unknown field" },
-	{ "grpcroute mirror", GR "spec:\n  rules:\n  - filters:\n    - type: RequestMirror\n"
-	  "      requestMirror: {backendRef: {name: a, port: 80}}\n", 0, 7,
-	  "spec.rules[0].filters[0].type", "RequestMirror is not supported on a GRPCRoute" },
+	{ "grpcroute mirror port", GR "spec:\n  rules:\n  - filters:\n    - type: RequestMirror\n"
+	  "      requestMirror: {backendRef: {name: a}}\n", 0, 8,
+	  "spec.rules[0].filters[0].requestMirror.backendRef.port", "is required" },
+	{ "grpcroute five mirrors", GR "spec:\n  rules:\n  - filters:\n"
+	  "    - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 1}}}\n"
+	  "    - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 2}}}\n"
+	  "    - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 3}}}\n"
+	  "    - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 4}}}\n"
+	  "    - {type: RequestMirror, requestMirror: {backendRef: {name: m, port: 5}}}\n", 0, 11,
+	  "spec.rules[0].filters[4]", "at most 4 RequestMirror" },
 	{ "grpcroute extensionref", GR "spec:\n  rules:\n  - filters: [{type: ExtensionRef}]\n",
 	  0, 6, "spec.rules[0].filters[0].type", "ExtensionRef filters are not supported" },
 	{ "grpcroute redirect", GR "spec:\n  rules:\n  - filters: [{type: RequestRedirect}]\n",

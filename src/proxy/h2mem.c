@@ -1,0 +1,184 @@
+/* h2mem.c — libnghttp2's memory for one HTTP/2 client connection
+ * (px_h2mem, h2conn.c): an nghttp2_mem allocator that lets an idle
+ * connection give pages back (issue 18: an idle HTTP/2 connection should
+ * cost at most 8 KiB more than an HTTP/1.1 one).
+ *
+ * Design note. A server session of libnghttp2 (1.52 here) allocates about
+ * 26 KB at once and keeps it for the connection's life: the session
+ * struct (~2.9 KB), two HPACK ring buffers (1 KB each), the stream map's
+ * table (4 KB) and the outbound frame buffer (16 KiB + 10: one whole
+ * frame with its header). The frame buffer holds bytes only while a frame
+ * is being sent, yet every page a big answer once touched stays resident;
+ * the map's table is all zeros while no stream is open. So blocks of at
+ * least PX_H2MEM_BIG bytes get pages of their own (private anonymous
+ * mmap), and px_h2mem_trim hands pages back to the kernel
+ * (MADV_DONTNEED: the next touch maps a zeroed page) when an idle
+ * connection cannot tell the difference. Everything smaller is malloc's.
+ *
+ * Invariants:
+ *  K1. A big block is a mapping of whole pages recorded in m->b (at most
+ *      PX_H2MEM_SLOTS; beyond that, or if mmap fails, malloc serves it);
+ *      free and realloc find it there, anything not recorded is malloc's.
+ *  K2. Trimming never changes a byte libnghttp2 will read:
+ *      (a) a page whose bytes are all zero is dropped (it reads back as
+ *          zeros), whatever the block is;
+ *      (b) the outbound frame buffer (the first block of exactly
+ *          PX_H2MEM_FRAMEBUF bytes, NGHTTP2_FRAMEBUF_CHUNKLEN) is dropped
+ *          whole only when the caller says the session's output is
+ *          drained (out_idle: nghttp2_session_mem_send returned 0, nothing
+ *          queued, no stream open): nghttp2 has then reset the buffer
+ *          (nghttp2_bufs_reset after the last frame) and writes the next
+ *          frame before reading any of it. Another libnghttp2 whose
+ *          buffer has another size is simply not trimmed by (b).
+ *  K3. Trimming is the caller's choice of moment (h2conn.c: the idle
+ *      sweep, at most once per idle period), never inside a libnghttp2
+ *      call: a dropped page costs a page fault when touched again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "px_int.h"
+
+static size_t px_h2mem_page(void)
+{
+	static size_t pg;
+
+	if (!pg)
+		pg = (size_t)sysconf(_SC_PAGESIZE);
+	return pg;
+}
+
+static int px_h2mem_find(const struct px_h2mem *m, const void *p)
+{
+	for (int i = 0; i < m->n; i++)
+		if (m->b[i].p == p)
+			return i;
+	return -1;
+}
+
+/* A big block of n bytes (K1), or NULL: the caller uses malloc. */
+static void *px_h2mem_map(struct px_h2mem *m, size_t n)
+{
+	size_t pg = px_h2mem_page(), len = (n + pg - 1) / pg * pg;
+	void *p;
+
+	if (m->n == PX_H2MEM_SLOTS)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	m->b[m->n].p = p;
+	m->b[m->n].len = len;
+	m->b[m->n].fb = n == PX_H2MEM_FRAMEBUF && !m->fb_seen;
+	m->fb_seen |= m->b[m->n].fb;
+	m->n++;
+	return p;
+}
+
+static void *px_h2mem_malloc(size_t n, void *ud)
+{
+	struct px_h2mem *m = ud;
+	void *p = n >= PX_H2MEM_BIG ? px_h2mem_map(m, n) : NULL;
+
+	return p ? p : malloc(n);
+}
+
+static void px_h2mem_free(void *p, void *ud)
+{
+	struct px_h2mem *m = ud;
+	int i;
+
+	if (!p)
+		return;
+	i = px_h2mem_find(m, p);
+	if (i < 0) {
+		free(p);
+		return;
+	}
+	munmap(p, m->b[i].len);
+	m->b[i] = m->b[--m->n];
+}
+
+static void *px_h2mem_calloc(size_t k, size_t n, void *ud)
+{
+	struct px_h2mem *m = ud;
+	void *p;
+
+	if (n && k > SIZE_MAX / n)
+		return NULL;
+	if (k * n >= PX_H2MEM_BIG && (p = px_h2mem_map(m, k * n)))
+		return p;	/* (fresh anonymous pages are zeros) */
+	return calloc(k, n);
+}
+
+static void *px_h2mem_realloc(void *p, size_t n, void *ud)
+{
+	struct px_h2mem *m = ud;
+	int i = p ? px_h2mem_find(m, p) : -1;
+	void *q;
+
+	if (!p)	/* (how nghttp2_buf_init2 allocates the frame buffer) */
+		return px_h2mem_malloc(n, ud);
+	if (i < 0)
+		return realloc(p, n);	/* (a malloc'd block stays malloc's) */
+	q = px_h2mem_malloc(n, ud);
+	if (!q)
+		return NULL;
+	i = px_h2mem_find(m, p);	/* (the slots may have moved) */
+	memcpy(q, p, n < m->b[i].len ? n : m->b[i].len);
+	px_h2mem_free(p, ud);
+	return q;
+}
+
+void px_h2mem_init(struct px_h2mem *m, void *nmem)
+{
+	nghttp2_mem *mem = nmem;
+
+	memset(m, 0, sizeof(*m));
+	mem->mem_user_data = m;
+	mem->malloc = px_h2mem_malloc;
+	mem->free = px_h2mem_free;
+	mem->calloc = px_h2mem_calloc;
+	mem->realloc = px_h2mem_realloc;
+}
+
+static bool px_h2mem_zero(const unsigned char *p, size_t n)
+{
+	static const unsigned char z[64];
+
+	for (size_t i = 0; i < n; i += sizeof(z))
+		if (memcmp(p + i, z, sizeof(z)))
+			return false;
+	return true;
+}
+
+size_t px_h2mem_trim(struct px_h2mem *m, bool out_idle)
+{
+	size_t pg = px_h2mem_page(), dropped = 0;
+	unsigned char vec[PX_H2MEM_MAXPAGES];
+
+	for (int i = 0; i < m->n; i++) {
+		unsigned char *p = m->b[i].p;
+		size_t np = m->b[i].len / pg;
+		bool fb = m->b[i].fb && out_idle;	/* K2 (b) */
+
+		/* only resident pages (reading one never touched would map
+		 * the zero page for nothing); one call per block */
+		if (np > PX_H2MEM_MAXPAGES || mincore(p, m->b[i].len, vec))
+			continue;
+		for (size_t k = 0; k < np; k++) {
+			if (!(vec[k] & 1))
+				continue;
+			if (!fb && !px_h2mem_zero(p + k * pg, pg))	/* K2 (a) */
+				continue;
+			if (!madvise(p + k * pg, pg, MADV_DONTNEED))
+				dropped += pg;
+		}
+	}
+	return dropped;
+}
