@@ -132,18 +132,34 @@ ok $(! grep -q 'canary' <<<"$out"; echo $?) "no header modifiers outside the hea
 # ---- RequestMirror: calls copied over h2c -------------------------------------------
 mcount() { "$GPY" "$PEER" count "127.0.0.3:$G" "$1" 2>/dev/null; }
 metric() { curl -s "http://127.0.0.1:$S/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+# Each copy has a connection of its own (mirror.c invariant 2), at most
+# PX_MIRROR_MAX (64) in flight: a Python gRPC server slow to accept them on
+# a loaded machine may see some dropped ("limit") or failed (timeout), each
+# counted. So: every copy is accounted for, the server saw each one sent,
+# and most were sent (one run at load 2 served 264 of 300).
+m3() {	# sent failed limit, since the start of this part
+	echo $(($(metric 'zerohop_proxy_mirrors_total{result="sent"}') - ${sent0:-0})) \
+		$(($(metric 'zerohop_proxy_mirrors_total{result="failed"}') - ${failed0:-0})) \
+		$(($(metric 'zerohop_proxy_mirror_dropped_total{reason="limit"}') - ${limit0:-0}))
+}
 sent0=$(metric 'zerohop_proxy_mirrors_total{result="sent"}')
+failed0=$(metric 'zerohop_proxy_mirrors_total{result="failed"}')
+limit0=$(metric 'zerohop_proxy_mirror_dropped_total{reason="limit"}')
 N=300
 out=$("$GPY" "$PEER" calls "$T" t.T/Mirrored $N 3)
 is "$out" "v1=$N" "RequestMirror: the client's $N Mirrored calls all answered by v1, unchanged"
-mirrored_all() { [ "$(mcount Mirrored)" = "$N" ]; }
-wait_until 10 mirrored_all
-ok $? "... and the mirror server served every one of them ($(mcount Mirrored) of $N)"
+accounted() { set -- $(m3); [ $(($1 + $2 + $3)) -ge "$N" ]; }
+wait_until 10 accounted
+set -- $(m3)
+ok $([ $(($1 + $2 + $3)) -eq "$N" ]; echo $?) \
+	"... every copy counted: sent $1, failed $2, dropped at the limit $3 (of $N)"
+settled() { local a; a=$(mcount Mirrored); sleep 0.5; [ "$a" = "$(mcount Mirrored)" ]; }
+wait_until 10 settled
+ms=$(mcount Mirrored)
+ok $([ "${ms:-0}" -ge "$1" ] && [ "${ms:-0}" -le $(($1 + $2)) ] && [ "$1" -ge $((N * 2 / 3)) ]; echo $?) \
+	"... the mirror server served the $1 sent (and at most the $2 failed late): $ms; most were sent"
 is "$(($(mcount '*') - $(mcount Who) - $(mcount Mirrored)))" 0 \
 	"... and no other call (the readiness checks' Who calls aside)"
-sent_all() { [ "$(($(metric 'zerohop_proxy_mirrors_total{result="sent"}') - ${sent0:-0}))" = "$N" ]; }
-wait_until 10 sent_all
-ok $? "... counted: zerohop_proxy_mirrors_total{result=\"sent\"} +$N"
 out=$("$GPY" "$PEER" calls "$T" t.T/Half 1000 2)
 is "$out" "v1=1000" "percent 50: the client's 1,000 Half calls all answered by v1"
 half_done() { local a; a=$(mcount Half); sleep 0.5; [ "$a" = "$(mcount Half)" ]; }
