@@ -19,6 +19,15 @@
 # HAProxy's server line has `proto h2`, the nginx contender uses
 # `grpc_pass` (its HTTP/2 upstream module). Every process is ours and
 # stopped by its PID.
+#
+# ZH=BINARY: the zerohop binary to measure (default build/zerohop), e.g. an
+# older build kept aside for an A/B.
+# P99=1: then p99 latency at half HAProxy's median max req/s, zerohop and
+# HAProxy interleaved (P99_ROUNDS, default 3, of P99_SECS, default 5 s):
+# h2load --rps (per connection) with the same 4 connections x 16 streams,
+# p99 of the per-request times of its --log-file. h2load times a request
+# from its send, so this is not corrected for coordinated omission; at
+# half the max rate both contenders keep up, which is what makes it fair.
 set -euo pipefail
 PAIRS=${1:-5}
 N=${2:-100000}
@@ -102,12 +111,13 @@ run "$ZP" "$ZPID" >/dev/null	# warm both
 run "$HP" "$HPID" >/dev/null
 run "$NP" "$NPID" >/dev/null
 : >"$TMP/r"
+: >"$TMP/out"
 for i in $(seq "$PAIRS"); do
 	read -r zr zc < <(run "$ZP" "$ZPID")
 	read -r hr hc < <(run "$HP" "$HPID")
 	read -r nr nc < <(run "$NP" "$NPID")
 	echo "round $i: zerohop $zr req/s ($zc per CPU-s), haproxy $hr req/s ($hc per CPU-s)," \
-		"nginx $nr req/s ($nc per CPU-s)"
+		"nginx $nr req/s ($nc per CPU-s)" | tee -a "$TMP/out"
 	echo "$(ratio "$zr" "$hr") $(ratio "$zc" "$hc") $(ratio "$zr" "$nr") $(ratio "$zc" "$nc")" \
 		>>"$TMP/r"
 done
@@ -116,3 +126,22 @@ echo "zerohop/haproxy req/s: $(col 1 | median)x ($(col 1 | spread))"
 echo "zerohop/haproxy per CPU-second: $(col 2 | median)x ($(col 2 | spread))"
 echo "zerohop/nginx req/s: $(col 3 | median)x ($(col 3 | spread))"
 echo "zerohop/nginx per CPU-second: $(col 4 | median)x ($(col 4 | spread))"
+[ "${P99:-0}" = 1 ] || exit 0
+# p99 at half HAProxy's max rate (header): "p99-in-us" of one timed run
+p99() { # PORT RPS_PER_CONNECTION
+	rm -f "$TMP/lat"
+	h2load -c 4 -m 16 --rps="$2" -D "${P99_SECS:-5}" --log-file="$TMP/lat" \
+		"http://127.0.0.1:$1/?size=1024" >/dev/null 2>&1
+	awk '$2 != 200 {bad++} {print $3} END {if (bad) print "bad", bad > "/dev/stderr"}' \
+		"$TMP/lat" | sort -n | awk '{a[NR] = $1} END {print a[int(NR * 0.99 + 0.5)]}'
+}
+HMAX=$(sed -n 's/^round [0-9]*: .* haproxy \([0-9]*\) req\/s.*/\1/p' "$TMP/out" | median)
+RPS=$(awk -v m="$HMAX" 'BEGIN {printf "%d", m / 2 / 4}')
+: >"$TMP/p"
+for i in $(seq "${P99_ROUNDS:-3}"); do
+	zp=$(p99 "$ZP" "$RPS")
+	hp=$(p99 "$HP" "$RPS")
+	echo "p99 round $i at $((RPS * 4)) req/s: zerohop $zp us, haproxy $hp us"
+	echo "$(ratio "$zp" "$hp")" >>"$TMP/p"
+done
+echo "zerohop/haproxy p99 at half HAProxy's max ($((RPS * 4)) req/s): $(median <"$TMP/p")x ($(spread <"$TMP/p"))"
