@@ -75,6 +75,7 @@
 #include "zerohop/h1.h"
 #include "zerohop/log.h"
 #include "zerohop/net.h"
+#include "h2nv.h"
 #include "px_int.h"
 
 struct px_h2us {		/* one try on an HTTP/2 upstream */
@@ -416,50 +417,33 @@ static ssize_t px_h2us_read(nghttp2_session *sess, int32_t id, uint8_t *out, siz
 	return (ssize_t)n;
 }
 
-static bool px_h2us_drop_field(const struct h1_header *h)
+/* Fields an HTTP/1.1 head carries that HTTP/2 must not (RFC 9113 §8.2.2;
+ * host becomes :authority), and content-length when the caller frames
+ * the body itself. */
+static bool px_h2_drop_field(const struct h1_header *h, bool drop_length)
 {
 	return px_name_is(h, "host") || px_name_is(h, "connection") ||
 	       px_name_is(h, "keep-alive") || px_name_is(h, "proxy-connection") ||
 	       px_name_is(h, "transfer-encoding") || px_name_is(h, "te") ||
-	       px_name_is(h, "upgrade");
+	       px_name_is(h, "upgrade") || (drop_length && px_name_is(h, "content-length"));
 }
 
-/* Parse the request head in u.out and submit it. 0 (submitted or more
- * bytes needed) or -EPROTO. */
-static int px_h2us_submit(struct px_h2us *us)
+size_t px_h2_request_nv(const struct h1_request *rq, const struct h1_header *h, size_t n,
+			bool drop_length, nghttp2_nv nv[PX_MAX_HDRS + 5], char names[PX_BUFSZ])
 {
-	struct px_up *u = &us->u;
-	struct h1_header h[PX_MAX_HDRS];
-	nghttp2_nv nv[PX_MAX_HDRS + 5];
-	char names[PX_BUFSZ];
-	struct h1_request rq;
-	size_t n = PX_MAX_HDRS, k = 0, used = 0;
-	uint64_t cl = 0;
-	int rc, hl, hi;
+	size_t k = 0, used = 0;
 	bool grpc = false;
+	int hi = h1_find_header(h, n, "host");
 
-	rc = h1_parse_request(buf_head(&u->out), u->out.data, us->qlast, &u->srv->lim, &rq, h, &n);
-	if (rc == -EAGAIN) {
-		us->qlast = u->out.data;
-		return 0;
-	}
-	if (rc < 0)
-		return -EPROTO;
-	hl = rc;
-	us->framing = h1_body_framing(h, n, 1, 0, 0, &cl);
-	if (us->framing < 0)
-		return -EPROTO;
-	us->left = cl;
-	hi = h1_find_header(h, n, "host");
 #define NV(n_, nl_, v_, vl_) (nghttp2_nv){ (uint8_t *)(n_), (uint8_t *)(v_), (nl_), (vl_), \
 					   NGHTTP2_NV_FLAG_NONE }
-	nv[k++] = NV(":method", 7, rq.method, rq.method_len);
+	nv[k++] = NV(":method", 7, rq->method, rq->method_len);
 	nv[k++] = NV(":scheme", 7, "http", 4);
-	nv[k++] = NV(":path", 5, rq.target, rq.target_len);
+	nv[k++] = NV(":path", 5, rq->target, rq->target_len);
 	if (hi >= 0)
 		nv[k++] = NV(":authority", 10, h[hi].value, h[hi].value_len);
 	for (size_t i = 0; i < n; i++) {
-		if (px_h2us_drop_field(&h[i]) || used + h[i].name_len > sizeof(names))
+		if (px_h2_drop_field(&h[i], drop_length) || used + h[i].name_len > PX_BUFSZ)
 			continue;
 		if (px_name_is(&h[i], "content-type") && h[i].value_len >= 16 &&
 		    !strncasecmp(h[i].value, "application/grpc", 16))
@@ -473,6 +457,35 @@ static int px_h2us_submit(struct px_h2us *us)
 	if (grpc)	/* gRPC servers want it (the hop-by-hop TE was dropped) */
 		nv[k++] = NV("te", 2, "trailers", 8);
 #undef NV
+	return k;
+}
+
+/* Parse the request head in u.out and submit it. 0 (submitted or more
+ * bytes needed) or -EPROTO. */
+static int px_h2us_submit(struct px_h2us *us)
+{
+	struct px_up *u = &us->u;
+	struct h1_header h[PX_MAX_HDRS];
+	nghttp2_nv nv[PX_MAX_HDRS + 5];
+	char names[PX_BUFSZ];
+	struct h1_request rq;
+	size_t n = PX_MAX_HDRS, k;
+	uint64_t cl = 0;
+	int rc, hl;
+
+	rc = h1_parse_request(buf_head(&u->out), u->out.data, us->qlast, &u->srv->lim, &rq, h, &n);
+	if (rc == -EAGAIN) {
+		us->qlast = u->out.data;
+		return 0;
+	}
+	if (rc < 0)
+		return -EPROTO;
+	hl = rc;
+	us->framing = h1_body_framing(h, n, 1, 0, 0, &cl);
+	if (us->framing < 0)
+		return -EPROTO;
+	us->left = cl;
+	k = px_h2_request_nv(&rq, h, n, false, nv, names);
 	if (us->framing == H1_BODY_NONE || (us->framing == H1_BODY_LENGTH && !cl)) {
 		us->req_done = true;
 		rc = nghttp2_submit_request(us->h2c->sess, NULL, nv, k, NULL, us);

@@ -38,6 +38,7 @@
 #include "zerohop/buf.h"
 #include "zerohop/h1.h"
 #include "zerohop/log.h"
+#include "h2nv.h"
 #include "px_int.h"
 
 struct px_mirror_h2 {
@@ -87,13 +88,6 @@ static int mh2_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, voi
 	return 0;
 }
 
-static bool mh2_drop_field(const struct h1_header *h)
-{
-	return px_name_is(h, "host") || px_name_is(h, "connection") ||
-	       px_name_is(h, "keep-alive") || px_name_is(h, "proxy-connection") ||
-	       px_name_is(h, "transfer-encoding") || px_name_is(h, "te") ||
-	       px_name_is(h, "upgrade") || px_name_is(h, "content-length");
-}
 
 /* The body of the copy after its head (hl bytes) into m->body. 0 or -EPROTO. */
 static int mh2_body(struct px_mirror_h2 *m, const char *p, size_t len, int framing, uint64_t cl)
@@ -131,10 +125,9 @@ int px_mirror_h2_new(struct px_server *s, const char *data, size_t len, struct p
 	nghttp2_data_provider prd;
 	struct px_mirror_h2 *m;
 	struct h1_request rq;
-	size_t n = PX_MAX_HDRS, k = 0, used = 0;
+	size_t n = PX_MAX_HDRS, k;
 	uint64_t cl = 0;
-	int framing, hl, hi, rc = -EPROTO;
-	bool grpc = false;
+	int framing, hl, rc = -EPROTO;
 
 	hl = h1_parse_request(data, len, 0, &s->lim, &rq, h, &n);
 	if (hl < 0)
@@ -145,29 +138,7 @@ int px_mirror_h2_new(struct px_server *s, const char *data, size_t len, struct p
 	m = zh_calloc(1, sizeof(*m));
 	if (mh2_body(m, data + hl, len - (size_t)hl, framing, cl))
 		goto err_body;
-	hi = h1_find_header(h, n, "host");
-#define NV(n_, nl_, v_, vl_) (nghttp2_nv){ (uint8_t *)(n_), (uint8_t *)(v_), (nl_), (vl_), \
-					   NGHTTP2_NV_FLAG_NONE }
-	nv[k++] = NV(":method", 7, rq.method, rq.method_len);
-	nv[k++] = NV(":scheme", 7, "http", 4);
-	nv[k++] = NV(":path", 5, rq.target, rq.target_len);
-	if (hi >= 0)
-		nv[k++] = NV(":authority", 10, h[hi].value, h[hi].value_len);
-	for (size_t i = 0; i < n; i++) {
-		if (mh2_drop_field(&h[i]) || used + h[i].name_len > sizeof(names))
-			continue;
-		if (px_name_is(&h[i], "content-type") && h[i].value_len >= 16 &&
-		    !strncasecmp(h[i].value, "application/grpc", 16))
-			grpc = true;
-		for (size_t j = 0; j < h[i].name_len; j++)	/* lower case in HTTP/2 */
-			names[used + j] = (char)(h[i].name[j] >= 'A' && h[i].name[j] <= 'Z' ?
-						 h[i].name[j] + 32 : h[i].name[j]);
-		nv[k++] = NV(names + used, h[i].name_len, h[i].value, h[i].value_len);
-		used += h[i].name_len;
-	}
-	if (grpc)	/* gRPC servers want it (the hop-by-hop TE was dropped) */
-		nv[k++] = NV("te", 2, "trailers", 8);
-#undef NV
+	k = px_h2_request_nv(&rq, h, n, true, nv, names);	/* the body is framed here */
 	if (nghttp2_session_callbacks_new(&cb))
 		goto err_body;
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, mh2_frame_recv);
