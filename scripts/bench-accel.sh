@@ -186,7 +186,9 @@ setmode() {	# MODE: the mesh lab's node as MODE asks; the no-mesh lab's too
 # pinned; the reference's: the newest program named bare_msg).
 prog_snap() {
 	local ids id
-	ids=$( (bpftool cgroup show "$CG" -j; bpftool cgroup show "$CGN" -j) 2>/dev/null | jq -r '.[].id')
+	# (a lab not up in this run's MODES answers {"error": ...}: no ids)
+	ids=$( (bpftool cgroup show "$CG" -j; bpftool cgroup show "$CGN" -j) 2>/dev/null |
+		jq -r '.[]? | objects | .id')
 	ids="$ids $(bpftool prog show pinned "$PIN/accel_msg" -j 2>/dev/null | jq -r .id)"
 	ids="$ids $(bpftool prog show -j 2>/dev/null | jq -r '[.[] | select(.name=="bare_msg") | .id] | max // empty')"
 	for id in $ids; do
