@@ -175,7 +175,10 @@ metadata: {name: g}
 spec:
   parentRefs: [{group: "", kind: Service, name: who, port: 80}]
   rules:
-    - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: who, port: 80}}}]
+    - backendRefs:
+        - name: who
+          port: 80
+          filters: [{type: RequestMirror, requestMirror: {backendRef: {name: who, port: 80}}}]
 YAML
 	bad redirect-code <<'YAML'
 apiVersion: gateway.networking.k8s.io/v1
