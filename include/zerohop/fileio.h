@@ -47,6 +47,9 @@ int zh_write_atomic_mode(const char *path, const void *data, size_t len, mode_t 
  * the temporary is removed). zh_discard_tmp removes a temporary that will
  * not be committed. 0 or -errno. */
 int zh_write_tmp(const char *path, const void *data, size_t len, mode_t mode, bool sync);
+/* As zh_write_tmp, with W5's exact MODE (a key and its certificate written
+ * as a pair: both temporaries first, then two renames back to back). */
+int zh_write_tmp_mode(const char *path, const void *data, size_t len, mode_t mode, bool sync);
 int zh_commit_tmp(const char *path);
 void zh_discard_tmp(const char *path);
 

@@ -42,7 +42,23 @@
  *  I5 During a CA rotation the bundle holds both CAs, so that SVIDs of the
  *     old CA and of the new one verify everywhere until every node has
  *     renewed (I4 renews them at the next call, since they no longer
- *     verify against the active CA).
+ *     verify against the active CA; the node agent waits ID_CA_SETTLE_S
+ *     first, I11).
+ *  I10 A renewed SVID's key and certificate are written as a pair: both
+ *     temporaries first, then two renames back to back, key first. A
+ *     reader that finds a key not matching its certificate reads both
+ *     again (ID_SVID_READ_TRIES): it was between the two renames.
+ *  I11 Trust before use. id_issue_node() copies the bundle into the node's
+ *     directory before it issues anything, so a node trusts a new CA
+ *     before any of its pods presents an SVID of it. The node agent
+ *     (id_issue_node_settle) renews an SVID of the previous CA (still in
+ *     the bundle) only once the active CA is ID_CA_SETTLE_S old: by then
+ *     every agent has copied the new bundle (each looks once a second, I6)
+ *     and every proxy has re-read it (hbone_out.h O10, once a second), so
+ *     no peer meets an SVID of a CA it does not trust yet. `ca rotate
+ *     --finish` is refused until every SVID it can see is of the active CA
+ *     and at least ID_SVID_SETTLE_MS old (id_ca_finish_ready), unless
+ *     forced.
  *
  * All calls return 0 or -errno; err (when not NULL) gets a one-line reason.
  */
@@ -81,6 +97,14 @@ int id_ca_init(const char *ca_dir, const char *trust_domain, long ttl_s, struct 
  * only drop previous.crt from the bundle (the end of a rotation). */
 int id_ca_rotate(const char *ca_dir, long ttl_s, bool finish, struct id_err *err);
 
+/* I11: may the rotation of CA_DIR end now? 0 when it may (or when no
+ * rotation is in progress); -EBUSY with the reason in err while the active
+ * CA is younger than ID_CA_SETTLE_S + ID_SVID_SETTLE_MS, or while an SVID
+ * in one of the N_DIRS node SVID directories is of the previous CA or was
+ * written less than ID_SVID_SETTLE_MS ago (proxies have not re-read it). */
+int id_ca_finish_ready(const char *ca_dir, const char *const *svid_dirs, int n_dirs,
+		       struct id_err *err);
+
 /* The trust domain of CA_DIR into buf (-ENOENT: no CA). */
 int id_ca_trust_domain(const char *ca_dir, char *buf, size_t len, struct id_err *err);
 
@@ -94,10 +118,17 @@ struct id_issue_report {
 				 * (I4), 0 when the node has no pod */
 };
 
-/* Bring OUT_DIR up to date for node: an SVID for every pod of st scheduled
- * on node (I2, I4), the bundle copied, files of other pods removed. */
+/* Bring OUT_DIR up to date for node: the bundle copied (I11), an SVID for
+ * every pod of st scheduled on node (I2, I4), files of other pods removed.
+ * SVIDs of the previous CA are renewed at once (`ca issue`). */
 int id_issue_node(const char *ca_dir, const struct md_state *st, const char *node,
 		  const char *out_dir, long ttl_s, struct id_issue_report *r, struct id_err *err);
+/* The same for the node agent (I11): an SVID of the previous CA, still
+ * trusted, is renewed only once the active CA is settle_s old (r->next_due
+ * says when). */
+int id_issue_node_settle(const char *ca_dir, const struct md_state *st, const char *node,
+			 const char *out_dir, long ttl_s, int settle_s,
+			 struct id_issue_report *r, struct id_err *err);
 
 /* A new SVID for one pod, due or not, into OUT_DIR (-EPERM when the pod is not
  * scheduled on node, I2; -ENOENT when there is no such pod). */
@@ -121,6 +152,11 @@ int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node
  *     id_issue_node and id_issue_pod): the agent and `ca issue` may run at
  *     once, and a key and its certificate always come from the same one. */
 #define ID_RENEW_POLL_MS 1000
+#define ID_CA_SETTLE_S 4	/* I11: > two looks of one second (agent, then
+				 * proxy), with room for a loaded node */
+#define ID_SVID_SETTLE_MS 2500	/* I11: a proxy re-reads an SVID within
+				 * a second of its renewal (O10), twice over */
+#define ID_SVID_READ_TRIES 8	/* I10 */
 #define ID_MIN_AGENT_TTL 90	/* seconds: an SVID is valid from 60 s before its
 				 * issue, so a shorter TTL would be due at once */
 

@@ -1,8 +1,12 @@
 /* ca.c — the cluster CA: init, rotation, trust bundle (identity.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
@@ -154,6 +158,77 @@ int id_ca_rotate(const char *ca_dir, long ttl_s, bool finish, struct id_err *err
 	unlink(from);
 	ret = new_ca(ca_dir, td, ttl_s, err);
 	return ret ? ret : write_bundle(ca_dir, err);
+}
+
+static long long age_ms(const struct stat *sb)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (now.tv_sec - sb->st_mtim.tv_sec) * 1000LL +
+	       (now.tv_nsec - sb->st_mtim.tv_nsec) / 1000000;
+}
+
+/* I11: every SVID in dir is of the active CA (ca, a PEM path) and old
+ * enough for the proxies to have re-read it. */
+static int svids_settled(const char *dir, const char *ca, struct id_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int ret = 0;
+
+	if (!d)
+		return 0;	/* a node without pods (yet) */
+	while (!ret && (e = readdir(d))) {
+		char path[4400];
+		const char *dot = strrchr(e->d_name, '.');
+		struct stat sb;
+		bool active;
+		X509 *x;
+
+		if (!dot || strcmp(dot, ".crt") || strstr(e->d_name, ".tmp"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		x = idx_read_cert(path);
+		active = x && !idx_verify(x, ca, NULL);
+		ERR_clear_error();	/* our reasons, not the parser's leftovers */
+		if (!x || stat(path, &sb))
+			ret = idx_fail(err, -EBUSY, "%s: unreadable", path);
+		else if (!active)
+			ret = idx_fail(err, -EBUSY, "%s is still of the previous CA: its node "
+				       "renews it %d s after the rotation", path, ID_CA_SETTLE_S);
+		else if (age_ms(&sb) < ID_SVID_SETTLE_MS)
+			ret = idx_fail(err, -EBUSY, "%s was renewed %lld ms ago: proxies re-read "
+				       "it within %d ms", path, age_ms(&sb), ID_SVID_SETTLE_MS);
+		X509_free(x);
+	}
+	closedir(d);
+	return ret;
+}
+
+int id_ca_finish_ready(const char *ca_dir, const char *const *svid_dirs, int n_dirs,
+		       struct id_err *err)
+{
+	char path[4096];
+	struct stat sb;
+	long long min_ms = ID_CA_SETTLE_S * 1000LL + ID_SVID_SETTLE_MS;
+	int ret = 0;
+
+	ERR_clear_error();
+	P(path, ca_dir, "previous.crt");
+	if (access(path, F_OK))
+		return 0;	/* no rotation in progress: --finish is a no-op */
+	P(path, ca_dir, "ca.crt");
+	if (stat(path, &sb))
+		return idx_fail(err, -ENOENT, "no CA in %s", ca_dir);
+	if (age_ms(&sb) < min_ms)
+		return idx_fail(err, -EBUSY, "the new CA is %lld ms old: nodes renew their SVIDs "
+				"from it %d s after the rotation, proxies re-read them within "
+				"%d ms; try again in %lld ms", age_ms(&sb), ID_CA_SETTLE_S,
+				ID_SVID_SETTLE_MS, min_ms - age_ms(&sb));
+	for (int i = 0; i < n_dirs && !ret; i++)
+		ret = svids_settled(svid_dirs[i], path, err);
+	return ret;
 }
 
 int id_cert_info(const char *ca_dir, const char *crt_path, struct id_cert_info *ci,

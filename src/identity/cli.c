@@ -2,6 +2,7 @@
  * (docs/identity.md). Only parses and prints; the work is in ca.c and
  * svid.c. */
 #include <errno.h>
+#include <glob.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,11 +34,12 @@ static void ca_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: zerohop ca init [--trust-domain TD] [--ttl DUR]   [--lab LAB | --ca-dir DIR]\n"
-		"       zerohop ca rotate [--finish] [--ttl DUR]           [--lab LAB | --ca-dir DIR]\n"
+		"       zerohop ca rotate [--finish [--force]] [--ttl DUR] [--lab LAB | --ca-dir DIR]\n"
 		"       zerohop ca issue --node NODE [--pod NS/NAME] [--ttl DUR] [--out DIR]\n"
 		"                                                 [--lab LAB | --state DIR --ca-dir DIR]\n"
 		"  init     a new cluster CA (EC P-256; default trust domain %s, valid 1 year)\n"
-		"  rotate   a new CA; the old one stays in the trust bundle until --finish\n"
+		"  rotate   a new CA; the old one stays in the trust bundle until --finish, which\n"
+		"           is refused until every node's SVIDs are of the new CA (--force: now)\n"
 		"  issue    X.509-SVIDs for the pods scheduled on NODE (24h by default, renewed\n"
 		"           after half their lifetime); --pod: one pod, refused if not on NODE\n"
 		"  a lab's CA is in /run/zerohop/LAB/ca, its SVIDs in /run/zerohop/LAB/nodes/NODE/svid\n",
@@ -47,7 +49,7 @@ static void ca_usage(FILE *f)
 struct ca_opts {
 	const char *lab, *ca_dir, *state, *td, *node, *pod, *out;
 	long ttl_s;
-	bool finish;
+	bool finish, force;
 };
 
 static int parse_ttl(const char *s, long *out)
@@ -119,6 +121,28 @@ out:
 	return ret;
 }
 
+/* I11: --finish waits for every node. A lab's SVID directories are all
+ * on this machine; with --ca-dir alone only the CA's age can be seen. */
+static int finish_ready(const struct ca_opts *o, const char *ca_dir, struct id_err *err)
+{
+	const char *dirs[64];
+	char pattern[300];
+	glob_t g = { 0 };
+	int n = 0, ret;
+
+	if (!o->ca_dir) {
+		id_svid_dir(pattern, sizeof(pattern), zh_lab_name(o->lab), "*");
+		if (!glob(pattern, GLOB_ONLYDIR, NULL, &g))
+			for (size_t i = 0; i < g.gl_pathc && n < 64; i++)
+				dirs[n++] = g.gl_pathv[i];
+	}
+	ret = id_ca_finish_ready(ca_dir, dirs, n, err);
+	globfree(&g);
+	if (ret == -EBUSY && strlen(err->msg) + 40 < sizeof(err->msg))
+		strcat(err->msg, " (--force ends it now)");
+	return ret;
+}
+
 int cli_ca(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -131,6 +155,7 @@ int cli_ca(int argc, char **argv)
 		{ "pod", required_argument, NULL, 'p' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "finish", no_argument, NULL, 'F' },
+		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -157,6 +182,7 @@ int cli_ca(int argc, char **argv)
 		case 'p': o.pod = optarg; break;
 		case 'o': o.out = optarg; break;
 		case 'F': o.finish = true; break;
+		case 'f': o.force = true; break;
 		case 'T':
 			if (parse_ttl(optarg, &o.ttl_s))
 				return 2;
@@ -181,7 +207,10 @@ int cli_ca(int argc, char **argv)
 			printf("CA created in %s (trust domain %s)\n", ca_dir,
 			       o.td ? o.td : ID_DEFAULT_TRUST_DOMAIN);
 	} else if (!strcmp(verb, "rotate")) {
-		ret = id_ca_rotate(ca_dir, o.ttl_s ? o.ttl_s : ID_DEFAULT_CA_TTL, o.finish, &err);
+		ret = o.finish && !o.force ? finish_ready(&o, ca_dir, &err) : 0;
+		if (!ret)
+			ret = id_ca_rotate(ca_dir, o.ttl_s ? o.ttl_s : ID_DEFAULT_CA_TTL, o.finish,
+					   &err);
 		if (!ret)
 			printf(o.finish ? "rotation finished: the bundle holds the active CA only\n"
 					: "new CA active; the previous one stays trusted until "

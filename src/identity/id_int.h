@@ -27,6 +27,11 @@ X509 *idx_cert_new(EVP_PKEY *pub, X509 *issuer, EVP_PKEY *signer, const char *cn
  * (key) or 0644 exactly. */
 int idx_write_key(const char *path, EVP_PKEY *k);
 int idx_write_certs(const char *path, X509 *const *certs, int n);
+/* I10: an SVID's key and certificate as a pair: both temporaries written
+ * and synced first, then renamed back to back (key, then certificate), so
+ * the window in which a reader can see a new key with the old certificate
+ * is two rename(2)s long, not a disk flush. On failure neither changed. */
+int idx_write_pair(const char *key_path, EVP_PKEY *k, const char *crt_path, X509 *x);
 
 X509 *idx_read_cert(const char *path);
 EVP_PKEY *idx_read_key(const char *path);

@@ -110,13 +110,14 @@ X509 *idx_cert_new(EVP_PKEY *pub, X509 *issuer, EVP_PKEY *signer, const char *cn
 	return x;
 }
 
-/* I1: the PEM text is built in memory, then written through
- * zh_write_atomic_mode (fileio.h W5: exactly `mode` whatever the umask,
- * a temporary per process since the agent and `ca issue` may write the
- * same file, fsync'd, renamed into place). The buffer may hold a private
- * key: it is wiped before it is freed. */
+/* I1: the PEM text is built in memory, then written to PATH's temporary
+ * (fileio.h W5: exactly `mode` whatever the umask, a temporary per process
+ * since the agent and `ca issue` may write the same file, fsync'd); COMMIT
+ * renames it into place, else the caller commits it (a key/certificate
+ * pair). The buffer may hold a private key: it is wiped before it is
+ * freed. */
 static int write_file(const char *path, mode_t mode, int (*write_fn)(BIO *, const void *),
-		      const void *arg)
+		      const void *arg, bool commit)
 {
 	BIO *b = BIO_new(BIO_s_mem());
 	char *data;
@@ -129,11 +130,11 @@ static int write_file(const char *path, mode_t mode, int (*write_fn)(BIO *, cons
 		ret = -EIO;
 	} else {
 		len = BIO_get_mem_data(b, &data);
-		ret = len < 0 ? -EIO : zh_write_atomic_mode(path, data, (size_t)len, mode, true);
+		ret = len < 0 ? -EIO : zh_write_tmp_mode(path, data, (size_t)len, mode, true);
 		OPENSSL_cleanse(data, (size_t)(len < 0 ? 0 : len));
 	}
 	BIO_free(b);
-	return ret;
+	return ret || !commit ? ret : zh_commit_tmp(path);
 }
 
 static int put_key(BIO *b, const void *k)
@@ -158,14 +159,37 @@ static int put_certs(BIO *b, const void *arg)
 
 int idx_write_key(const char *path, EVP_PKEY *k)
 {
-	return write_file(path, 0600, put_key, k);
+	return write_file(path, 0600, put_key, k, true);
 }
 
 int idx_write_certs(const char *path, X509 *const *certs, int n)
 {
 	struct certs c = { certs, n };
 
-	return write_file(path, 0644, put_certs, &c);
+	return write_file(path, 0644, put_certs, &c, true);
+}
+
+int idx_write_pair(const char *key_path, EVP_PKEY *k, const char *crt_path, X509 *x)
+{
+	struct certs c = { &x, 1 };
+	int ret = write_file(key_path, 0600, put_key, k, false);
+
+	if (ret)
+		return ret;
+	ret = write_file(crt_path, 0644, put_certs, &c, false);
+	if (ret) {
+		zh_discard_tmp(key_path);
+		return ret;
+	}
+	/* I10: both are on disk; the two renames follow each other, the key
+	 * first (a reader that sees the new key with the old certificate
+	 * retries, tls.c) */
+	ret = zh_commit_tmp(key_path);
+	if (ret) {
+		zh_discard_tmp(crt_path);
+		return ret;
+	}
+	return zh_commit_tmp(crt_path);
 }
 
 X509 *idx_read_cert(const char *path)

@@ -64,7 +64,8 @@ int id_renew_sync(struct id_renew *r, const struct md_state *st)
 		r->dirty = false;
 		return 0;
 	}
-	ret = id_issue_node(r->ca_dir, st, r->node, r->out_dir, r->ttl_s, &rep, &err);
+	ret = id_issue_node_settle(r->ca_dir, st, r->node, r->out_dir, r->ttl_s, ID_CA_SETTLE_S,
+				   &rep, &err);	/* I11 */
 	if (ret) {
 		zh_err("identity: node %s: SVIDs in %s: %s (retried in %d ms)", r->node, r->out_dir,
 		       err.msg, ID_RENEW_POLL_MS);

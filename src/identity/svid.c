@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct signer {
 	char ca_dir[4096];
 	EVP_PKEY *key;
 	X509 *crt;
+	time_t settled;	/* I11: SVIDs of the previous CA are due from then */
 };
 
 static void signer_free(struct signer *s)
@@ -27,9 +29,10 @@ static void signer_free(struct signer *s)
 	X509_free(s->crt);
 }
 
-static int signer_open(struct signer *s, const char *ca_dir, struct id_err *err)
+static int signer_open(struct signer *s, const char *ca_dir, int settle_s, struct id_err *err)
 {
 	char path[4200];
+	struct stat sb;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
@@ -45,6 +48,7 @@ static int signer_open(struct signer *s, const char *ca_dir, struct id_err *err)
 		signer_free(s);
 		return idx_fail(err, -ENOENT, "cannot read the CA in %s", ca_dir);
 	}
+	s->settled = stat(path, &sb) ? 0 : sb.st_mtime + settle_s;	/* I11 */
 	return 0;
 }
 
@@ -66,8 +70,16 @@ static bool svid_due(const struct signer *s, const char *crt, const char *key, c
 		return true;
 	idx_uri(x, have, sizeof(have));
 	snprintf(active, sizeof(active), "%s/ca.crt", s->ca_dir);
-	if (strcmp(have, uri) || idx_verify(x, active, NULL))	/* other identity, old CA */
+	if (strcmp(have, uri))	/* other identity */
 		goto out;
+	if (idx_verify(x, active, NULL)) {	/* old CA */
+		snprintf(active, sizeof(active), "%s/bundle.pem", s->ca_dir);
+		if (now < s->settled && !idx_verify(x, active, NULL)) {
+			*when = s->settled;	/* I11: still trusted everywhere */
+			due = false;
+		}
+		goto out;
+	}
 	if (!ASN1_TIME_to_tm(X509_get0_notBefore(x), &tm))
 		goto out;
 	nb = timegm(&tm);
@@ -119,9 +131,7 @@ static int svid_issue(const struct signer *s, const struct md_state *st, const s
 		return idx_fail(err, -EINVAL, "pod %s/%s: cannot make its SVID", p->meta.ns,
 				p->meta.name);
 	}
-	ret = idx_write_key(key, k);	/* I1; the certificate after its key */
-	if (!ret)
-		ret = idx_write_certs(crt, &x, 1);
+	ret = idx_write_pair(key, k, crt, x);	/* I1, I10 */
 	X509_free(x);
 	EVP_PKEY_free(k);
 	if (ret)
@@ -210,11 +220,18 @@ static int dir_lock(const char *out_dir)
 int id_issue_node(const char *ca_dir, const struct md_state *st, const char *node,
 		  const char *out_dir, long ttl_s, struct id_issue_report *r, struct id_err *err)
 {
+	return id_issue_node_settle(ca_dir, st, node, out_dir, ttl_s, 0, r, err);
+}
+
+int id_issue_node_settle(const char *ca_dir, const struct md_state *st, const char *node,
+			 const char *out_dir, long ttl_s, int settle_s,
+			 struct id_issue_report *r, struct id_err *err)
+{
 	struct signer s;
 	int ret, lk = -1;
 
 	memset(r, 0, sizeof(*r));
-	ret = signer_open(&s, ca_dir, err);
+	ret = signer_open(&s, ca_dir, settle_s, err);
 	if (ret)
 		return ret;
 	ret = idx_private_dir(out_dir);
@@ -224,6 +241,7 @@ int id_issue_node(const char *ca_dir, const struct md_state *st, const char *nod
 		signer_free(&s);
 		return idx_fail(err, ret, "cannot make %s: %s", out_dir, strerror(-ret));
 	}
+	ret = copy_bundle(ca_dir, out_dir, err);	/* I11: trust before use */
 	for (int i = 0; i < st->n_pods && ret >= 0; i++) {
 		time_t due = 0;
 
@@ -238,10 +256,8 @@ int id_issue_node(const char *ca_dir, const struct md_state *st, const char *nod
 			r->kept++;
 	}
 	signer_free(&s);
-	if (ret >= 0) {
+	if (ret >= 0)
 		r->removed = prune(out_dir, st, node);
-		ret = copy_bundle(ca_dir, out_dir, err);
-	}
 	close(lk);
 	return ret < 0 ? ret : 0;
 }
@@ -261,7 +277,7 @@ int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node
 				"pod %s/%s is scheduled on %s, not %s: a node gets certificates "
 				"only for its own pods", ns, name,
 				p->spec.node_name ? p->spec.node_name : "no node", node);
-	ret = signer_open(&s, ca_dir, err);
+	ret = signer_open(&s, ca_dir, 0, err);
 	if (ret)
 		return ret;
 	ret = idx_private_dir(out_dir);
@@ -270,9 +286,9 @@ int id_issue_pod(const char *ca_dir, const struct md_state *st, const char *node
 	if (ret >= 0) {
 		time_t due;
 
-		ret = svid_issue(&s, st, p, out_dir, ttl_s, true, &due, err);
-		if (ret >= 0)
-			ret = copy_bundle(ca_dir, out_dir, err);
+		ret = copy_bundle(ca_dir, out_dir, err);	/* I11 */
+		if (!ret)
+			ret = svid_issue(&s, st, p, out_dir, ttl_s, true, &due, err);
 		close(lk);
 	}
 	signer_free(&s);

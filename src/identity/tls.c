@@ -2,9 +2,11 @@
  * peer's against the trust bundle, for the HBONE tunnel (identity.h I8,
  * I9). OpenSSL 3. The tunnel's I/O (blocking or not) is the caller's. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -62,6 +64,26 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	       OPENSSL_NPN_NEGOTIATED ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* crt and its key into ctx. I10: a renewal renames the key, then the
+ * certificate; a reader between the two renames sees a new key with the
+ * old certificate, so a pair that does not match is read again (the
+ * window is two rename(2)s, so a few tries; no sleep: the proxy calls
+ * this from its event loop). Missing files fail at once. */
+static bool load_svid(SSL_CTX *ctx, const char *crt, const char *key)
+{
+	for (int i = 0; i < ID_SVID_READ_TRIES; i++) {
+		if (SSL_CTX_use_certificate_file(ctx, crt, SSL_FILETYPE_PEM) == 1 &&
+		    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1 &&
+		    SSL_CTX_check_private_key(ctx) == 1)
+			return true;
+		if (access(crt, R_OK) || access(key, R_OK))
+			return false;
+		ERR_clear_error();
+		sched_yield();	/* let a writer between its two renames finish */
+	}
+	return false;
+}
+
 SSL_CTX *id_tls_ctx(const char *svid_dir, const char *ns, const char *name, bool server,
 		    struct id_err *err)
 {
@@ -83,9 +105,7 @@ SSL_CTX *id_tls_ctx(const char *svid_dir, const char *ns, const char *name, bool
 		idx_fail(err, -EINVAL, "TLS 1.3 unavailable");
 		goto fail;
 	}
-	if (SSL_CTX_use_certificate_file(ctx, crt, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(ctx) != 1) {
+	if (!load_svid(ctx, crt, key)) {
 		/* I9: the path, never the key */
 		idx_fail(err, -ENOENT, "no usable SVID for %s/%s in %s", ns, name, svid_dir);
 		goto fail;

@@ -85,6 +85,11 @@ int zh_write_tmp(const char *path, const void *data, size_t len, mode_t mode, bo
 	return write_tmp(path, data, len, mode, sync, false);
 }
 
+int zh_write_tmp_mode(const char *path, const void *data, size_t len, mode_t mode, bool sync)
+{
+	return write_tmp(path, data, len, mode, sync, true);
+}
+
 static int write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 			bool sync, bool exact)
 {

@@ -128,7 +128,7 @@ ok $? "ca rotate"
 wait_until 10 sh -c "openssl verify -CAfile '$RUN/ca/ca.crt' '$A/default_client.crt' '$B/default_srv.crt' >/dev/null 2>&1"
 ok $? "both agents renewed their SVIDs with the new CA"
 is "$(grep -c 'BEGIN CERTIFICATE' "$B/bundle.pem")" 2 "node-b's bundle holds both CAs during the rotation"
-"$ZH" ca rotate --lab $LAB --finish >/dev/null
+wait_until 15 "$ZH" ca rotate --lab $LAB --finish >/dev/null 2>&1	# I11: once settled
 wait_until 10 sh -c "[ \$(grep -c 'BEGIN CERTIFICATE' '$B/bundle.pem') = 1 ]"
 ok $? "rotate --finish: node-b's bundle copy holds the new CA only"
 

@@ -120,8 +120,11 @@ ok $([ $? -ne 0 ] && grep -q "in progress" "$TMP/rot2.log"; echo $?) "a second r
 out=$("$ZH" ca issue --lab $LAB --node node-b)
 openssl verify -CAfile "$RUN/ca/ca.crt" "$B/default_srv.crt" >/dev/null 2>&1
 ok $? "srv's SVID renewed with the new CA ($out)"
-"$ZH" ca rotate --lab $LAB --finish >/dev/null
-ok $? "ca rotate --finish"
+"$ZH" ca rotate --lab $LAB --finish >"$TMP/fin.log" 2>&1
+ok $([ $? -ne 0 ] && grep -q "try again in .* (--force ends it now)" "$TMP/fin.log"; echo $?) \
+	"ca rotate --finish at once: refused until the nodes have settled: $(head -n 1 "$TMP/fin.log")"
+wait_until 20 "$ZH" ca rotate --lab $LAB --finish >"$TMP/fin.log" 2>&1
+ok $? "ca rotate --finish once every node's SVIDs are of the new CA ($(tail -n 1 "$TMP/fin.log"))"
 ! openssl verify -CAfile "$RUN/ca/bundle.pem" "$TMP/srv-old.crt" >/dev/null 2>&1
 ok $? "the old CA's SVID no longer verifies"
 openssl verify -CAfile "$RUN/ca/bundle.pem" "$B/default_srv.crt" >/dev/null 2>&1

@@ -5,6 +5,7 @@
  * a rotation (I5), expired certificates, pruning of pods that left. The
  * state is a real directory state source with manifests applied to it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,10 +202,57 @@ int main(void)
 	ok(ci.verified, "an SVID of the old CA still verifies during the rotation");
 	is_int(id_ca_rotate(ca, ID_DEFAULT_CA_TTL, false, &err), -EBUSY,
 	       "a second rotation before --finish: -EBUSY");
+	/* I11: the agent's issue trusts the new CA at once, uses it later */
+	{
+		char b[400], cmd[1400];
+		time_t t0 = time(NULL);
+
+		snprintf(cmd, sizeof(cmd), "cp %s/shop_a.crt %s/settle.crt", out, root);
+		system(cmd);
+		is_int(id_issue_node_settle(ca, st, "node-a", out, ID_DEFAULT_SVID_TTL, 60, &r,
+					    &err), 0, "the agent's issue right after the rotation");
+		ok(r.issued == 1 && r.kept == 1, "  a's SVID of the previous CA kept for the settle "
+		   "time, c's expired one renewed at once (issued %d, kept %d)", r.issued, r.kept);
+		ok(r.next_due >= t0 + 59 && r.next_due <= time(NULL) + 61,
+		   "  and due when the new CA is 60 s old (in %ld s)", (long)(r.next_due - t0));
+		snprintf(b, sizeof(b), "%s/bundle.pem", out);
+		is_int(n_certs(b), 2, "  the node's bundle copy already holds the new CA");
+		snprintf(cmd, sizeof(cmd), "cmp -s %s/shop_a.crt %s/settle.crt", out, root);
+		is_int(system(cmd), 0, "  a's SVID file untouched");
+	}
+	is_int(id_ca_finish_ready(ca, NULL, 0, &err), -EBUSY,
+	       "--finish right after the rotation: refused (%s)", err.msg);
+	ok(strstr(err.msg, "try again in") != NULL, "  saying when to try again");
 	is_int(id_issue_node(ca, st, "node-a", out, ID_DEFAULT_SVID_TTL, &r, &err), 0,
 	       "issue after the rotation");
-	is_int(r.issued, 2, "both SVIDs renewed by the new CA");
+	is_int(r.issued, 1, "a's SVID renewed by the new CA (`ca issue` does not wait)");
+	{
+		/* I11: age the CA past the settle time, the SVIDs not */
+		char path[400];
+		const char *dirs[1] = { out };
+		struct timespec t[2] = { { time(NULL) - 60, 0 }, { time(NULL) - 60, 0 } };
+
+		snprintf(path, sizeof(path), "%s/ca.crt", ca);
+		utimensat(AT_FDCWD, path, t, 0);
+		is_int(id_ca_finish_ready(ca, dirs, 1, &err), -EBUSY,
+		       "--finish with SVIDs renewed just now: refused (%s)", err.msg);
+		snprintf(path, sizeof(path), "%s/shop_a.crt", out);
+		utimensat(AT_FDCWD, path, t, 0);
+		snprintf(path, sizeof(path), "%s/default_c.crt", out);
+		utimensat(AT_FDCWD, path, t, 0);
+		is_int(id_ca_finish_ready(ca, dirs, 1, &err), 0,
+		       "--finish once every SVID is of the new CA and settled (%s)", err.msg);
+		char from[400];
+
+		snprintf(from, sizeof(from), "%s/settle.crt", root);
+		snprintf(path, sizeof(path), "%s/default_old.crt", out);
+		rename(from, path);
+		is_int(id_ca_finish_ready(ca, dirs, 1, &err), -EBUSY,
+		       "--finish with an SVID of the previous CA left: refused (%s)", err.msg);
+		unlink(path);
+	}
 	is_int(id_ca_rotate(ca, 0, true, &err), 0, "rotate --finish");
+	is_int(id_ca_finish_ready(ca, NULL, 0, &err), 0, "--finish again: nothing to wait for");
 	{
 		char b[400];
 
