@@ -38,7 +38,7 @@ N=2000
 IDLE_MAX=$((3 * 16384 + 8192))
 
 lb_echo v1 1
-"$GPY" "$IDLE" backend $((B + 2)) 1000 120 "$TMP/count" &
+"$GPY" "$IDLE" backend $((B + 2)) 1000 300 "$TMP/count" &	# (ended by the harness)
 PIDS+=($!)
 {
 	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_pod web-1 web; lb_pod v1-1 v1
