@@ -56,6 +56,12 @@
  *     The stream layer meanwhile drops what still arrives (docs/proxy.md
  *     invariant 23); DATA after the reset is counted by nghttp2 as
  *     consumed, and what the view held unacknowledged goes back at free.
+ *  7. An idle stream holds no buffer: each pump hands the view's empty
+ *     buffers back to the pool (vc.in, vc.out, the body buffer), h2up.c's
+ *     feed its own (u->out, the upstream body), and the stream layer keeps
+ *     a small replay copy in a buffer of its size (px_buf_fit). A stream
+ *     whose request body or answer is not coming costs its objects only
+ *     (docs/proxy.md "Idle streams").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -538,11 +544,14 @@ static void px_h2s_pump(struct px_h2s *s2)
 		nghttp2_session_consume(sess, s2->id, s2->unacked);
 		s2->unacked = 0;
 	}
+	px_buf_put(vc->srv, &vc->in);	/* invariant 7 */
 	if ((!s2->resp_head && px_h2s_resp_head(s2)) ||
 	    (s2->resp_head && px_h2s_resp_body(s2))) {
 		nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, s2->id, NGHTTP2_INTERNAL_ERROR);
 		return;
 	}
+	px_buf_put(vc->srv, &vc->out);
+	px_buf_put(vc->srv, &s2->body);
 	if (!vc->st && !s2->resp_done && !vc->out.data && (vc->closing || !s2->resp_head))
 		/* the stream layer cut the response (its "close the
 		 * connection"): the honest HTTP/2 signal is a reset */

@@ -549,6 +549,8 @@ static void px_h2us_feed(struct px_h2us *us)
 		nghttp2_session_consume(sess, us->id, us->unacked);
 		us->unacked = 0;
 	}
+	px_buf_put(s, &u->out);	/* an idle stream holds no buffer (h2conn.c inv. 7) */
+	px_buf_put(s, &us->body);
 }
 
 /* ---- the connection ------------------------------------------------------------------ */

@@ -583,6 +583,26 @@ static inline void px_buf_put(struct px_server *s, struct buf *b)
 	b->size = b->head = b->data = 0;
 }
 
+/* A pooled buffer holding at most max bytes moves them into storage of
+ * their own size and goes back to the pool (a copy kept long: the replay
+ * copy of an idle stream's head, h2conn.c invariant 7). It grows again
+ * through buf_reserve if more is appended. */
+static inline void px_buf_fit(struct px_server *s, struct buf *b, size_t max)
+{
+	struct buf small;
+
+	if (!b->area || b->size != PX_BUFSZ || !b->data || b->data > max)
+		return;
+	small.size = (b->data + 63) & ~(size_t)63;
+	small.area = zh_malloc(small.size);
+	small.head = 0;
+	small.data = b->data;
+	memcpy(small.area, b->area + b->head, b->data);
+	b->data = 0;
+	px_buf_put(s, b);
+	*b = small;
+}
+
 static inline void px_buf_drop(struct px_server *s, struct buf *b)
 {
 	b->data = b->head = 0;

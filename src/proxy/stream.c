@@ -577,6 +577,7 @@ static int px_stream_forward(struct px_stream *st, const struct h1_request *rq,
 		px_mirror_done(st);
 	px_budget_request(s);
 	rc = px_stream_try(st);	/* (trims the replay copy, invariant 9) */
+	px_buf_fit(s, &st->rb, PX_BUFSZ / 4);	/* h2conn.c invariant 7 */
 	if (rc == -EBUSY) {
 		px_stream_fail(st, 503, px_err_overflow);
 		return -EPROTO;

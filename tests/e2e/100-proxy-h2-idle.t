@@ -20,22 +20,22 @@
 source "$(dirname "$0")/../lib/tap.sh"
 source "$(dirname "$0")/../lib/wait.sh"
 source "$(dirname "$0")/../lib/loopback.sh"
-loopback_setup px100 34000 2000
+loopback_setup px100 30000 2000	# below the ephemeral ports (32768-)
 GPY=/usr/bin/python3
 "$GPY" -c 'import h2' 2>/dev/null || skip_all "python3-h2 missing (make deps)"
 IDLE="$(dirname "$0")/../tools/clients/h2_idle.py"
 N=2000
 
-# What one idle stream may hold (docs/proxy.md "Flow control and memory";
-# src/proxy/px_int.h, gdb's sizes on x86-64): no DATA in flight, so no
-# window's worth of bytes, but the buffers a request takes as it is
-# forwarded — the stream view's input (its head, h2conn.c), the replay copy
-# (kept for a retry, stream.c) and the upstream stream's output (h2up.c),
-# PX_BUFSZ (16 KiB) each — plus the objects: px_stream (5.2 KiB), the
-# view (0.5 KiB), the upstream stream and both libnghttp2 streams (under
-# 1 KiB together), rounded up to 8 KiB. Resident size can reach the
-# allocated size once freed buffers that were written come back.
-IDLE_MAX=$((3 * 16384 + 8192))
+# What one idle stream may hold (docs/proxy.md "Idle streams"; h2conn.c
+# invariant 7; src/proxy/px_int.h, gdb's sizes on x86-64): no DATA in
+# flight, so no window's worth of bytes, and no buffer (each is handed back
+# to the pool when empty; the replay copy of the head moves into an
+# allocation of its own size) — the objects: px_stream (5.2 KiB), the view
+# (0.5 KiB), the upstream stream and both libnghttp2 streams (under 1 KiB
+# together), the replay copy (at most 4 KiB), plus the connections' share,
+# rounded up to 16 KiB. Before invariant 7 three 16 KiB buffers stayed
+# (19.6 KB per stream fresh, up to 56 KiB warm): this bound catches that.
+IDLE_MAX=16384
 
 lb_echo v1 1
 "$GPY" "$IDLE" backend $((B + 2)) 1000 300 "$TMP/count" &	# (ended by the harness)

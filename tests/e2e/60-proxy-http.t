@@ -314,15 +314,20 @@ route 1 0 0 >"$TMP/route.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/route.yaml" >/dev/null 2>&1
 sleep 0.5
 coproc KA { "$PY" "$TMP/raw.py" "$P" ka 400 /split pause; }
-read -r line <&"${KA[0]}"
+# bash closes a coproc's fds and unsets KA_PID once it has exited: keep
+# copies, or a reply read after a fast exit fails and `wait` waits for all
+exec {KA_R}<&"${KA[0]}" {KA_W}>&"${KA[1]}"
+KA_P=$KA_PID
+read -r -t 30 line <&$KA_R
 is "$line" PAUSE "first 200 requests sent on one connection"
 route 0 0 1 >"$TMP/route.yaml"
 "$ZH" apply --state "$TMP/state" -f "$TMP/route.yaml" >/dev/null 2>&1
 reloaded() { [ "$(curl -s "http://127.0.0.1:$S/" | awk '/^zerohop_proxy_route_reloads_total/ {print $2}')" -ge 2 ] 2>/dev/null; }
 wait_until 3 reloaded
-echo go >&"${KA[1]}"
-read -r line <&"${KA[0]}"
-wait $KA_PID 2>/dev/null
+echo go >&$KA_W
+read -r -t 30 line <&$KA_R
+wait $KA_P 2>/dev/null
+exec {KA_R}<&- {KA_W}>&-
 is "$line" "v1=200 | v3=200" "weights 1:0:0 then 0:0:1 on the same keep-alive connection"
 
 # ---- 100 MiB streamed body, bounded proxy memory ------------------------------------------

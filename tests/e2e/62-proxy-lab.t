@@ -58,12 +58,15 @@ via = re.search(rb'"x-via":"([^"]*)"', out)
 print(out.split(b" ")[1].decode() if out else "none", via.group(1).decode() if via else "-")
 PY
 coproc CL { "$ZH" lab exec --lab $LAB client -- "$PY" "$TMP/client.py" 2>"$TMP/client.err"; }
-read -r -t 10 cookie <&"${CL[0]}"
+exec {CL_R}<&"${CL[0]}" {CL_W}>&"${CL[1]}"	# (60-proxy-http.t: a coproc's fds go when it exits)
+CL_P=$CL_PID
+read -r -t 10 cookie <&$CL_R
 bpftool map update pinned $PIN/zh_l7cap_sock key $cookie value 10 96 0 62 0 80 0 0
 ok $? "cookie $cookie recorded as 10.96.0.62:80 (what connect4 will write)"
-echo go >&"${CL[1]}"
-read -r -t 10 out <&"${CL[0]}"
-wait $CL_PID 2>/dev/null
+echo go >&$CL_W
+read -r -t 10 out <&$CL_R
+wait $CL_P 2>/dev/null
+exec {CL_R}<&- {CL_W}>&-
 is "$out" "200 zerohop-proxy" "redirected connection routed by its original ClusterIP through the HTTPRoute"
 grep -q '"GET /captured HTTP/1.1" 200 .* default/echo#0 default/echo 10\.244\.' "$TMP/access.log"
 ok $? "access log: route default/echo#0 → an echo pod endpoint"

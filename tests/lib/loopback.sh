@@ -49,7 +49,9 @@ loopback_setup() {
 		mul=$((7 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 13))
 		for i in $(seq 0 40); do
 			B=$((base + ($$ * mul + i * 53) % span / 10 * 10))
-			[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
+			# any socket, not only listeners: a range inside the
+			# ephemeral ports may hold another process's connections
+			[ -z "$(ss -Htan "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
 		done
 		P=$B
 		S=$((B + 9))
