@@ -12,19 +12,9 @@
 set -euo pipefail
 N=${1:-2000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/loopback.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
-TMP=$(mktemp -d /tmp/zh-px-h2-mem.XXXXXX)
-for i in $(seq 0 30); do
-	B=$((26000 + ($$ + i * 37) % 2000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_setup px-h2-mem 26000
 ulimit -n $((N * 2 + 100))
 "$ZH" echo --threads 1 --http "127.0.0.1:$((B + 1))" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
 PIDS+=($!)

@@ -33,6 +33,7 @@ ROUNDS=${ROUNDS:-4}
 BMAX=${BMAX:-1000}
 MODE=${MODE:-open}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/loopback.sh"
 source "$ROOT/scripts/lib/haproxy.sh"
 source "$ROOT/scripts/lib/stats.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
@@ -42,19 +43,8 @@ for t in haproxy "$ZH"; do
 	command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }
 done
 "$GPY" -c 'import h2' 2>/dev/null || { echo "missing python3-h2 (make deps)" >&2; exit 1; }
-TMP=$(mktemp -d /tmp/zh-px-h2-streams.XXXXXX)
-for i in $(seq 0 30); do
-	B=$((27000 + ($$ + i * 37) % 2000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
+bench_setup px-h2-streams 27000
 ZP=$B; ZB=$((B + 1)); HP=$((B + 2)); HB=$((B + 3)); ZS=$((B + 9))
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)"	# (HAProxy sizes its fd table from maxconn 9000)
 # each round takes a few seconds per 10,000 streams; bound the backends
 LIFE=$(((N / 1000 + 10) * ROUNDS * PAIRS * 4 + 120))

@@ -32,6 +32,7 @@ set -euo pipefail
 PAIRS=${1:-5}
 N=${2:-100000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/loopback.sh"
 source "$ROOT/scripts/lib/haproxy.sh"
 source "$ROOT/scripts/lib/nginx.sh"
 source "$ROOT/scripts/lib/stats.sh"
@@ -39,19 +40,8 @@ ZH=${ZH:-$ROOT/build/zerohop}
 for t in h2load haproxy nginx "$ZH"; do
 	command -v "$t" >/dev/null || { echo "missing $t (make deps; make)" >&2; exit 1; }
 done
-TMP=$(mktemp -d /tmp/zh-px-h2-bench.XXXXXX)
-for i in $(seq 0 30); do
-	B=$((25000 + ($$ + i * 37) % 2000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
+bench_setup px-h2-bench 25000
 EP=$((B + 1)); ZP=$B; HP=$((B + 2)); NP=$((B + 3))
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 if [ "${BACKEND:-h1}" = h2 ]; then
 	mkdir -p "$TMP/be"

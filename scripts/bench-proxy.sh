@@ -29,24 +29,14 @@
 # Not part of make check; docs/BENCHMARKS.md quotes it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/scripts/lib/loopback.sh"
 source "$ROOT/scripts/lib/stats.sh"
 ZH=${ZH:-$ROOT/build/zerohop}
 PY=$(command -v /usr/bin/python3 || command -v python3)
 MODE=compare
 case ${1:-} in idle | p2c | metrics) MODE=$1; shift ;; esac
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
-TMP=$(mktemp -d /tmp/zh-px-bench.XXXXXX)
-for i in $(seq 0 30); do	# B..B+9 free on loopback
-	B=$((23000 + ($$ + i * 37) % 2000 / 10 * 10))
-	[ -z "$(ss -Htln "( sport >= :$B and sport <= :$((B + 9)) )" 2>/dev/null)" ] && break
-done
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_setup px-bench 23000
 
 echo_start() {	# ZEROHOP PORT: one-thread HTTP echo on 127.0.0.1:PORT
 	"$1" echo --threads 1 --http "127.0.0.1:$2" --tcp 127.0.0.1:0 --udp 127.0.0.1:0 >/dev/null 2>&1 &
