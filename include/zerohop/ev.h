@@ -65,6 +65,13 @@ typedef void ev_ready_cb(struct ev_loop *loop, const struct ev_ready *r, int n, 
 /* Monotonic clock in nanoseconds. */
 uint64_t ev_now_ns(void);
 
+/* The monotonic time at which this thread's loop last returned from its
+ * poll (ev_run_once), or ev_now_ns() before the first turn: one clock read
+ * per turn instead of one per call (a vDSO clock read costs ~50 ns on
+ * this VM, and the proxy read it ~12 times per request). Coarse by the
+ * length of a turn: for stamps and statistics, never for deadlines. */
+uint64_t ev_turn_ns(void);
+
 struct ev_loop *ev_loop_new(int max_fds);	/* aborts on out-of-memory; NULL + errno if
 						 * epoll/timerfd creation fails */
 void ev_loop_free(struct ev_loop *loop);	/* does not close registered fds */

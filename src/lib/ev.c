@@ -77,6 +77,13 @@ uint64_t ev_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static __thread uint64_t ev_turn_t;	/* ev_turn_ns(): set after each poll */
+
+uint64_t ev_turn_ns(void)
+{
+	return ev_turn_t ? ev_turn_t : ev_now_ns();
+}
+
 struct ev_loop *ev_loop_new(int max_fds)
 {
 	struct ev_loop *loop = zh_calloc(1, sizeof(*loop));
@@ -401,6 +408,7 @@ int ev_run_once(struct ev_loop *loop, int timeout_ms)
 	}
 	if (n < 0)
 		return n;
+	ev_turn_t = ev_now_ns();
 	if (loop->after_poll)
 		ev_after_poll(loop, evs, n);
 	for (i = 0; i < n; i++) {

@@ -80,7 +80,7 @@ void px_outlier_note(struct px_stream *st, bool failed)
 {
 	struct px_server *s = st->c->srv;
 	struct px_host *h = px_host_find(s, st->d.ip, st->d.port, true);
-	uint64_t now = ev_now_ns();
+	uint64_t now = ev_turn_ns();
 	const struct px_ep *eps;
 	int i, n, out = 0;
 	char ip[PX_IP_STRLEN];
@@ -124,7 +124,7 @@ static double px_host_cost(const struct px_host *h, uint64_t now)
 void px_try_end(struct px_stream *st)
 {
 	struct px_server *s = st->c->srv;
-	uint64_t now = ev_now_ns();
+	uint64_t now = ev_turn_ns();
 	struct px_host *h;
 	double lat, w;
 
@@ -203,7 +203,7 @@ uint64_t px_hash_key(struct px_stream *st, const struct h1_header *h, size_t n)
 void px_stream_pick(struct px_stream *st, bool retry)
 {
 	struct px_server *s = st->c->srv;
-	uint64_t now = ev_now_ns(), best = 0;
+	uint64_t now = ev_turn_ns(), best = 0;
 	const struct px_ep *eps;
 	int cand[PX_PICK_MAX];
 	int i, n, nc = 0, k = -1;

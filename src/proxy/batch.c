@@ -244,7 +244,7 @@ void px_rd_batch(struct ev_loop *loop, const struct ev_ready *r, int n, void *ar
 			c->rd_iter = it;
 			if (res > 0) {
 				buf_produce(&c->in, (size_t)res);
-				c->last_active = now ? now : (now = ev_now_ns());
+				c->last_active = now ? now : (now = ev_turn_ns());
 			}
 			if (end)
 				c->rd_eof = true;

@@ -210,7 +210,7 @@ static void px_flow_note(const struct px_stream *st, const struct px_istio_serie
 	}
 	/* the loop's cached time: no clock read per request (a wall clock
 	 * step after start shifts these times; the durations are not affected) */
-	f->t = wall_off + (double)ev_now_ns() / 1e9;
+	f->t = wall_off + (double)ev_turn_ns() / 1e9;
 	f->x = x;
 	f->cip = px_conn_peer(st->c);
 	f->cport = st->c->peer_port;
@@ -439,7 +439,7 @@ void px_istio_record(struct px_server *s, const struct px_stream *st)
 					    .be = be, .code = st->status, .grpc = grpc, .x = x };
 	}
 count:
-	ms = (double)(ev_now_ns() - st->t0) / 1e6;
+	ms = (double)(ev_turn_ns() - st->t0) / 1e6;
 	x->n++;
 	x->ms_sum += ms;
 	x->bq_sum += (double)st->bytes_in;
