@@ -102,7 +102,9 @@ struct px_h2s {
 	/* response */
 	size_t rlast;
 	bool resp_head;		/* HEADERS submitted */
-	bool resp_done;		/* the whole body is in body */
+	bool resp_done;		/* the whole body is in body (raw: in vc.out) */
+	bool raw;		/* a forwarded answer as fields: the data provider
+				 * reads vc.out as it is (invariant 7) */
 	bool deferred;		/* the data provider waits for bytes */
 	int framing;
 	uint64_t left;
@@ -162,7 +164,8 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	px_h2_ctrl_credit(&h2->ctrl, PX_H2_CTRL_PER_STREAM);	/* h2flood.c invariant 2 */
-	s2 = zh_calloc(1, sizeof(*s2));
+	s2 = px_obj_get(&c->srv->free_h2s, &c->srv->n_free_h2s, sizeof(*s2));
+	memset(s2, 0, sizeof(*s2));
 	s2->h2 = h2;
 	s2->id = f->hd.stream_id;
 	s2->vc.srv = c->srv;
@@ -176,7 +179,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	s2->vc.dst_ip = c->dst_ip;
 	s2->vc.dst_v6low = c->dst_v6low;
 	s2->vc.dst_port = c->dst_port;
-	s2->vc.last_active = ev_now_ns();
+	s2->vc.last_active = ev_turn_ns();
 	px_wr_init(&s2->vc.wr, PX_WR_CONN, NULL);	/* never queued: no socket */
 	s2->next = h2->streams;
 	h2->streams = s2;
@@ -305,7 +308,7 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 	struct px_h2 *h2 = ud;
 	struct px_h2s *s2;
 	bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
-	int k = px_h2_ctrl_take(&h2->ctrl, f->hd.type, f->hd.flags, ev_now_ns());
+	int k = px_h2_ctrl_take(&h2->ctrl, f->hd.type, f->hd.flags, ev_turn_ns());
 
 	(void)sess;
 	if (k >= 0) {	/* a control-frame flood: px_h2_run ends the connection */
@@ -368,18 +371,19 @@ static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size
 			   uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	struct px_h2s *s2 = src->ptr;
-	size_t n = s2->body.data < len ? s2->body.data : len;
+	struct buf *b = s2->raw ? &s2->vc.out : &s2->body;	/* (invariant 7) */
+	size_t n = b->data < len ? b->data : len;
 
 	(void)ud;
 	if (n) {
-		memcpy(out, buf_head(&s2->body), n);
-		buf_consume(&s2->body, n);
+		memcpy(out, buf_head(b), n);
+		buf_consume(b, n);
 	}
 	if (!n && !s2->resp_done) {
 		s2->deferred = true;
 		return NGHTTP2_ERR_DEFERRED;
 	}
-	if (s2->resp_done && !s2->body.data) {
+	if (s2->resp_done && !b->data) {
 		struct buf *t = &s2->vc.trailers;
 
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -424,8 +428,59 @@ static bool px_h2_drop_field(const struct h1_header *h)
 	       px_name_is(h, "upgrade") || px_name_is(h, "te");
 }
 
-/* The response head in vc.out → HEADERS. 0 when submitted or more bytes
- * are needed, -EPROTO when the stream must be reset. */
+/* A forwarded answer's head, fields from the stream layer (vc.rstatus,
+ * vc.rfields: our own "name: value\r\n" lines, nothing to validate) →
+ * HEADERS; its body is read raw from vc.out (invariant 7). 0 or -EPROTO. */
+static int px_h2s_resp_fields(struct px_h2s *s2)
+{
+	struct px_conn *vc = &s2->vc;
+	nghttp2_nv nv[PX_MAX_HDRS + 8];
+	char names[PX_BUFSZ], status[8];
+	const char *l = vc->rfields.data ? buf_head(&vc->rfields) : "", *e = l + vc->rfields.data;
+	size_t k = 0, used = 0;
+	bool nobody = vc->out_end && !vc->out.data;
+	int rc;
+
+	snprintf(status, sizeof(status), "%03d", vc->rstatus % 1000);
+	nv[k++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3,
+				NGHTTP2_NV_FLAG_NONE };
+	while (l < e && k < sizeof(nv) / sizeof(nv[0])) {
+		const char *eol = memchr(l, '\n', (size_t)(e - l)), *colon;
+		struct h1_header h;
+
+		colon = memchr(l, ':', (size_t)(eol - l));
+		h = (struct h1_header){ .name = l, .name_len = (size_t)(colon - l),
+					.value = colon + 2,
+					.value_len = (size_t)(eol - 1 - (colon + 2)) };
+		l = eol + 1;
+		if (px_h2_drop_field(&h) || used + h.name_len > sizeof(names))
+			continue;
+		if (nobody && !s2->head_req && px_name_is(&h, "content-length"))
+			continue;	/* ours: headers-only (gRPC trailers-only) */
+		for (size_t j = 0; j < h.name_len; j++)	/* HTTP/2 names are lower case */
+			names[used + j] = (char)(h.name[j] >= 'A' && h.name[j] <= 'Z' ?
+						 h.name[j] + 32 : h.name[j]);
+		nv[k++] = (nghttp2_nv){ (uint8_t *)names + used, (uint8_t *)h.value,
+					h.name_len, h.value_len, NGHTTP2_NV_FLAG_NONE };
+		used += h.name_len;
+	}
+	s2->resp_head = true;
+	s2->raw = true;
+	s2->resp_done = vc->out_end;
+	if (nobody) {
+		rc = nghttp2_submit_response(s2->h2->sess, s2->id, nv, k, NULL);
+	} else {
+		nghttp2_data_provider prd = { .source.ptr = s2, .read_callback = px_h2s_read };
+
+		rc = nghttp2_submit_response(s2->h2->sess, s2->id, nv, k, &prd);
+	}
+	px_buf_drop(vc->srv, &vc->rfields);	/* (nghttp2 copied the fields) */
+	return rc ? -EPROTO : 0;
+}
+
+/* The response head in vc.out (a local answer, HTTP/1.1 text) → HEADERS.
+ * 0 when submitted or more bytes are needed, -EPROTO when the stream must
+ * be reset. */
 static int px_h2s_resp_head(struct px_h2s *s2)
 {
 	struct px_conn *vc = &s2->vc;
@@ -437,6 +492,8 @@ static int px_h2s_resp_head(struct px_h2s *s2)
 	uint64_t cl = 0;
 	int rc, hl;
 
+	if (vc->rstatus)
+		return px_h2s_resp_fields(s2);
 	for (;;) {
 		n = PX_MAX_HDRS;
 		rc = h1_parse_response(buf_head(&vc->out), vc->out.data, s2->rlast, &vc->srv->lim,
@@ -495,6 +552,14 @@ static int px_h2s_resp_body(struct px_h2s *s2)
 	struct px_server *s = vc->srv;
 	size_t before = s2->body.data;
 
+	if (s2->raw) {	/* the provider reads vc.out itself (invariant 7) */
+		s2->resp_done = vc->out_end;
+		if (s2->deferred && (vc->out.data || s2->resp_done)) {
+			s2->deferred = false;
+			nghttp2_session_resume_data(s2->h2->sess, s2->id);
+		}
+		return 0;
+	}
 	while (!s2->resp_done && vc->out.data && s2->body.data < PX_HIGH) {
 		px_buf_get(s, &s2->body);
 		if (s2->framing == H1_BODY_LENGTH) {
@@ -580,11 +645,12 @@ static bool px_h2s_free(struct px_h2s *s2)
 	px_buf_drop(s, &vc->in);
 	px_buf_drop(s, &vc->out);
 	px_buf_drop(s, &vc->trailers);
+	px_buf_drop(s, &vc->rfields);
 	px_buf_drop(s, &s2->head);
 	px_buf_drop(s, &s2->host);
 	px_buf_drop(s, &s2->body);
 	s2->h2->c->n_sub--;
-	free(s2);
+	px_obj_put(&s->free_h2s, &s->n_free_h2s, s2);
 	return gave;
 }
 

@@ -82,7 +82,7 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 	struct px_up u;		/* the view the stream layer uses */
 	struct px_h2c *h2c;
 	int32_t id;		/* nghttp2 stream id, 0 = not submitted */
-	struct px_h2us *next;
+	struct px_h2us *next, **pprev;	/* h2c->streams: unlinked in O(1) */
 	/* request: u.out -> HEADERS + DATA */
 	size_t qlast;
 	int framing;
@@ -90,10 +90,12 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 	struct h1_chunked ck;
 	struct buf body;
 	bool req_done, deferred;
-	/* response: frames -> u.in */
+	/* response: HEADERS -> rh (fields), DATA -> u.in (raw, invariant 7) */
 	int status;
 	struct buf hdrs;	/* fields of the HEADERS being received */
-	bool resp_head, chunked, resp_done, closed;
+	struct buf rh;		/* the response head's fields, "name: value\r\n" */
+	bool head_end;		/* that HEADERS ended the stream (no body) */
+	bool resp_head, resp_done, closed;
 	size_t unacked;
 	/* invariant 6: on h2c's lists while it has something to do */
 	bool dirty;		/* to report (h2c->dirty) */
@@ -209,6 +211,26 @@ static void px_h2us_want_feed(struct px_h2us *us)
 	h->feed = us;
 }
 
+/* h->streams, doubly linked: a release costs O(1), not a walk of the
+ * connection's tries. */
+static void px_h2us_link(struct px_h2c *h, struct px_h2us *us)
+{
+	us->next = h->streams;
+	us->pprev = &h->streams;
+	if (h->streams)
+		h->streams->pprev = &us->next;
+	h->streams = us;
+}
+
+static void px_h2us_unlink(struct px_h2us *us)
+{
+	*us->pprev = us->next;
+	if (us->next)
+		us->next->pprev = us->pprev;
+	us->next = NULL;
+	us->pprev = NULL;
+}
+
 /* Take us off both lists (released, invariant 6). */
 static void px_h2us_unlist(struct px_h2c *h, struct px_h2us *us)
 {
@@ -261,43 +283,60 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	return 0;
 }
 
-/* The body ended (END_STREAM): close the HTTP/1.1 framing. */
+/* The body ended (END_STREAM): u.in holds the rest of it (invariant 7). */
 static void px_h2us_resp_end(struct px_h2us *us)
 {
 	if (us->resp_done)
 		return;
 	us->resp_done = true;
-	if (us->chunked) {
-		px_buf_get(us->u.srv, &us->u.in);
-		buf_append(&us->u.in, "0\r\n\r\n", 5);
-	}
+	us->u.in_end = true;
 }
 
+/* The response head arrived: its fields stay in rh for the stream layer
+ * (px_h2up_resp_head); the buffer is moved, not copied. */
 static void px_h2us_head(struct px_h2us *us, bool end_stream)
 {
-	struct buf *in = &us->u.in;
-	bool has_cl = false;
-	/* (no field but :status: hdrs has no area, and NULL + 0 is undefined) */
-	const char *p = us->hdrs.data ? buf_head(&us->hdrs) : "", *e = p + us->hdrs.data;
-
-	for (const char *l = p; l < e;) {	/* a length given: the body as it is */
-		const char *eol = memchr(l, '\n', (size_t)(e - l));
-
-		if (!strncasecmp(l, "content-length:", 15))
-			has_cl = true;
-		l = eol ? eol + 1 : e;
-	}
-	px_buf_get(us->u.srv, in);
-	buf_printf(in, "HTTP/1.1 %d %s\r\n", us->status, h1_reason(us->status, "Unknown"));
-	buf_append(in, p, us->hdrs.data);
-	if (end_stream && !has_cl)
-		buf_append(in, "content-length: 0\r\n", 19);
-	else if (!has_cl) {
-		us->chunked = true;
-		buf_append(in, "transfer-encoding: chunked\r\n", 28);
-	}
-	buf_append(in, "\r\n", 2);
+	us->rh = us->hdrs;
+	us->hdrs = (struct buf){ 0 };
+	us->head_end = end_stream;
 	us->resp_head = true;
+}
+
+int px_h2up_resp_head(struct px_up *u, struct h1_response *r, struct h1_header *h, size_t *n)
+{
+	struct px_h2us *us = u->h2;
+	/* (no field but :status: rh has no area, and NULL + 0 is undefined) */
+	const char *l = us->rh.data ? buf_head(&us->rh) : "", *e = l + us->rh.data;
+	size_t k = 0;
+	bool has_cl = false;
+
+	if (!us->resp_head)
+		return -EAGAIN;
+	while (l < e) {	/* our own "name: value\r\n" lines (on_header) */
+		const char *eol = memchr(l, '\n', (size_t)(e - l)), *colon;
+
+		colon = memchr(l, ':', (size_t)(eol - l));
+		if (k == *n)
+			return -EPROTO;	/* more fields than an HTTP/1.1 head may have */
+		h[k] = (struct h1_header){ .name = l, .name_len = (size_t)(colon - l),
+					   .value = colon + 2,
+					   .value_len = (size_t)(eol - 1 - (colon + 2)) };
+		has_cl |= px_name_is(&h[k], "content-length");
+		k++;
+		l = eol + 1;
+	}
+	if (us->head_end && !has_cl) {	/* headers only (gRPC trailers-only): no body */
+		if (k == *n)
+			return -EPROTO;
+		h[k++] = (struct h1_header){ .name = "content-length", .name_len = 14,
+					     .value = "0", .value_len = 1 };
+	}
+	*n = k;
+	r->minor_version = 1;
+	r->status = us->status;
+	r->reason = h1_reason(us->status, "Unknown");
+	r->reason_len = strlen(r->reason);
+	return 0;
 }
 
 /* Trailer fields: to the client's HTTP/2 view (h2conn.c sends them); an
@@ -365,11 +404,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 	}
 	in = &us->u.in;
 	px_buf_get(us->u.srv, in);
-	if (us->chunked && len)
-		buf_printf(in, "%zx\r\n", len);
-	buf_append(in, data, len);
-	if (us->chunked && len)
-		buf_append(in, "\r\n", 2);
+	buf_append(in, data, len);	/* raw: the frames delimit it (invariant 7) */
 	us->unacked += len;
 	px_h2us_mark(us);
 	px_h2us_want_feed(us);	/* acknowledge it (invariant 2) */
@@ -632,15 +667,17 @@ static void px_h2c_fail(struct px_h2c *h)
 
 		us->u.eof = true;
 		if (!st) {
-			h->streams = us->next;	/* (not attached: cannot happen) */
+			px_h2us_unlink(us);	/* (not attached: cannot happen) */
 			continue;
 		}
 		if (us->u.connecting)
 			ops->connect_failed(st);
 		else
 			ops->reset(st);
-		if (h->streams == us)	/* the stream kept it: detach */
-			h->streams = us->next, us->h2c = NULL;
+		if (h->streams == us) {	/* the stream kept it: detach */
+			px_h2us_unlink(us);
+			us->h2c = NULL;
+		}
 	}
 	px_h2c_free(h);
 }
@@ -770,6 +807,10 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_option *opt;
 	struct px_h2c *h, **pp;
 	int fd = px_netpol_connect(s, hs->ip, hs->port);
+	/* no RFC 7540 priority tree to keep per stream (RFC 9218). Not on
+	 * the client side (h2conn.c): nghttp2 would then skip PRIORITY
+	 * frames unseen, and h2flood.c counts them (77's priority flood) */
+	nghttp2_settings_entry no_tree = { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 };
 
 	if (fd < 0)
 		return NULL;
@@ -795,7 +836,7 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_session_client_new2(&h->sess, cb, h, opt);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
-	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, NULL, 0);
+	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, &no_tree, 1);
 	hs->n_conns++;
 	for (pp = &hs->h2c; *pp; pp = &(*pp)->next)	/* oldest first */
 		;
@@ -856,7 +897,8 @@ int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up 
 	if (!h)
 		return -ECONNREFUSED;
 	h->n_tries++;
-	us = zh_calloc(1, sizeof(*us));
+	us = px_obj_get(&s->free_h2us, &s->n_free_h2us, sizeof(*us));
+	memset(us, 0, sizeof(*us));
 	us->h2c = h;
 	us->u.srv = s;
 	us->u.fd = -1;
@@ -868,8 +910,7 @@ int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up 
 	us->u.h2 = us;
 	px_wr_init(&us->u.wr, PX_WR_UP, NULL);
 	us->u.wr.blocked = true;	/* never queued: no socket (batch.c) */
-	us->next = h->streams;
-	h->streams = us;
+	px_h2us_link(h, us);
 	px_h2us_want_feed(us);
 	*out = &us->u;
 	return 0;
@@ -877,16 +918,12 @@ int px_h2up_get(struct px_server *s, int host, uint32_t max_conns, struct px_up 
 
 void px_h2up_release(struct px_up *u)
 {
-	struct px_h2us *us = u->h2, **pp;
+	struct px_h2us *us = u->h2;
 	struct px_h2c *h = us->h2c;
 	struct px_server *s = u->srv;
 
 	if (h) {
-		for (pp = &h->streams; *pp; pp = &(*pp)->next)
-			if (*pp == us) {
-				*pp = us->next;
-				break;
-			}
+		px_h2us_unlink(us);
 		px_h2us_unlist(h, us);
 		h->n_tries--;
 		px_pool_wake(s, u->host);	/* a stream slot freed (invariant 22) */
@@ -911,7 +948,8 @@ void px_h2up_release(struct px_up *u)
 	px_buf_drop(s, &u->out);
 	px_buf_drop(s, &us->body);
 	px_buf_drop(s, &us->hdrs);
-	free(us);
+	px_buf_drop(s, &us->rh);
+	px_obj_put(&s->free_h2us, &s->n_free_h2us, us);
 }
 
 void px_h2up_update(struct px_up *u)
@@ -951,7 +989,7 @@ void px_h2up_close_all(struct px_server *s)
 			while (h->streams) {	/* (their streams are gone by now) */
 				struct px_h2us *us = h->streams;
 
-				h->streams = us->next;
+				px_h2us_unlink(us);
 				us->h2c = NULL;
 			}
 			px_h2c_free(h);

@@ -173,6 +173,9 @@ struct px_up {
 	uint32_t n_reqs;	/* requests carried */
 	uint32_t max_reqs;	/* pool policy's max requests per connection, 0 = no limit */
 	struct px_h2us *h2;	/* an HTTP/2 stream's view (h2up.c): no socket */
+	bool in_end;		/* HTTP/2 try: the answer ended (END_STREAM); its
+				 * head is fields (px_h2up_resp_head), in holds
+				 * its body raw (h2up.c invariant 7) */
 };
 
 /* What the stream layer asks of the client connection it serves (conn.c
@@ -211,6 +214,12 @@ struct px_conn {
 	uint32_t n_sub;		/* HTTP/2 streams open (not idle while > 0) */
 	struct buf trailers;	/* an HTTP/2 stream's view: response trailers
 				 * ("name: value\r\n" lines) from an HTTP/2 upstream */
+	/* An HTTP/2 stream's view, a forwarded answer (h2conn.c invariant 7):
+	 * its head as fields, not HTTP/1.1 text, and its body raw in out. A
+	 * local answer (px_reply) is HTTP/1.1 text in out, as for a socket. */
+	int rstatus;		/* the forwarded answer's status, 0 = none yet */
+	struct buf rfields;	/* its fields, "name: value\r\n" lines */
+	bool out_end;		/* the raw body in out is complete */
 };
 
 struct px_stream {
@@ -402,6 +411,9 @@ struct px_server {
 				 * views progressed, to send before the loop
 				 * waits (px_h2_run_queued); NULL = closed */
 	unsigned n_h2cq, cap_h2cq;
+	/* typed free lists of per-request objects (px_obj_get) */
+	struct px_free *free_st, *free_h2s, *free_h2us;
+	unsigned n_free_st, n_free_h2s, n_free_h2us;
 };
 
 /* A gRPC status that is the server's failure (as Envoy maps them to 5xx:
@@ -609,6 +621,54 @@ static inline void px_buf_drop(struct px_server *s, struct buf *b)
 	px_buf_put(s, b);
 }
 
+/* ---- typed free lists: the objects every request allocates (a px_stream,
+ * an HTTP/2 client stream, an HTTP/2 upstream try) are kept for reuse, at
+ * most PX_POOL_OBJS of each kind (memory by lifetime, DESIGN.md 7.8). The
+ * caller initializes what it gets: the storage is not zeroed. --------- */
+#define PX_POOL_OBJS 256
+
+struct px_free {
+	struct px_free *next;
+};
+
+static inline void *px_obj_get(struct px_free **fl, unsigned *n, size_t size)
+{
+	struct px_free *f = *fl;
+
+	if (!f)
+		return zh_malloc(size);
+	*fl = f->next;
+	(*n)--;
+	return f;
+}
+
+static inline void px_obj_put(struct px_free **fl, unsigned *n, void *p)
+{
+	struct px_free *f = p;
+
+	if (*n >= PX_POOL_OBJS) {
+		free(p);
+		return;
+	}
+	f->next = *fl;
+	*fl = f;
+	(*n)++;
+}
+
+/* At exit: give every kept object back (leak checkers see none). */
+static inline void px_obj_pools_free(struct px_server *s)
+{
+	struct px_free **lists[] = { &s->free_st, &s->free_h2s, &s->free_h2us };
+
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		while (*lists[i]) {
+			struct px_free *f = *lists[i];
+
+			*lists[i] = f->next;
+			free(f);
+		}
+	s->n_free_st = s->n_free_h2s = s->n_free_h2us = 0;
+}
 
 /* ---- layers, top to bottom (docs/proxy.md "Design note": files) ---------- */
 
@@ -683,6 +743,11 @@ void px_h2up_release(struct px_up *u);	/* the stream is done with u: reset if op
  * (so one opens). False: px_pool_get makes it wait (invariant 22). */
 bool px_h2up_room(struct px_server *s, int host, uint32_t max_conns);
 void px_h2up_update(struct px_up *u);	/* u->out grew or u->in drained */
+/* The answer's head as fields (h2up.c invariant 7): 0 with *r and h[0..*n)
+ * filled (pointing into the try, valid until it is released; a headers-
+ * only answer gets "content-length: 0"), -EAGAIN before it arrived,
+ * -EPROTO when it has more than *n fields (in: the capacity of h). */
+int px_h2up_resp_head(struct px_up *u, struct h1_response *r, struct h1_header *h, size_t *n);
 /* Run every kicked connection's session (h2up.c invariant 1): called by
  * px_wq_flush before each round of sends, so the loop never waits with a
  * connection kicked and not run. */

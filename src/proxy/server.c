@@ -428,6 +428,7 @@ out:
 		ss_close(s.ss);
 	while (s.n_bufs)
 		free(s.bufs[--s.n_bufs]);
+	px_obj_pools_free(&s);
 	for (int i = 0; i < s.n_stats; i++) {
 		free(s.stats[i].route);
 		free(s.stats[i].backend);

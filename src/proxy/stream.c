@@ -10,6 +10,7 @@
  * mirror.c and batch.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,7 +177,7 @@ static void px_log_access(struct px_server *s, struct px_stream *st)
 		tbuf, ts.tv_nsec / 1000000, ip, st->method, st->target,
 		st->client_minor, st->status, (unsigned long long)st->bytes_in,
 		(unsigned long long)st->bytes_out,
-		(unsigned long long)((ev_now_ns() - st->t0) / 1000),
+		(unsigned long long)((ev_turn_ns() - st->t0) / 1000),
 		st->d.route_name ? st->d.route_name : "-",
 		st->d.backend_name ? st->d.backend_name : "-", up,
 		st->reqid[0] ? st->reqid : "-", st->err ? st->err : "-");
@@ -202,7 +203,7 @@ void px_stream_free(struct px_stream *st)
 	px_pend_remove(st);
 	px_buf_drop(s, &st->rb);
 	px_mirror_drop_stream(st);
-	hist_record(ps->lat, ev_now_ns() - st->t0);
+	hist_record(ps->lat, ev_turn_ns() - st->t0);
 	px_istio_record(s, st);
 	px_log_access(s, st);
 	if (st->timer)
@@ -210,9 +211,9 @@ void px_stream_free(struct px_stream *st)
 	if (st->up)
 		px_up_release(st->up, false);
 	px_table_unref(st->tbl);
-	st->c->last_active = ev_now_ns();
+	st->c->last_active = ev_turn_ns();
 	st->c->st = NULL;
-	free(st);
+	px_obj_put(&s->free_st, &s->n_free_st, st);
 }
 
 void px_stream_end(struct px_stream *st)
@@ -386,16 +387,34 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 	px_put(b, "\r\n");
 }
 
+/* Zero a pooled stream, less the two large text arrays of its decision
+ * (4 KiB that px_route fills when it uses them): emptied, not cleared. */
+static void px_stream_zero(struct px_stream *st)
+{
+	char *p = (char *)st;
+	size_t a = offsetof(struct px_stream, d.path), b = a + sizeof(st->d.path);
+	size_t c = offsetof(struct px_stream, d.location), d = c + sizeof(st->d.location);
+
+	memset(p, 0, a);
+	memset(p + b, 0, c - b);
+	memset(p + d, 0, sizeof(*st) - d);
+	st->d.path[0] = 0;
+	st->d.location[0] = 0;
+}
+
 struct px_stream *px_stream_new(struct px_conn *c)
 {
-	struct px_stream *st = zh_calloc(1, sizeof(*st));
+	struct px_server *s = c->srv;
+	struct px_stream *st = px_obj_get(&s->free_st, &s->n_free_st, sizeof(*st));
+
+	px_stream_zero(st);
 
 	st->mb_off = true;	/* until px_mirror_begin */
 	st->c = c;
 	c->st = st;
 	st->host = -1;
 	st->grpc_status = -1;
-	st->t0 = ev_now_ns();
+	st->t0 = ev_turn_ns();
 	st->tbl = px_table_ref(c->srv->tbl);
 	st->rq = RQ_DONE;
 	st->rs = RS_CONNECT;
@@ -779,6 +798,8 @@ static void px_resp_finish(struct px_stream *st)
 {
 	if (st->out_chunked)
 		buf_append(&st->c->out, "0\r\n\r\n", 5);
+	if (st->c->one_req)
+		st->c->out_end = true;	/* an HTTP/2 view's raw body ends (h2conn.c 7) */
 	st->rs = RS_DONE;
 }
 
@@ -797,8 +818,33 @@ static int px_grpc_status(const struct h1_header *h, size_t n)
 	return v;
 }
 
-/* Parse the response head in up->in and write the client's head. 0 when
- * parsed (or more bytes needed), -EPROTO when the stream was failed. */
+/* The response head: an HTTP/2 try's fields as they are (h2up.c invariant
+ * 7), else parsed from up->in. Its length in up->in (0 for fields),
+ * -EAGAIN, or another h1 error. 1xx heads are dropped here. */
+static int px_resp_parse(struct px_stream *st, struct px_up *u, struct h1_response *r,
+			 struct h1_header *h, size_t *n)
+{
+	int rc;
+
+	if (u->h2) {
+		*n = PX_MAX_HDRS;
+		return px_h2up_resp_head(u, r, h, n);
+	}
+	for (;;) {
+		*n = PX_MAX_HDRS;
+		rc = h1_parse_response(buf_head(&u->in), u->in.data, st->up_last_len,
+				       &u->srv->lim, r, h, n);
+		if (rc < 0 || r->status >= 200 || r->status == 101)
+			return rc;
+		st->up_last_len = 0;
+		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
+	}
+}
+
+/* Parse the response head in up->in and write the client's head: HTTP/1.1
+ * text in c->out, or, for an HTTP/2 client's view, fields in c->rfields
+ * and the status in c->rstatus (h2conn.c invariant 7). 0 when parsed (or
+ * more bytes needed), -EPROTO when the stream was failed. */
 static int px_resp_head(struct px_stream *st)
 {
 	struct px_conn *c = st->c;
@@ -808,12 +854,11 @@ static int px_resp_head(struct px_stream *st)
 	struct h1_response r;
 	uint64_t cl = 0;
 	int rc, fr;
-	bool close_client;
+	bool close_client, view = c->one_req;
+	struct buf *o = view ? &c->rfields : &c->out;
 
 	for (;;) {
-		n = PX_MAX_HDRS;
-		rc = h1_parse_response(buf_head(&u->in), u->in.data, st->up_last_len,
-				       &c->srv->lim, &r, h, &n);
+		rc = px_resp_parse(st, u, &r, h, &n);
 		if (rc == -EAGAIN) {
 			st->up_last_len = u->in.data;
 			if (u->eof) {
@@ -833,11 +878,9 @@ static int px_resp_head(struct px_stream *st)
 		}
 		if (r.status >= 200)
 			break;
-		if (r.status == 101) {	/* we never forward Upgrade: a 101 is a protocol error */
-			px_stream_fail(st, 502, px_err_bad_upstream);
-			return -EPROTO;
-		}
-		buf_consume(&u->in, rc);	/* other 1xx: ours to drop (Expect is not forwarded) */
+		/* we never forward Upgrade: a 101 is a protocol error */
+		px_stream_fail(st, 502, px_err_bad_upstream);
+		return -EPROTO;
 	}
 	/* a trailers-only answer's; an HTTP/2 upstream's trailers may already
 	 * have set it (h2up.c parses them as they come, before this head is
@@ -859,18 +902,23 @@ static int px_resp_head(struct px_stream *st)
 		      !h1_header_has_token(h, n, "connection", "close");
 	/* a 1.0 client cannot read chunked; EOF-delimited bodies need a close
 	 * unless we can re-chunk them */
-	st->out_chunked = st->client_minor == 1 && (fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF);
+	st->out_chunked = !view && st->client_minor == 1 &&
+			  (fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF);
 	if ((fr == H1_BODY_CHUNKED || fr == H1_BODY_EOF) && st->client_minor == 0)
 		st->client_keep = false;
 	if (c->srv->draining)
 		st->client_keep = false;	/* invariant 18: Connection: close */
 	close_client = !st->client_keep || c->rd_eof;
-	px_buf_get(c->srv, &c->out);
-	px_put(&c->out, "HTTP/1.1 ");
-	px_put_u64(&c->out, (unsigned long long)r.status);
-	buf_append(&c->out, " ", 1);
-	buf_append(&c->out, r.reason, r.reason_len);
-	buf_append(&c->out, "\r\n", 2);
+	px_buf_get(c->srv, o);
+	if (view) {
+		c->rstatus = r.status;
+	} else {
+		px_put(o, "HTTP/1.1 ");
+		px_put_u64(o, (unsigned long long)r.status);
+		buf_append(o, " ", 1);
+		buf_append(o, r.reason, r.reason_len);
+		buf_append(o, "\r\n", 2);
+	}
 	for (i = 0; i < n; i++) {
 		if (st->head_req && px_name_is(&h[i], "content-length"))
 			goto keep;	/* HEAD: the length of the body not sent */
@@ -878,21 +926,24 @@ static int px_resp_head(struct px_stream *st)
 		    px_mods_drop(st->d.resp_mods, st->d.n_resp_mods, &h[i]))
 			continue;
 keep:
-		px_put_hdr(&c->out, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
+		px_put_hdr(o, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
 	}
-	px_mods_emit(&c->out, st->d.resp_mods, st->d.n_resp_mods);
+	px_mods_emit(o, st->d.resp_mods, st->d.n_resp_mods);
 	if (fr == H1_BODY_LENGTH) {
-		px_put(&c->out, "Content-Length: ");
-		px_put_u64(&c->out, (unsigned long long)cl);
-		px_put(&c->out, "\r\n");
+		px_put(o, "Content-Length: ");
+		px_put_u64(o, (unsigned long long)cl);
+		px_put(o, "\r\n");
 	}
 	else if (st->out_chunked)
-		px_put(&c->out, "Transfer-Encoding: chunked\r\n");
-	if (close_client)
-		px_put(&c->out, "Connection: close\r\n");
+		px_put(o, "Transfer-Encoding: chunked\r\n");
+	if (view)
+		;	/* framing and connection are HTTP/2's (h2conn.c) */
+	else if (close_client)
+		px_put(o, "Connection: close\r\n");
 	else if (st->client_minor == 0)
-		px_put(&c->out, "Connection: keep-alive\r\n");
-	px_put(&c->out, "\r\n");
+		px_put(o, "Connection: keep-alive\r\n");
+	if (!view)
+		px_put(o, "\r\n");
 	buf_consume(&u->in, rc);
 	st->rs = RS_BODY;
 	if (fr == H1_BODY_NONE || (fr == H1_BODY_LENGTH && !cl))
@@ -906,7 +957,7 @@ int px_pump_resp(struct px_stream *st)
 	struct px_conn *c = st->c;
 	struct px_up *u = st->up;
 
-	if (st->rs == RS_HEAD && (u->in.data || u->eof))
+	if (st->rs == RS_HEAD && (u->in.data || u->eof || u->h2))
 		if (px_resp_head(st))
 			return -EPROTO;
 	while (st->rs == RS_BODY && u->in.data && c->out.data < PX_HIGH) {
@@ -938,8 +989,10 @@ int px_pump_resp(struct px_stream *st)
 			buf_consume(&u->in, u->in.data);
 		}
 	}
-	if (st->rs == RS_BODY && u->eof && !u->in.data) {
-		if (st->resp_framing != H1_BODY_EOF) {
+	if (st->rs == RS_BODY && (u->eof || u->in_end) && !u->in.data) {
+		/* an HTTP/2 try's body without a length ends with END_STREAM
+		 * (in_end); its eof is a reset, never an end (h2up.c 7) */
+		if (st->resp_framing != H1_BODY_EOF || (u->h2 && !u->in_end)) {
 			px_stream_fail(st, 502, px_err_upstream_closed);
 			return -EPROTO;
 		}
@@ -978,7 +1031,7 @@ static int px_budget_slot(struct px_server *s, uint64_t sec)
 
 static void px_budget_request(struct px_server *s)
 {
-	s->bud_req[px_budget_slot(s, ev_now_ns() / 1000000000ULL)]++;
+	s->bud_req[px_budget_slot(s, ev_turn_ns() / 1000000000ULL)]++;
 }
 
 /* Take one retry from the budget: retries <= PCT % of requests + MIN_RPS/s. */
@@ -1026,7 +1079,7 @@ static void px_stream_attach(struct px_stream *st, struct px_up *u, int host)
 	st->host = host;
 	s->hosts[host].inflight++;
 	st->rs = u->connecting ? RS_CONNECT : RS_HEAD;
-	st->try_t0 = ev_now_ns();
+	st->try_t0 = ev_turn_ns();
 	st->up_last_len = 0;
 	px_buf_get(s, &u->out);
 	buf_append(&u->out, buf_head(&st->rb), st->rb.data);

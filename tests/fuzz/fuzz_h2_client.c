@@ -3,7 +3,8 @@
  * the connection preface, fed in two pieces (the first input byte says
  * where to cut). The stream layer below is a
  * stand-in that answers every request view it is given (a length body, a
- * chunked body with trailers, or headers only, by the request), so our
+ * chunked body with trailers, or headers only, by the request; as HTTP/1.1
+ * text or as fields with a raw body, h2conn.c invariant 7), so our
  * callbacks — request head synthesis and limits, body re-framing,
  * response conversion, trailers, flow control, stream lifecycle — all run.
  * Besides no crash and no sanitizer report, LeakSanitizer checks that
@@ -31,6 +32,11 @@
 uint64_t ev_now_ns(void)
 {
 	return 1;
+}
+
+uint64_t ev_turn_ns(void)
+{
+	return ev_now_ns();
 }
 
 void px_stream_free(struct px_stream *st)
@@ -62,7 +68,22 @@ void px_h1_run(struct px_conn *c)
 		c->in.data = c->in.head = 0;
 		return;
 	}
-	switch (rq.target_len % 4) {
+	switch (rq.target_len % 6) {
+	case 4:	/* a forwarded answer: fields and a raw body (h2conn.c 7) */
+		px_buf_get(c->srv, &c->rfields);
+		buf_printf(&c->rfields, "x-a: b\r\nContent-Length: 5\r\nconnection: close\r\n");
+		c->rstatus = 200;
+		buf_printf(&c->out, "hello");
+		c->out_end = rq.method_len % 2;	/* else: the body never ends */
+		px_buf_get(c->srv, &c->trailers);
+		buf_printf(&c->trailers, "grpc-status: 0\r\n");
+		break;
+	case 5:	/* fields, no body (a gRPC trailers-only answer) */
+		px_buf_get(c->srv, &c->rfields);
+		buf_printf(&c->rfields, "grpc-status: 14\r\ncontent-length: 0\r\n");
+		c->rstatus = 200;
+		c->out_end = true;
+		break;
 	case 0:
 		buf_printf(&c->out, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello");
 		break;
@@ -125,5 +146,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	px_buf_drop(&s, &c.out);
 	while (s.n_bufs)
 		free(s.bufs[--s.n_bufs]);
+	px_obj_pools_free(&s);
 	return 0;
 }
