@@ -11,6 +11,7 @@
 #define ZH_BUF_H
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 
 struct buf {
@@ -58,7 +59,19 @@ static inline void buf_consume(struct buf *b, size_t n)
 void buf_compact(struct buf *b);
 /* Make buf_room() >= n: compact first, grow (doubling) only if needed. */
 void buf_reserve(struct buf *b, size_t n);
-void buf_append(struct buf *b, const void *p, size_t n);
+
+/* Copy n bytes to the tail, growing as needed. Inline: the proxy appends
+ * every header it writes piece by piece, and the call was ~7 % of its
+ * instructions per HTTP/2 request. */
+static inline void buf_append(struct buf *b, const void *p, size_t n)
+{
+	if (!n)
+		return;
+	if (buf_room(b) < n)
+		buf_reserve(b, n);
+	memcpy(buf_tail(b), p, n);
+	b->data += n;
+}
 /* printf at the tail, growing as needed; returns bytes added. */
 size_t buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

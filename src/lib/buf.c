@@ -50,15 +50,6 @@ void buf_reserve(struct buf *b, size_t n)
 	b->size = want;
 }
 
-void buf_append(struct buf *b, const void *p, size_t n)
-{
-	if (!n)
-		return;
-	buf_reserve(b, n);
-	memcpy(buf_tail(b), p, n);
-	b->data += n;
-}
-
 size_t buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;

@@ -6,26 +6,31 @@
  * Design note. Each HTTP/2 stream gets a "view" (struct px_h2s.vc): a
  * px_conn without a socket whose c->in holds the stream's request as
  * HTTP/1.1 bytes (head synthesized from the pseudo-headers, body from DATA
- * frames) and whose c->out receives the response as the stream layer
- * writes it for any HTTP/1.1 client. h1req.c runs the view exactly as a
- * socket's bytes, so every HTTP/2 request goes through the same strict
- * head parser and limits, routing, splits, balancing, timeouts, retries
- * and metrics as an HTTP/1.1 one. The response head and body in vc.out
- * are parsed back (h1_parse_response, chunked decoding) into HEADERS and
- * DATA frames; trailers an HTTP/2 upstream received are in vc.trailers.
- * Costs one HTTP/1.1 serialization and parse per message each way: chosen
- * for one code path with all the policy, not for speed.
+ * frames) and which receives the response from the stream layer. h1req.c
+ * runs the view exactly as a socket's bytes, so every HTTP/2 request goes
+ * through the same strict head parser and limits, routing, splits,
+ * balancing, timeouts, retries and metrics as an HTTP/1.1 one. A
+ * forwarded answer comes back as fields (vc.rstatus, vc.rfields) and a
+ * raw body in vc.out that the data provider reads in place (invariant
+ * 7); a local answer (404, 503, a redirect, a gRPC trailers-only error)
+ * is HTTP/1.1 text in vc.out, parsed back (h1_parse_response, chunked
+ * decoding) into HEADERS and DATA. Trailers an HTTP/2 upstream received
+ * are in vc.trailers. The request still costs one HTTP/1.1 serialization
+ * and strict parse: that parse is the check every client head passes
+ * (docs/proxy.md invariant 3).
  *
  *   socket --c->in--> nghttp2 (mem_recv) --headers/data--> vc.in (HTTP/1.1)
- *   vc.out (HTTP/1.1) --parse--> body buf --data provider--> nghttp2
+ *   forwarded: vc.rfields + vc.out (raw) ------data provider--> nghttp2
+ *   local:     vc.out (HTTP/1.1) --parse--> body buf --provider--> nghttp2
  *   (mem_send) --c->out--> socket
  *
  * Invariants:
  *  1. Memory per stream is bounded: request bytes are acknowledged to the
  *     client (WINDOW_UPDATE, nghttp2_session_consume) only once vc.in holds
- *     less than PX_HIGH, so a stream's window (64 KiB) bounds vc.in; the
- *     response moves from vc.out to the body buffer only while that holds
- *     less than PX_HIGH, and vc.out itself is bounded by the stream layer's
+ *     less than PX_HIGH, so a stream's window (64 KiB) bounds vc.in; a
+ *     local answer moves from vc.out to the body buffer only while that
+ *     holds less than PX_HIGH (a forwarded one has no body buffer:
+ *     invariant 7), and vc.out itself is bounded by the stream layer's
  *     backpressure (upstream read only while vc.out < PX_HIGH).
  *  2. A slow reader stalls only itself: frames go to c->out only while it
  *     holds less than PX_HIGH; the rest waits in nghttp2, each stream's
@@ -62,6 +67,18 @@
  *     a small replay copy in a buffer of its size (px_buf_fit). A stream
  *     whose request body or answer is not coming costs its objects only
  *     (docs/proxy.md "Idle streams").
+ *  8. Frame to frame for forwarded answers: the stream layer (stream.c
+ *     px_resp_head) writes a forwarded answer's head to a view as fields,
+ *     vc.rstatus != 0 and vc.rfields ("name: value\r\n" lines after its
+ *     own filtering and modifiers, never HTTP/1.1 framing), its body raw
+ *     into vc.out (never chunked), and sets vc.out_end with the body's
+ *     last byte (px_resp_finish). px_h2s_resp_fields submits the fields
+ *     as they are (lower-cased, connection-specific ones dropped); the
+ *     data provider then reads vc.out itself (s2->raw), so vc.out is
+ *     bounded by the stream layer's backpressure (invariant 1) and the
+ *     answer ends when vc.out_end is set and vc.out is empty. A view
+ *     whose stream ends without vc.out_end was cut: reset, as before. A
+ *     local answer never sets vc.rstatus and takes the HTTP/1.1 path.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -129,6 +146,9 @@ struct px_h2 {
 	bool out_drained;	/* the last nghttp2_session_mem_send returned 0 */
 	bool trimmed;		/* px_h2_idle trimmed since the last run */
 	int flood;		/* 1 + the enum px_h2_flood exceeded, 0 = none */
+	struct px_h2s *hs_last;	/* on_header's last stream (a header block's
+				 * fields come in a row): no lookup per field;
+				 * cleared when that stream is freed */
 };
 
 #define VC_H2S(c) ((struct px_h2s *)(void *)((char *)(c) - offsetof(struct px_h2s, vc)))
@@ -196,7 +216,11 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
 	(void)flags;
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;	/* request trailers: dropped (HTTP/1.1 upstreams) */
-	s2 = px_h2s_get(ud, f->hd.stream_id);
+	s2 = ((struct px_h2 *)ud)->hs_last;
+	if (!s2 || s2->id != f->hd.stream_id || s2->closed) {
+		s2 = px_h2s_get(ud, f->hd.stream_id);
+		((struct px_h2 *)ud)->hs_last = s2;
+	}
 	if (!s2)
 		return 0;
 	if (s2->head.data + s2->host.data + nl + vl + 4 >
@@ -441,7 +465,9 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 	bool nobody = vc->out_end && !vc->out.data;
 	int rc;
 
-	snprintf(status, sizeof(status), "%03d", vc->rstatus % 1000);
+	status[0] = (char)('0' + vc->rstatus / 100 % 10);	/* (no printf per answer) */
+	status[1] = (char)('0' + vc->rstatus / 10 % 10);
+	status[2] = (char)('0' + vc->rstatus % 10);
 	nv[k++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3,
 				NGHTTP2_NV_FLAG_NONE };
 	while (l < e && k < sizeof(nv) / sizeof(nv[0])) {
@@ -650,6 +676,8 @@ static bool px_h2s_free(struct px_h2s *s2)
 	px_buf_drop(s, &s2->host);
 	px_buf_drop(s, &s2->body);
 	s2->h2->c->n_sub--;
+	if (s2->h2->hs_last == s2)
+		s2->h2->hs_last = NULL;
 	px_obj_put(&s->free_h2s, &s->n_free_h2s, s2);
 	return gave;
 }

@@ -5,15 +5,15 @@
  *
  * Design note. Each try on such a backend is a px_up without a socket
  * (u->h2, struct px_h2us): the stream layer writes the request into u->out
- * and reads the response from u->in as HTTP/1.1 bytes, exactly as for an
- * HTTP/1.1 upstream, so retries, timeouts, outlier detection and metrics
- * apply unchanged. Here the request head in u->out is parsed into HEADERS
- * (pseudo-headers from the request line and Host), its body decoded into
- * DATA; the response HEADERS become an HTTP/1.1 head in u->in (chunked
- * unless the backend sent a length, "content-length: 0" for a headers-
- * only answer such as gRPC's trailers-only), DATA its body, and trailers
- * go to the client's HTTP/2 view (c->trailers, h2conn.c) with the
- * chunked end.
+ * as HTTP/1.1 bytes and reads the response through the same px_up, so
+ * retries, timeouts, outlier detection and metrics apply unchanged. Here
+ * the request head in u->out is split into HEADERS (pseudo-headers from
+ * the request line and Host; invariant 8), its body decoded into DATA;
+ * the response HEADERS stay fields (us->rh) that the stream layer takes
+ * as its parsed head (px_h2up_resp_head, "content-length: 0" added for a
+ * headers-only answer such as gRPC's trailers-only), DATA go raw to
+ * u->in, END_STREAM sets u->in_end (invariant 7), and trailers go to the
+ * client's HTTP/2 view (c->trailers, h2conn.c).
  *
  * Invariants:
  *  1. No nghttp2 call runs inside the stream layer: px_h2up_update and
@@ -57,7 +57,21 @@
  *     feeds the feed list, px_h2c_report pops the dirty list one try at a
  *     time (a report may release others: px_h2up_release takes a try off
  *     both lists). So a loop turn costs O(tries that moved), not
- *     O(tries on the connection) per run and O(n^2) per report.
+ *     O(tries on the connection) per run and O(n^2) per report; a
+ *     release leaves h->streams in O(1) (doubly linked).
+ *  7. Frame to frame for answers: a try's response never becomes HTTP/1.1
+ *     text. Its head is the fields nghttp2 decoded and checked (RFC 9113
+ *     8.2), kept in us->rh as "name: value\r\n" lines, at most
+ *     lim.max_head bytes (else the try is reset: a 502) and PX_MAX_HDRS
+ *     fields (else px_h2up_resp_head fails: a 502); u->in holds only body
+ *     bytes, raw, delimited by the frames; a clean end is u->in_end, a
+ *     reset is u->eof: a body without content-length is complete only
+ *     with in_end (stream.c px_pump_resp). 1xx heads are dropped here.
+ *  8. The request head in u->out is always the stream layer's own text
+ *     (stream.c px_build_up_head, written from a head h1.c parsed
+ *     strictly): it is split at its separators (px_h2us_split_head), not
+ *     parsed a second time; what that writer never writes is refused
+ *     (-EPROTO: the try fails as a reset).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -84,7 +98,6 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 	int32_t id;		/* nghttp2 stream id, 0 = not submitted */
 	struct px_h2us *next, **pprev;	/* h2c->streams: unlinked in O(1) */
 	/* request: u.out -> HEADERS + DATA */
-	size_t qlast;
 	int framing;
 	uint64_t left;
 	struct h1_chunked ck;
@@ -117,6 +130,9 @@ struct px_h2c {			/* one multiplexed connection to an endpoint */
 	int qslot;		/* index in s->h2q while kicked, -1 = not */
 	uint64_t kick_timer;	/* px_h2up_run_kicked's fallback (invariant 1) */
 	uint64_t idle_since;	/* when its last try ended (or it opened) */
+	struct px_h2us *hs_last;	/* on_header's last try (a block's fields
+					 * come in a row): no lookup per field;
+					 * cleared when that try is released */
 };
 
 #define PX_H2C_ASSUMED_STREAMS 100	/* until the backend's SETTINGS (invariant 5) */
@@ -259,7 +275,11 @@ static void px_h2us_unlist(struct px_h2c *h, struct px_h2us *us)
 static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *name,
 		     size_t nl, const uint8_t *value, size_t vl, uint8_t flags, void *ud)
 {
-	struct px_h2us *us = px_h2us_of(ud, f->hd.stream_id);
+	struct px_h2c *h = ud;
+	struct px_h2us *us = h->hs_last;
+
+	if (!us || us->id != f->hd.stream_id)
+		us = h->hs_last = px_h2us_of(h, f->hd.stream_id);
 
 	(void)sess;
 	(void)flags;
@@ -463,6 +483,43 @@ static bool px_h2_drop_field(const struct h1_header *h, bool drop_length)
 	       px_name_is(h, "upgrade") || (drop_length && px_name_is(h, "content-length"));
 }
 
+/* Split the request head at the start of u.out into *rq and h[0..*n): the
+ * stream layer's own text (stream.c px_build_up_head, from a head h1.c
+ * parsed or HTTP/2 fields nghttp2 checked: invariant 8), so it is cut at
+ * its separators, not parsed again: "METHOD SP target SP HTTP/1.1", then
+ * "Name: value" lines, CRLF each, a blank line. Its length, -EAGAIN
+ * before the blank line, -EPROTO for what px_build_up_head never writes. */
+static int px_h2us_split_head(const char *p, size_t len, struct h1_request *rq,
+			      struct h1_header *h, size_t *n)
+{
+	const char *end = memmem(p, len, "\r\n\r\n", 4), *l, *eol, *sp1, *sp2;
+	size_t k = 0;
+
+	if (!end)
+		return -EAGAIN;
+	eol = memchr(p, '\r', (size_t)(end + 2 - p));
+	sp1 = memchr(p, ' ', (size_t)(eol - p));
+	sp2 = memrchr(p, ' ', (size_t)(eol - p));
+	if (!sp1 || sp2 == sp1)
+		return -EPROTO;
+	*rq = (struct h1_request){ .method = p, .method_len = (size_t)(sp1 - p),
+				   .target = sp1 + 1, .target_len = (size_t)(sp2 - sp1 - 1),
+				   .minor_version = 1 };
+	for (l = eol + 2; l < end + 2; l = eol + 2) {
+		const char *colon;
+
+		eol = memchr(l, '\r', (size_t)(end + 2 - l));
+		colon = memchr(l, ':', (size_t)(eol - l));
+		if (!colon || colon + 1 == eol || colon[1] != ' ' || k == *n)
+			return -EPROTO;
+		h[k++] = (struct h1_header){ .name = l, .name_len = (size_t)(colon - l),
+					     .value = colon + 2,
+					     .value_len = (size_t)(eol - colon - 2) };
+	}
+	*n = k;
+	return (int)(end + 4 - p);
+}
+
 size_t px_h2_request_nv(const struct h1_request *rq, const struct h1_header *h, size_t n,
 			bool drop_length, nghttp2_nv nv[PX_MAX_HDRS + 5], char names[PX_BUFSZ])
 {
@@ -495,7 +552,7 @@ size_t px_h2_request_nv(const struct h1_request *rq, const struct h1_header *h, 
 	return k;
 }
 
-/* Parse the request head in u.out and submit it. 0 (submitted or more
+/* Split the request head in u.out and submit it. 0 (submitted or more
  * bytes needed) or -EPROTO. */
 static int px_h2us_submit(struct px_h2us *us)
 {
@@ -508,11 +565,9 @@ static int px_h2us_submit(struct px_h2us *us)
 	uint64_t cl = 0;
 	int rc, hl;
 
-	rc = h1_parse_request(buf_head(&u->out), u->out.data, us->qlast, &u->srv->lim, &rq, h, &n);
-	if (rc == -EAGAIN) {
-		us->qlast = u->out.data;
+	rc = px_h2us_split_head(buf_head(&u->out), u->out.data, &rq, h, &n);
+	if (rc == -EAGAIN)
 		return 0;
-	}
 	if (rc < 0)
 		return -EPROTO;
 	hl = rc;
@@ -925,6 +980,8 @@ void px_h2up_release(struct px_up *u)
 	if (h) {
 		px_h2us_unlink(us);
 		px_h2us_unlist(h, us);
+		if (h->hs_last == us)
+			h->hs_last = NULL;
 		h->n_tries--;
 		px_pool_wake(s, u->host);	/* a stream slot freed (invariant 22) */
 		if (us->id) {

@@ -481,7 +481,9 @@ static inline bool px_name_is(const struct h1_header *h, const char *name)
 {
 	size_t n = strlen(name);
 
-	return h->name_len == n && !strncasecmp(h->name, name, n);
+	/* (the first letter before the call: most names differ there) */
+	return h->name_len == n && (h->name[0] | 0x20) == (name[0] | 0x20) &&
+	       !strncasecmp(h->name, name, n);
 }
 
 static inline uint64_t px_min_dl(uint64_t a, uint64_t b)	/* earliest deadline, 0 = none */

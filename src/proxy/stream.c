@@ -89,18 +89,41 @@ static void px_hex128(char *dst, uint64_t a, uint64_t b)
 
 /* ---- header helpers ------------------------------------------------------ */
 
-/* Hop-by-hop (RFC 9110 7.6.1) plus the framing headers we regenerate. */
+/* Hop-by-hop (RFC 9110 7.6.1) plus the framing headers we regenerate. hs
+ * is the whole list when it has a Connection header (its names are hop-
+ * by-hop too), else NULL: the caller looks once, not once per header. */
 static bool px_hop_by_hop(const struct h1_header *h, const struct h1_header *hs, size_t n)
 {
-	static const char *const hop[] = { "connection", "keep-alive", "proxy-connection", "te",
-					   "trailer", "upgrade", "transfer-encoding",
-					   "content-length", NULL };
 	size_t i;
-	int k;
 
-	for (k = 0; hop[k]; k++)
-		if (px_name_is(h, hop[k]))
+	switch (h->name_len) {	/* (by length first: one compare at most) */
+	case 2:
+		if (px_name_is(h, "te"))
 			return true;
+		break;
+	case 7:
+		if (px_name_is(h, "trailer") || px_name_is(h, "upgrade"))
+			return true;
+		break;
+	case 10:
+		if (px_name_is(h, "connection") || px_name_is(h, "keep-alive"))
+			return true;
+		break;
+	case 14:
+		if (px_name_is(h, "content-length"))
+			return true;
+		break;
+	case 16:
+		if (px_name_is(h, "proxy-connection"))
+			return true;
+		break;
+	case 17:
+		if (px_name_is(h, "transfer-encoding"))
+			return true;
+		break;
+	}
+	if (!hs)
+		return false;
 	/* names listed in Connection */
 	for (i = 0; i < n; i++) {
 		const char *p, *e;
@@ -349,6 +372,7 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 {
 	const struct px_decision *d = &st->d;
 	int hi = h1_find_header(h, n, "host");
+	const struct h1_header *conn = h1_find_header(h, n, "connection") >= 0 ? h : NULL;
 	size_t i;
 
 	buf_append(b, rq->method, rq->method_len);
@@ -369,7 +393,7 @@ static void px_build_up_head(struct px_stream *st, const struct h1_request *rq,
 	}
 	for (i = 0; i < n; i++) {
 		if (px_name_is(&h[i], "host") || px_name_is(&h[i], "expect") ||
-		    px_hop_by_hop(&h[i], h, n) ||
+		    px_hop_by_hop(&h[i], conn, n) ||
 		    px_mods_drop(d->req_mods, d->n_req_mods, &h[i]))
 			continue;
 		px_put_hdr(b, h[i].name, h[i].name_len, h[i].value, h[i].value_len);
@@ -786,6 +810,7 @@ static void px_resp_emit_body(struct px_stream *st, const char *p, size_t len)
 
 	if (!len)
 		return;
+	px_buf_get(st->c->srv, o);	/* (a view's head went to c->rfields) */
 	st->bytes_out += len;	/* payload bytes, as the access log documents */
 	if (st->out_chunked)
 		buf_printf(o, "%zx\r\n", len);
@@ -856,6 +881,7 @@ static int px_resp_head(struct px_stream *st)
 	int rc, fr;
 	bool close_client, view = c->one_req;
 	struct buf *o = view ? &c->rfields : &c->out;
+	const struct h1_header *conn;
 
 	for (;;) {
 		rc = px_resp_parse(st, u, &r, h, &n);
@@ -919,10 +945,11 @@ static int px_resp_head(struct px_stream *st)
 		buf_append(o, r.reason, r.reason_len);
 		buf_append(o, "\r\n", 2);
 	}
+	conn = h1_find_header(h, n, "connection") >= 0 ? h : NULL;
 	for (i = 0; i < n; i++) {
 		if (st->head_req && px_name_is(&h[i], "content-length"))
 			goto keep;	/* HEAD: the length of the body not sent */
-		if (px_hop_by_hop(&h[i], h, n) ||
+		if (px_hop_by_hop(&h[i], conn, n) ||
 		    px_mods_drop(st->d.resp_mods, st->d.n_resp_mods, &h[i]))
 			continue;
 keep:
