@@ -42,7 +42,12 @@
  *     inside a nghttp2 callback, and a stream whose view still has a
  *     px_stream (client reset, connection closed) frees it as a client
  *     that left.
- *  5. Every client event (bytes in, bytes sent) pumps every view; a view's
+ *  5. Every client event (bytes in, bytes sent) pumps every view that is
+ *     due (px_h2s_due): one the client's frames changed (s2->moved, set by
+ *     the receive callbacks) or one holding bytes that wait for room
+ *     (answer bytes for the client, request bytes for the upstream, bytes
+ *     to acknowledge); a view that only waits for its upstream is not
+ *     pumped (at 64 streams in flight most are). A view's
  *     own progress (its upstream answered) pumps that view only and queues
  *     the connection (s->h2cq); px_h2_run_queued, from batch.c's
  *     px_wq_flush before each round of sends, runs each queued connection
@@ -128,6 +133,8 @@ struct px_h2s {
 	struct h1_chunked ck;
 	struct buf body;	/* response body for the data provider */
 	bool closed;		/* nghttp2 closed the stream: free it (invariant 4) */
+	bool moved;		/* the client's frames changed it since its last
+				 * pump (invariant 5) */
 };
 
 struct px_h2 {
@@ -204,6 +211,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	s2->next = h2->streams;
 	h2->streams = s2;
 	c->n_sub++;
+	s2->moved = true;
 	nghttp2_session_set_stream_user_data(sess, s2->id, s2);
 	return 0;
 }
@@ -324,6 +332,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 	if (s2->chunked && len)
 		buf_append(&vc->in, "\r\n", 2);
 	s2->unacked += len;
+	s2->moved = true;
 	return 0;
 }
 
@@ -350,6 +359,7 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 		px_h2s_head_done(s2, end);
 	if (end)
 		px_h2s_req_end(s2);
+	s2->moved = true;
 	return 0;
 }
 
@@ -520,6 +530,8 @@ static int px_h2s_resp_head(struct px_h2s *s2)
 
 	if (vc->rstatus)
 		return px_h2s_resp_fields(s2);
+	if (!vc->out.data)
+		return 0;	/* nothing answered yet (most pumps of a view) */
 	for (;;) {
 		n = PX_MAX_HDRS;
 		rc = h1_parse_response(buf_head(&vc->out), vc->out.data, s2->rlast, &vc->srv->lim,
@@ -618,6 +630,18 @@ static int px_h2s_resp_body(struct px_h2s *s2)
 		nghttp2_session_resume_data(s2->h2->sess, s2->id);
 	}
 	return 0;
+}
+
+/* Whether a client event must pump s2 (invariant 5): its frames changed
+ * it, or it holds bytes that wait for room, the client's or the
+ * upstream's (an answer in vc.out or the body buffer, a request in vc.in,
+ * request bytes to acknowledge). A view that only waits for its upstream
+ * is left alone: the upstream's report pumps it (px_h2s_progress). */
+static bool px_h2s_due(const struct px_h2s *s2)
+{
+	const struct px_conn *vc = &s2->vc;
+
+	return s2->moved || vc->out.data || s2->body.data || vc->in.data || s2->unacked;
 }
 
 /* Run one stream's view (h1req.c) and turn what it answered into frames. */
@@ -837,7 +861,10 @@ void px_h2_run(struct px_conn *c)
 		}
 	}
 	for (s2 = h2->streams; s2 && !h2->dead && !h2->recv_err && !one; s2 = s2->next)
-		px_h2s_pump(s2);
+		if (px_h2s_due(s2)) {	/* (invariant 5) */
+			s2->moved = false;
+			px_h2s_pump(s2);
+		}
 	if (c->rd_eof && !c->in.data)
 		h2->dead = true;	/* the client is gone: so are its streams */
 	px_h2_output(h2);
