@@ -480,7 +480,7 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 	status[2] = (char)('0' + vc->rstatus % 10);
 	nv[k++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3,
 				NGHTTP2_NV_FLAG_NONE };
-	while (l < e && k < sizeof(nv) / sizeof(nv[0])) {
+	while (l < e) {
 		const char *eol = memchr(l, '\n', (size_t)(e - l)), *colon;
 		struct h1_header h;
 
@@ -489,8 +489,13 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 					.value = colon + 2,
 					.value_len = (size_t)(eol - 1 - (colon + 2)) };
 		l = eol + 1;
-		if (px_h2_drop_field(&h) || used + h.name_len > sizeof(names))
+		if (px_h2_drop_field(&h))
 			continue;
+		/* more fields than fit (an upstream's 128 plus the route's
+		 * added ones): reset the stream (the caller), never forward
+		 * a head with fields silently missing */
+		if (k == sizeof(nv) / sizeof(nv[0]) || used + h.name_len > sizeof(names))
+			return -EPROTO;
 		if (nobody && !s2->head_req && px_name_is(&h, "content-length"))
 			continue;	/* ours: headers-only (gRPC trailers-only) */
 		for (size_t j = 0; j < h.name_len; j++)	/* HTTP/2 names are lower case */

@@ -15,9 +15,31 @@ command -v nghttp >/dev/null || skip_all "nghttp missing (make deps: nghttp2-cli
 curl -V | grep -qw HTTP2 || skip_all "curl without HTTP/2"
 
 for k in 1 2 3; do lb_echo "v$k" $k; done
+# a backend whose answer to /many/N carries N fields x-f1..x-fN (and
+# Content-Length): more than an HTTP/2 client's view can forward once the
+# route adds its own
+"$PY" - $((B + 4)) <<'PY' >/dev/null 2>&1 &
+import socket, sys, threading
+def serve(c):
+    f = c.makefile("rb")
+    while True:
+        line = f.readline()
+        if not line:
+            return
+        n = int(line.split()[1].rsplit(b"/", 1)[1])
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        c.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"x-f%d: %d\r\n" % (i, i) for i in range(1, n + 1)) +
+                  b"Content-Length: 2\r\n\r\nok")
+l = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+while True:
+    threading.Thread(target=serve, args=(l.accept()[0],), daemon=True).start()
+PY
+PIDS+=($!)
 {
 	lb_svc web web $((B + 1)); lb_svc v1 v1 $((B + 1)); lb_svc v2 v2 $((B + 2)); lb_svc v3 v3 $((B + 3))
-	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod v2-1 v2; lb_pod v3-1 v3
+	lb_svc many many $((B + 4))
+	lb_pod web-1 web; lb_pod v1-1 v1; lb_pod v2-1 v2; lb_pod v3-1 v3; lb_pod many-1 many
 	cat <<YAML
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -36,11 +58,19 @@ spec:
     filters:
     - {type: ResponseHeaderModifier, responseHeaderModifier: {add: [{name: x-resp, value: r}]}}
     backendRefs: [{name: v1, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /many}}]
+    filters:
+    - type: ResponseHeaderModifier
+      responseHeaderModifier:
+        add: [{name: x-a1, value: a}, {name: x-a2, value: a}, {name: x-a3, value: a},
+              {name: x-a4, value: a}, {name: x-a5, value: a}, {name: x-a6, value: a},
+              {name: x-a7, value: a}, {name: x-a8, value: a}, {name: x-a9, value: a}]
+    backendRefs: [{name: many, port: 80}]
   - backendRefs: [{name: v1, port: 80}]
 YAML
 } >"$TMP/m.yaml"
 lb_apply
-lb_proxy web $P $S --access-log "$TMP/access.log"
+lb_proxy web $P $S --access-log "$TMP/access.log" --max-headers 128
 lb_up "proxy answers HTTP/1.1" $P $((B + 3))
 U="http://127.0.0.1:$P"
 H2=(curl -s --http2-prior-knowledge --max-time 10)
@@ -71,6 +101,18 @@ is "$(nghttp -d "$TMP/big.bin" "$U/" | md5sum)" "$(md5sum <"$TMP/big.bin")" \
 n=$("${H2[@]}" "$U/?size=250000" | wc -c)
 is "$n" 250000 "250 KB response through HTTP/2 flow control"
 is "$("${H2[@]}" -I -o /dev/null -w '%{http_code}' "$U/")" 200 "HEAD over HTTP/2"
+# an answer with more fields than the HTTP/2 head can carry: the stream is
+# reset, never forwarded with fields missing (100 + 9 added fit; 127 + 9
+# added + Content-Length do not)
+out=$("${H2[@]}" -D - -o /dev/null -w 'code=%{http_code}\n' "$U/many/100")
+is "$(grep -c '^x-[fa][0-9]*: ' <<<"$out") $(grep '^code=' <<<"$out")" "109 code=200" \
+	"an answer with 100 fields plus the route's 9: all 109 forwarded"
+"${H2[@]}" -D "$TMP/many.txt" -o /dev/null "$U/many/127"
+rc=$?
+diag "127 fields + 9 added: curl exit $rc, $(grep -c '^x-' "$TMP/many.txt") fields seen"
+ok $([ "$rc" -ne 0 ] && ! grep -q '^HTTP/2 200' "$TMP/many.txt"; echo $?) \
+	"an answer with 127 fields plus the route's 9: the stream is reset, not truncated"
+is "$("${H2[@]}" "$U/exact" | name)" v2 "... and the connection's others are served"
 
 # ---- per-request balancing on one connection ----------------------------------
 # (nghttp -m: curl 7.88 cannot reuse a prior-knowledge connection, curl#10634)
