@@ -22,9 +22,10 @@
  *   A timer added from a timer callback with a past deadline fires in the next
  *   iteration, never in the same pass (no livelock).
  * - ev_set_before_poll() installs one hook run at the start of every
- *   iteration, before the loop waits (Redis's beforeSleep): where work the
- *   previous iteration's callbacks batched (deferred sends) is flushed. It
- *   must leave nothing that needs doing before the next event.
+ *   iteration (but see ev_set_gather), before the loop waits (Redis's
+ *   beforeSleep): where work the previous iterations' callbacks batched
+ *   (deferred sends) is flushed. It must leave nothing that needs doing
+ *   before the next event.
  * - ev_set_after_poll() installs one hook that sees the whole batch of
  *   ready file events after the wait and before any callback runs (where a
  *   proxy receives on every ready socket with one batched call). The
@@ -34,6 +35,12 @@
  * - ev_set_busy_poll(ns): before sleeping in a wait, the loop polls without
  *   sleeping for up to ns; a wait with nothing ready can then last up to ns
  *   longer than its timeout. A timeout of 0 never spins.
+ * - ev_set_gather(turns): after an iteration that ran a callback, the next
+ *   one first polls without waiting; if events are ready it dispatches them
+ *   without running the before-poll hook first, in at most turns
+ *   iterations in a row (0: off, the default). The hook's batched work
+ *   (sends) then carries what those events add; it still runs before any
+ *   wait that may sleep.
  * - ev_run() returns 0 after ev_stop(), or -errno on a fatal epoll error.
  *   ev_stop() takes effect after the current iteration's callbacks.
  */
@@ -90,6 +97,9 @@ void ev_set_after_poll(struct ev_loop *loop, ev_ready_cb *cb, void *arg);
 uint64_t ev_iteration(const struct ev_loop *loop);	/* starts at 1 in the first */
 /* Before sleeping in a wait, poll without sleeping for up to ns (0: off). */
 void ev_set_busy_poll(struct ev_loop *loop, uint64_t ns);
+/* Let up to turns iterations in a row skip the before-poll hook when events
+ * are already ready (0: off). */
+void ev_set_gather(struct ev_loop *loop, unsigned turns);
 
 int ev_run(struct ev_loop *loop);
 void ev_stop(struct ev_loop *loop);

@@ -14,7 +14,9 @@
  *    (ev_set_before_poll, Redis's beforeSleep) every queued output buffer
  *    goes out in one batch (px_wq_flush).
  * HAProxy and h2o likewise send at the end of their loop turn, not per
- * event. With io_uring unavailable, ioq falls back to one call each, in the
+ * event. A turn whose successor finds events already ready lets them join
+ * before the flush (ev_set_gather, at most one turn in a row: server.c), so
+ * one send per socket carries both turns' bytes. With io_uring unavailable, ioq falls back to one call each, in the
  * same places.
  *
  *   producer (px_conn_progress)                px_wq_flush (before poll)

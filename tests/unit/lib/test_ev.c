@@ -316,6 +316,64 @@ static void test_busy_poll(void)
 	ev_loop_free(loop);
 }
 
+static int count_hook_calls;
+
+static void count_hook(struct ev_loop *loop, void *arg)
+{
+	(void)loop;
+	(void)arg;
+	count_hook_calls++;
+}
+
+/* Gathering: after a turn that ran a callback, events already ready are
+ * dispatched before the hook, in at most `turns` turns in a row; with
+ * nothing ready the hook runs before the wait. */
+static void test_gather(void)
+{
+	struct ev_loop *loop = ev_loop_new(4);
+	struct fdt t = { 0 };
+	int sv[2], n;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) < 0) {
+		ok(0, "socketpair: %s", strerror(errno));
+		return;
+	}
+	count_hook_calls = 0;
+	ev_add(loop, sv[0], EV_READ, read_cb, &t);
+	ev_set_before_poll(loop, count_hook, NULL);
+	ev_set_gather(loop, 1);
+	if (write(sv[1], "a", 1) != 1)
+		diag("write failed");
+	n = ev_run_once(loop, 100);
+	ok(n == 1 && count_hook_calls == 1, "gather: the first turn runs the hook, then its callback");
+	if (write(sv[1], "b", 1) != 1)
+		diag("write failed");
+	n = ev_run_once(loop, 100);
+	ok(n == 1 && t.reads == 2 && count_hook_calls == 1,
+	   "gather: a ready event after a busy turn is served before the hook");
+	if (write(sv[1], "c", 1) != 1)
+		diag("write failed");
+	n = ev_run_once(loop, 100);
+	ok(n == 1 && t.reads == 3 && count_hook_calls == 2,
+	   "gather: at most one turn in a row skips it");
+	n = ev_run_once(loop, 20);
+	ok(n == 0 && count_hook_calls == 3, "gather: nothing ready, the hook runs before the wait");
+	n = ev_run_once(loop, 20);
+	ok(n == 0 && count_hook_calls == 4, "gather: after an idle turn the hook runs first");
+	ev_set_gather(loop, 0);
+	if (write(sv[1], "d", 1) != 1)
+		diag("write failed");
+	ev_run_once(loop, 100);
+	if (write(sv[1], "e", 1) != 1)
+		diag("write failed");
+	ev_run_once(loop, 100);
+	ok(t.reads == 5 && count_hook_calls == 6, "gather off: the hook runs every turn");
+	ev_del(loop, sv[0]);
+	close(sv[0]);
+	close(sv[1]);
+	ev_loop_free(loop);
+}
+
 static void test_del_in_callback(void)
 {
 	struct ev_loop *loop = ev_loop_new(64);
@@ -419,6 +477,7 @@ int main(void)
 	test_fds();
 	test_before_poll();
 	test_busy_poll();
+	test_gather();
 	test_del_in_callback();
 	test_self_delete();
 	test_edge();
