@@ -82,7 +82,9 @@
  *     data provider then reads vc.out itself (s2->raw), so vc.out is
  *     bounded by the stream layer's backpressure (invariant 1) and the
  *     answer ends when vc.out_end is set and vc.out is empty. A view
- *     whose stream ends without vc.out_end was cut: reset, as before. A
+ *     whose stream ends without vc.out_end was cut: reset, as before. More
+ *     fields than px_h2s_resp_fields's array holds also reset the stream:
+ *     a head is forwarded whole or not at all. A
  *     local answer never sets vc.rstatus and takes the HTTP/1.1 path.
  */
 #include <errno.h>
