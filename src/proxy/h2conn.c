@@ -30,7 +30,7 @@
  *     less than PX_HIGH, so a stream's window (64 KiB) bounds vc.in; a
  *     local answer moves from vc.out to the body buffer only while that
  *     holds less than PX_HIGH (a forwarded one has no body buffer:
- *     invariant 7), and vc.out itself is bounded by the stream layer's
+ *     invariant 8), and vc.out itself is bounded by the stream layer's
  *     backpressure (upstream read only while vc.out < PX_HIGH).
  *  2. A slow reader stalls only itself: frames go to c->out only while it
  *     holds less than PX_HIGH; the rest waits in nghttp2, each stream's
@@ -128,7 +128,7 @@ struct px_h2s {
 	bool resp_head;		/* HEADERS submitted */
 	bool resp_done;		/* the whole body is in body (raw: in vc.out) */
 	bool raw;		/* a forwarded answer as fields: the data provider
-				 * reads vc.out as it is (invariant 7) */
+				 * reads vc.out as it is (invariant 8) */
 	bool deferred;		/* the data provider waits for bytes */
 	int framing;
 	uint64_t left;
@@ -407,7 +407,7 @@ static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size
 			   uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	struct px_h2s *s2 = src->ptr;
-	struct buf *b = s2->raw ? &s2->vc.out : &s2->body;	/* (invariant 7) */
+	struct buf *b = s2->raw ? &s2->vc.out : &s2->body;	/* (invariant 8) */
 	size_t n = b->data < len ? b->data : len;
 
 	(void)ud;
@@ -466,7 +466,7 @@ static bool px_h2_drop_field(const struct h1_header *h)
 
 /* A forwarded answer's head, fields from the stream layer (vc.rstatus,
  * vc.rfields: our own "name: value\r\n" lines, nothing to validate) →
- * HEADERS; its body is read raw from vc.out (invariant 7). 0 or -EPROTO. */
+ * HEADERS; its body is read raw from vc.out (invariant 8). 0 or -EPROTO. */
 static int px_h2s_resp_fields(struct px_h2s *s2)
 {
 	struct px_conn *vc = &s2->vc;
@@ -597,7 +597,7 @@ static int px_h2s_resp_body(struct px_h2s *s2)
 	struct px_server *s = vc->srv;
 	size_t before = s2->body.data;
 
-	if (s2->raw) {	/* the provider reads vc.out itself (invariant 7) */
+	if (s2->raw) {	/* the provider reads vc.out itself (invariant 8) */
 		s2->resp_done = vc->out_end;
 		if (s2->deferred && (vc->out.data || s2->resp_done)) {
 			s2->deferred = false;

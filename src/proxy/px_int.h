@@ -214,7 +214,7 @@ struct px_conn {
 	uint32_t n_sub;		/* HTTP/2 streams open (not idle while > 0) */
 	struct buf trailers;	/* an HTTP/2 stream's view: response trailers
 				 * ("name: value\r\n" lines) from an HTTP/2 upstream */
-	/* An HTTP/2 stream's view, a forwarded answer (h2conn.c invariant 7):
+	/* An HTTP/2 stream's view, a forwarded answer (h2conn.c invariant 8):
 	 * its head as fields, not HTTP/1.1 text, and its body raw in out. A
 	 * local answer (px_reply) is HTTP/1.1 text in out, as for a socket. */
 	int rstatus;		/* the forwarded answer's status, 0 = none yet */

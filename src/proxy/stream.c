@@ -868,7 +868,7 @@ static int px_resp_parse(struct px_stream *st, struct px_up *u, struct h1_respon
 
 /* Parse the response head in up->in and write the client's head: HTTP/1.1
  * text in c->out, or, for an HTTP/2 client's view, fields in c->rfields
- * and the status in c->rstatus (h2conn.c invariant 7). 0 when parsed (or
+ * and the status in c->rstatus (h2conn.c invariant 8). 0 when parsed (or
  * more bytes needed), -EPROTO when the stream was failed. */
 static int px_resp_head(struct px_stream *st)
 {
