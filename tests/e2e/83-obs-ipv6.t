@@ -71,7 +71,9 @@ wait_until 10 closed
 is "$(($(metric node-a istio_tcp_connections_opened_total $SRC) - o0))" "$n" \
 	"client side: connections opened = $n6 over IPv6 + $n4 over IPv4, one Service series"
 is "$(($(metric node-a istio_tcp_connections_closed_total $SRC) - c0))" "$n" "client side: connections closed = $n"
-is "$(($(metric node-a istio_tcp_sent_bytes_total $SRC) - b0))" "$rx" \
+# within 2 bytes (docs/observability.md "Bytes": a FIN that lands while
+# the release hook reads may count as a byte; seen once in ~1,000)
+is_near "$(($(metric node-a istio_tcp_sent_bytes_total $SRC) - b0))" "$rx" 2 \
 	"client side: response bytes = $rx, what bench counted over both families"
 served() { [ $(($(metric node-b istio_tcp_connections_opened_total $DST) - d0)) -ge "$n" ]; }
 wait_until 10 served

@@ -1,6 +1,7 @@
 # tap.sh — TAP helpers for shell tests (source it). Mirrors tests/lib/tap.h.
 #   ok COND_EXIT_STATUS "name"   e.g.  cmd; ok $? "cmd works"
 #   is GOT WANT "name"           a failure prints got/want on stderr (in CI logs)
+#   is_near GOT WANT SLACK "name"  integers within SLACK of each other
 #   skip_all "reason"            whole file skipped (prints 1..0 # SKIP)
 #   done_testing                 prints the plan; exit status = failures
 #   run_cases NAME...            runs each function NAME (a named case) in
@@ -21,6 +22,16 @@ is() {
 	TAP_N=$((TAP_N + 1))
 	if [ "$1" = "$2" ]; then echo "ok $TAP_N - $3"; return 0; fi
 	echo "not ok $TAP_N - $3"; echo "#   got '$1', want '$2'" >&2
+	TAP_FAILED=$((TAP_FAILED + 1)); return 1
+}
+is_near() {
+	local d
+	TAP_N=$((TAP_N + 1))
+	if [[ "$1" =~ ^-?[0-9]+$ && "$2" =~ ^-?[0-9]+$ ]]; then
+		d=$(($1 - $2))
+		if [ "${d#-}" -le "$3" ]; then echo "ok $TAP_N - $4"; return 0; fi
+	fi
+	echo "not ok $TAP_N - $4"; echo "#   got '$1', want '$2' (± $3)" >&2
 	TAP_FAILED=$((TAP_FAILED + 1)); return 1
 }
 diag() { echo "# $*"; }
