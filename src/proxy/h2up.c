@@ -119,6 +119,7 @@ struct px_h2us {		/* one try on an HTTP/2 upstream */
 struct px_h2c {			/* one multiplexed connection to an endpoint */
 	struct px_up sock;	/* invariant 4 */
 	nghttp2_session *sess;
+	struct px_h2mem mem;	/* the session's memory (h2mem.c: its small-block lists) */
 	struct px_h2c *next;	/* the endpoint's list (invariant 5) */
 	int n_tries;		/* tries attached (h->streams) */
 	int host;
@@ -492,9 +493,15 @@ static bool px_h2_drop_field(const struct h1_header *h, bool drop_length)
 static int px_h2us_split_head(const char *p, size_t len, struct h1_request *rq,
 			      struct h1_header *h, size_t *n)
 {
-	const char *end = memmem(p, len, "\r\n\r\n", 4), *l, *eol, *sp1, *sp2;
+	const char *end = p, *l, *eol, *sp1, *sp2;
 	size_t k = 0;
 
+	/* the blank line: one memchr per line (memmem's setup cost more
+	 * than the search, per request) */
+	while ((end = memchr(end, '\r', len - (size_t)(end - p))) &&
+	       !(p + len - end >= 4 && !memcmp(end, "\r\n\r\n", 4)))
+		if (++end == p + len)
+			return -EAGAIN;
 	if (!end)
 		return -EAGAIN;
 	eol = memchr(p, '\r', (size_t)(end + 2 - p));
@@ -544,6 +551,10 @@ size_t px_h2_request_nv(const struct h1_request *rq, const struct h1_header *h, 
 			names[used + j] = (char)(h[i].name[j] >= 'A' && h[i].name[j] <= 'Z' ?
 						 h[i].name[j] + 32 : h[i].name[j]);
 		nv[k++] = NV(names + used, h[i].name_len, h[i].value, h[i].value_len);
+		/* a value new at every request (ours: x-request-id) would evict
+		 * the backend's and our HPACK table at each one: never indexed */
+		if (h[i].name_len == 12 && !memcmp(names + used, "x-request-id", 12))
+			nv[k - 1].flags = NGHTTP2_NV_FLAG_NO_INDEX;
 		used += h[i].name_len;
 	}
 	if (grpc)	/* gRPC servers want it (the hop-by-hop TE was dropped) */
@@ -860,6 +871,7 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	struct px_host *hs = &s->hosts[host];
 	nghttp2_session_callbacks *cb;
 	nghttp2_option *opt;
+	nghttp2_mem mem;
 	struct px_h2c *h, **pp;
 	int fd = px_netpol_connect(s, hs->ip, hs->port);
 	/* no RFC 7540 priority tree to keep per stream (RFC 9218). Not on
@@ -888,7 +900,8 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_option_new(&opt);
 	nghttp2_option_set_no_auto_window_update(opt, 1);	/* invariant 2 */
 	nghttp2_option_set_peer_max_concurrent_streams(opt, PX_H2C_ASSUMED_STREAMS);
-	nghttp2_session_client_new2(&h->sess, cb, h, opt);
+	px_h2mem_init(&h->mem, &mem);	/* (nghttp2 copies mem; h->mem outlives sess) */
+	nghttp2_session_client_new3(&h->sess, cb, h, opt, &mem);
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, &no_tree, 1);

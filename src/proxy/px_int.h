@@ -38,13 +38,14 @@ struct px_h2_ctrl {
 	uint64_t t;		/* last refill (monotonic ns) */
 };
 
-/* h2mem.c: libnghttp2's memory for one HTTP/2 client connection, so an idle
- * one can give pages back (design note there). init fills mem (an
- * nghttp2_mem) to allocate through m; m must outlive the session. trim:
- * drop the pages nghttp2 cannot miss (all-zero pages of big blocks; the
- * outbound frame buffer too when out_idle: the session's output drained,
- * no stream open); returns the bytes handed back. Only between libnghttp2
- * calls. */
+/* h2mem.c: libnghttp2's memory for one HTTP/2 connection (design note
+ * there): small blocks from per-thread lists of size classes (both sides),
+ * big ones on pages of their own, so an idle client connection can give
+ * pages back. init fills mem (an nghttp2_mem) to allocate through m; m
+ * must outlive the session. trim: drop the pages nghttp2 cannot miss
+ * (all-zero pages of big blocks; the outbound frame buffer too when
+ * out_idle: the session's output drained, no stream open); returns the
+ * bytes handed back. Only between libnghttp2 calls. */
 #define PX_H2MEM_BIG		4096	/* blocks from this size get their own pages */
 #define PX_H2MEM_SLOTS		8	/* big blocks per connection; more: malloc */
 #define PX_H2MEM_MAXPAGES	16	/* larger blocks are never trimmed */

@@ -14,7 +14,7 @@ fuzz_init h2up
 # (h2up.c is #included by the target, not linked)
 fuzz_build fuzz_h2_upstream "$ROOT/tests/fuzz/fuzz_h2_upstream.c" \
 	"$ROOT/src/lib/buf.c" "$ROOT/src/lib/h1.c" "$ROOT/src/lib/log.c" \
-	$(pkg-config --libs libnghttp2) || done_testing
+	"$ROOT/src/proxy/h2mem.c" $(pkg-config --libs libnghttp2) || done_testing
 fuzz_run fuzz_h2_upstream h2_upstream
 # (clang 14: the harness's tries with no answer reach 321, the seeds 417)
 ok $([ "${FUZZ_COV:-0}" -ge 380 ]; echo $?) "the seeds reach our callbacks (coverage ${FUZZ_COV:-0} at start)"

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include <nghttp2/nghttp2.h>
+#include <sanitizer/asan_interface.h>
 
 #include "tap.h"
 #include "../../../src/proxy/px_int.h"
@@ -104,6 +105,59 @@ int main(void)
 	mem.free(b, mem.mem_user_data);
 	mem.free(small, mem.mem_user_data);
 	is_int(m.n, 0, "all freed (unmapped)");
+
+	/* ---- small blocks: size classes and this thread's lists (K4) ---- */
+	{
+		void *p[40], *was[40], *q, *r;
+		char *g;
+		int same = 0, n_bad = 0;
+
+		px_h2mem_init(&m, &mem);
+		q = mem.malloc(40, mem.mem_user_data);
+		ok(q && ((uintptr_t)q % 16) == 0, "a small block keeps 16-byte alignment");
+		mem.free(q, mem.mem_user_data);
+#ifdef __SANITIZE_ADDRESS__
+		ok(__asan_address_is_poisoned(q), "a listed block is poisoned (a use after free is caught)");
+#endif
+		r = mem.malloc(48, mem.mem_user_data);
+		ok(r == q, "a freed block is reused for a request of its class");
+		memset(r, 0x5a, 48);
+		mem.free(r, mem.mem_user_data);
+		g = mem.calloc(6, 8, mem.mem_user_data);
+		for (int i = 0; i < 48; i++)
+			n_bad += g[i] != 0;
+		ok(g == r && !n_bad, "calloc of a reused block zeroes it");
+		g = mem.realloc(g, 40, mem.mem_user_data);
+		ok(g == r, "realloc within its class keeps the block");
+		memcpy(g, "0123456789", 10);
+		g = mem.realloc(g, 1000, mem.mem_user_data);
+		ok(g && !memcmp(g, "0123456789", 10), "realloc to a larger class moves the bytes");
+		mem.free(g, mem.mem_user_data);
+		g = mem.malloc(PX_H2MEM_BIG - 8, mem.mem_user_data);	/* above the last class */
+		ok(g && m.n == 0, "a block above the last class and below big: malloc's, no slot");
+		memset(g, 1, PX_H2MEM_BIG - 8);
+		g = mem.realloc(g, PX_H2MEM_BIG - 4, mem.mem_user_data);
+		ok(g && g[PX_H2MEM_BIG - 9] == 1, "... it grows with its bytes");
+		mem.free(g, mem.mem_user_data);
+		/* the list of a class holds at most PX_H2MEM_CACHE bytes: of 40
+		 * blocks of 2048 (2032 usable), 16 come back from it */
+		for (int i = 0; i < 40; i++)
+			p[i] = mem.malloc(2000, mem.mem_user_data);
+		for (int i = 0; i < 40; i++)
+			mem.free(was[i] = p[i], mem.mem_user_data);
+		for (int i = 0; i < 16; i++) {	/* last in, first out */
+			p[i] = mem.malloc(2000, mem.mem_user_data);
+			same += p[i] == was[15 - i];
+		}
+		for (int i = 16; i < 40; i++)
+			p[i] = mem.malloc(2000, mem.mem_user_data);
+		ok(same == 32768 / 2048,
+		   "a class's list is bounded: the 16 blocks it kept (32 KiB) come back first, last in first out (%d)",
+		   same);
+		for (int i = 0; i < 40; i++)
+			mem.free(p[i], mem.mem_user_data);
+		is_int(m.n, 0, "no small block took a slot");
+	}
 
 	/* ---- a libnghttp2 server session on it ---- */
 	{
