@@ -56,6 +56,7 @@ else
 	HSRV="127.0.0.1:$EP"
 fi
 PIDS+=($!)
+BEPID=$!	# the backend (one process: nginx without master, or the echo)
 cat >"$TMP/m.yaml" <<YAML
 apiVersion: v1
 kind: Service
@@ -86,16 +87,28 @@ PIDS+=($NPID)
 sleep 1
 # h2load's line: "finished in 1.23s, 81234.56 req/s, 90.12MB/s" and
 # "requests: N total, N started, N done, N succeeded, ..."
-run() { # PORT PID: prints "req/s reqs-per-cpu-second"
-	local t0 t1 out rps ok
-	t0=$(proc_ticks "$2")
+# CPU of the whole run, not only the proxy's: the backend's (its process)
+# and h2load's (the children times of this subshell, bash's `times`), in
+# µs per request. On 2 vCPUs the three share the CPUs, so raw req/s is
+# bounded by their sum, not by the proxy alone (the "budget" lines below).
+child_cpu() { # (times, not $(times): a subshell has no children of its own)
+	times >"$TMP/times"
+	awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1e6}' \
+		"$TMP/times"
+}
+run() { # PORT PID: prints "req/s reqs-per-cpu-second backend-us/req h2load-us/req"
+	local t0 t1 b0 b1 c0 c1 out rps ok
+	local me=$BASHPID
+	child_cpu >"$TMP/c0.$me"; t0=$(proc_ticks "$2"); b0=$(proc_ticks "$BEPID")
 	out=$(h2load -n "$N" -c 4 -m 16 "http://127.0.0.1:$1/?size=1024" 2>&1)
-	t1=$(proc_ticks "$2")
+	t1=$(proc_ticks "$2"); b1=$(proc_ticks "$BEPID"); child_cpu >"$TMP/c1.$me"
+	c0=$(cat "$TMP/c0.$me"); c1=$(cat "$TMP/c1.$me")
 	rps=$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
 	ok=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' <<<"$out")
 	[ "${ok:-0}" -eq "$N" ] || { echo "run on :$1: $ok of $N succeeded" >&2; exit 1; }
-	awk -v r="$rps" -v n="$N" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-		'BEGIN { printf "%.0f %.0f\n", r, (d > 0 ? n / (d / hz) : 0) }'
+	awk -v r="$rps" -v n="$N" -v d=$((t1 - t0)) -v b=$((b1 - b0)) -v c=$((c1 - c0)) \
+		-v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.0f %.0f %.2f %.2f\n", r, (d > 0 ? n / (d / hz) : 0), b / hz * 1e6 / n, c / n }'
 }
 run "$ZP" "$ZPID" >/dev/null	# warm both
 run "$HP" "$HPID" >/dev/null
@@ -103,19 +116,34 @@ run "$NP" "$NPID" >/dev/null
 : >"$TMP/r"
 : >"$TMP/out"
 for i in $(seq "$PAIRS"); do
-	read -r zr zc < <(run "$ZP" "$ZPID")
-	read -r hr hc < <(run "$HP" "$HPID")
-	read -r nr nc < <(run "$NP" "$NPID")
+	read -r zr zc zb zl < <(run "$ZP" "$ZPID")
+	read -r hr hc hb hl < <(run "$HP" "$HPID")
+	read -r nr nc nb nl < <(run "$NP" "$NPID")
 	echo "round $i: zerohop $zr req/s ($zc per CPU-s), haproxy $hr req/s ($hc per CPU-s)," \
 		"nginx $nr req/s ($nc per CPU-s)" | tee -a "$TMP/out"
+	echo "  µs of CPU per request, proxy + backend + h2load: zerohop" \
+		"$(awk -v c="$zc" 'BEGIN {printf "%.2f", 1e6 / c}') + $zb + $zl, haproxy" \
+		"$(awk -v c="$hc" 'BEGIN {printf "%.2f", 1e6 / c}') + $hb + $hl"
 	echo "$(ratio "$zr" "$hr") $(ratio "$zc" "$hc") $(ratio "$zr" "$nr") $(ratio "$zc" "$nc")" \
 		>>"$TMP/r"
+	echo "$zc $zb $zl $hc $hb $hl" >>"$TMP/cpu"
 done
 col() { cut -d' ' -f"$1" "$TMP/r"; }
 echo "zerohop/haproxy req/s: $(col 1 | median)x ($(col 1 | spread))"
 echo "zerohop/haproxy per CPU-second: $(col 2 | median)x ($(col 2 | spread))"
 echo "zerohop/nginx req/s: $(col 3 | median)x ($(col 3 | spread))"
 echo "zerohop/nginx per CPU-second: $(col 4 | median)x ($(col 4 | spread))"
+# The budget: with proxy, backend and h2load on the same CPUs, raw req/s
+# is at most CPUs / (their µs per request summed). For zerohop's raw req/s
+# to be 1.3x HAProxy's, its own µs must fit in (HAProxy's sum) / 1.3 minus
+# what the backend and h2load cost behind it.
+cpu() { awk -v k="$1" '{print $k}' "$TMP/cpu" | median; }
+awk -v zc="$(cpu 1)" -v zb="$(cpu 2)" -v zl="$(cpu 3)" -v hc="$(cpu 4)" -v hb="$(cpu 5)" -v hl="$(cpu 6)" 'BEGIN {
+	z = 1e6 / zc; h = 1e6 / hc
+	printf "budget (medians, µs of CPU per request): zerohop %.2f + backend %.2f + h2load %.2f = %.2f; haproxy %.2f + %.2f + %.2f = %.2f\n", z, zb, zl, z + zb + zl, h, hb, hl, h + hb + hl
+	printf "budget: raw 1.3x HAProxy needs zerohop <= %.2f µs per request behind this backend and h2load (%.2fx HAProxy'"'"'s per CPU-second); it uses %.2f\n", (h + hb + hl) / 1.3 - zb - zl, h / ((h + hb + hl) / 1.3 - zb - zl), z
+}'
+
 [ "${P99:-0}" = 1 ] || exit 0
 # p99 at half HAProxy's max rate (header): "p99-in-us" of one timed run
 p99() { # PORT RPS_PER_CONNECTION

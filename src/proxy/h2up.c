@@ -29,7 +29,10 @@
  *  2. Memory per try is bounded as on the client side: response DATA is
  *     acknowledged (nghttp2_session_consume) only while u->in holds less
  *     than PX_HIGH; request body moves from u->out into the data provider's
- *     buffer only while that holds less than PX_HIGH.
+ *     buffer only while that holds less than PX_HIGH. The stream windows
+ *     bound each try, so the connection's receive window is opened wide
+ *     (PX_H2C_CONN_WINDOW): a connection-level stall would only idle the
+ *     backend.
  *  3. A released try whose stream is still open is reset (CANCEL); the
  *     connection lives on for the others. A connection that fails ends
  *     every try on it as a connect failure (not connected yet) or a reset.
@@ -137,6 +140,7 @@ struct px_h2c {			/* one multiplexed connection to an endpoint */
 };
 
 #define PX_H2C_ASSUMED_STREAMS 100	/* until the backend's SETTINGS (invariant 5) */
+#define PX_H2C_CONN_WINDOW (16 << 20)	/* the connection's receive window (px_h2c_open) */
 
 #define SOCK_H2C(w) ((struct px_h2c *)(void *)((char *)(w) - offsetof(struct px_h2c, sock.wr)))
 
@@ -905,6 +909,12 @@ static struct px_h2c *px_h2c_open(struct px_server *s, int host)
 	nghttp2_option_del(opt);
 	nghttp2_session_callbacks_del(cb);
 	nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, &no_tree, 1);
+	/* the connection's receive window: invariant 2 bounds each stream
+	 * (its 64 KiB window, acknowledged only below PX_HIGH), so the
+	 * connection needs no bound of its own; at the default 64 KiB, 64
+	 * answers of 1 KiB in flight fill it and the backend stalls on flow
+	 * control until our WINDOW_UPDATE (Envoy: 256 MiB, Go: 1 GiB) */
+	nghttp2_session_set_local_window_size(h->sess, NGHTTP2_FLAG_NONE, 0, PX_H2C_CONN_WINDOW);
 	hs->n_conns++;
 	for (pp = &hs->h2c; *pp; pp = &(*pp)->next)	/* oldest first */
 		;
