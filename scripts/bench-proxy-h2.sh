@@ -8,7 +8,11 @@
 # h2load (nghttp2-client) with 64 streams over 4 connections, contenders
 # interleaved Z H N Z H N ...; prints each run, then the median ratios
 # zerohop/haproxy and zerohop/nginx of req/s and of requests per proxy
-# CPU-second, with the min..max spread of the rounds.
+# CPU-second, with the min..max spread of the rounds. Each round also
+# prints the µs of CPU per request of the proxy, the backend and h2load,
+# and the end a "budget": with all three on the same CPUs, raw req/s is
+# bounded by their sum, so the line says what zerohop's own µs would have
+# to be for 1.3x HAProxy's raw req/s behind that backend and h2load.
 #
 #   scripts/bench-proxy-h2.sh [PAIRS=5] [REQUESTS=100000]
 #   BACKEND=h2 scripts/bench-proxy-h2.sh ...
