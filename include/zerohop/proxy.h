@@ -123,6 +123,7 @@ extern const char px_err_no_service[];	/* destination is no known service → 50
 extern const char px_err_connect_timeout[];	/* upstream connect timed out → 503 */
 extern const char px_err_timeout[];	/* request or backend timeout → 504 */
 extern const char px_err_overflow[];	/* endpoint pool full (connections and pending) → 503 */
+extern const char px_err_stream_idle[];	/* HTTP/2 stream silent for --stream-idle-timeout → 408 */
 
 int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen);
 struct px_table *px_table_ref(struct px_table *t);
@@ -361,6 +362,11 @@ struct px_config {
 	uint64_t connect_timeout_ms;
 	uint64_t client_idle_ms;
 	uint64_t upstream_idle_ms;
+	/* An HTTP/2 client stream with no frame either way this long is ended
+	 * (Envoy's stream_idle_timeout; docs/proxy.md "Timeouts"): 0 = the
+	 * default 300000, PX_STREAM_IDLE_OFF = never. */
+	uint64_t stream_idle_ms;
+#define PX_STREAM_IDLE_OFF	UINT64_MAX
 	/* Passive outlier detection: eject after outlier_consecutive (5)
 	 * failed tries in a row for outlier_base_ms (30000) x ejections. */
 	uint64_t outlier_base_ms;

@@ -50,6 +50,7 @@ const char px_err_no_service[] = "unknown destination service";
 const char px_err_connect_timeout[] = "upstream connect timed out";
 const char px_err_timeout[] = "request timed out";
 const char px_err_overflow[] = "upstream pool overflow";
+const char px_err_stream_idle[] = "stream timeout";	/* (Envoy's local reply text) */
 const struct px_pool_policy px_pool_default = {
 	.max_connections = 1024,	/* Envoy circuit breaker defaults */
 	.max_pending = 1024,

@@ -547,12 +547,13 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_timeouts_total{kind=\"connect\"} %llu\n"
 		   "zerohop_proxy_timeouts_total{kind=\"client_idle\"} %llu\n"
 		   "zerohop_proxy_timeouts_total{kind=\"upstream_idle\"} %llu\n"
+		   "zerohop_proxy_timeouts_total{kind=\"stream_idle\"} %llu\n"
 		   "# TYPE zerohop_proxy_requests_total counter\n",
 		   (unsigned long long)s->active, (unsigned long long)s->accepted,
 		   (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
 		   s->n_idle, (unsigned long long)s->n_timeouts,
 		   (unsigned long long)s->n_connect_timeouts, (unsigned long long)s->n_client_idle,
-		   (unsigned long long)s->n_up_idle);
+		   (unsigned long long)s->n_up_idle, (unsigned long long)s->n_stream_idle);
 	for (i = 0; i < s->n_stats; i++)
 		for (k = 0; k < 6; k++)
 			if (s->stats[i].by_class[k])
