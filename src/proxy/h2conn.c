@@ -84,7 +84,9 @@
  *     answer ends when vc.out_end is set and vc.out is empty. A view
  *     whose stream ends without vc.out_end was cut: reset, as before. More
  *     fields than px_h2s_resp_fields's array holds also reset the stream:
- *     a head is forwarded whole or not at all. A
+ *     a head is forwarded whole or not at all; so are an HTTP/2
+ *     upstream's trailers (vc.trailers, px_h2s_trailers: the same
+ *     PX_H2_RESP_FIELDS), both counted in s->n_h2_fields_reset. A
  *     local answer never sets vc.rstatus and takes the HTTP/1.1 path.
  *  9. A stream silent both ways ends, and no timer per stream does it
  *     (Envoy's stream_idle_timeout, --stream-idle-timeout, 300 s by
@@ -123,6 +125,10 @@
 #define PX_H2_RESET_RATE	33	/* then per second (nghttp2's, as Envoy's order) */
 #define PX_H2_MAX_CONTINUATIONS	8	/* CONTINUATION frames per header block */
 #define PX_H2_MAX_OUTBOUND_ACK	1000	/* SETTINGS/PING acks queued for a non-reader */
+/* Fields of a forwarded answer's head (besides :status) and of its
+ * trailers: an upstream's PX_MAX_HDRS and the route's added ones; more
+ * reset the stream (invariant 8) */
+#define PX_H2_RESP_FIELDS	(PX_MAX_HDRS + 7)
 
 static const char px_h2_preface_str[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PX_H2_PREFACE_LEN (sizeof(px_h2_preface_str) - 1)
@@ -425,54 +431,70 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, void
 
 /* ---- response: the view's HTTP/1.1 bytes -> frames ------------------------------ */
 
+/* The upstream's trailers (vc.trailers: "name: value\r\n" lines that
+ * h2up.c's nghttp2 decoded and checked) → a trailing HEADERS, every field
+ * or none (invariant 8's rule for heads): 1 submitted, 0 none,
+ * -E2BIG more than PX_H2_RESP_FIELDS, -EPROTO not submitted. */
+static int px_h2s_trailers(nghttp2_session *sess, struct px_h2s *s2)
+{
+	struct buf *t = &s2->vc.trailers;
+	nghttp2_nv nv[PX_H2_RESP_FIELDS];
+	char *p = buf_head(t), *e = p + t->data;
+	size_t k = 0;
+
+	while (p < e) {
+		char *eol = memchr(p, '\n', (size_t)(e - p)), *colon, *v, *ve;
+
+		if (!eol)
+			break;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon) {
+			if (k == PX_H2_RESP_FIELDS)
+				return -E2BIG;
+			for (v = colon + 1, ve = eol; v < ve && *v == ' '; v++)
+				;
+			if (ve > v && ve[-1] == '\r')
+				ve--;
+			nv[k++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v, (size_t)(colon - p),
+						(size_t)(ve - v), NGHTTP2_NV_FLAG_NONE };
+		}
+		p = eol + 1;
+	}
+	if (!k)
+		return 0;
+	return nghttp2_submit_trailer(sess, s2->id, nv, k) ? -EPROTO : 1;	/* (copied) */
+}
+
 static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size_t len,
 			   uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	struct px_h2s *s2 = src->ptr;
 	struct buf *b = s2->raw ? &s2->vc.out : &s2->body;	/* (invariant 8) */
 	size_t n = b->data < len ? b->data : len;
+	int rc;
 
 	(void)ud;
+	(void)id;
 	if (n) {
 		memcpy(out, buf_head(b), n);
 		buf_consume(b, n);
 	}
-	s2->last_frame = ev_turn_ns();	/* a DATA frame goes (invariant 9) */
 	if (!n && !s2->resp_done) {
 		s2->deferred = true;
 		return NGHTTP2_ERR_DEFERRED;
 	}
+	s2->last_frame = ev_turn_ns();	/* a DATA frame goes (invariant 9) */
 	if (s2->resp_done && !b->data) {
-		struct buf *t = &s2->vc.trailers;
-
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		if (t->data) {	/* "name: value\r\n" lines (upstream's trailers) */
-			nghttp2_nv nv[32];
-			char *p = buf_head(t), *e = p + t->data;
-			size_t k = 0;
-
-			while (p < e && k < 32) {
-				char *eol = memchr(p, '\n', e - p), *colon;
-
-				if (!eol)
-					break;
-				colon = memchr(p, ':', eol - p);
-				if (colon) {
-					char *v = colon + 1, *ve = eol;
-
-					while (v < ve && *v == ' ')
-						v++;
-					if (ve > v && ve[-1] == '\r')
-						ve--;
-					nv[k++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v,
-								(size_t)(colon - p),
-								(size_t)(ve - v),
-								NGHTTP2_NV_FLAG_NONE };
-				}
-				p = eol + 1;
-			}
-			if (k && !nghttp2_submit_trailer(sess, id, nv, k))
-				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		rc = s2->vc.trailers.data ? px_h2s_trailers(sess, s2) : 0;
+		if (rc > 0) {
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;	/* they end it */
+		} else if (rc < 0) {
+			/* never an answer with trailers silently missing (a
+			 * gRPC status among them): nghttp2 resets the stream
+			 * (INTERNAL_ERROR), as for too many head fields */
+			s2->vc.srv->n_h2_fields_reset[1]++;
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 		}
 	}
 	return (ssize_t)n;
@@ -493,7 +515,7 @@ static bool px_h2_drop_field(const struct h1_header *h)
 static int px_h2s_resp_fields(struct px_h2s *s2)
 {
 	struct px_conn *vc = &s2->vc;
-	nghttp2_nv nv[PX_MAX_HDRS + 8];
+	nghttp2_nv nv[1 + PX_H2_RESP_FIELDS];	/* :status and the fields */
 	char names[PX_BUFSZ], status[8];
 	const char *l = vc->rfields.data ? buf_head(&vc->rfields) : "", *e = l + vc->rfields.data;
 	size_t k = 0, used = 0;
@@ -519,8 +541,10 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 		/* more fields than fit (an upstream's 128 plus the route's
 		 * added ones): reset the stream (the caller), never forward
 		 * a head with fields silently missing */
-		if (k == sizeof(nv) / sizeof(nv[0]) || used + h.name_len > sizeof(names))
+		if (k == sizeof(nv) / sizeof(nv[0]) || used + h.name_len > sizeof(names)) {
+			vc->srv->n_h2_fields_reset[0]++;
 			return -EPROTO;
+		}
 		if (nobody && !s2->head_req && px_name_is(&h, "content-length"))
 			continue;	/* ours: headers-only (gRPC trailers-only) */
 		for (size_t j = 0; j < h.name_len; j++)	/* HTTP/2 names are lower case */

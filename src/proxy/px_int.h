@@ -404,6 +404,10 @@ struct px_server {
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
 	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
+	/* client streams reset because a forwarded answer's head [0] or
+	 * trailers [1] had more fields than HTTP/2 carries here (h2conn.c
+	 * invariant 8) */
+	uint64_t n_h2_fields_reset[2];
 	uint64_t n_h2_trimmed;	/* bytes idle connections gave back (h2mem.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 	struct px_h2c **h2q;	/* h2up.c: connections kicked, run before the
