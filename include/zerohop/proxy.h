@@ -16,6 +16,10 @@
  *   theirs (px_table_ref / px_table_unref; the last unref frees).
  * - px_route() is pure apart from the random number the caller passes in
  *   (weighted choice), so tests can drive it exactly.
+ * - A decision owns two strings, allocated only when used: a URLRewrite's
+ *   path and a RequestRedirect's Location, each to its size. The caller
+ *   frees them with px_decision_free() (the proxy: px_stream_free, where
+ *   every stream ends), so an ordinary stream holds neither.
  *
  * GAMMA consumer routes (a route whose Service parent is in another
  * namespace) apply only to clients of the route's namespace, and for those
@@ -123,6 +127,7 @@ extern const char px_err_no_service[];	/* destination is no known service → 50
 extern const char px_err_connect_timeout[];	/* upstream connect timed out → 503 */
 extern const char px_err_timeout[];	/* request or backend timeout → 504 */
 extern const char px_err_overflow[];	/* endpoint pool full (connections and pending) → 503 */
+extern const char px_err_stream_idle[];	/* HTTP/2 stream silent for --stream-idle-timeout → 408 */
 
 int px_table_build(struct md_state *st, struct px_table **out, char *err, size_t errlen);
 struct px_table *px_table_ref(struct px_table *t);
@@ -251,7 +256,10 @@ struct px_mirror_to {
 };
 
 /* The outcome of routing one request. Pointers point into the table (valid
- * while the caller holds a reference) or into the caller's path buffer. */
+ * while the caller holds a reference), except path and location: those
+ * two are the decision's own, allocated by px_route to their exact size
+ * only when it sets them (a URLRewrite path, a RequestRedirect location;
+ * the common case allocates nothing) and freed by px_decision_free. */
 struct px_decision {
 	enum px_action action;
 	const struct px_rule *rule;	/* matched rule, or NULL */
@@ -260,12 +268,12 @@ struct px_decision {
 	struct px_ip ip;	/* backend endpoint (family 0: none) */
 	uint16_t port;		/* host order */
 	int status;		/* PX_REDIRECT: 301/302/...; PX_NO_BACKEND: 500/503 */
-	/* Request rewrite: new path (with the original query appended) when
-	 * path_set, new Host when host != NULL. Redirect: location. */
-	bool path_set;
-	char path[2048];
+	/* Request rewrite: the new path (with the original query appended)
+	 * or NULL, the new Host or NULL. Redirect: the Location (NULL
+	 * otherwise). path and location: owned by the decision (above). */
+	char *path;
 	const char *host;
-	char location[2304];
+	char *location;
 	/* Request header modifiers to apply in order, then response ones. */
 	const struct md_header_mod *req_mods[PX_MAX_HDR_MODS];
 	int n_req_mods;
@@ -301,12 +309,25 @@ uint32_t px_table_ip4_of6(const struct px_table *t, const uint8_t ip6[16]);
  * check of an IPv6 endpoint judges an IPv4 client by it (netpol.c). */
 bool px_table_ip6_of4(const struct px_table *t, uint32_t ip4, uint8_t ip6[16]);
 
+#define PX_PATH_MAX	2048	/* a rewritten path, with its query, and its NUL */
+#define PX_LOCATION_MAX	2304	/* a redirect's Location and its NUL */
+
 /* Route req for the service svc. rnd is a uniform random 64-bit value used
  * for the weighted backend and endpoint choice. host is the request's Host
- * (for redirects), may be NULL. Always fills d; returns 0, or -ENAMETOOLONG
- * when a rewritten path or location does not fit (answer 500). */
+ * (for redirects), may be NULL. Always fills d, whatever d held before
+ * (d->path and d->location start NULL: a decision px_route filled must be
+ * freed with px_decision_free before it is routed again); returns 0, or
+ * -ENAMETOOLONG when a rewritten path or location does not fit
+ * PX_PATH_MAX / PX_LOCATION_MAX (answer 500). Success or not, the caller
+ * owns d->path and d->location from then on. */
 int px_route(const struct px_table *t, const struct px_svc *svc, const struct px_req_view *req,
 	     const char *host, size_t host_len, uint64_t rnd, struct px_decision *d);
+
+/* Free what px_route allocated in d (path, location) and set them NULL;
+ * a decision that holds nothing (zeroed, or freed already) is left as it
+ * is. The proxy calls it where the stream ends (px_stream_free), the one
+ * path every stream takes. */
+void px_decision_free(struct px_decision *d);
 
 /* One endpoint of a backend (port host order). */
 struct px_ep {
@@ -361,6 +382,11 @@ struct px_config {
 	uint64_t connect_timeout_ms;
 	uint64_t client_idle_ms;
 	uint64_t upstream_idle_ms;
+	/* An HTTP/2 client stream with no frame either way this long is ended
+	 * (Envoy's stream_idle_timeout; docs/proxy.md "Timeouts"): 0 = the
+	 * default 300000, PX_STREAM_IDLE_OFF = never. */
+	uint64_t stream_idle_ms;
+#define PX_STREAM_IDLE_OFF	UINT64_MAX
 	/* Passive outlier detection: eject after outlier_consecutive (5)
 	 * failed tries in a row for outlier_base_ms (30000) x ejections. */
 	uint64_t outlier_base_ms;

@@ -33,6 +33,8 @@ static void px_usage(FILE *f)
 		"  --connect-timeout DUR    upstream connect timeout (1s) → 503\n"
 		"  --client-idle-timeout DUR    close idle client connections (300s)\n"
 		"  --upstream-idle-timeout DUR  close pooled idle upstreams (60s)\n"
+		"  --stream-idle-timeout DUR    end an HTTP/2 stream with no frame either way\n"
+		"                           (300s, Envoy's; 0 = off) → 408, or RST_STREAM\n"
 		"  --outlier-base-ejection DUR  outlier ejection time, x ejections (30s)\n"
 		"  --outlier-consecutive N  failed tries in a row that eject (5)\n"
 		"  --drain-timeout DUR      SIGTERM: finish in-flight requests, then exit (15s)\n"
@@ -115,6 +117,7 @@ int cli_proxy(int argc, char **argv)
 		{ "connect-timeout", required_argument, NULL, 4 },
 		{ "client-idle-timeout", required_argument, NULL, 5 },
 		{ "upstream-idle-timeout", required_argument, NULL, 6 },
+		{ "stream-idle-timeout", required_argument, NULL, 18 },
 		{ "outlier-base-ejection", required_argument, NULL, 7 },
 		{ "outlier-consecutive", required_argument, NULL, 8 },
 		{ "drain-timeout", required_argument, NULL, 9 },
@@ -164,6 +167,13 @@ int cli_proxy(int argc, char **argv)
 		case 7: if (px_dur_opt("outlier-base-ejection", optarg, &cfg.outlier_base_ms)) goto bad; break;
 		case 9: if (px_dur_opt("drain-timeout", optarg, &cfg.drain_timeout_ms)) goto bad; break;
 		case 17: if (px_dur_opt("discard-time", optarg, &cfg.discard_ms)) goto bad; break;
+		case 18:
+			if (!strcmp(optarg, "0") ||
+			    (!md_duration_ms(optarg, &cfg.stream_idle_ms) && !cfg.stream_idle_ms))
+				cfg.stream_idle_ms = PX_STREAM_IDLE_OFF;	/* 0, 0s: off */
+			else if (px_dur_opt("stream-idle-timeout", optarg, &cfg.stream_idle_ms))
+				goto bad;
+			break;
 		case 10: if (px_busy_opt("--busy-poll", optarg, &cfg.busy_poll_us)) goto bad; break;
 		case 11: cgroup = optarg; break;
 		case 12: pin_dir = optarg; break;

@@ -84,8 +84,27 @@
  *     answer ends when vc.out_end is set and vc.out is empty. A view
  *     whose stream ends without vc.out_end was cut: reset, as before. More
  *     fields than px_h2s_resp_fields's array holds also reset the stream:
- *     a head is forwarded whole or not at all. A
+ *     a head is forwarded whole or not at all; so are an HTTP/2
+ *     upstream's trailers (vc.trailers, px_h2s_trailers: the same
+ *     PX_H2_RESP_FIELDS), both counted in s->n_h2_fields_reset. A
  *     local answer never sets vc.rstatus and takes the HTTP/1.1 path.
+ *  9. A stream silent both ways ends, and no timer per stream does it
+ *     (Envoy's stream_idle_timeout, --stream-idle-timeout, 300 s by
+ *     default, 0 = off): each stream notes the time of its last frame
+ *     (s2->last_frame: HEADERS or DATA received, response HEADERS
+ *     submitted, DATA read by the data provider), and the server's one
+ *     periodic idle sweep (px_h2_sweep_streams, at a quarter of the
+ *     shortest idle timeout) ends those silent for the timeout, as
+ *     Envoy: a stream without response headers yet is answered 408
+ *     "stream timeout" by the stream layer (px_stream_fail: its try
+ *     ends, its upstream stream is cancelled; a gRPC request gets the
+ *     trailers-only grpc-status 2 UNKNOWN, Envoy's mapping of 408), one
+ *     whose answer started is reset with NO_ERROR (Envoy's reset code
+ *     for a local reset); a stream still open one more timeout later
+ *     (its client reads nothing, so the 408 never left) is reset.
+ *     Counted in s->n_stream_idle. The sweep never frees a view
+ *     (invariant 4): it pumps the view and queues its connection
+ *     (invariant 5).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -106,6 +125,10 @@
 #define PX_H2_RESET_RATE	33	/* then per second (nghttp2's, as Envoy's order) */
 #define PX_H2_MAX_CONTINUATIONS	8	/* CONTINUATION frames per header block */
 #define PX_H2_MAX_OUTBOUND_ACK	1000	/* SETTINGS/PING acks queued for a non-reader */
+/* Fields of a forwarded answer's head (besides :status) and of its
+ * trailers: an upstream's PX_MAX_HDRS and the route's added ones; more
+ * reset the stream (invariant 8) */
+#define PX_H2_RESP_FIELDS	(PX_MAX_HDRS + 7)
 
 static const char px_h2_preface_str[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PX_H2_PREFACE_LEN (sizeof(px_h2_preface_str) - 1)
@@ -137,6 +160,8 @@ struct px_h2s {
 	bool closed;		/* nghttp2 closed the stream: free it (invariant 4) */
 	bool moved;		/* the client's frames changed it since its last
 				 * pump (invariant 5) */
+	bool idle_ended;	/* the stream idle timeout fired (invariant 9) */
+	uint64_t last_frame;	/* ev_turn_ns of its last frame (invariant 9) */
 };
 
 struct px_h2 {
@@ -209,6 +234,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void 
 	s2->vc.dst_v6low = c->dst_v6low;
 	s2->vc.dst_port = c->dst_port;
 	s2->vc.last_active = ev_turn_ns();
+	s2->last_frame = s2->vc.last_active;
 	px_wr_init(&s2->vc.wr, PX_WR_CONN, NULL);	/* never queued: no socket */
 	s2->next = h2->streams;
 	h2->streams = s2;
@@ -335,6 +361,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 		buf_append(&vc->in, "\r\n", 2);
 	s2->unacked += len;
 	s2->moved = true;
+	s2->last_frame = ev_turn_ns();
 	return 0;
 }
 
@@ -362,6 +389,7 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
 	if (end)
 		px_h2s_req_end(s2);
 	s2->moved = true;
+	s2->last_frame = ev_turn_ns();
 	return 0;
 }
 
@@ -403,14 +431,50 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t err, void
 
 /* ---- response: the view's HTTP/1.1 bytes -> frames ------------------------------ */
 
+/* The upstream's trailers (vc.trailers: "name: value\r\n" lines that
+ * h2up.c's nghttp2 decoded and checked) → a trailing HEADERS, every field
+ * or none (invariant 8's rule for heads): 1 submitted, 0 none,
+ * -E2BIG more than PX_H2_RESP_FIELDS, -EPROTO not submitted. */
+static int px_h2s_trailers(nghttp2_session *sess, struct px_h2s *s2)
+{
+	struct buf *t = &s2->vc.trailers;
+	nghttp2_nv nv[PX_H2_RESP_FIELDS];
+	char *p = buf_head(t), *e = p + t->data;
+	size_t k = 0;
+
+	while (p < e) {
+		char *eol = memchr(p, '\n', (size_t)(e - p)), *colon, *v, *ve;
+
+		if (!eol)
+			break;
+		colon = memchr(p, ':', (size_t)(eol - p));
+		if (colon) {
+			if (k == PX_H2_RESP_FIELDS)
+				return -E2BIG;
+			for (v = colon + 1, ve = eol; v < ve && *v == ' '; v++)
+				;
+			if (ve > v && ve[-1] == '\r')
+				ve--;
+			nv[k++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v, (size_t)(colon - p),
+						(size_t)(ve - v), NGHTTP2_NV_FLAG_NONE };
+		}
+		p = eol + 1;
+	}
+	if (!k)
+		return 0;
+	return nghttp2_submit_trailer(sess, s2->id, nv, k) ? -EPROTO : 1;	/* (copied) */
+}
+
 static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size_t len,
 			   uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	struct px_h2s *s2 = src->ptr;
 	struct buf *b = s2->raw ? &s2->vc.out : &s2->body;	/* (invariant 8) */
 	size_t n = b->data < len ? b->data : len;
+	int rc;
 
 	(void)ud;
+	(void)id;
 	if (n) {
 		memcpy(out, buf_head(b), n);
 		buf_consume(b, n);
@@ -419,37 +483,18 @@ static ssize_t px_h2s_read(nghttp2_session *sess, int32_t id, uint8_t *out, size
 		s2->deferred = true;
 		return NGHTTP2_ERR_DEFERRED;
 	}
+	s2->last_frame = ev_turn_ns();	/* a DATA frame goes (invariant 9) */
 	if (s2->resp_done && !b->data) {
-		struct buf *t = &s2->vc.trailers;
-
 		*flags |= NGHTTP2_DATA_FLAG_EOF;
-		if (t->data) {	/* "name: value\r\n" lines (upstream's trailers) */
-			nghttp2_nv nv[32];
-			char *p = buf_head(t), *e = p + t->data;
-			size_t k = 0;
-
-			while (p < e && k < 32) {
-				char *eol = memchr(p, '\n', e - p), *colon;
-
-				if (!eol)
-					break;
-				colon = memchr(p, ':', eol - p);
-				if (colon) {
-					char *v = colon + 1, *ve = eol;
-
-					while (v < ve && *v == ' ')
-						v++;
-					if (ve > v && ve[-1] == '\r')
-						ve--;
-					nv[k++] = (nghttp2_nv){ (uint8_t *)p, (uint8_t *)v,
-								(size_t)(colon - p),
-								(size_t)(ve - v),
-								NGHTTP2_NV_FLAG_NONE };
-				}
-				p = eol + 1;
-			}
-			if (k && !nghttp2_submit_trailer(sess, id, nv, k))
-				*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		rc = s2->vc.trailers.data ? px_h2s_trailers(sess, s2) : 0;
+		if (rc > 0) {
+			*flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;	/* they end it */
+		} else if (rc < 0) {
+			/* never an answer with trailers silently missing (a
+			 * gRPC status among them): nghttp2 resets the stream
+			 * (INTERNAL_ERROR), as for too many head fields */
+			s2->vc.srv->n_h2_fields_reset[1]++;
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 		}
 	}
 	return (ssize_t)n;
@@ -470,7 +515,7 @@ static bool px_h2_drop_field(const struct h1_header *h)
 static int px_h2s_resp_fields(struct px_h2s *s2)
 {
 	struct px_conn *vc = &s2->vc;
-	nghttp2_nv nv[PX_MAX_HDRS + 8];
+	nghttp2_nv nv[1 + PX_H2_RESP_FIELDS];	/* :status and the fields */
 	char names[PX_BUFSZ], status[8];
 	const char *l = vc->rfields.data ? buf_head(&vc->rfields) : "", *e = l + vc->rfields.data;
 	size_t k = 0, used = 0;
@@ -496,8 +541,10 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 		/* more fields than fit (an upstream's 128 plus the route's
 		 * added ones): reset the stream (the caller), never forward
 		 * a head with fields silently missing */
-		if (k == sizeof(nv) / sizeof(nv[0]) || used + h.name_len > sizeof(names))
+		if (k == sizeof(nv) / sizeof(nv[0]) || used + h.name_len > sizeof(names)) {
+			vc->srv->n_h2_fields_reset[0]++;
 			return -EPROTO;
+		}
 		if (nobody && !s2->head_req && px_name_is(&h, "content-length"))
 			continue;	/* ours: headers-only (gRPC trailers-only) */
 		for (size_t j = 0; j < h.name_len; j++)	/* HTTP/2 names are lower case */
@@ -508,6 +555,7 @@ static int px_h2s_resp_fields(struct px_h2s *s2)
 		used += h.name_len;
 	}
 	s2->resp_head = true;
+	s2->last_frame = ev_turn_ns();
 	s2->raw = true;
 	s2->resp_done = vc->out_end;
 	if (nobody) {
@@ -576,6 +624,7 @@ static int px_h2s_resp_head(struct px_h2s *s2)
 		used += h[i].name_len;
 	}
 	s2->resp_head = true;
+	s2->last_frame = ev_turn_ns();
 	if (s2->framing == H1_BODY_NONE || (s2->framing == H1_BODY_LENGTH && !cl)) {
 		/* no body: HEADERS with END_STREAM (a gRPC trailers-only answer) */
 		s2->resp_done = true;
@@ -754,15 +803,11 @@ static void px_h2_output(struct px_h2 *h2)
 		c->closing = true;
 }
 
-/* A view's progress (its stream's upstream or timer moved): run it, then
- * queue the connection itself to send before the loop waits (invariant 5). */
-static void px_h2s_progress(struct px_conn *vc)
+/* Queue h2's connection to send before the loop waits (invariant 5). */
+static void px_h2_queue(struct px_h2 *h2)
 {
-	struct px_h2s *s2 = VC_H2S(vc);
-	struct px_h2 *h2 = s2->h2;
-	struct px_server *s = vc->srv;
+	struct px_server *s = h2->c->srv;
 
-	px_h2s_pump(s2);
 	if (h2->qslot >= 0)
 		return;
 	if (s->n_h2cq == s->cap_h2cq) {
@@ -771,6 +816,60 @@ static void px_h2s_progress(struct px_conn *vc)
 	}
 	h2->qslot = (int)s->n_h2cq;
 	s->h2cq[s->n_h2cq++] = h2->c;
+}
+
+/* A view's progress (its stream's upstream or timer moved): run it, then
+ * queue the connection itself to send (invariant 5). */
+static void px_h2s_progress(struct px_conn *vc)
+{
+	struct px_h2s *s2 = VC_H2S(vc);
+
+	px_h2s_pump(s2);
+	px_h2_queue(s2->h2);
+}
+
+/* End a stream silent for the stream idle timeout (invariant 9). */
+static void px_h2s_idle_end(struct px_h2s *s2, uint64_t now)
+{
+	struct px_conn *vc = &s2->vc;
+	struct px_stream *st = vc->st;
+
+	s2->last_frame = now;	/* one more timeout for the answer to leave */
+	if (s2->idle_ended) {	/* it did not: the client reads nothing */
+		nghttp2_submit_rst_stream(s2->h2->sess, NGHTTP2_FLAG_NONE, s2->id,
+					  NGHTTP2_NO_ERROR);
+		px_h2_queue(s2->h2);
+		return;
+	}
+	s2->idle_ended = true;
+	vc->srv->n_stream_idle++;
+	if (st && !s2->resp_head && (st->rs == RS_CONNECT || st->rs == RS_HEAD)) {
+		/* nothing answered: 408, as Envoy (ends st, cancels its try) */
+		px_stream_fail(st, 408, px_err_stream_idle);
+		px_h2s_progress(vc);
+		return;
+	}
+	if (st)
+		st->err = px_err_stream_idle;	/* (access log) */
+	nghttp2_submit_rst_stream(s2->h2->sess, NGHTTP2_FLAG_NONE, s2->id, NGHTTP2_NO_ERROR);
+	px_h2_queue(s2->h2);
+}
+
+void px_h2_sweep_streams(struct px_server *s, uint64_t now)
+{
+	struct px_conn *c;
+	struct px_h2s *s2;
+
+	if (!s->stream_idle_ns)
+		return;
+	for (c = s->conns; c; c = c->next) {
+		if (!c->h2 || !c->n_sub || c->h2->dead)
+			continue;
+		for (s2 = c->h2->streams; s2; s2 = s2->next)
+			if (!s2->closed && now > s2->last_frame &&
+			    now - s2->last_frame >= s->stream_idle_ns)
+				px_h2s_idle_end(s2, now);
+	}
 }
 
 void px_h2_run_queued(struct px_server *s)

@@ -116,6 +116,7 @@ int px_capture_refresh(struct px_capture *cap);
 #define PX_DEF_CONNECT_MS	1000
 #define PX_DEF_CLIENT_IDLE_MS	300000
 #define PX_DEF_UPSTREAM_IDLE_MS	60000
+#define PX_DEF_STREAM_IDLE_MS	300000	/* Envoy's stream_idle_timeout */
 #define PX_DEF_DRAIN_MS		15000
 #define PX_DEF_DISCARD_MS	30000	/* nginx's lingering_time (invariant 24) */
 #define PX_DEF_OUTLIER_BASE_MS	30000
@@ -367,8 +368,10 @@ struct px_server {
 	uint64_t active, accepted, reloads, reload_errors;
 	struct px_conn *conns;	/* all client connections */
 	uint64_t connect_ns, client_idle_ns, up_idle_ns;
+	uint64_t stream_idle_ns;	/* 0 = off (h2conn.c invariant 9) */
 	uint64_t sweep_ns, sweep_timer;
 	uint64_t n_timeouts, n_connect_timeouts, n_client_idle, n_up_idle;
+	uint64_t n_stream_idle;	/* HTTP/2 streams ended by the stream idle timeout */
 	/* graceful drain (invariants 17-19) */
 	bool draining;
 	uint64_t drain_ns, drain_deadline, drain_timer;
@@ -402,6 +405,10 @@ struct px_server {
 	uint64_t n_h2_conns, n_h2_errors;	/* HTTP/2 client connections (h2conn.c) */
 	uint64_t n_h2_flood[PX_H2_FLOOD__N];	/* connections ended by h2flood.c */
 	uint64_t n_h2_resets_rx, n_h2_refused, n_h2_hdr_big;	/* defences (h2conn.c) */
+	/* client streams reset because a forwarded answer's head [0] or
+	 * trailers [1] had more fields than HTTP/2 carries here (h2conn.c
+	 * invariant 8) */
+	uint64_t n_h2_fields_reset[2];
 	uint64_t n_h2_trimmed;	/* bytes idle connections gave back (h2mem.c) */
 	uint64_t n_h2_up_conns;		/* HTTP/2 upstream connections opened (h2up.c) */
 	struct px_h2c **h2q;	/* h2up.c: connections kicked, run before the
@@ -699,6 +706,10 @@ void px_h2_goaway(struct px_conn *c);	/* drain: GOAWAY, in-flight streams finish
 /* The idle sweep found c without a request stream: libnghttp2's pages it
  * cannot miss go back to the kernel (h2mem.c), once per idle period. */
 void px_h2_idle(struct px_conn *c);
+/* The idle sweep: end every HTTP/2 client stream without a frame either
+ * way for s->stream_idle_ns (h2conn.c invariant 9), counted in
+ * s->n_stream_idle. No-op when the timeout is off. */
+void px_h2_sweep_streams(struct px_server *s, uint64_t now);
 /* Send for every connection whose views progressed (h2conn.c invariant 5):
  * called by px_wq_flush before each round of sends. */
 void px_h2_run_queued(struct px_server *s);

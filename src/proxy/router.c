@@ -50,6 +50,7 @@ const char px_err_no_service[] = "unknown destination service";
 const char px_err_connect_timeout[] = "upstream connect timed out";
 const char px_err_timeout[] = "request timed out";
 const char px_err_overflow[] = "upstream pool overflow";
+const char px_err_stream_idle[] = "stream timeout";	/* (Envoy's local reply text) */
 const struct px_pool_policy px_pool_default = {
 	.max_connections = 1024,	/* Envoy circuit breaker defaults */
 	.max_pending = 1024,
@@ -1185,7 +1186,7 @@ static int px_replace_prefix(char *out, size_t outlen, const char *path, size_t 
 static int px_new_path(const struct md_filter *f, const struct px_match *x,
 		       const struct px_req_view *r, char *out, size_t outlen)
 {
-	char tmp[2048];
+	char tmp[PX_PATH_MAX];
 	int n, rc;
 
 	if (f->path_type == MD_PATHMOD_FULL) {
@@ -1213,7 +1214,7 @@ static int px_redirect(const struct md_filter *f, const struct px_match *x,
 {
 	const char *scheme = f->scheme ? f->scheme : "http";
 	size_t hl = host_len;
-	char port[16] = "";
+	char port[16] = "", path[PX_PATH_MAX], loc[PX_LOCATION_MAX];
 	int n, rc;
 
 	/* host without its port when we decide the port */
@@ -1226,16 +1227,26 @@ static int px_redirect(const struct md_filter *f, const struct px_match *x,
 	if (f->port && !((f->port == 80 && !strcmp(scheme, "http")) ||
 			 (f->port == 443 && !strcmp(scheme, "https"))))
 		snprintf(port, sizeof(port), ":%u", f->port);
-	if ((rc = px_new_path(f, x, r, d->path, sizeof(d->path))))
+	d->status = f->status_code ? f->status_code : 302;
+	if ((rc = px_new_path(f, x, r, path, sizeof(path))))
 		return rc;
 	if (f->hostname)
-		n = snprintf(d->location, sizeof(d->location), "%s://%s%s%s", scheme, f->hostname,
-			     port, d->path);
+		n = snprintf(loc, sizeof(loc), "%s://%s%s%s", scheme, f->hostname, port, path);
 	else
-		n = snprintf(d->location, sizeof(d->location), "%s://%.*s%s%s", scheme, (int)hl,
-			     host ? host : "", port, d->path);
-	d->status = f->status_code ? f->status_code : 302;
-	return n >= (int)sizeof(d->location) ? -ENAMETOOLONG : 0;
+		n = snprintf(loc, sizeof(loc), "%s://%.*s%s%s", scheme, (int)hl,
+			     host ? host : "", port, path);
+	if (n >= (int)sizeof(loc))
+		return -ENAMETOOLONG;
+	d->location = zh_strdup(loc);	/* its size only (proxy.h) */
+	return 0;
+}
+
+void px_decision_free(struct px_decision *d)
+{
+	free(d->path);
+	free(d->location);
+	d->path = NULL;
+	d->location = NULL;
 }
 
 /* Does the request match one of ab's matches (SMI HTTPRouteGroup)? */
@@ -1334,10 +1345,9 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 	memset(&d->ip, 0, sizeof(d->ip));
 	d->port = 0;
 	d->status = 404;
-	d->path_set = false;
-	d->path[0] = 0;
+	d->path = NULL;
 	d->host = NULL;
-	d->location[0] = 0;
+	d->location = NULL;
 	d->n_req_mods = 0;
 	d->n_resp_mods = 0;
 	d->n_mirrors = 0;
@@ -1383,9 +1393,11 @@ int px_route(const struct px_table *t, const struct px_svc *svc, const struct px
 		d->resp_mods[d->n_resp_mods++] = r->resp_mod;
 	if (r->rewrite) {
 		if (r->rewrite->path_type != MD_PATHMOD_NONE) {
-			if ((rc = px_new_path(r->rewrite, x, req, d->path, sizeof(d->path))))
+			char path[PX_PATH_MAX];
+
+			if ((rc = px_new_path(r->rewrite, x, req, path, sizeof(path))))
 				return rc;
-			d->path_set = true;
+			d->path = zh_strdup(path);	/* its size only (proxy.h) */
 		}
 		d->host = r->rewrite->hostname;
 	}

@@ -140,6 +140,7 @@ static void px_sweep_cb(struct ev_loop *loop, uint64_t id, void *arg)
 
 	(void)id;
 	s->n_client_idle += px_conn_close_idle(s, s->client_idle_ns);
+	px_h2_sweep_streams(s, now);
 	px_pool_close_idle(s, now);
 	for (int i = 0; s->n_ejected && i < s->n_hosts; i++)
 		px_host_out(s, &s->hosts[i], now);
@@ -272,11 +273,13 @@ int px_serve(const struct px_config *cfg)
 	s.connect_ns = PX_OR(cfg->connect_timeout_ms, PX_DEF_CONNECT_MS) * PX_MS;
 	s.client_idle_ns = PX_OR(cfg->client_idle_ms, PX_DEF_CLIENT_IDLE_MS) * PX_MS;
 	s.up_idle_ns = PX_OR(cfg->upstream_idle_ms, PX_DEF_UPSTREAM_IDLE_MS) * PX_MS;
+	s.stream_idle_ns = cfg->stream_idle_ms == PX_STREAM_IDLE_OFF ? 0 :
+			   PX_OR(cfg->stream_idle_ms, PX_DEF_STREAM_IDLE_MS) * PX_MS;
 	s.drain_ns = PX_OR(cfg->drain_timeout_ms, PX_DEF_DRAIN_MS) * PX_MS;
 	s.discard_ns = PX_OR(cfg->discard_ms, PX_DEF_DISCARD_MS) * PX_MS;
 #undef PX_OR
 	/* sweep at a quarter of the shorter idle timeout, within bounds */
-	s.sweep_ns = px_min_dl(s.client_idle_ns, s.up_idle_ns) / 4;
+	s.sweep_ns = px_min_dl(px_min_dl(s.client_idle_ns, s.up_idle_ns), s.stream_idle_ns) / 4;
 	s.sweep_ns = s.sweep_ns < PX_SWEEP_MIN_NS ? PX_SWEEP_MIN_NS :
 		     s.sweep_ns > PX_SWEEP_MAX_NS ? PX_SWEEP_MAX_NS : s.sweep_ns;
 	s.sq.ring_fd = -1;	/* ioq_free on every path (set up below) */

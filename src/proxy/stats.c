@@ -547,12 +547,13 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "zerohop_proxy_timeouts_total{kind=\"connect\"} %llu\n"
 		   "zerohop_proxy_timeouts_total{kind=\"client_idle\"} %llu\n"
 		   "zerohop_proxy_timeouts_total{kind=\"upstream_idle\"} %llu\n"
+		   "zerohop_proxy_timeouts_total{kind=\"stream_idle\"} %llu\n"
 		   "# TYPE zerohop_proxy_requests_total counter\n",
 		   (unsigned long long)s->active, (unsigned long long)s->accepted,
 		   (unsigned long long)s->reloads, (unsigned long long)s->reload_errors,
 		   s->n_idle, (unsigned long long)s->n_timeouts,
 		   (unsigned long long)s->n_connect_timeouts, (unsigned long long)s->n_client_idle,
-		   (unsigned long long)s->n_up_idle);
+		   (unsigned long long)s->n_up_idle, (unsigned long long)s->n_stream_idle);
 	for (i = 0; i < s->n_stats; i++)
 		for (k = 0; k < 6; k++)
 			if (s->stats[i].by_class[k])
@@ -651,7 +652,10 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   "# TYPE zerohop_proxy_h2_client_resets_total counter\n"
 		   "zerohop_proxy_h2_client_resets_total %llu\n"
 		   "# TYPE zerohop_proxy_h2_idle_trimmed_bytes_total counter\n"
-		   "zerohop_proxy_h2_idle_trimmed_bytes_total %llu\n",
+		   "zerohop_proxy_h2_idle_trimmed_bytes_total %llu\n"
+		   "# TYPE zerohop_proxy_h2_too_many_fields_total counter\n"
+		   "zerohop_proxy_h2_too_many_fields_total{part=\"headers\"} %llu\n"
+		   "zerohop_proxy_h2_too_many_fields_total{part=\"trailers\"} %llu\n",
 		   (unsigned long long)s->n_h2_conns, (unsigned long long)s->n_h2_up_conns,
 		   (unsigned long long)s->n_h2_errors, (unsigned long long)s->n_h2_refused,
 		   (unsigned long long)s->n_h2_hdr_big,
@@ -659,7 +663,9 @@ static void px_stats_render(struct px_server *s, struct buf *b)
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PING],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_WINDOW_UPDATE],
 		   (unsigned long long)s->n_h2_flood[PX_H2_FLOOD_PRIORITY],
-		   (unsigned long long)s->n_h2_resets_rx, (unsigned long long)s->n_h2_trimmed);
+		   (unsigned long long)s->n_h2_resets_rx, (unsigned long long)s->n_h2_trimmed,
+		   (unsigned long long)s->n_h2_fields_reset[0],
+		   (unsigned long long)s->n_h2_fields_reset[1]);
 	px_hbone_render(s, b);	/* the HBONE server's, when on */
 	/* requests answered 403 by NetworkPolicy (netpol.c), per direction */
 	buf_printf(b, "# TYPE zerohop_proxy_policy_denied_total counter\n"

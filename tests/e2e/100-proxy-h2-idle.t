@@ -10,7 +10,7 @@
 #    GETs the backend never answers: every stream reaches the backend and
 #    stays open, and the proxy's resident size grows by at most
 #    IDLE_MAX bytes per stream in every round (below: what an idle stream
-#    holds by design), while curl over HTTP/2 and HTTP/1.1 is answered
+#    holds by design, 8 KiB), while curl over HTTP/2 and HTTP/1.1 is answered
 #    within a second throughout;
 #  - once the clients go, every upstream stream goes too (the backend
 #    holds none) and nothing is in flight;
@@ -27,15 +27,22 @@ IDLE="$(dirname "$0")/../tools/clients/h2_idle.py"
 N=2000
 
 # What one idle stream may hold (docs/proxy.md "Idle streams"; h2conn.c
-# invariant 7; src/proxy/px_int.h, gdb's sizes on x86-64): no DATA in
-# flight, so no window's worth of bytes, and no buffer (each is handed back
-# to the pool when empty; the replay copy of the head moves into an
-# allocation of its own size) — the objects: px_stream (5.2 KiB), the view
-# (0.5 KiB), the upstream stream and both libnghttp2 streams (under 1 KiB
-# together), the replay copy (at most 4 KiB), plus the connections' share,
-# rounded up to 16 KiB. Before invariant 7 three 16 KiB buffers stayed
-# (19.6 KB per stream fresh, up to 56 KiB warm): this bound catches that.
-IDLE_MAX=16384
+# invariant 7; src/proxy/px_int.h, sizeof on x86-64): no DATA in flight,
+# so no window's worth of bytes, and no buffer (each is handed back to the
+# pool when empty; the replay copy of the head moves into an allocation of
+# its own size) — the objects: px_stream (976 B: a rewrite's path and a
+# redirect's Location are allocated only when a route sets them, proxy.h
+# px_decision; none here), the view (0.5 KiB), the upstream stream and
+# both libnghttp2 streams (under 1 KiB together), the replay copy (at most
+# 4 KiB, px_buf_fit's limit), and the connections' share (20 client
+# connections, each its libnghttp2 session and two 16 KiB buffers, and 2
+# upstream ones, over 2,000 streams: under 0.5 KiB): under 7 KiB, rounded
+# up to 8 KiB (measured: about 3 KB). Before invariant 7 three 16 KiB
+# buffers stayed (19.6 KB per stream fresh, up to 56 KiB warm): this bound
+# catches that. It would not catch the decision's 4.3 KiB of arrays coming
+# back into px_stream (7.4 KB measured with them, the replay copy's 4 KiB
+# allowance covering them): stream.c asserts px_stream's size for that.
+IDLE_MAX=8192
 
 lb_echo v1 1
 "$GPY" "$IDLE" backend $((B + 2)) 1000 300 "$TMP/count" &	# (ended by the harness)

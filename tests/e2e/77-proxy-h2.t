@@ -112,6 +112,9 @@ rc=$?
 diag "127 fields + 9 added: curl exit $rc, $(grep -c '^x-' "$TMP/many.txt") fields seen"
 ok $([ "$rc" -ne 0 ] && ! grep -q '^HTTP/2 200' "$TMP/many.txt"; echo $?) \
 	"an answer with 127 fields plus the route's 9: the stream is reset, not truncated"
+is "$(curl -s "http://127.0.0.1:$S/metrics" |
+	awk '$1 == "zerohop_proxy_h2_too_many_fields_total{part=\"headers\"}" { print $2 }')" 1 \
+	"... counted as too_many_fields{part=headers}"
 is "$("${H2[@]}" "$U/exact" | name)" v2 "... and the connection's others are served"
 
 # ---- per-request balancing on one connection ----------------------------------

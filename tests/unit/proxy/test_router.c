@@ -97,6 +97,7 @@ static void route(const char *method, const char *target, const char *hdr_name,
 		v.headers = h;
 		v.n_headers = 1;
 	}
+	px_decision_free(d);	/* what the last route allocated (proxy.h) */
 	is_int(px_route(tbl, web, &v, "web.default:8080", 16, rnd, d), 0, "route %s %s", method,
 	       target);
 }
@@ -114,7 +115,7 @@ static const char *backend_of(const char *method, const char *target, const char
 int main(void)
 {
 	struct md_state *st = md_state_new();
-	struct px_decision d;
+	struct px_decision d = { 0 };
 	struct md_err e;
 	char err[256], eb[512];
 	int rc, i, n[3] = { 0 };
@@ -166,7 +167,7 @@ int main(void)
 	/* rewrite + header modifiers */
 	route("GET", "/rw/x/y?q", NULL, NULL, 1, &d);
 	is_int(d.action, PX_FORWARD, "URLRewrite forwards");
-	ok(d.path_set, "path rewritten");
+	ok(d.path != NULL, "path rewritten");
 	is_str(d.path, "/x/y?q", "ReplacePrefixMatch / keeps the rest");
 	is_str(d.host ? d.host : "", "internal", "hostname rewritten");
 	is_int(d.n_req_mods, 1, "request header modifier attached");
@@ -180,6 +181,28 @@ int main(void)
 	is_str(d.path, "/", "prefix replaced by / on the bare prefix gives /");
 	route("GET", "/full/a/b", NULL, NULL, 1, &d);
 	is_str(d.path, "/fixed", "ReplaceFullPath");
+
+	/* the strings are allocated only when used, to their size */
+	route("GET", "/rw/x/y?q", NULL, NULL, 1, &d);
+	route("GET", "/q?a=1&v=2", NULL, NULL, 1, &d);
+	ok(!d.path && !d.location, "no rewrite, no redirect: the decision holds no string");
+	{
+		static char big[PX_PATH_MAX + 16];
+		struct px_req_view v = { .method = "GET", .method_len = 3 };
+
+		memcpy(big, "/rw/", 4);
+		memset(big + 4, 'a', sizeof(big) - 5);
+		px_req_view_target(&v, big, strlen(big));
+		px_decision_free(&d);
+		is_int(px_route(tbl, web, &v, NULL, 0, 1, &d), -ENAMETOOLONG,
+		       "a rewritten path longer than PX_PATH_MAX: -ENAMETOOLONG");
+		ok(!d.path, "... and nothing allocated");
+		memcpy(big, "/old/", 5);
+		px_req_view_target(&v, big, strlen(big));
+		is_int(px_route(tbl, web, &v, NULL, 0, 1, &d), -ENAMETOOLONG,
+		       "a redirect to a path longer than PX_PATH_MAX: -ENAMETOOLONG");
+		ok(!d.location, "... and nothing allocated");
+	}
 
 	/* no endpoints */
 	route("GET", "/none", NULL, NULL, 1, &d);
@@ -268,5 +291,6 @@ int main(void)
 		ok(strstr(err, "default/bad#0") != NULL, "error names the rule: %s", err);
 		md_state_free(s2);
 	}
+	px_decision_free(&d);
 	return done_testing();
 }
