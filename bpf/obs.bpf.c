@@ -452,21 +452,51 @@ struct sock_common___zh {
 	__u16 skc_dport;	/* network order */
 	__u16 skc_num;		/* host order */
 	unsigned char skc_state;
+	unsigned long skc_flags;	/* sk_flags: enum sock_flags bits */
 	struct in6_addr___zh skc_v6_daddr;
 	struct in6_addr___zh skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
+/* The socket lock's two halves (socket_lock_t): the spinlock softirq
+ * holds while it processes a segment (its word is non-zero while held or
+ * waited for), and the owner flag a process sets with lock_sock(), while
+ * which segments wait in the backlog. */
+struct qspinlock___zh {
+	union {
+		struct {
+			int counter;
+		} val;
+	};
+} __attribute__((preserve_access_index));
+struct raw_spinlock___zh {
+	struct qspinlock___zh raw_lock;
+} __attribute__((preserve_access_index));
+struct spinlock___zh {
+	union {
+		struct raw_spinlock___zh rlock;
+	};
+} __attribute__((preserve_access_index));
 struct sock___zh {
 	struct sock_common___zh __sk_common;
+	struct {
+		struct spinlock___zh slock;
+		int owned;
+	} sk_lock;
 	int sk_err;
 } __attribute__((preserve_access_index));
 struct tcp_sock___zh {
 	__u64 bytes_received;
 	__u64 bytes_acked;
+	__u32 segs_in;
 	__u32 snd_una;
 	__u32 write_seq;
 	__u32 srtt_us;
 	__u8 bpf_sock_ops_cb_flags;
 } __attribute__((preserve_access_index));
+/* sk_flags bit set by tcp_fin() only, when the peer's FIN entered
+ * rcv_nxt (and bytes_received); a reset leaves it as it was. */
+enum sock_flags___zh {
+	SOCK_DONE___zh = 1,
+};
 
 #define TCP_LISTEN_STATE 10	/* BPF_TCP_LISTEN */
 
@@ -474,22 +504,83 @@ struct tcp_sock___zh {
  * btf_id; loads through it are guarded by the verifier. */
 extern void *bpf_rdonly_cast(void *obj, __u32 btf_id) __ksym;
 
-/* Has this end's FIN entered the sequence space (our FIN), or did the
- * peer's arrive (theirs)? By the state at release, before tcp_close()
+/* Has this end's FIN entered the sequence space (write_seq, and
+ * bytes_acked once acked)? By the state at release, before tcp_close()
  * adds anything: a socket still owned by its application is CLOSE with no
  * error only after both FINs (FIN_WAIT2 or CLOSING -> TIME_WAIT hands the
- * connection to a timewait socket; LAST_ACK -> CLOSE), and CLOSE with an
- * error after a reset (no FIN counted either way). */
+ * connection to a timewait socket; LAST_ACK -> CLOSE). Only the
+ * application's own shutdown() sends this FIN before release, so only a
+ * reset can race it; a reset after that shutdown (CLOSE with an error)
+ * reads as no FIN (invariant 11). The peer's FIN is not read from the
+ * state: see obs_rel_read. */
 static __always_inline int obs_fin_out(__u32 st, int err)
 {
 	return st == BPF_TCP_FIN_WAIT1 || st == BPF_TCP_FIN_WAIT2 || st == BPF_TCP_CLOSING ||
 	       st == BPF_TCP_LAST_ACK || st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
 }
 
-static __always_inline int obs_fin_in(__u32 st, int err)
+/* What the release reports, read without the socket's lock. */
+struct obs_rel {
+	__u64 acked, rcvd;
+	__u32 st, una, wseq;
+	int err;
+	int fin_in;	/* the peer's FIN is in rcvd (SOCK_DONE) */
+};
+
+/* Keeps clang from moving loads across it: obs_rel_read's order is its
+ * proof (invariant 11). x86 keeps loads in order, and the kernel's
+ * stores reach us in theirs. */
+#define obs_barrier() asm volatile("" ::: "memory")
+
+/* Is a segment of this socket in progress: softirq holds its spinlock
+ * (tcp_v4_rcv/tcp_v6_rcv, for the whole of the segment's processing),
+ * or a process owns it (lock_sock), while which segments wait in the
+ * backlog and its release_sock() processes them? */
+static __always_inline int obs_busy(struct sock___zh *s)
 {
-	return st == BPF_TCP_CLOSE_WAIT || st == BPF_TCP_LAST_ACK || st == BPF_TCP_CLOSING ||
-	       st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
+	return *(volatile int *)&s->sk_lock.slock.rlock.raw_lock.val.counter |
+	       *(volatile int *)&s->sk_lock.owned;
+}
+
+/* One read of the counters and the FIN flags, and whether it is whole:
+ * 1 when no segment's processing overlapped it (invariant 11). The
+ * kernel counts every segment in segs_in first thing under the lock,
+ * before it changes anything: a segment that began before the first read
+ * of segs_in and had not finished shows as busy, one that began after it
+ * and changed a counter before the last read moved segs_in. */
+static __always_inline int obs_rel_read(struct sock___zh *s, struct tcp_sock___zh *tp,
+					struct obs_rel *r)
+{
+	__u32 seg = *(volatile __u32 *)&tp->segs_in;
+	int busy;
+
+	obs_barrier();
+	busy = obs_busy(s);
+	obs_barrier();
+	r->st = s->__sk_common.skc_state;
+	r->fin_in = (s->__sk_common.skc_flags >>
+		     bpf_core_enum_value(enum sock_flags___zh, SOCK_DONE___zh)) & 1;
+	r->err = s->sk_err;
+	r->acked = tp->bytes_acked;
+	r->rcvd = tp->bytes_received;
+	r->una = tp->snd_una;
+	r->wseq = tp->write_seq;
+	obs_barrier();
+	return !busy && *(volatile __u32 *)&tp->segs_in == seg;
+}
+
+/* How many times obs_rel_wait reads the lock at most (a few ns a read):
+ * a softirq's segment takes a few us; an owner may take longer, and the
+ * release then reports what it read (ZH_OBS_ST_TORN). */
+#define OBS_REL_SPIN 4096
+
+/* Waits, bounded, for a segment in progress to finish. Runs only after
+ * a read that was not whole (ZH_OBS_ST_REREAD): no cost otherwise. */
+static __always_inline void obs_rel_wait(struct sock___zh *s)
+{
+	for (int i = 0; i < OBS_REL_SPIN; i++)
+		if (!obs_busy(s))
+			break;
 }
 
 /* Did this socket ever connect? A destination port, or, after a blocking
@@ -557,9 +648,10 @@ int zh_obs_release(struct bpf_sock *sk)
 	struct sock_common___zh *skc;
 	struct tcp_sock___zh *tp;
 	struct zh_obs_event *e;
-	__u32 st, una, wseq, srtt, family = sk->family;
-	__u64 acked, rcvd;
-	int v6, err;
+	struct sock___zh *s;
+	struct obs_rel r;
+	__u32 st, srtt, family = sk->family;
+	int v6;
 
 	if (sk->protocol != IPPROTO_TCP || (family != ZH_AF_INET && family != ZH_AF_INET6))
 		return 1;
@@ -578,17 +670,21 @@ int zh_obs_release(struct bpf_sock *sk)
 	 * accel_sk lookup cost ~330 ns a run here. */
 	if (tp->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG)
 		return 1;
-	acked = tp->bytes_acked;
-	rcvd = tp->bytes_received;
-	una = tp->snd_una;
-	wseq = tp->write_seq;
 	srtt = tp->srtt_us;
-	err = ((struct sock___zh *)bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock___zh)))->sk_err;
+	s = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock___zh));
+	if (!obs_rel_read(s, tp, &r)) {
+		/* a segment changed the socket while it read: once more,
+		 * after it (invariant 11) */
+		obs_count(ZH_OBS_ST_REREAD);
+		obs_rel_wait(s);
+		if (!obs_rel_read(s, tp, &r))
+			obs_count(ZH_OBS_ST_TORN);
+	}
 	e = obs_reserve_bsk(skc, family, &v6);
 	if (!e)
 		return 1;
 	e->cookie = bpf_get_socket_cookie(sk);
-	if (!acked && (st == BPF_TCP_SYN_SENT || st == BPF_TCP_CLOSE)) {
+	if (!r.acked && (r.st == BPF_TCP_SYN_SENT || r.st == BPF_TCP_CLOSE)) {
 		/* the SYN was never acked: a connect that failed */
 		e->type = ZH_OBS_EV_FAIL;
 		e->reason = ZH_OBS_R_REFUSED;
@@ -605,8 +701,8 @@ int zh_obs_release(struct bpf_sock *sk)
 	/* acked, plus what is written and not yet acked (it leaves after
 	 * close), without our FIN: payload plus the active opener's SYN,
 	 * which the agent takes off by role (invariant 9) */
-	e->bytes_sent = acked + (__u32)(wseq - una) - obs_fin_out(st, err);
-	e->bytes_recv = rcvd - (rcvd ? obs_fin_in(st, err) : 0);
+	e->bytes_sent = r.acked + (__u32)(r.wseq - r.una) - obs_fin_out(r.st, r.err);
+	e->bytes_recv = r.rcvd - (r.rcvd ? r.fin_in : 0);
 	obs_submit(e);
 	return 1;
 }
