@@ -117,8 +117,9 @@
  *     (then it was busy at the check) or after it (then segs_in moved).
  *     A read that is not whole (ZH_OBS_ST_REREAD) is made again after a
  *     bounded wait for the lock (bpf_loop, OBS_REL_SPIN reads), at most
- *     OBS_REL_TRIES times: cost only when a segment overlapped (~1 close
- *     in 1,000 at max rate; the common path adds three loads). Still not
+ *     OBS_REL_TRIES times: cost only when a segment overlapped (1 close
+ *     in 40 to 1 in 14,000 at max rate; the common path adds five
+ *     loads: segs_in twice, the lock's two halves, sk_flags). Still not
  *     whole (ZH_OBS_ST_TORN), it reports what it read, off only if that
  *     segment carried a FIN or an ACK. The proof needs the loads in
  *     program order (obs_barrier) and the kernel's stores seen in theirs:
