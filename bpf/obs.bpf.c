@@ -53,8 +53,10 @@
  *     the ring buffer every ZH_OBS_DRAIN_MS (abi/obs.h).
  *  6. Bytes are payload bytes, as Istio counts them: the FIN's sequence
  *     number, which the kernel's counters include on some close paths, is
- *     taken off by the state the socket closed from (measured in
- *     tests/e2e/72-obs-l4.t against the bytes the client wrote).
+ *     taken off by the state the socket closed from at TCP_CLOSE (sock_ops
+ *     runs under the socket's lock there), and as invariant 11 says at
+ *     release (measured in tests/e2e/72-obs-l4.t and 83 against the bytes
+ *     the client read, exactly).
  *  8. Every sock_ops program on the node's cgroup runs at every callback
  *     of every socket, so state callbacks (BPF_SOCK_OPS_STATE_CB_FLAG: 4
  *     more per end of a connection) would cost every program a run each:
@@ -74,12 +76,13 @@
  *     sent = bytes_acked + (write_seq - snd_una) - our FIN, i.e. what
  *     was acked plus what is written and still to leave (the data a
  *     server writes just before close() counts though not acked yet);
- *     received = bytes_received - the peer's FIN. Which FINs are in
- *     those counters follows from the state at release (obs_fin_out,
- *     obs_fin_in): a socket still owned by its application is CLOSE
- *     without an error only after both FINs (FIN_WAIT2 or CLOSING went to
- *     a timewait socket, or LAST_ACK was acked), with an error after a
- *     reset. A socket whose SYN was never acked (bytes_acked 0) and that
+ *     received = bytes_received - the peer's FIN. Our FIN follows from
+ *     the state at release (obs_fin_out): a socket still owned by its
+ *     application is CLOSE without an error only after both FINs
+ *     (FIN_WAIT2 or CLOSING went to a timewait socket, or LAST_ACK was
+ *     acked), with an error after a reset; the peer's is SOCK_DONE, and
+ *     all of it is one whole read (invariant 11). A socket whose SYN was
+ *     never acked (bytes_acked 0) and that
  *     connected (a destination port or address: a failed blocking
  *     connect's tcp_disconnect() zeroes the port) is a FAIL. A socket
  *     that gets state callbacks (tcp_sock's bpf_sock_ops_cb_flags: the
@@ -93,6 +96,39 @@
  *     callbacks added to any socket; the release runs once per socket of
  *     every kind and returns at once for all but TCP (an accel_sk lookup
  *     there cost ~330 ns a run: the flag is one load).
+ * 11. A release's read is whole: no segment's changes half in it. The
+ *     release runs without the socket's lock while softirq may be
+ *     processing a segment of the socket on the other CPU, and the
+ *     kernel changes a counter before what says what it holds:
+ *     tcp_rcv_nxt_update() adds the FIN's sequence number to
+ *     bytes_received, tcp_fin() sets SOCK_DONE and CLOSE_WAIT after it
+ *     (bytes_acked likewise goes before snd_una). A read between the two
+ *     counted the FIN as a byte: one too many, 1 in some thousands of
+ *     closes (tests 72 and 83 saw it). Reading the state again after the
+ *     counters would not close that: the window is the kernel's own,
+ *     between two of its stores. What does: tcp_v4_rcv()/tcp_v6_rcv()
+ *     take the socket's spinlock and count the segment in segs_in before
+ *     changing anything, and hold the lock until done (or, while a
+ *     process owns the socket, queue the segment in the backlog, which
+ *     the owner's release_sock() processes before it lets go).
+ *     obs_rel_read reads segs_in, then busy (the spinlock's word or the
+ *     owner), then the fields, then segs_in again: a segment whose
+ *     changes overlap the fields began before the first read of segs_in
+ *     (then it was busy at the check) or after it (then segs_in moved).
+ *     A read that is not whole (ZH_OBS_ST_REREAD) is made again after a
+ *     bounded wait for the lock (bpf_loop, OBS_REL_SPIN reads), at most
+ *     OBS_REL_TRIES times: cost only when a segment overlapped (1 close
+ *     in 40 to 1 in 14,000 at max rate; the common path adds five
+ *     loads: segs_in twice, the lock's two halves, sk_flags). Still not
+ *     whole (ZH_OBS_ST_TORN), it reports what it read, off only if that
+ *     segment carried a FIN or an ACK. The proof needs the loads in
+ *     program order (obs_barrier) and the kernel's stores seen in theirs:
+ *     x86 gives both; another architecture would need acquire loads.
+ *     The peer's FIN is SOCK_DONE, which only tcp_fin() sets and a reset
+ *     leaves: a reset after the peer's FIN (CLOSE with an error) no
+ *     longer loses it. Our FIN is still read from the state (only the
+ *     application's shutdown() sends it before release): a reset after
+ *     that shutdown reads as no FIN, one byte too many sent.
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
@@ -452,21 +488,51 @@ struct sock_common___zh {
 	__u16 skc_dport;	/* network order */
 	__u16 skc_num;		/* host order */
 	unsigned char skc_state;
+	unsigned long skc_flags;	/* sk_flags: enum sock_flags bits */
 	struct in6_addr___zh skc_v6_daddr;
 	struct in6_addr___zh skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
+/* The socket lock's two halves (socket_lock_t): the spinlock softirq
+ * holds while it processes a segment (its word is non-zero while held or
+ * waited for), and the owner flag a process sets with lock_sock(), while
+ * which segments wait in the backlog. */
+struct qspinlock___zh {
+	union {
+		struct {
+			int counter;
+		} val;
+	};
+} __attribute__((preserve_access_index));
+struct raw_spinlock___zh {
+	struct qspinlock___zh raw_lock;
+} __attribute__((preserve_access_index));
+struct spinlock___zh {
+	union {
+		struct raw_spinlock___zh rlock;
+	};
+} __attribute__((preserve_access_index));
 struct sock___zh {
 	struct sock_common___zh __sk_common;
+	struct {
+		struct spinlock___zh slock;
+		int owned;
+	} sk_lock;
 	int sk_err;
 } __attribute__((preserve_access_index));
 struct tcp_sock___zh {
 	__u64 bytes_received;
 	__u64 bytes_acked;
+	__u32 segs_in;
 	__u32 snd_una;
 	__u32 write_seq;
 	__u32 srtt_us;
 	__u8 bpf_sock_ops_cb_flags;
 } __attribute__((preserve_access_index));
+/* sk_flags bit set by tcp_fin() only, when the peer's FIN entered
+ * rcv_nxt (and bytes_received); a reset leaves it as it was. */
+enum sock_flags___zh {
+	SOCK_DONE___zh = 1,
+};
 
 #define TCP_LISTEN_STATE 10	/* BPF_TCP_LISTEN */
 
@@ -474,22 +540,99 @@ struct tcp_sock___zh {
  * btf_id; loads through it are guarded by the verifier. */
 extern void *bpf_rdonly_cast(void *obj, __u32 btf_id) __ksym;
 
-/* Has this end's FIN entered the sequence space (our FIN), or did the
- * peer's arrive (theirs)? By the state at release, before tcp_close()
+/* Has this end's FIN entered the sequence space (write_seq, and
+ * bytes_acked once acked)? By the state at release, before tcp_close()
  * adds anything: a socket still owned by its application is CLOSE with no
  * error only after both FINs (FIN_WAIT2 or CLOSING -> TIME_WAIT hands the
- * connection to a timewait socket; LAST_ACK -> CLOSE), and CLOSE with an
- * error after a reset (no FIN counted either way). */
+ * connection to a timewait socket; LAST_ACK -> CLOSE). Only the
+ * application's own shutdown() sends this FIN before release, so only a
+ * reset can race it; a reset after that shutdown (CLOSE with an error)
+ * reads as no FIN (invariant 11). The peer's FIN is not read from the
+ * state: see obs_rel_read. */
 static __always_inline int obs_fin_out(__u32 st, int err)
 {
 	return st == BPF_TCP_FIN_WAIT1 || st == BPF_TCP_FIN_WAIT2 || st == BPF_TCP_CLOSING ||
 	       st == BPF_TCP_LAST_ACK || st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
 }
 
-static __always_inline int obs_fin_in(__u32 st, int err)
+/* What the release reports, read without the socket's lock. */
+struct obs_rel {
+	__u64 acked, rcvd;
+	__u32 st, una, wseq;
+	int err;
+	int fin_in;	/* the peer's FIN is in rcvd (SOCK_DONE) */
+};
+
+/* Keeps clang from moving loads across it: obs_rel_read's order is its
+ * proof (invariant 11). x86 keeps loads in order, and the kernel's
+ * stores reach us in theirs. */
+#define obs_barrier() asm volatile("" ::: "memory")
+
+/* Is a segment of this socket in progress: softirq holds its spinlock
+ * (tcp_v4_rcv/tcp_v6_rcv, for the whole of the segment's processing),
+ * or a process owns it (lock_sock), while which segments wait in the
+ * backlog and its release_sock() processes them? */
+static __always_inline int obs_busy(struct sock___zh *s)
 {
-	return st == BPF_TCP_CLOSE_WAIT || st == BPF_TCP_LAST_ACK || st == BPF_TCP_CLOSING ||
-	       st == BPF_TCP_TIME_WAIT || (st == BPF_TCP_CLOSE && !err);
+	return *(volatile int *)&s->sk_lock.slock.rlock.raw_lock.val.counter |
+	       *(volatile int *)&s->sk_lock.owned;
+}
+
+/* One read of the counters and the FIN flags, and whether it is whole:
+ * 1 when no segment's processing overlapped it (invariant 11). The
+ * kernel counts every segment in segs_in first thing under the lock,
+ * before it changes anything: a segment that began before the first read
+ * of segs_in and had not finished shows as busy, one that began after it
+ * and changed a counter before the last read moved segs_in. */
+static __always_inline int obs_rel_read(struct sock___zh *s, struct tcp_sock___zh *tp,
+					struct obs_rel *r)
+{
+	__u32 seg = *(volatile __u32 *)&tp->segs_in;
+	int busy;
+
+	obs_barrier();
+	busy = obs_busy(s);
+	obs_barrier();
+	r->st = s->__sk_common.skc_state;
+	r->fin_in = (s->__sk_common.skc_flags >>
+		     bpf_core_enum_value(enum sock_flags___zh, SOCK_DONE___zh)) & 1;
+	r->err = s->sk_err;
+	r->acked = tp->bytes_acked;
+	r->rcvd = tp->bytes_received;
+	r->una = tp->snd_una;
+	r->wseq = tp->write_seq;
+	obs_barrier();
+	return !busy && *(volatile __u32 *)&tp->segs_in == seg;
+}
+
+/* How many times obs_rel_wait reads the lock at most (a few ns a read):
+ * a softirq's segment takes a few us; an owner may take longer, and the
+ * release then reports what it read (ZH_OBS_ST_TORN). */
+#define OBS_REL_SPIN 4096
+
+/* How many more reads after one that was not whole: a segment that
+ * lands during the second (an ACK right after the FIN) is read past by
+ * the third. */
+#define OBS_REL_TRIES 2
+
+struct obs_rel_spin_ctx {
+	struct sock___zh *s;
+};
+
+static long obs_rel_spin(__u32 i, void *c)
+{
+	return !obs_busy(((struct obs_rel_spin_ctx *)c)->s);	/* 1: stop */
+}
+
+/* Waits, bounded, for a segment in progress to finish. Runs only after
+ * a read that was not whole (ZH_OBS_ST_REREAD): no cost otherwise.
+ * bpf_loop: the verifier checks the callback once, where a loop of
+ * loads would be walked for every iteration. */
+static __always_inline void obs_rel_wait(struct sock___zh *s)
+{
+	struct obs_rel_spin_ctx c = { s };	/* bpf_loop's context is on the stack */
+
+	bpf_loop(OBS_REL_SPIN, obs_rel_spin, &c, 0);
 }
 
 /* Did this socket ever connect? A destination port, or, after a blocking
@@ -557,9 +700,10 @@ int zh_obs_release(struct bpf_sock *sk)
 	struct sock_common___zh *skc;
 	struct tcp_sock___zh *tp;
 	struct zh_obs_event *e;
-	__u32 st, una, wseq, srtt, family = sk->family;
-	__u64 acked, rcvd;
-	int v6, err;
+	struct sock___zh *s;
+	struct obs_rel r;
+	__u32 st, srtt, family = sk->family;
+	int v6;
 
 	if (sk->protocol != IPPROTO_TCP || (family != ZH_AF_INET && family != ZH_AF_INET6))
 		return 1;
@@ -578,17 +722,27 @@ int zh_obs_release(struct bpf_sock *sk)
 	 * accel_sk lookup cost ~330 ns a run here. */
 	if (tp->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG)
 		return 1;
-	acked = tp->bytes_acked;
-	rcvd = tp->bytes_received;
-	una = tp->snd_una;
-	wseq = tp->write_seq;
 	srtt = tp->srtt_us;
-	err = ((struct sock___zh *)bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock___zh)))->sk_err;
+	s = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock___zh));
+	if (!obs_rel_read(s, tp, &r)) {
+		/* a segment changed the socket while it read: again, after
+		 * it, a bounded number of times (invariant 11) */
+		obs_count(ZH_OBS_ST_REREAD);
+		for (int i = 0;; i++) {
+			if (i == OBS_REL_TRIES) {
+				obs_count(ZH_OBS_ST_TORN);
+				break;
+			}
+			obs_rel_wait(s);
+			if (obs_rel_read(s, tp, &r))
+				break;
+		}
+	}
 	e = obs_reserve_bsk(skc, family, &v6);
 	if (!e)
 		return 1;
 	e->cookie = bpf_get_socket_cookie(sk);
-	if (!acked && (st == BPF_TCP_SYN_SENT || st == BPF_TCP_CLOSE)) {
+	if (!r.acked && (r.st == BPF_TCP_SYN_SENT || r.st == BPF_TCP_CLOSE)) {
 		/* the SYN was never acked: a connect that failed */
 		e->type = ZH_OBS_EV_FAIL;
 		e->reason = ZH_OBS_R_REFUSED;
@@ -605,8 +759,8 @@ int zh_obs_release(struct bpf_sock *sk)
 	/* acked, plus what is written and not yet acked (it leaves after
 	 * close), without our FIN: payload plus the active opener's SYN,
 	 * which the agent takes off by role (invariant 9) */
-	e->bytes_sent = acked + (__u32)(wseq - una) - obs_fin_out(st, err);
-	e->bytes_recv = rcvd - (rcvd ? obs_fin_in(st, err) : 0);
+	e->bytes_sent = r.acked + (__u32)(r.wseq - r.una) - obs_fin_out(r.st, r.err);
+	e->bytes_recv = r.rcvd - (r.rcvd ? r.fin_in : 0);
 	obs_submit(e);
 	return 1;
 }

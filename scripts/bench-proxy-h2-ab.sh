@@ -25,6 +25,7 @@ PAIRS=$1; N=$2; shift 2
 BINS=("$@")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/lib/haproxy.sh"; source "$ROOT/scripts/lib/nginx.sh"; source "$ROOT/scripts/lib/stats.sh"
+source "$ROOT/scripts/lib/loopback.sh"	# bench_web_manifest only
 TMP=$(mktemp -d /tmp/zh-px-h2-ab.XXXXXX)
 for i in $(seq 0 30); do
 	B=$((26000 + ($$ + i * 37) % 2000 / 10 * 10))
@@ -41,18 +42,7 @@ trap cleanup EXIT
 mkdir -p "$TMP/be"
 nginx_h2c_origin_cfg "$TMP/be" "127.0.0.1:$EP" >"$TMP/be/nginx.conf"
 timeout 3600 nginx -c "$TMP/be/nginx.conf" -e "$TMP/be/error.log" >/dev/null 2>&1 & PIDS+=($!)
-cat >"$TMP/m.yaml" <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {selector: {app: web}, ports: [{name: http2, port: 80, targetPort: $EP}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-1, labels: {app: web}}
-spec: {nodeName: node-a, containers: [{name: c}]}
-status: {podIP: 127.0.0.1, phase: Running}
-YAML
+bench_web_manifest http2 "$EP" >"$TMP/m.yaml"
 mkdir -p "$TMP/state"
 "${BINS[0]}" apply --state "$TMP/state" -f "$TMP/m.yaml" >/dev/null
 ZP=(); ZPID=(); NAMES=()

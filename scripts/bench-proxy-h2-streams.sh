@@ -52,18 +52,7 @@ LIFE=$(((N / 1000 + 10) * ROUNDS * PAIRS * 4 + 120))
 PIDS+=($!)
 "$GPY" "$IDLE" backend $HB "$BMAX" "$LIFE" "$TMP/hcount" &
 PIDS+=($!)
-cat >"$TMP/m.yaml" <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {selector: {app: web}, ports: [{name: http2, port: 80, targetPort: $ZB}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-1, labels: {app: web}}
-spec: {nodeName: node-a, containers: [{name: c}]}
-status: {podIP: 127.0.0.1, phase: Running}
-YAML
+bench_web_manifest http2 "$ZB" >"$TMP/m.yaml"
 mkdir "$TMP/state"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >/dev/null
 haproxy_cfg "127.0.0.1:$HP proto h2" "127.0.0.1:$HB proto h2" >"$TMP/haproxy.cfg"

@@ -61,18 +61,7 @@ else
 fi
 PIDS+=($!)
 BEPID=$!	# the backend (one process: nginx without master, or the echo)
-cat >"$TMP/m.yaml" <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {selector: {app: web}, ports: [{name: $PNAME, port: 80, targetPort: $EP}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-1, labels: {app: web}}
-spec: {nodeName: node-a, containers: [{name: c}]}
-status: {podIP: 127.0.0.1, phase: Running}
-YAML
+bench_web_manifest "$PNAME" "$EP" >"$TMP/m.yaml"
 mkdir -p "$TMP/state"
 "$ZH" apply --state "$TMP/state" -f "$TMP/m.yaml" >/dev/null
 "$ZH" proxy --listen "127.0.0.1:$ZP" --service default/web --state "$TMP/state" 2>"$TMP/zp.err" &

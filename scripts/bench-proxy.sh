@@ -43,27 +43,14 @@ echo_start() {	# ZEROHOP PORT: one-thread HTTP echo on 127.0.0.1:PORT
 	PIDS+=($!)
 }
 web_manifest() {	# PORT: Service web, its one pod on loopback, HTTPRoute / to it
-	cat <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec: {selector: {app: web}, ports: [{port: 80, targetPort: $1}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: web-1, labels: {app: web}}
-spec: {nodeName: node-a, containers: [{name: c}]}
-status: {podIP: 127.0.0.1, phase: Running}
----
-apiVersion: gateway.networking.k8s.io/v1
+	bench_web_manifest "" "$1" 'apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: web}
 spec:
   parentRefs: [{group: "", kind: Service, name: web}]
   rules:
   - matches: [{path: {type: PathPrefix, value: /}}]
-    backendRefs: [{name: web, port: 80}]
-YAML
+    backendRefs: [{name: web, port: 80}]'
 }
 wait_http() {	# PORT...: until each answers (5 s at most)
 	for p in "$@"; do

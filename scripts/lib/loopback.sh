@@ -28,3 +28,30 @@ bench_cleanup() {
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	rm -rf "$TMP"
 }
+
+# bench_web_manifest PORTNAME PORT [DOC...]: prints the manifest the proxy
+# benchmarks serve from a state dir or -f: Service web, port 80 (named
+# PORTNAME, none when ""; the name tells the proxy the upstream's protocol,
+# http2 for h2c, docs/proxy.md) to targetPort PORT, and its one Pod web-1
+# at 127.0.0.1 on node-a. Each DOC (one YAML document, e.g. an HTTPRoute)
+# follows after a "---". One definition, so the benchmarks compare
+# contenders in front of the same Service.
+bench_web_manifest() {
+	local pname=$1 port=$2 doc
+	shift 2
+	cat <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {selector: {app: web}, ports: [{${pname:+name: $pname, }port: 80, targetPort: $port}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, labels: {app: web}}
+spec: {nodeName: node-a, containers: [{name: c}]}
+status: {podIP: 127.0.0.1, phase: Running}
+YAML
+	for doc in "$@"; do
+		printf -- '---\n%s\n' "$doc"
+	done
+}

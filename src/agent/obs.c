@@ -1080,11 +1080,17 @@ static void render_metrics(struct ag_obs *ob, FILE *f)
 		"# TYPE zerohop_obs_unpaired_closes_total counter\nzerohop_obs_unpaired_closes_total %llu\n"
 		"# TYPE zerohop_obs_events_total counter\nzerohop_obs_events_total %llu\n"
 		"# HELP zerohop_obs_events_lost_total Events lost (ring buffer full): L4 metrics undercount.\n"
-		"# TYPE zerohop_obs_events_lost_total counter\nzerohop_obs_events_lost_total %llu\n",
+		"# TYPE zerohop_obs_events_lost_total counter\nzerohop_obs_events_lost_total %llu\n"
+		"# HELP zerohop_obs_release_rereads_total Closes read twice: a segment overlapped the first read.\n"
+		"# TYPE zerohop_obs_release_rereads_total counter\nzerohop_obs_release_rereads_total %llu\n"
+		"# HELP zerohop_obs_release_torn_total Closes whose second read overlapped a segment too: bytes may be off.\n"
+		"# TYPE zerohop_obs_release_torn_total counter\nzerohop_obs_release_torn_total %llu\n",
 		ob->n_ser, ob->n_drop, ob->max, (unsigned long long)ob->overflow,
 		(unsigned long long)ob->unpaired,
 		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_EVENTS),
-		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_LOST));
+		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_LOST),
+		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_REREAD),
+		(unsigned long long)percpu_sum(ob->fd_stats, ZH_OBS_ST_TORN));
 	fprintf(f,
 		"# TYPE zerohop_agent_generation gauge\nzerohop_agent_generation %llu\n"
 		"# TYPE zerohop_agent_syncs_total counter\nzerohop_agent_syncs_total %llu\n"
@@ -1375,6 +1381,26 @@ void ag_obs_write_metrics(struct ag_obs *ob, FILE *f)
 		render_metrics(ob, f);
 }
 
+/* An obs_stats pinned by an agent with fewer counters (ZH_OBS_ST_MAX
+ * grew) would fail the load: it holds statistics only, so it is dropped
+ * and made anew. 0, or -errno from unlink(2). */
+static int obs_stats_pin_check(const char *path)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path), stale;
+
+	if (fd < 0)
+		return 0;	/* none pinned: made at load */
+	stale = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.max_entries != ZH_OBS_ST_MAX;
+	close(fd);
+	if (!stale)
+		return 0;
+	zh_info("obs: %s has %u counters, this agent %d: made anew", path, info.max_entries,
+		ZH_OBS_ST_MAX);
+	return unlink(path) ? -errno : 0;
+}
+
 int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 {
 	struct bpf_map *maps[OBS_NMAPS];
@@ -1395,7 +1421,9 @@ int ag_obs_open(const struct ag_obs_opts *o, struct ag_obs **out)
 	maps[3] = ob->skel->maps.obs_scrx6;
 	for (i = 0; i < OBS_NMAPS; i++) {
 		snprintf(path, sizeof(path), "%s/%s", o->pin_dir, map_pins[i]);
-		ret = bpf_map__set_pin_path(maps[i], path);
+		ret = maps[i] == ob->skel->maps.obs_stats ? obs_stats_pin_check(path) : 0;
+		if (!ret)
+			ret = bpf_map__set_pin_path(maps[i], path);
 		if (ret)
 			goto fail;
 	}

@@ -102,6 +102,8 @@ _Static_assert(sizeof(struct zh_obs_event6) == 128, "zh_obs_event6 size");
 enum zh_obs_stat {
 	ZH_OBS_ST_EVENTS = 0,		/* events written to obs_events */
 	ZH_OBS_ST_LOST,			/* events lost: ring buffer full (metrics undercount) */
+	ZH_OBS_ST_REREAD,		/* a release read overlapped a segment: read again */
+	ZH_OBS_ST_TORN,			/* ... and again: its bytes may be off (obs.bpf.c inv. 11) */
 	ZH_OBS_ST_MAX,
 };
 
