@@ -45,6 +45,17 @@ void px_stream_free(struct px_stream *st)
 	free(st);
 }
 
+/* The stream idle sweep's (px_h2_sweep_streams) local answer; the target
+ * runs no sweep, so it is linked, not reached. */
+const char px_err_stream_idle[] = "stream timeout";
+
+void px_stream_fail(struct px_stream *st, int status, const char *err)
+{
+	(void)status;
+	(void)err;
+	px_stream_free(st);
+}
+
 /* The stream layer: one answer per view, chosen by the request's path. */
 void px_h1_run(struct px_conn *c)
 {
