@@ -34,8 +34,9 @@
  *      sweep, at most once per idle period), never inside a libnghttp2
  *      call: a dropped page costs a page fault when touched again.
  *  K4. A small block (below PX_H2MEM_BIG) has a header of PX_H2MEM_HDR
- *      bytes before it naming its size class (px_h2mem_cls; PX_H2MEM_ODD
- *      and its size for one larger than the biggest class). A freed one
+ *      bytes before it naming its size class (px_h2mem_cls, up to 1 KiB;
+ *      PX_H2MEM_ODD and its size for a larger one, malloc's at its size:
+ *      those are a connection's, not a request's). A freed one
  *      goes onto this thread's list of its class while that list holds
  *      less than PX_H2MEM_CACHE bytes, else back to malloc; an allocation
  *      takes from the list first. libnghttp2 allocates and frees about 16
@@ -108,10 +109,14 @@ static void *px_h2mem_map(struct px_h2mem *m, size_t n)
 
 /* K4: small blocks, their header and this thread's lists. */
 #define PX_H2MEM_HDR	16	/* keeps malloc's 16-byte alignment */
-#define PX_H2MEM_NCLS	7
+#define PX_H2MEM_NCLS	5
 #define PX_H2MEM_ODD	PX_H2MEM_NCLS	/* no class: malloc's, size in the header */
 #define PX_H2MEM_CACHE	32768	/* bytes kept per class and thread */
-static const size_t px_h2mem_cls[PX_H2MEM_NCLS] = { 64, 128, 256, 512, 1024, 2048, 4096 };
+/* Up to 1 KiB: what a request allocates and frees (streams, outbound
+ * items, header buffers). A larger block is a connection's (the session,
+ * the HPACK tables) and lives as long as it: malloc's, at its size, since
+ * rounding it up to a class cost an idle connection 3.9 KB more. */
+static const size_t px_h2mem_cls[PX_H2MEM_NCLS] = { 64, 128, 256, 512, 1024 };
 
 struct px_h2mem_hdr {
 	union {

@@ -108,7 +108,7 @@ int main(void)
 
 	/* ---- small blocks: size classes and this thread's lists (K4) ---- */
 	{
-		void *p[40], *was[40], *q, *r;
+		void *p[60], *was[60], *q, *r;
 		char *g;
 		int same = 0, n_bad = 0;
 
@@ -133,28 +133,28 @@ int main(void)
 		g = mem.realloc(g, 1000, mem.mem_user_data);
 		ok(g && !memcmp(g, "0123456789", 10), "realloc to a larger class moves the bytes");
 		mem.free(g, mem.mem_user_data);
-		g = mem.malloc(PX_H2MEM_BIG - 8, mem.mem_user_data);	/* above the last class */
+		g = mem.malloc(PX_H2MEM_BIG - 8, mem.mem_user_data);	/* above the last class (1 KiB) */
 		ok(g && m.n == 0, "a block above the last class and below big: malloc's, no slot");
 		memset(g, 1, PX_H2MEM_BIG - 8);
 		g = mem.realloc(g, PX_H2MEM_BIG - 4, mem.mem_user_data);
 		ok(g && g[PX_H2MEM_BIG - 9] == 1, "... it grows with its bytes");
 		mem.free(g, mem.mem_user_data);
-		/* the list of a class holds at most PX_H2MEM_CACHE bytes: of 40
-		 * blocks of 2048 (2032 usable), 16 come back from it */
-		for (int i = 0; i < 40; i++)
-			p[i] = mem.malloc(2000, mem.mem_user_data);
-		for (int i = 0; i < 40; i++)
+		/* the list of a class holds at most PX_H2MEM_CACHE bytes: of 60
+		 * blocks of 1024 (1008 usable), 32 come back from it */
+		for (int i = 0; i < 60; i++)
+			p[i] = mem.malloc(1000, mem.mem_user_data);
+		for (int i = 0; i < 60; i++)
 			mem.free(was[i] = p[i], mem.mem_user_data);
-		for (int i = 0; i < 16; i++) {	/* last in, first out */
-			p[i] = mem.malloc(2000, mem.mem_user_data);
-			same += p[i] == was[15 - i];
+		for (int i = 0; i < 32; i++) {	/* last in, first out */
+			p[i] = mem.malloc(1000, mem.mem_user_data);
+			same += p[i] == was[31 - i];
 		}
-		for (int i = 16; i < 40; i++)
-			p[i] = mem.malloc(2000, mem.mem_user_data);
-		ok(same == 32768 / 2048,
-		   "a class's list is bounded: the 16 blocks it kept (32 KiB) come back first, last in first out (%d)",
+		for (int i = 32; i < 60; i++)
+			p[i] = mem.malloc(1000, mem.mem_user_data);
+		ok(same == 32768 / 1024,
+		   "a class's list is bounded: the 32 blocks it kept (32 KiB) come back first, last in first out (%d)",
 		   same);
-		for (int i = 0; i < 40; i++)
+		for (int i = 0; i < 60; i++)
 			mem.free(p[i], mem.mem_user_data);
 		is_int(m.n, 0, "no small block took a slot");
 	}
